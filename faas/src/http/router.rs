@@ -1,0 +1,157 @@
+//! The gateway API mapped to typed routes.
+//!
+//! | method | path | route |
+//! |---|---|---|
+//! | `POST` | `/invoke/<fn>` | [`Route::Invoke`] |
+//! | `PUT` | `/functions/<name>` | [`Route::Deploy`] |
+//! | `GET` | `/functions` | [`Route::ListFunctions`] |
+//! | `DELETE` | `/functions/<name>` | [`Route::Remove`] |
+//! | `GET` | `/metrics` | [`Route::Metrics`] |
+//!
+//! Paths match exactly (no trailing slash, no percent-decoding: valid names need none); the query
+//! string is ignored. An unknown path is 404, a known path with another method 405 with an
+//! `Allow` header, an invalid function name 400.
+
+use super::request::Method;
+use super::response::{Response, Status};
+use crate::function_name::{FunctionName, NameError};
+
+/// A request the API understands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Invoke a function with the request body as its input.
+    Invoke(FunctionName),
+    /// Deploy (or replace) a function module; the body is the ELF image.
+    Deploy(FunctionName),
+    /// List deployed functions.
+    ListFunctions,
+    /// Remove a deployed function.
+    Remove(FunctionName),
+    /// Prometheus metrics.
+    Metrics,
+}
+
+/// Why a request matches no route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RouteError {
+    /// No route has this path (404).
+    NotFound,
+    /// The path exists but not for this method (405); `allow` lists the methods it accepts.
+    MethodNotAllowed {
+        /// Value for the `Allow` header.
+        allow: &'static str,
+    },
+    /// The function name in the path is invalid (400).
+    InvalidName(NameError),
+}
+
+impl RouteError {
+    /// The status code for this error.
+    pub fn status(self) -> Status {
+        match self {
+            RouteError::NotFound => Status::NotFound,
+            RouteError::MethodNotAllowed { .. } => Status::MethodNotAllowed,
+            RouteError::InvalidName(_) => Status::BadRequest,
+        }
+    }
+
+    /// The complete error response (with `Allow` for 405).
+    pub fn response(self) -> Response {
+        let msg = match self {
+            RouteError::NotFound => alloc::string::String::from("no such endpoint\n"),
+            RouteError::MethodNotAllowed { .. } => {
+                alloc::string::String::from("method not allowed\n")
+            }
+            RouteError::InvalidName(e) => alloc::format!("{e}\n"),
+        };
+        let r = Response::text(self.status(), &msg);
+        match self {
+            RouteError::MethodNotAllowed { allow } => r.clone().header("Allow", allow).unwrap_or(r),
+            _ => r,
+        }
+    }
+}
+
+/// Maps a method and path (query already stripped or not) to a route.
+pub fn route(method: Method, target: &str) -> Result<Route, RouteError> {
+    let path = target.split_once('?').map_or(target, |(p, _)| p);
+    let named = |name: &str| FunctionName::new(name).map_err(RouteError::InvalidName);
+    let expect = |m: Method, allow: &'static str| {
+        if method == m {
+            Ok(())
+        } else {
+            Err(RouteError::MethodNotAllowed { allow })
+        }
+    };
+    if let Some(name) = path.strip_prefix("/invoke/") {
+        expect(Method::Post, "POST")?;
+        return named(name).map(Route::Invoke);
+    }
+    if let Some(name) = path.strip_prefix("/functions/") {
+        return match method {
+            Method::Put => named(name).map(Route::Deploy),
+            Method::Delete => named(name).map(Route::Remove),
+            _ => Err(RouteError::MethodNotAllowed {
+                allow: "PUT, DELETE",
+            }),
+        };
+    }
+    match path {
+        "/functions" => expect(Method::Get, "GET").map(|()| Route::ListFunctions),
+        "/metrics" => expect(Method::Get, "GET").map(|()| Route::Metrics),
+        _ => Err(RouteError::NotFound),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(s: &str) -> FunctionName {
+        FunctionName::new(s).unwrap()
+    }
+
+    #[test]
+    fn routes_the_api() {
+        assert_eq!(
+            route(Method::Post, "/invoke/hello"),
+            Ok(Route::Invoke(name("hello")))
+        );
+        assert_eq!(
+            route(Method::Post, "/invoke/hello?x=1"),
+            Ok(Route::Invoke(name("hello")))
+        );
+        assert_eq!(
+            route(Method::Put, "/functions/f-1"),
+            Ok(Route::Deploy(name("f-1")))
+        );
+        assert_eq!(
+            route(Method::Delete, "/functions/f_1"),
+            Ok(Route::Remove(name("f_1")))
+        );
+        assert_eq!(route(Method::Get, "/functions"), Ok(Route::ListFunctions));
+        assert_eq!(route(Method::Get, "/metrics"), Ok(Route::Metrics));
+    }
+
+    #[test]
+    fn rejects_with_the_right_status() {
+        let code = |m, p| route(m, p).unwrap_err().status().code();
+        assert_eq!(code(Method::Get, "/"), 404);
+        assert_eq!(code(Method::Get, "/metrics/"), 404);
+        assert_eq!(code(Method::Get, "/functionsx"), 404);
+        assert_eq!(code(Method::Get, "/invoke/hello"), 405);
+        assert_eq!(code(Method::Post, "/functions/x"), 405);
+        assert_eq!(code(Method::Post, "/metrics"), 405);
+        assert_eq!(code(Method::Delete, "/functions"), 405);
+        assert_eq!(code(Method::Post, "/invoke/"), 400);
+        assert_eq!(code(Method::Post, "/invoke/a/b"), 400);
+        assert_eq!(code(Method::Put, "/functions/Upper"), 400);
+        assert_eq!(code(Method::Post, "/invoke/%41"), 400);
+        let r = route(Method::Get, "/invoke/x")
+            .unwrap_err()
+            .response()
+            .to_bytes();
+        assert!(r.starts_with(b"HTTP/1.1 405 Method Not Allowed\r\n"));
+        assert!(r.windows(13).any(|w| w == b"Allow: POST\r\n"));
+    }
+}

@@ -1,0 +1,26 @@
+//! Fjord FaaS runtime logic: the pure, host-testable parts of the orchestrator and gateway.
+//!
+//! Modules:
+//! - [`jbsq`]: the [`jbsq::Dispatcher`] policy trait and JBSQ(k) with internal/external queues;
+//! - [`http`]: incremental HTTP/1.1 request parser, response writer, API router;
+//! - [`module`]: function module (static-PIE ELF64) validation, the [`module::LoadPlan`] and
+//!   relocation; [`module::manifest`] is the `.fjord_manifest` format;
+//! - [`metrics`]: counters, latency histograms, quantiles and Prometheus text exposition;
+//! - [`registry`]: deployed functions by name, with generations;
+//! - [`function_name`]: the validated [`FunctionName`] type they share.
+//!
+//! Cargo features: none. The crate is `no_std` + `alloc` and free of `unsafe`; the kernel drives
+//! it, host tests (`cargo test -p fjord-faas`) check it.
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+pub mod function_name;
+pub mod http;
+pub mod jbsq;
+pub mod metrics;
+pub mod module;
+pub mod registry;
+
+pub use function_name::FunctionName;

@@ -1,0 +1,372 @@
+//! The function manifest carried in a module's `.fjord_manifest` section.
+//!
+//! Format (version 1): UTF-8 text, one `key=value` per line, LF line endings. The first
+//! non-comment line must be `fjord-manifest=1`. Blank lines and lines starting with `#` are
+//! ignored; trailing NUL bytes (padding of a fixed-size static) are ignored. Keys may appear at
+//! most once; unknown keys are errors, so a typo never silently falls back to a default.
+//!
+//! | key | value | default |
+//! |---|---|---|
+//! | `name` | `[a-z0-9_-]{1,64}` | required |
+//! | `entry` | entry offset from the image base (number) | the ELF header's `e_entry` |
+//! | `stack_size` | bytes, multiple of 4096, at least 4096 | 64 KiB |
+//! | `heap_size` | bytes, multiple of 4096 | 1 MiB |
+//! | `groundhog` | `on` / `off`: restore a snapshot between requests | `off` |
+//! | `isolation` | `full` / `none` (Jord_NI, for measuring isolation cost) | `full` |
+//!
+//! Numbers are decimal or `0x` hexadecimal, optionally followed by `K` or `M` (KiB, MiB).
+//! A module embeds the manifest with a static such as
+//! `#[unsafe(link_section = ".fjord_manifest")] #[used] static M: [u8; N] = *b"...";`.
+
+use crate::function_name::{FunctionName, NameError};
+use alloc::string::String;
+use core::fmt::{self, Write};
+
+/// The manifest format version this crate reads and writes.
+pub const MANIFEST_VERSION: u32 = 1;
+/// Default stack size (64 KiB).
+pub const DEFAULT_STACK_SIZE: u64 = 64 * 1024;
+/// Default heap size (1 MiB).
+pub const DEFAULT_HEAP_SIZE: u64 = 1024 * 1024;
+/// Largest stack or heap size a manifest may ask for (1 GiB).
+pub const MAX_REGION_SIZE: u64 = 1 << 30;
+
+/// How strongly instances of the function are isolated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    /// Each invocation in its own protection domain.
+    Full,
+    /// Isolation operations bypassed (Jord_NI), for measuring the cost of isolation.
+    None,
+}
+
+/// A parsed, validated manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Manifest {
+    /// The function's name.
+    pub name: FunctionName,
+    /// Entry offset from the image base; `None` means the ELF header's entry point.
+    pub entry: Option<u64>,
+    /// Private stack size in bytes.
+    pub stack_size: u64,
+    /// Private heap size in bytes.
+    pub heap_size: u64,
+    /// Groundhog request isolation (snapshot restore between requests).
+    pub groundhog: bool,
+    /// Isolation mode.
+    pub isolation: Isolation,
+}
+
+/// Why a manifest was rejected; `line` numbers count from 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ManifestError {
+    /// The manifest is not UTF-8.
+    NotUtf8,
+    /// The first line is not `fjord-manifest=<version>`.
+    MissingVersion,
+    /// The version is not one this crate reads.
+    UnsupportedVersion,
+    /// A line has no `=`.
+    MissingEquals {
+        /// Line number.
+        line: u32,
+    },
+    /// A key this version does not define.
+    UnknownKey {
+        /// Line number.
+        line: u32,
+    },
+    /// A key given twice.
+    DuplicateKey {
+        /// Line number.
+        line: u32,
+    },
+    /// A value that does not parse for its key.
+    BadValue {
+        /// Line number.
+        line: u32,
+    },
+    /// A stack or heap size that is zero (stack), not page-aligned or above 1 GiB.
+    BadSize {
+        /// Line number.
+        line: u32,
+    },
+    /// No `name` key.
+    MissingName,
+    /// The name is not `[a-z0-9_-]{1,64}`.
+    InvalidName(NameError),
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ManifestError::NotUtf8 => f.write_str("manifest is not UTF-8"),
+            ManifestError::MissingVersion => {
+                f.write_str("manifest must start with fjord-manifest=1")
+            }
+            ManifestError::UnsupportedVersion => f.write_str("unsupported manifest version"),
+            ManifestError::MissingEquals { line } => {
+                write!(f, "manifest line {line}: expected key=value")
+            }
+            ManifestError::UnknownKey { line } => write!(f, "manifest line {line}: unknown key"),
+            ManifestError::DuplicateKey { line } => {
+                write!(f, "manifest line {line}: duplicate key")
+            }
+            ManifestError::BadValue { line } => write!(f, "manifest line {line}: invalid value"),
+            ManifestError::BadSize { line } => {
+                write!(
+                    f,
+                    "manifest line {line}: size must be a multiple of 4096, at most 1 GiB"
+                )
+            }
+            ManifestError::MissingName => f.write_str("manifest has no name"),
+            ManifestError::InvalidName(e) => write!(f, "manifest name: {e}"),
+        }
+    }
+}
+
+/// Parses a number: decimal or `0x` hex, optional `K`/`M` suffix.
+fn parse_number(s: &str) -> Option<u64> {
+    let (digits, scale) = match s.as_bytes().last()? {
+        b'K' => (&s[..s.len() - 1], 1024),
+        b'M' => (&s[..s.len() - 1], 1024 * 1024),
+        _ => (s, 1),
+    };
+    let n = match digits.strip_prefix("0x") {
+        Some(hex) if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            u64::from_str_radix(hex, 16).ok()?
+        }
+        Some(_) => return None,
+        None if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            digits.parse().ok()?
+        }
+        None => return None,
+    };
+    n.checked_mul(scale)
+}
+
+fn parse_size(value: &str, line: u32, min: u64) -> Result<u64, ManifestError> {
+    let n = parse_number(value).ok_or(ManifestError::BadValue { line })?;
+    if n < min || !n.is_multiple_of(4096) || n > MAX_REGION_SIZE {
+        return Err(ManifestError::BadSize { line });
+    }
+    Ok(n)
+}
+
+impl Manifest {
+    /// A manifest for `name` with every other field at its default.
+    pub fn new(name: FunctionName) -> Self {
+        Manifest {
+            name,
+            entry: None,
+            stack_size: DEFAULT_STACK_SIZE,
+            heap_size: DEFAULT_HEAP_SIZE,
+            groundhog: false,
+            isolation: Isolation::Full,
+        }
+    }
+
+    /// Parses the raw bytes of a `.fjord_manifest` section.
+    pub fn parse(bytes: &[u8]) -> Result<Self, ManifestError> {
+        let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        let text = core::str::from_utf8(&bytes[..end]).map_err(|_| ManifestError::NotUtf8)?;
+        let mut lines = text
+            .split('\n')
+            .enumerate()
+            .map(|(i, l)| {
+                (
+                    u32::try_from(i + 1).unwrap_or(u32::MAX),
+                    l.trim_end_matches('\r'),
+                )
+            })
+            .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+        match lines.next() {
+            Some((_, l)) if l.trim() == "fjord-manifest=1" => {}
+            Some((_, l)) if l.trim().starts_with("fjord-manifest=") => {
+                return Err(ManifestError::UnsupportedVersion);
+            }
+            _ => return Err(ManifestError::MissingVersion),
+        }
+        let mut name = None;
+        let (mut entry, mut stack_size, mut heap_size) =
+            (None, DEFAULT_STACK_SIZE, DEFAULT_HEAP_SIZE);
+        let (mut groundhog, mut isolation) = (false, Isolation::Full);
+        let mut seen = [false; 6];
+        for (line, l) in lines {
+            let (key, value) = l
+                .split_once('=')
+                .ok_or(ManifestError::MissingEquals { line })?;
+            let (key, value) = (key.trim(), value.trim());
+            let slot = match key {
+                "name" => 0,
+                "entry" => 1,
+                "stack_size" => 2,
+                "heap_size" => 3,
+                "groundhog" => 4,
+                "isolation" => 5,
+                _ => return Err(ManifestError::UnknownKey { line }),
+            };
+            if core::mem::replace(&mut seen[slot], true) {
+                return Err(ManifestError::DuplicateKey { line });
+            }
+            let bad = ManifestError::BadValue { line };
+            match slot {
+                0 => name = Some(FunctionName::new(value).map_err(ManifestError::InvalidName)?),
+                1 => entry = Some(parse_number(value).ok_or(bad)?),
+                2 => stack_size = parse_size(value, line, 4096)?,
+                3 => heap_size = parse_size(value, line, 0)?,
+                4 => {
+                    groundhog = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(bad),
+                    }
+                }
+                _ => {
+                    isolation = match value {
+                        "full" => Isolation::Full,
+                        "none" => Isolation::None,
+                        _ => return Err(bad),
+                    }
+                }
+            }
+        }
+        let name = name.ok_or(ManifestError::MissingName)?;
+        Ok(Manifest {
+            name,
+            entry,
+            stack_size,
+            heap_size,
+            groundhog,
+            isolation,
+        })
+    }
+
+    /// Serializes to the canonical text form (every key, sizes in hex), which [`Manifest::parse`]
+    /// reads back to an equal manifest.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        // Writing to a String cannot fail.
+        let _ = writeln!(s, "fjord-manifest={MANIFEST_VERSION}");
+        let _ = writeln!(s, "name={}", self.name);
+        if let Some(e) = self.entry {
+            let _ = writeln!(s, "entry={e:#x}");
+        }
+        let _ = writeln!(s, "stack_size={:#x}", self.stack_size);
+        let _ = writeln!(s, "heap_size={:#x}", self.heap_size);
+        let _ = writeln!(s, "groundhog={}", if self.groundhog { "on" } else { "off" });
+        let iso = match self.isolation {
+            Isolation::Full => "full",
+            Isolation::None => "none",
+        };
+        let _ = writeln!(s, "isolation={iso}");
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_full_manifest_with_padding_and_comments() {
+        let text = b"# hello function\nfjord-manifest=1\nname=hello\r\nentry=0x12d0\n\nstack_size=128K\nheap_size = 2M\ngroundhog=on\nisolation=none\n\0\0\0";
+        let m = Manifest::parse(text).unwrap();
+        assert_eq!(m.name.as_str(), "hello");
+        assert_eq!(m.entry, Some(0x12d0));
+        assert_eq!((m.stack_size, m.heap_size), (128 * 1024, 2 * 1024 * 1024));
+        assert!(m.groundhog);
+        assert_eq!(m.isolation, Isolation::None);
+    }
+
+    #[test]
+    fn defaults() {
+        let m = Manifest::parse(b"fjord-manifest=1\nname=f\n").unwrap();
+        assert_eq!(m, Manifest::new(FunctionName::new("f").unwrap()));
+    }
+
+    #[test]
+    fn rejections() {
+        use ManifestError::*;
+        let cases: &[(&[u8], ManifestError)] = &[
+            (b"", MissingVersion),
+            (b"name=f\n", MissingVersion),
+            (b"fjord-manifest=2\nname=f", UnsupportedVersion),
+            (b"\xff", NotUtf8),
+            (b"fjord-manifest=1\n", MissingName),
+            (
+                b"fjord-manifest=1\nname=F",
+                InvalidName(NameError::InvalidByte),
+            ),
+            (
+                b"fjord-manifest=1\nname=f\nnoequals",
+                MissingEquals { line: 3 },
+            ),
+            (
+                b"fjord-manifest=1\nname=f\nstack=4096",
+                UnknownKey { line: 3 },
+            ),
+            (
+                b"fjord-manifest=1\nname=f\nname=g",
+                DuplicateKey { line: 3 },
+            ),
+            (b"fjord-manifest=1\nname=f\nentry=0x", BadValue { line: 3 }),
+            (b"fjord-manifest=1\nname=f\nentry=12a", BadValue { line: 3 }),
+            (
+                b"fjord-manifest=1\nname=f\nentry=0xffffffffffffffffK",
+                BadValue { line: 3 },
+            ),
+            (
+                b"fjord-manifest=1\nname=f\nstack_size=0",
+                BadSize { line: 3 },
+            ),
+            (
+                b"fjord-manifest=1\nname=f\nheap_size=4097",
+                BadSize { line: 3 },
+            ),
+            (
+                b"fjord-manifest=1\nname=f\nheap_size=2048M",
+                BadSize { line: 3 },
+            ),
+            (
+                b"fjord-manifest=1\nname=f\ngroundhog=yes",
+                BadValue { line: 3 },
+            ),
+            (
+                b"fjord-manifest=1\nname=f\nisolation=half",
+                BadValue { line: 3 },
+            ),
+        ];
+        for (text, err) in cases {
+            assert_eq!(
+                Manifest::parse(text),
+                Err(*err),
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips(name in "[a-z0-9_-]{1,64}", entry in any::<Option<u64>>(),
+                       stack in 1u64..=(1 << 18), heap in 0u64..=(1 << 18),
+                       groundhog in any::<bool>(), none in any::<bool>()) {
+            let m = Manifest {
+                name: FunctionName::new(&name).unwrap(),
+                entry,
+                stack_size: stack * 4096,
+                heap_size: heap * 4096,
+                groundhog,
+                isolation: if none { Isolation::None } else { Isolation::Full },
+            };
+            prop_assert_eq!(Manifest::parse(m.to_text().as_bytes()), Ok(m));
+        }
+
+        #[test]
+        fn never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+            let _ = Manifest::parse(&bytes);
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! Function modules: the manifest format, validation of the ELF file into a [`LoadPlan`], and
+//! relocation.
+//!
+//! Modules: [`manifest`] (the `.fjord_manifest` text format), [`elf`] (bounds-checked ELF64
+//! reading), [`load_plan`] (validation and the plan), [`relocate`] (populate an image buffer and
+//! apply relative relocations), [`error`] (the typed rejection reasons).
+
+pub mod elf;
+pub mod error;
+pub mod load_plan;
+pub mod manifest;
+pub mod relocate;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::{FilePart, ModuleError};
+pub use load_plan::{LoadPlan, ModuleLimits, Perms, Relocation, SegmentPlan, validate};
+pub use manifest::{Isolation, Manifest, ManifestError};
+pub use relocate::{RelocateError, apply_relocations};

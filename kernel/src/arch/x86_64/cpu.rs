@@ -1,0 +1,172 @@
+//! CPU identification, model-specific registers, control registers and the time-stamp counter.
+
+use core::arch::asm;
+use core::arch::x86_64::{__cpuid, __cpuid_count, _rdtsc};
+
+/// CPU features Fjord cares about, read once from CPUID.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Features {
+    /// The local APIC supports x2APIC mode.
+    pub x2apic: bool,
+    /// Process-context identifiers (CR4.PCIDE).
+    pub pcid: bool,
+    /// The INVPCID instruction.
+    pub invpcid: bool,
+    /// Protection keys for user pages.
+    pub pku: bool,
+    /// 1 GiB pages.
+    pub gbpages: bool,
+    /// The invariant TSC.
+    pub invariant_tsc: bool,
+    /// The CPU vendor string.
+    pub vendor: [u8; 12],
+}
+
+/// Reads the CPU's features.
+pub fn features() -> Features {
+    let l0 = __cpuid(0);
+    let mut vendor = [0u8; 12];
+    vendor[..4].copy_from_slice(&l0.ebx.to_le_bytes());
+    vendor[4..8].copy_from_slice(&l0.edx.to_le_bytes());
+    vendor[8..].copy_from_slice(&l0.ecx.to_le_bytes());
+    let l1 = __cpuid(1);
+    let l7 = if l0.eax >= 7 {
+        __cpuid_count(7, 0)
+    } else {
+        __cpuid(0)
+    };
+    let ext_max = __cpuid(0x8000_0000).eax;
+    let e1 = if ext_max >= 0x8000_0001 {
+        __cpuid(0x8000_0001).edx
+    } else {
+        0
+    };
+    let e7 = if ext_max >= 0x8000_0007 {
+        __cpuid(0x8000_0007).edx
+    } else {
+        0
+    };
+    Features {
+        x2apic: l1.ecx & (1 << 21) != 0,
+        pcid: l1.ecx & (1 << 17) != 0,
+        invpcid: l0.eax >= 7 && l7.ebx & (1 << 10) != 0,
+        pku: l0.eax >= 7 && l7.ecx & (1 << 3) != 0,
+        gbpages: e1 & (1 << 26) != 0,
+        invariant_tsc: e7 & (1 << 8) != 0,
+        vendor,
+    }
+}
+
+/// Reads the time-stamp counter (under `-icount shift=0` it counts guest instructions).
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    // SAFETY: RDTSC has no side effects and is always available on x86_64.
+    unsafe { _rdtsc() }
+}
+
+/// Reads model-specific register `msr`.
+///
+/// # Safety
+/// `msr` must exist on this CPU (reading an absent MSR raises #GP).
+pub unsafe fn rdmsr(msr: u32) -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: the caller guarantees the MSR exists.
+    unsafe { asm!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi, options(nomem, nostack)) };
+    u64::from(lo) | (u64::from(hi) << 32)
+}
+
+/// Writes model-specific register `msr`.
+///
+/// # Safety
+/// `msr` must exist and `value` must be valid for it; the write may change how the CPU behaves.
+pub unsafe fn wrmsr(msr: u32, value: u64) {
+    // SAFETY: the caller guarantees the MSR and value are valid.
+    unsafe {
+        asm!("wrmsr", in("ecx") msr, in("eax") value as u32, in("edx") (value >> 32) as u32,
+             options(nostack))
+    };
+}
+
+/// MSR: the local APIC base.
+pub const IA32_APIC_BASE: u32 = 0x1b;
+/// MSR: extended feature enables (SCE, LME, NXE).
+pub const IA32_EFER: u32 = 0xc000_0080;
+/// MSR: SYSCALL/SYSRET segment selectors.
+pub const IA32_STAR: u32 = 0xc000_0081;
+/// MSR: SYSCALL entry point.
+pub const IA32_LSTAR: u32 = 0xc000_0082;
+/// MSR: RFLAGS bits cleared on SYSCALL.
+pub const IA32_FMASK: u32 = 0xc000_0084;
+/// MSR: the active GS base.
+pub const IA32_GS_BASE: u32 = 0xc000_0101;
+/// MSR: the GS base SWAPGS exchanges with.
+pub const IA32_KERNEL_GS_BASE: u32 = 0xc000_0102;
+
+/// Reads CR2 (the faulting address of the last page fault).
+pub fn read_cr2() -> u64 {
+    let v;
+    // SAFETY: reading CR2 has no side effects.
+    unsafe { asm!("mov {}, cr2", out(reg) v, options(nomem, nostack, preserves_flags)) };
+    v
+}
+
+/// Reads CR3 (the current root page table).
+pub fn read_cr3() -> u64 {
+    let v;
+    // SAFETY: reading CR3 has no side effects.
+    unsafe { asm!("mov {}, cr3", out(reg) v, options(nomem, nostack, preserves_flags)) };
+    v
+}
+
+/// Switches to the page tables rooted at `root` (flushes the non-global TLB).
+///
+/// # Safety
+/// `root` must be a valid PML4 that maps the running code, its stack and all kernel data.
+pub unsafe fn write_cr3(root: u64) {
+    // SAFETY: the caller guarantees the new tables keep the kernel mapped.
+    unsafe { asm!("mov cr3, {}", in(reg) root, options(nostack, preserves_flags)) };
+}
+
+/// Invalidates the TLB entry for the page containing `va` on this CPU.
+pub fn invlpg(va: u64) {
+    // SAFETY: INVLPG only drops a cached translation.
+    unsafe { asm!("invlpg [{}]", in(reg) va, options(nostack, preserves_flags)) };
+}
+
+/// Enables interrupts.
+pub fn enable_interrupts() {
+    // SAFETY: the IDT is loaded before any caller enables interrupts.
+    unsafe { asm!("sti", options(nomem, nostack)) };
+}
+
+/// Disables interrupts and returns whether they were enabled.
+pub fn disable_interrupts() -> bool {
+    let flags: u64;
+    // SAFETY: reading RFLAGS and clearing IF has no other effect.
+    unsafe { asm!("pushfq; pop {}; cli", out(reg) flags, options(nomem)) };
+    flags & (1 << 9) != 0
+}
+
+/// Runs `f` with interrupts disabled, restoring the previous state afterwards.
+pub fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
+    let was = disable_interrupts();
+    let r = f();
+    if was {
+        enable_interrupts();
+    }
+    r
+}
+
+/// Atomically enables interrupts and halts until the next one arrives.
+pub fn enable_and_halt() {
+    // SAFETY: STI's one-instruction shadow makes STI;HLT atomic, so no wake-up is lost.
+    unsafe { asm!("sti; hlt", options(nomem, nostack)) };
+}
+
+/// Halts forever with interrupts disabled.
+pub fn halt_forever() -> ! {
+    loop {
+        // SAFETY: halting with interrupts off stops this CPU; nothing depends on it afterwards.
+        unsafe { asm!("cli; hlt", options(nomem, nostack)) };
+    }
+}

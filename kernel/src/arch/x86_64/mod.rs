@@ -1,0 +1,17 @@
+//! The x86_64 hardware abstraction layer: everything architecture-specific lives below here.
+//!
+//! The rest of the kernel uses this module's small surface (console, exit, CPU id, timer, IPIs,
+//! user-mode entry) so that another architecture would only add a sibling folder.
+
+pub mod apic;
+pub mod boot;
+pub mod cpu;
+pub mod exit;
+pub mod gdt;
+pub mod percpu;
+pub mod pit;
+pub mod serial;
+pub mod smp;
+pub mod trap;
+pub mod user;
+pub mod user_programs;

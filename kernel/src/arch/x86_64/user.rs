@@ -1,0 +1,319 @@
+//! Ring 3: entering user code, the SYSCALL gate, and user code's way back into the kernel.
+//!
+//! The kernel runs user code with [`run`], which saves the kernel's callee-saved registers, loads
+//! the user context and `iretq`s to ring 3. Three things bring the CPU back:
+//! - a system call, handled on the per-CPU trap stack and normally returned with `sysretq`;
+//! - an exception in user code, which ends the run with [`UserExit::Fault`];
+//! - a timer tick past the run's deadline, which ends it with [`UserExit::TimedOut`].
+//!
+//! Ending a run copies the user registers back into the [`UserContext`] and returns from `run`
+//! on the kernel stack it was called on; the trap stack is simply abandoned.
+
+use super::cpu::{self, IA32_EFER, IA32_FMASK, IA32_LSTAR, IA32_STAR};
+use super::gdt::{KERNEL_CS, USER_CS, USER_DS};
+use super::percpu::{
+    self, OFF_KERNEL_RESUME_RSP, OFF_TRAP_STACK_TOP, OFF_USER_CTX, OFF_USER_RSP, RawExit,
+};
+use super::trap::{SYSCALL_VECTOR, TrapFrame};
+use core::arch::global_asm;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+global_asm!(
+    r#"
+    .section .text.user, "ax"
+    .global user_enter
+user_enter:
+    push rbx
+    push rbp
+    push r12
+    push r13
+    push r14
+    push r15
+    pushfq
+    cli
+    mov gs:[{resume}], rsp
+    mov gs:[{ctx}], rdi
+    mov rsp, rdi
+    jmp trap_return
+
+    .global user_return_to_kernel
+user_return_to_kernel:
+    mov rsp, gs:[{resume}]
+    popfq
+    pop r15
+    pop r14
+    pop r13
+    pop r12
+    pop rbp
+    pop rbx
+    ret
+
+    .global syscall_entry
+syscall_entry:
+    swapgs
+    mov gs:[{user_rsp}], rsp
+    mov rsp, gs:[{trap_top}]
+    push {user_ds}
+    push qword ptr gs:[{user_rsp}]
+    push r11
+    push {user_cs}
+    push rcx
+    push 0
+    push {sysvec}
+    push rax
+    push rbx
+    push rcx
+    push rdx
+    push rsi
+    push rdi
+    push rbp
+    push r8
+    push r9
+    push r10
+    push r11
+    push r12
+    push r13
+    push r14
+    push r15
+    mov rdi, rsp
+    call {dispatch}
+    pop r15
+    pop r14
+    pop r13
+    pop r12
+    pop r11
+    pop r10
+    pop r9
+    pop r8
+    pop rbp
+    pop rdi
+    pop rsi
+    pop rdx
+    pop rcx
+    pop rbx
+    pop rax
+    add rsp, 16
+    mov rcx, [rsp]
+    mov r11, [rsp + 16]
+    mov rsp, [rsp + 24]
+    swapgs
+    sysretq
+    .text
+"#,
+    resume = const OFF_KERNEL_RESUME_RSP,
+    ctx = const OFF_USER_CTX,
+    user_rsp = const OFF_USER_RSP,
+    trap_top = const OFF_TRAP_STACK_TOP,
+    user_ds = const USER_DS,
+    user_cs = const USER_CS,
+    sysvec = const SYSCALL_VECTOR,
+    dispatch = sym syscall_dispatch,
+);
+
+unsafe extern "C" {
+    fn user_enter(ctx: *mut TrapFrame);
+    fn user_return_to_kernel() -> !;
+    fn syscall_entry();
+}
+
+/// Programs SYSCALL/SYSRET on the calling CPU.
+pub fn init_cpu() {
+    // SAFETY: these MSRs exist on every x86_64 CPU. STAR selects kernel CS 0x08 / SS 0x10 on
+    // SYSCALL and user CS 0x23 / SS 0x1b on SYSRET (see `gdt`); FMASK clears IF, TF, DF and AC
+    // on entry; EFER.SCE enables the instructions.
+    unsafe {
+        let sysret_base = u64::from(USER_DS & !3) - 8;
+        cpu::wrmsr(
+            IA32_STAR,
+            (sysret_base << 48) | (u64::from(KERNEL_CS) << 32),
+        );
+        cpu::wrmsr(IA32_LSTAR, syscall_entry as *const () as u64);
+        cpu::wrmsr(IA32_FMASK, (1 << 9) | (1 << 8) | (1 << 10) | (1 << 18));
+        let efer = cpu::rdmsr(IA32_EFER);
+        cpu::wrmsr(IA32_EFER, efer | 1);
+    }
+}
+
+/// The register state of a user thread.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UserContext {
+    /// Saved registers; `rip`, `rsp` and the argument registers are set by the caller.
+    pub frame: TrapFrame,
+}
+
+impl UserContext {
+    /// A context that starts at `entry` with stack `stack_top` and arguments in rdi, rsi, rdx
+    /// and rcx.
+    pub fn new(entry: u64, stack_top: u64, args: [u64; 4]) -> Self {
+        let frame = TrapFrame {
+            rip: entry,
+            rsp: stack_top,
+            cs: u64::from(USER_CS),
+            ss: u64::from(USER_DS),
+            rflags: 0x202, // IF set
+            rdi: args[0],
+            rsi: args[1],
+            rdx: args[2],
+            rcx: args[3],
+            ..TrapFrame::default()
+        };
+        UserContext { frame }
+    }
+}
+
+/// The kind of access that faulted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// A data read.
+    Read,
+    /// A data write.
+    Write,
+    /// An instruction fetch.
+    Execute,
+}
+
+/// A fault raised by user code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UserFault {
+    /// Exception vector (14 for a page fault).
+    pub vector: u64,
+    /// Faulting address (page faults) or 0.
+    pub addr: u64,
+    /// Access type (page faults).
+    pub access: Access,
+    /// True when the page was present (a protection violation rather than a missing page).
+    pub protection: bool,
+    /// Instruction that faulted.
+    pub rip: u64,
+}
+
+/// How a run of user code ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UserExit {
+    /// The code called `exit` with this code.
+    Exited(u64),
+    /// The code raised an exception.
+    Fault(UserFault),
+    /// The code ran past its deadline and was preempted by the timer.
+    TimedOut,
+    /// The code made a system call that the kernel thread running it must handle (a call
+    /// between protection domains). The context is left just after the `syscall`; resume it
+    /// with the result in `rax`.
+    Request {
+        /// System-call number.
+        no: u64,
+        /// Arguments (rdi, rsi, rdx, r10).
+        args: [u64; 4],
+    },
+}
+
+const EXIT_EXITED: u64 = 1;
+const EXIT_FAULT: u64 = 2;
+const EXIT_TIMEOUT: u64 = 3;
+const EXIT_REQUEST: u64 = 4;
+
+/// User faults seen since boot, on all CPUs.
+pub static USER_FAULTS: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `ctx` in ring 3 on this CPU until it exits, faults or passes `deadline` (a TSC value).
+/// The caller must have loaded page tables that map the context's code and stack for ring 3.
+pub fn run(ctx: &mut UserContext, deadline: Option<u64>) -> UserExit {
+    let pc = percpu::current();
+    pc.user_deadline = deadline.unwrap_or(0);
+    pc.exit = RawExit::default();
+    // SAFETY: `ctx.frame` is a valid user frame (ring-3 selectors, set by `UserContext::new` or
+    // left by a previous run); user_enter returns here once the run ends.
+    unsafe { user_enter(&mut ctx.frame) };
+    let e = percpu::current().exit;
+    match e.kind {
+        EXIT_EXITED => UserExit::Exited(e.a),
+        EXIT_TIMEOUT => UserExit::TimedOut,
+        EXIT_REQUEST => UserExit::Request {
+            no: e.a,
+            args: [ctx.frame.rdi, ctx.frame.rsi, ctx.frame.rdx, ctx.frame.r10],
+        },
+        _ => UserExit::Fault(UserFault {
+            vector: e.a,
+            addr: e.b,
+            access: if e.c & 16 != 0 {
+                Access::Execute
+            } else if e.c & 2 != 0 {
+                Access::Write
+            } else {
+                Access::Read
+            },
+            protection: e.c & 1 != 0,
+            rip: ctx.frame.rip,
+        }),
+    }
+}
+
+/// Ends the current user run: saves `frame` into the running context and returns from `run`.
+fn end_run(frame: &TrapFrame, exit: RawExit) -> ! {
+    let pc = percpu::current();
+    pc.exit = exit;
+    pc.user_deadline = 0;
+    // SAFETY: `user_ctx` was set by `user_enter` to the context of the run in progress, which
+    // lives in the caller of `run` and outlives the run.
+    unsafe { *(pc.user_ctx as *mut TrapFrame) = *frame };
+    // SAFETY: a run is in progress on this CPU (we came from ring 3), so the resume RSP holds
+    // the frame pushed by `user_enter`.
+    unsafe { user_return_to_kernel() }
+}
+
+/// Called by the trap dispatcher for an exception raised in ring 3. A page fault that the
+/// kernel resolves (a VLB fill) returns so the access is retried; anything else ends the run.
+pub fn on_exception_from_user(frame: &TrapFrame, cr2: u64) {
+    if frame.vector == 14 && crate::syscalls::on_user_page_fault(cr2, frame.error) {
+        return;
+    }
+    USER_FAULTS.fetch_add(1, Ordering::Relaxed);
+    let addr = if frame.vector == 14 { cr2 } else { 0 };
+    end_run(
+        frame,
+        RawExit {
+            kind: EXIT_FAULT,
+            a: frame.vector,
+            b: addr,
+            c: frame.error,
+        },
+    )
+}
+
+/// Called by the trap dispatcher for a timer tick that interrupted ring 3.
+pub fn on_timer_from_user(frame: &TrapFrame) {
+    let deadline = percpu::current().user_deadline;
+    if deadline != 0 && cpu::rdtsc() >= deadline {
+        end_run(
+            frame,
+            RawExit {
+                kind: EXIT_TIMEOUT,
+                ..RawExit::default()
+            },
+        );
+    }
+}
+
+extern "C" fn syscall_dispatch(frame: &mut TrapFrame) {
+    use crate::syscalls::Action;
+    let args = [frame.rdi, frame.rsi, frame.rdx, frame.r10];
+    match crate::syscalls::dispatch(frame.rax, args) {
+        Action::Return(v) => frame.rax = v,
+        Action::Exit(code) => end_run(
+            frame,
+            RawExit {
+                kind: EXIT_EXITED,
+                a: code,
+                ..RawExit::default()
+            },
+        ),
+        Action::Delegate => end_run(
+            frame,
+            RawExit {
+                kind: EXIT_REQUEST,
+                a: frame.rax,
+                ..RawExit::default()
+            },
+        ),
+    }
+}

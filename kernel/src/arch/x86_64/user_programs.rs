@@ -1,0 +1,367 @@
+//! Small ring-3 programs the kernel's own tests and benchmarks run, as position-independent
+//! machine code. The blob is copied into a user page; each program is entered at its offset
+//! with arguments in rdi, rsi, rdx (see `userspace`).
+
+use core::arch::global_asm;
+
+global_asm!(
+    r#"
+    .section .rodata.user_programs, "a"
+    .balign 16
+    .global user_programs_start
+user_programs_start:
+
+    /* hello: log a greeting, exit(42). */
+    .global uprog_hello
+uprog_hello:
+    mov eax, 2
+    lea rdi, [rip + 9f]
+    mov esi, 18
+    syscall
+    mov eax, 1
+    mov edi, 42
+    syscall
+    ud2
+9:  .ascii "hello from ring 3!"
+
+    /* null_loop(count, buf): time `count` null system calls, store each delta. */
+    .global uprog_null_loop
+uprog_null_loop:
+    mov r12, rdi
+    mov r13, rsi
+    xor r14d, r14d
+1:  cmp r14, r12
+    jae 2f
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    mov r15, rax
+    xor eax, eax
+    syscall
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    sub rax, r15
+    mov [r13 + r14 * 8], rax
+    inc r14
+    jmp 1b
+2:  mov eax, 1
+    xor edi, edi
+    syscall
+    ud2
+
+    /* read(addr): exit with the u64 at addr. */
+    .global uprog_read
+uprog_read:
+    mov rdi, [rdi]
+    mov eax, 1
+    syscall
+    ud2
+
+    /* write(addr, value): store value at addr, exit(0). */
+    .global uprog_write
+uprog_write:
+    mov [rdi], rsi
+    mov eax, 1
+    xor edi, edi
+    syscall
+    ud2
+
+    /* jump(addr): execute at addr. */
+    .global uprog_jump
+uprog_jump:
+    jmp rdi
+
+    /* syscall(no, a0, a1): make any system call, exit with its raw result. */
+    .global uprog_syscall
+uprog_syscall:
+    mov rax, rdi
+    mov rdi, rsi
+    mov rsi, rdx
+    syscall
+    mov rdi, rax
+    mov eax, 1
+    syscall
+    ud2
+
+    /* spin: loop forever (ended by the run's deadline). */
+    .global uprog_spin
+uprog_spin:
+    jmp uprog_spin
+
+    /* cpu: exit with the id of the CPU it runs on. */
+    .global uprog_cpu
+uprog_cpu:
+    mov eax, 3
+    syscall
+    mov rdi, rax
+    mov eax, 1
+    syscall
+    ud2
+
+    /* privileged: execute HLT in ring 3 (raises #GP). */
+    .global uprog_privileged
+uprog_privileged:
+    hlt
+    ud2
+
+    /* syscall4(no, a0, a1, a2): make any call with three arguments, exit with its result. */
+    .global uprog_syscall4
+uprog_syscall4:
+    mov rax, rdi
+    mov rdi, rsi
+    mov rsi, rdx
+    mov rdx, rcx
+    syscall
+    mov rdi, rax
+    mov eax, 1
+    syscall
+    ud2
+
+    /* inc_loop(addr): increment the u64 at addr forever. */
+    .global uprog_inc_loop
+uprog_inc_loop:
+    inc qword ptr [rdi]
+    jmp uprog_inc_loop
+
+    /* return_inc(arg): creturn(arg + 1). */
+    .global uprog_return_inc
+uprog_return_inc:
+    lea rdi, [rdi + 1]
+    mov eax, 26
+    syscall
+    ud2
+
+    /* caller(cid, func, arg): exit with ccall(cid, func, arg). */
+    .global uprog_caller
+uprog_caller:
+    mov eax, 23
+    syscall
+    mov rdi, rax
+    mov eax, 1
+    syscall
+    ud2
+
+    /* ccall_loop(cid, func, count, results): time `count` ccall round trips. */
+    .global uprog_ccall_loop
+uprog_ccall_loop:
+    mov r12, rdi
+    mov r13, rsi
+    mov rbp, rdx
+    mov rbx, rcx
+    xor r14d, r14d
+1:  cmp r14, rbp
+    jae 2f
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    mov r15, rax
+    mov rdi, r12
+    mov rsi, r13
+    mov rdx, r14
+    mov eax, 23
+    syscall
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    sub rax, r15
+    mov [rbx + r14 * 8], rax
+    inc r14
+    jmp 1b
+2:  mov eax, 1
+    xor edi, edi
+    syscall
+    ud2
+
+    /* mm_loop(count, results): time mmap(4 KiB), first touch, munmap; 3 words per round. */
+    .global uprog_mm_loop
+uprog_mm_loop:
+    mov rbp, rdi
+    mov rbx, rsi
+    xor r14d, r14d
+1:  cmp r14, rbp
+    jae 2f
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    mov r15, rax
+    mov edi, 4096
+    mov esi, 3
+    xor edx, edx
+    mov eax, 16
+    syscall
+    mov r12, rax
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    mov r13, rax
+    sub rax, r15
+    mov [rbx], rax
+    mov qword ptr [r12], 1
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    mov r15, rax
+    sub rax, r13
+    mov [rbx + 8], rax
+    mov rdi, r12
+    mov esi, 4096
+    mov eax, 17
+    syscall
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    sub rax, r15
+    mov [rbx + 16], rax
+    add rbx, 24
+    inc r14
+    jmp 1b
+2:  mov eax, 1
+    xor edi, edi
+    syscall
+    ud2
+
+    /* mprotect_loop(addr, count, results): time mprotect to R and back to RW, then rewrite;
+     * 2 words per round. */
+    .global uprog_mprotect_loop
+uprog_mprotect_loop:
+    mov r12, rdi
+    mov rbp, rsi
+    mov rbx, rdx
+    xor r14d, r14d
+    mov qword ptr [r12], 0
+1:  cmp r14, rbp
+    jae 2f
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    mov r15, rax
+    mov rdi, r12
+    mov esi, 4096
+    mov edx, 1
+    mov eax, 18
+    syscall
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    mov r13, rax
+    sub rax, r15
+    mov [rbx], rax
+    mov rdi, r12
+    mov esi, 4096
+    mov edx, 3
+    mov eax, 18
+    syscall
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    sub rax, r13
+    mov [rbx + 8], rax
+    mov [r12], r14
+    add rbx, 16
+    inc r14
+    jmp 1b
+2:  mov eax, 1
+    xor edi, edi
+    syscall
+    ud2
+
+    /* touch_loop(base, count, results): time the first write to each of `count` pages. */
+    .global uprog_touch_loop
+uprog_touch_loop:
+    mov r12, rdi
+    mov rbp, rsi
+    mov rbx, rdx
+    xor r14d, r14d
+1:  cmp r14, rbp
+    jae 2f
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    mov r15, rax
+    mov [r12], r14
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    sub rax, r15
+    mov [rbx + r14 * 8], rax
+    add r12, 4096
+    inc r14
+    jmp 1b
+2:  mov eax, 1
+    xor edi, edi
+    syscall
+    ud2
+
+    /* work(n): about 4n instructions of arithmetic, then creturn(result). */
+    .global uprog_work
+uprog_work:
+    xor eax, eax
+1:  add rax, rdi
+    dec rdi
+    jnz 1b
+    mov rdi, rax
+    mov eax, 26
+    syscall
+    ud2
+
+    .global user_programs_end
+user_programs_end:
+    .text
+"#
+);
+
+macro_rules! programs {
+    ($($name:ident => $sym:ident : $doc:literal),* $(,)?) => {
+        unsafe extern "C" {
+            static user_programs_start: u8;
+            static user_programs_end: u8;
+            $(static $sym: u8;)*
+        }
+
+        /// The built-in user programs.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Program {
+            $(#[doc = $doc] $name,)*
+        }
+
+        impl Program {
+            /// Byte offset of the program's entry in the blob.
+            pub fn offset(self) -> u64 {
+                let start = &raw const user_programs_start as u64;
+                match self {
+                    $(Program::$name => (&raw const $sym as u64) - start,)*
+                }
+            }
+        }
+    };
+}
+
+programs! {
+    Hello => uprog_hello: "Logs a greeting and exits with 42.",
+    NullLoop => uprog_null_loop: "`(count, buf)`: times `count` null system calls into `buf`.",
+    Read => uprog_read: "`(addr)`: exits with the value at `addr`.",
+    Write => uprog_write: "`(addr, value)`: writes `value` at `addr`, exits with 0.",
+    Jump => uprog_jump: "`(addr)`: jumps to `addr`.",
+    Syscall => uprog_syscall: "`(no, a0, a1)`: makes the call and exits with its raw result.",
+    Spin => uprog_spin: "Loops forever.",
+    Cpu => uprog_cpu: "Exits with the id of the CPU it runs on.",
+    Privileged => uprog_privileged: "Executes HLT, a privileged instruction.",
+    Syscall4 => uprog_syscall4: "`(no, a0, a1, a2)`: makes the call and exits with its raw result.",
+    IncLoop => uprog_inc_loop: "`(addr)`: increments the word at `addr` forever.",
+    ReturnInc => uprog_return_inc: "`(arg)`: returns `arg + 1` with `creturn`.",
+    Caller => uprog_caller: "`(cid, func, arg)`: exits with `ccall(cid, func, arg)`.",
+    CcallLoop => uprog_ccall_loop: "`(cid, func, count, results)`: times `count` ccall round trips.",
+    MmLoop => uprog_mm_loop: "`(count, results)`: times mmap, first touch and munmap of 4 KiB.",
+    MprotectLoop => uprog_mprotect_loop: "`(addr, count, results)`: times mprotect R and RW.",
+    TouchLoop => uprog_touch_loop: "`(base, count, results)`: times the first write to each page.",
+    Work => uprog_work: "`(n)`: about 4n instructions of work, then `creturn`.",
+}
+
+/// The whole blob of user programs.
+pub fn blob() -> &'static [u8] {
+    let start = &raw const user_programs_start;
+    let len = (&raw const user_programs_end as usize) - (start as usize);
+    // SAFETY: the symbols delimit the blob in .rodata, which is immutable and lives forever.
+    unsafe { core::slice::from_raw_parts(start, len) }
+}

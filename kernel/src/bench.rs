@@ -1,0 +1,130 @@
+//! In-kernel microbenchmarks (`mode=bench`), meant to run under `-icount shift=0,sleep=off`
+//! where the TSC counts guest instructions exactly.
+//!
+//! Each result is one line `BENCH {json}` with the median, extremes and sample count; the host
+//! tool (`cargo xtask bench`) collects them. Numbers include the cost of the RDTSC pair around
+//! the measured work (reported separately as `rdtsc_pair`).
+
+use crate::arch::cpu;
+use crate::arch::exit::{ExitCode, exit_qemu};
+use crate::arch::user::UserExit;
+use crate::arch::user_programs::Program;
+use crate::kprintln;
+use crate::userspace::{DATA_BASE, UserSpace};
+use alloc::vec::Vec;
+use fjord_kernel::stats::{Summary, summarize};
+
+/// The system a result belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sys {
+    /// Fjord with full isolation.
+    Fjord,
+    /// Fjord in no-isolation mode (Jord_NI).
+    FjordNi,
+    /// A baseline implemented in Fjord.
+    Baseline,
+}
+
+/// Prints one `BENCH` line for `samples` (sorted in place).
+pub fn report_sys(group: &str, metric: &str, sys: Sys, samples: &mut [u64]) {
+    let system = match sys {
+        Sys::Fjord => "fjord",
+        Sys::FjordNi => "fjord_ni",
+        Sys::Baseline => "fjord_baseline",
+    };
+    match summarize(samples) {
+        Some(Summary {
+            median,
+            min,
+            max,
+            runs,
+        }) => kprintln!(
+            "BENCH {{\"group\":\"{group}\",\"metric\":\"{metric}\",\"system\":\"{system}\",\"unit\":\"insns\",\"median\":{median},\"min\":{min},\"max\":{max},\"runs\":{runs}}}"
+        ),
+        None => kprintln!("fjord: bench {metric}: no samples"),
+    }
+}
+
+fn report(group: &str, metric: &str, samples: &mut [u64]) {
+    report_sys(group, metric, Sys::Fjord, samples);
+}
+
+/// Samples per microbenchmark.
+const RUNS: usize = 1000;
+
+fn bench_boot() {
+    let t = crate::kernel_main::FIRST_LINE_TSC.load(core::sync::atomic::Ordering::Relaxed);
+    report("boot", "boot_to_first_line", &mut [t]);
+}
+
+fn bench_rdtsc_pair() {
+    let mut s: Vec<u64> = (0..RUNS)
+        .map(|_| {
+            let a = cpu::rdtsc();
+            let b = cpu::rdtsc();
+            b - a
+        })
+        .collect();
+    report("syscall", "rdtsc_pair", &mut s);
+}
+
+fn bench_null_syscall() -> Result<(), &'static str> {
+    let pages = (RUNS * 8).div_ceil(4096);
+    let mut space = UserSpace::new(pages).map_err(|_| "no memory for the user space")?;
+    match space.run(Program::NullLoop, [RUNS as u64, DATA_BASE, 0], None) {
+        UserExit::Exited(0) => {}
+        _ => return Err("the null-syscall loop did not exit cleanly"),
+    }
+    let mut s = space.data()[..RUNS].to_vec();
+    report("syscall", "null_syscall", &mut s);
+    Ok(())
+}
+
+fn bench_cr3_switch() -> Result<(), &'static str> {
+    let space = UserSpace::new(1).map_err(|_| "no memory for the user space")?;
+    let kernel_root = crate::mm::kernel_tables::kernel_root();
+    let mut s = Vec::with_capacity(RUNS);
+    cpu::without_interrupts(|| {
+        for _ in 0..RUNS {
+            let a = cpu::rdtsc();
+            // SAFETY: both roots map the kernel identically (the user space shares the kernel half).
+            unsafe { cpu::write_cr3(space.root()) };
+            let b = cpu::rdtsc();
+            // SAFETY: as above, back to the kernel's own tables.
+            unsafe { cpu::write_cr3(kernel_root) };
+            s.push(b - a);
+        }
+    });
+    report("syscall", "cr3_switch", &mut s);
+    Ok(())
+}
+
+/// Runs the benchmark groups whose name contains `filter` and exits QEMU.
+pub fn run_all(filter: Option<&str>) -> ! {
+    let wants = |g: &str| filter.is_none_or(|f| g.contains(f) || f.contains(g));
+    let mut ok = true;
+    if wants("boot") {
+        bench_boot();
+    }
+    if wants("syscall") {
+        bench_rdtsc_pair();
+        for r in [bench_null_syscall(), bench_cr3_switch()] {
+            if let Err(e) = r {
+                kprintln!("fjord: bench error: {e}");
+                ok = false;
+            }
+        }
+    }
+    if wants("pd")
+        && let Err(e) = crate::bench_pd::run_group()
+    {
+        kprintln!("fjord: bench error: pd: {e}");
+        ok = false;
+    }
+    kprintln!("fjord: bench done");
+    exit_qemu(if ok {
+        ExitCode::Success
+    } else {
+        ExitCode::Failure
+    })
+}

@@ -1,0 +1,240 @@
+//! The kernel command line: `key=value` words separated by spaces.
+//!
+//! | option | values | meaning |
+//! |---|---|---|
+//! | `mode` | `run` (default), `test`, `bench` | boot to the idle console, run the in-kernel tests, or run the benchmarks |
+//! | `log` | `error`, `warn`, `info` (default), `debug`, `trace` | console log level |
+//! | `test` | any text | run only the in-kernel tests whose name contains it |
+//! | `bench` | any text | run only the benchmark groups whose name contains it |
+//! | `modules` | `none` (default), `initrd` | load function modules from the initrd (an initrd is then required) |
+//! | `crash` | `panic`, `pagefault` | deliberately crash after boot, to test the failure paths |
+//!
+//! Any other word is an error that names the word and lists the known options.
+
+use core::fmt;
+
+/// What the kernel does once it has booted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Print the banner and idle until QEMU is stopped.
+    Run,
+    /// Run the in-kernel tests and exit QEMU with their verdict.
+    Test,
+    /// Run the benchmarks and exit QEMU.
+    Bench,
+}
+
+/// Console log level (most severe first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// Errors only.
+    Error,
+    /// Errors and warnings.
+    Warn,
+    /// Informational messages (default).
+    Info,
+    /// Debugging detail.
+    Debug,
+    /// Everything.
+    Trace,
+}
+
+/// Where function modules come from at boot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModuleSource {
+    /// No modules are loaded at boot.
+    None,
+    /// Modules are read from the initrd; an initrd must be present.
+    Initrd,
+}
+
+/// A deliberate crash, used by the end-to-end tests of the failure paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Crash {
+    /// `panic!` after boot.
+    Panic,
+    /// Read an unmapped kernel address after boot.
+    PageFault,
+}
+
+/// Options parsed from the command line. The `'a` lifetime borrows filter strings from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BootOptions<'a> {
+    /// What to do after boot.
+    pub mode: Mode,
+    /// Console log level.
+    pub log_level: LogLevel,
+    /// Substring filter for in-kernel tests.
+    pub test_filter: Option<&'a str>,
+    /// Substring filter for benchmark groups.
+    pub bench_filter: Option<&'a str>,
+    /// Where function modules come from.
+    pub modules: ModuleSource,
+    /// A deliberate crash to perform after boot.
+    pub crash: Option<Crash>,
+}
+
+impl Default for BootOptions<'_> {
+    fn default() -> Self {
+        BootOptions {
+            mode: Mode::Run,
+            log_level: LogLevel::Info,
+            test_filter: None,
+            bench_filter: None,
+            modules: ModuleSource::None,
+            crash: None,
+        }
+    }
+}
+
+/// The option names the parser knows, for error messages.
+pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, modules, crash";
+
+/// Why a command line was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmdlineError<'a> {
+    /// A word whose key is not a known option.
+    UnknownOption(&'a str),
+    /// A known option with a value it does not accept.
+    BadValue {
+        /// The option.
+        key: &'a str,
+        /// The rejected value.
+        value: &'a str,
+        /// The accepted values.
+        expected: &'static str,
+    },
+    /// A known option given without `=value`.
+    MissingValue(&'a str),
+}
+
+impl fmt::Display for CmdlineError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CmdlineError::UnknownOption(word) => write!(
+                f,
+                "unknown command-line option '{word}' (known options: {KNOWN_OPTIONS})"
+            ),
+            CmdlineError::BadValue {
+                key,
+                value,
+                expected,
+            } => write!(
+                f,
+                "bad value '{value}' for command-line option '{key}' (expected one of: {expected})"
+            ),
+            CmdlineError::MissingValue(key) => {
+                write!(f, "command-line option '{key}' needs a value ('{key}=...')")
+            }
+        }
+    }
+}
+
+/// Parses a command line into [`BootOptions`].
+pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
+    let mut opts = BootOptions::default();
+    for word in line.split_ascii_whitespace() {
+        let (key, value) = match word.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (word, None),
+        };
+        let known = ["mode", "log", "test", "bench", "modules", "crash"];
+        if !known.contains(&key) {
+            return Err(CmdlineError::UnknownOption(word));
+        }
+        let value = value.ok_or(CmdlineError::MissingValue(key))?;
+        let bad = |expected| CmdlineError::BadValue {
+            key,
+            value,
+            expected,
+        };
+        match key {
+            "mode" => {
+                opts.mode = match value {
+                    "run" => Mode::Run,
+                    "test" => Mode::Test,
+                    "bench" => Mode::Bench,
+                    _ => return Err(bad("run, test, bench")),
+                }
+            }
+            "log" => {
+                opts.log_level = match value {
+                    "error" => LogLevel::Error,
+                    "warn" => LogLevel::Warn,
+                    "info" => LogLevel::Info,
+                    "debug" => LogLevel::Debug,
+                    "trace" => LogLevel::Trace,
+                    _ => return Err(bad("error, warn, info, debug, trace")),
+                }
+            }
+            "test" => opts.test_filter = Some(value),
+            "bench" => opts.bench_filter = Some(value),
+            "modules" => {
+                opts.modules = match value {
+                    "none" => ModuleSource::None,
+                    "initrd" => ModuleSource::Initrd,
+                    _ => return Err(bad("none, initrd")),
+                }
+            }
+            "crash" => {
+                opts.crash = Some(match value {
+                    "panic" => Crash::Panic,
+                    "pagefault" => Crash::PageFault,
+                    _ => return Err(bad("panic, pagefault")),
+                })
+            }
+            _ => unreachable!("key checked against the known list"),
+        }
+    }
+    Ok(opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn empty_line_gives_defaults() {
+        assert_eq!(parse("").unwrap(), BootOptions::default());
+        assert_eq!(parse("   ").unwrap(), BootOptions::default());
+    }
+
+    #[test]
+    fn parses_every_option() {
+        let o = parse("mode=test log=debug test=smp bench=pd modules=initrd crash=panic").unwrap();
+        assert_eq!(o.mode, Mode::Test);
+        assert_eq!(o.log_level, LogLevel::Debug);
+        assert_eq!(o.test_filter, Some("smp"));
+        assert_eq!(o.bench_filter, Some("pd"));
+        assert_eq!(o.modules, ModuleSource::Initrd);
+        assert_eq!(o.crash, Some(Crash::Panic));
+    }
+
+    #[test]
+    fn unknown_option_is_named_in_the_error() {
+        let e = parse("mode=run bogus=1").unwrap_err();
+        assert_eq!(e, CmdlineError::UnknownOption("bogus=1"));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("unknown command-line option 'bogus=1'"),
+            "{msg}"
+        );
+        assert!(msg.contains("mode, log"), "{msg}");
+    }
+
+    #[test]
+    fn bad_and_missing_values_are_rejected() {
+        assert!(matches!(
+            parse("mode=fly"),
+            Err(CmdlineError::BadValue { key: "mode", .. })
+        ));
+        assert_eq!(parse("mode"), Err(CmdlineError::MissingValue("mode")));
+        assert!(
+            parse("log=loud")
+                .unwrap_err()
+                .to_string()
+                .contains("expected one of")
+        );
+    }
+}

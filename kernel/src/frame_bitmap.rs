@@ -1,0 +1,207 @@
+//! The physical frame allocator's logic: one bit per 4 KiB frame, set when the frame is free.
+//!
+//! The storage is any `[u64]` the owner provides (a static array in the kernel, a `Vec` in host
+//! tests), so the allocator needs no heap and can run before the heap exists.
+
+use crate::layout::PAGE_SIZE;
+
+/// Why an allocator call failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// No free run of frames of the requested size and alignment.
+    OutOfFrames,
+    /// The address is not page-aligned or lies outside the managed range.
+    BadAddress(u64),
+    /// The frame was already free: a double free.
+    DoubleFree(u64),
+}
+
+/// A bitmap frame allocator over `storage`, which must hold one bit per managed frame.
+pub struct FrameBitmap<S> {
+    storage: S,
+    frames: usize,
+    free: usize,
+    hint: usize,
+}
+
+impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
+    /// An allocator whose frames all start as used; `storage` bounds how many frames it manages.
+    pub const fn new(storage: S) -> Self {
+        FrameBitmap {
+            storage,
+            frames: 0,
+            free: 0,
+            hint: 0,
+        }
+    }
+
+    /// Number of frames the storage can describe.
+    pub fn capacity(&self) -> usize {
+        self.storage.as_ref().len() * 64
+    }
+
+    /// Marks `[start, end)` (page-aligned physical addresses) free. Frames beyond the storage's
+    /// capacity are ignored; the number of frames actually added is returned.
+    pub fn add_free_range(&mut self, start: u64, end: u64) -> usize {
+        let first = (start / PAGE_SIZE) as usize;
+        let last = ((end / PAGE_SIZE) as usize).min(self.capacity());
+        let mut added = 0;
+        for f in first..last {
+            if !self.is_free(f) {
+                self.set(f, true);
+                self.free += 1;
+                added += 1;
+            }
+        }
+        self.frames = self.frames.max(last);
+        added
+    }
+
+    /// Number of free frames.
+    pub fn free_frames(&self) -> usize {
+        self.free
+    }
+
+    /// Allocates one frame and returns its physical address.
+    pub fn alloc(&mut self) -> Result<u64, FrameError> {
+        self.alloc_contiguous(1, 1)
+    }
+
+    /// Allocates `count` contiguous frames whose first frame number is a multiple of `align`
+    /// frames (a power of two), returning the physical address of the first.
+    pub fn alloc_contiguous(&mut self, count: usize, align: usize) -> Result<u64, FrameError> {
+        if count == 0 || !align.is_power_of_two() || count > self.free {
+            return Err(FrameError::OutOfFrames);
+        }
+        for from in [self.hint, 0] {
+            let mut f = from.next_multiple_of(align);
+            while f + count <= self.frames {
+                if self.storage.as_ref()[f / 64] == 0 {
+                    // A whole word of used frames: skip it.
+                    f = ((f / 64 + 1) * 64).next_multiple_of(align);
+                    continue;
+                }
+                match (f..f + count).find(|&i| !self.is_free(i)) {
+                    None => {
+                        for i in f..f + count {
+                            self.set(i, false);
+                        }
+                        self.free -= count;
+                        self.hint = f + count;
+                        return Ok(f as u64 * PAGE_SIZE);
+                    }
+                    Some(used) => f = (used + 1).next_multiple_of(align),
+                }
+            }
+        }
+        Err(FrameError::OutOfFrames)
+    }
+
+    /// Returns `count` frames starting at `addr` to the free pool.
+    pub fn free_contiguous(&mut self, addr: u64, count: usize) -> Result<(), FrameError> {
+        if !addr.is_multiple_of(PAGE_SIZE) {
+            return Err(FrameError::BadAddress(addr));
+        }
+        let first = (addr / PAGE_SIZE) as usize;
+        if first + count > self.frames {
+            return Err(FrameError::BadAddress(addr));
+        }
+        if let Some(f) = (first..first + count).find(|&f| self.is_free(f)) {
+            return Err(FrameError::DoubleFree(f as u64 * PAGE_SIZE));
+        }
+        for f in first..first + count {
+            self.set(f, true);
+        }
+        self.free += count;
+        self.hint = self.hint.min(first);
+        Ok(())
+    }
+
+    /// Returns one frame to the free pool.
+    pub fn free(&mut self, addr: u64) -> Result<(), FrameError> {
+        self.free_contiguous(addr, 1)
+    }
+
+    /// True when the frame at `addr` is free.
+    pub fn is_free_addr(&self, addr: u64) -> bool {
+        let f = (addr / PAGE_SIZE) as usize;
+        f < self.frames && self.is_free(f)
+    }
+
+    fn is_free(&self, f: usize) -> bool {
+        self.storage.as_ref()[f / 64] & (1 << (f % 64)) != 0
+    }
+
+    fn set(&mut self, f: usize, free: bool) {
+        let w = &mut self.storage.as_mut()[f / 64];
+        if free {
+            *w |= 1 << (f % 64);
+        } else {
+            *w &= !(1 << (f % 64));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+    use alloc::vec::Vec;
+
+    fn alloc_with(frames: usize) -> FrameBitmap<Vec<u64>> {
+        let mut a = FrameBitmap::new(vec![0u64; frames.div_ceil(64)]);
+        a.add_free_range(0, frames as u64 * PAGE_SIZE);
+        a
+    }
+
+    #[test]
+    fn allocates_every_frame_once() {
+        let mut a = alloc_with(100);
+        let mut got: Vec<u64> = (0..100).map(|_| a.alloc().unwrap()).collect();
+        assert_eq!(a.alloc(), Err(FrameError::OutOfFrames));
+        got.sort();
+        got.dedup();
+        assert_eq!(got.len(), 100);
+        assert_eq!(a.free_frames(), 0);
+    }
+
+    #[test]
+    fn free_and_double_free() {
+        let mut a = alloc_with(8);
+        let f = a.alloc().unwrap();
+        assert!(!a.is_free_addr(f));
+        a.free(f).unwrap();
+        assert_eq!(a.free(f), Err(FrameError::DoubleFree(f)));
+        assert_eq!(a.free(123), Err(FrameError::BadAddress(123)));
+        assert_eq!(a.free(1 << 40), Err(FrameError::BadAddress(1 << 40)));
+    }
+
+    #[test]
+    fn contiguous_respects_alignment_and_holes() {
+        let mut a = FrameBitmap::new(vec![0u64; 4]);
+        a.add_free_range(PAGE_SIZE, 40 * PAGE_SIZE);
+        let p = a.alloc_contiguous(8, 8).unwrap();
+        assert_eq!(p % (8 * PAGE_SIZE), 0);
+        assert!(p >= PAGE_SIZE);
+        let q = a.alloc_contiguous(8, 8).unwrap();
+        assert_ne!(p, q);
+        assert_eq!(a.alloc_contiguous(64, 1), Err(FrameError::OutOfFrames));
+        a.free_contiguous(p, 8).unwrap();
+        assert_eq!(a.alloc_contiguous(8, 8).unwrap(), p);
+    }
+
+    #[test]
+    fn wraps_around_to_find_freed_frames() {
+        let mut a = alloc_with(16);
+        let all: Vec<u64> = (0..16).map(|_| a.alloc().unwrap()).collect();
+        a.free(all[3]).unwrap();
+        a.free(all[4]).unwrap();
+        assert_eq!(a.alloc_contiguous(2, 1).unwrap(), all[3]);
+    }
+
+    #[test]
+    fn ranges_beyond_capacity_are_ignored() {
+        let mut a = FrameBitmap::new(vec![0u64; 1]);
+        assert_eq!(a.add_free_range(0, 1000 * PAGE_SIZE), 64);
+    }
+}

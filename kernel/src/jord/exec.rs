@@ -1,0 +1,161 @@
+//! Running code in protection domains: the per-CPU executor loop behind `ccall`.
+//!
+//! A call between PDs does not nest kernel stacks. The calling PD's `ccall` system call ends its
+//! run (`UserExit::Request`); the executor saves the caller's context as a continuation, enters
+//! the callee on its own stack, and when the callee returns (`creturn`) resumes the caller with
+//! the result in `rax`. `cexit` suspends the running PD and hands a value to the PD below it;
+//! `center` resumes a suspended PD. This is the paper's continuation model (§3.4).
+
+use super::state::{Jord, abi_error, with};
+use crate::arch::percpu;
+use crate::arch::user::{self, UserContext, UserExit, UserFault};
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use fjord_libos::abi::{Error as AbiError, Sysno, encode};
+use fjord_pd::{Error, PdId};
+
+/// How an invocation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InvokeError {
+    /// Code in `pd` raised an exception (a protection fault, an invalid opcode, ...).
+    Faulted {
+        /// The PD whose code faulted.
+        pd: PdId,
+        /// The fault.
+        fault: UserFault,
+    },
+    /// The invocation ran past its deadline; `pd` was running.
+    TimedOut {
+        /// The PD that was preempted.
+        pd: PdId,
+    },
+    /// PrivLib refused to enter the PD.
+    Refused(Error),
+}
+
+struct Activation {
+    pd: PdId,
+    ctx: UserContext,
+}
+
+/// Contexts of PDs suspended with `cexit`, by PD.
+static SUSPENDED: spin::Mutex<BTreeMap<u16, UserContext>> = spin::Mutex::new(BTreeMap::new());
+
+fn cpu() -> u32 {
+    percpu::cpu_index() as u32
+}
+
+/// Calls `entry(args)` in `pd` (from the kernel, PD 0) and runs every nested call it makes,
+/// until it returns with `creturn` (or `exit`). `deadline` is a TSC value.
+pub fn call(
+    pd: PdId,
+    entry: u64,
+    args: [u64; 4],
+    deadline: Option<u64>,
+) -> Result<u64, InvokeError> {
+    let stack_top = with(|j: &mut Jord| {
+        j.privlib
+            .ccall(PdId::KERNEL, pd, cpu())
+            .map(|_| j.stack_top(pd))
+    })
+    .map_err(InvokeError::Refused)?;
+    let mut stack = Vec::with_capacity(4);
+    stack.push(Activation {
+        pd,
+        ctx: UserContext::new(entry, stack_top, args),
+    });
+    let result = run_stack(&mut stack, deadline);
+    // Whatever happened, unwind call states and return this CPU to the kernel's tables.
+    with(|j| {
+        for a in stack.iter().rev() {
+            let _ = j.privlib.creturn(a.pd, cpu());
+        }
+        j.switch_to(PdId::KERNEL);
+    });
+    result
+}
+
+fn run_stack(stack: &mut Vec<Activation>, deadline: Option<u64>) -> Result<u64, InvokeError> {
+    loop {
+        let Some(top) = stack.last_mut() else {
+            unreachable!("the loop returns when the last activation returns")
+        };
+        let pd = top.pd;
+        with(|j| j.switch_to(pd));
+        match user::run(&mut top.ctx, deadline) {
+            UserExit::Exited(v) => {
+                if let Some(v) = finish_top(stack, v) {
+                    return Ok(v);
+                }
+            }
+            UserExit::Request { no, args } => match Sysno::from_raw(no) {
+                Some(Sysno::Creturn) => {
+                    if let Some(v) = finish_top(stack, args[0]) {
+                        return Ok(v);
+                    }
+                }
+                Some(Sysno::Ccall) => {
+                    let entered = PdId::from_raw(args[0]).and_then(|cid| {
+                        with(|j| {
+                            j.privlib
+                                .ccall(pd, cid, cpu())
+                                .map(|_| (cid, j.stack_top(cid)))
+                        })
+                    });
+                    match entered {
+                        Ok((cid, top_of_stack)) => stack.push(Activation {
+                            pd: cid,
+                            ctx: UserContext::new(args[1], top_of_stack, [args[2], 0, 0, 0]),
+                        }),
+                        Err(e) => set_result(stack, Err(abi_error(e))),
+                    }
+                }
+                Some(Sysno::Cexit) => {
+                    // Suspend the running PD; the PD below receives the value.
+                    if stack.len() == 1 {
+                        set_result(stack, Err(AbiError::InvalidArgs));
+                        continue;
+                    }
+                    let _ = with(|j| j.privlib.cexit(pd, cpu()));
+                    let a = stack.pop().expect("checked non-empty");
+                    SUSPENDED.lock().insert(a.pd.raw(), a.ctx);
+                    set_result(stack, Ok(args[0]));
+                }
+                Some(Sysno::Center) => {
+                    let resumed = PdId::from_raw(args[0])
+                        .and_then(|cid| with(|j| j.privlib.center(pd, cid, cpu())).map(|_| cid));
+                    match resumed {
+                        Ok(cid) => match SUSPENDED.lock().remove(&cid.raw()) {
+                            Some(mut ctx) => {
+                                ctx.frame.rax = 0;
+                                stack.push(Activation { pd: cid, ctx });
+                            }
+                            None => set_result(stack, Err(AbiError::InvalidArgs)),
+                        },
+                        Err(e) => set_result(stack, Err(abi_error(e))),
+                    }
+                }
+                _ => set_result(stack, Err(AbiError::NoSys)),
+            },
+            UserExit::Fault(fault) => return Err(InvokeError::Faulted { pd, fault }),
+            UserExit::TimedOut => return Err(InvokeError::TimedOut { pd }),
+        }
+    }
+}
+
+/// Ends the top activation with `value`; returns it when that was the outermost one.
+fn finish_top(stack: &mut Vec<Activation>, value: u64) -> Option<u64> {
+    let done = stack.pop().expect("the loop runs only with activations");
+    let _ = with(|j| j.privlib.creturn(done.pd, cpu()));
+    if stack.is_empty() {
+        return Some(value);
+    }
+    set_result(stack, Ok(value));
+    None
+}
+
+fn set_result(stack: &mut [Activation], r: Result<u64, AbiError>) {
+    if let Some(top) = stack.last_mut() {
+        top.ctx.frame.rax = encode(r);
+    }
+}

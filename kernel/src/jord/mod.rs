@@ -1,0 +1,25 @@
+//! Jord protection domains on emulated VMA hardware: the kernel glue around the `fjord-pd`
+//! crate's VMA table and PrivLib semantics.
+//!
+//! What is emulated, and how (Jord, ISCA '25, §4):
+//! - **VMA table**: real, as the paper lays it out (see `fjord-pd`), kept in kernel memory that
+//!   ring 3 cannot reach (the paper's Privileged VMA).
+//! - **VLB** (the VMA lookaside buffer): emulated by the MMU. Every PD has its own root page
+//!   table sharing the kernel half; a ring-3 page fault is a VLB miss whose handler walks the VMA
+//!   table for the current PD and installs one 4 KiB leaf (or reports a protection fault). Real
+//!   Jord hardware would translate once and check permissions per VMA in the VLB; here a
+//!   permission is enforced per page by the page tables, and a miss costs a trap.
+//! - **VLB shootdown**: revocations clear the leaves in every affected PD table, flush the local
+//!   TLB and IPI only the CPUs in the PD's sharer mask (the paper's VTD). Without PCID every
+//!   CR3 write flushes the TLB, so a CPU leaves a PD's mask when it switches away.
+//! - **PD switch** (`ucid` change): a CR3 write (PCID is not used: QEMU TCG lacks it).
+//!
+//! Jord_NI ([`fjord_pd::Isolation::None`]) runs the same paths with the isolation work bypassed:
+//! one shared root table for every PD (no CR3 switch), full rights from every lookup, and no
+//! per-PD revocation.
+
+pub mod exec;
+pub mod state;
+pub mod vlb;
+
+pub use state::with;

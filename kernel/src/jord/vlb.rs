@@ -1,0 +1,95 @@
+//! The emulated VLB: filling a PD's page table from the VMA table on a ring-3 page fault, and
+//! switching the current PD (`ucid`).
+
+use super::state::{Jord, with};
+use crate::arch::{cpu, percpu};
+use crate::mm::frames::{DIRECT, KernelFrames};
+use fjord_kernel::layout::{PAGE_SIZE, align_down};
+use fjord_kernel::paging::{Flags, PageTables};
+use fjord_pd::{PdId, Perm};
+
+/// The access a page-fault error code describes.
+pub fn access_of(error: u64) -> Perm {
+    if error & 16 != 0 {
+        Perm::X
+    } else if error & 2 != 0 {
+        Perm::W
+    } else {
+        Perm::R
+    }
+}
+
+impl Jord {
+    /// Handles a VLB miss of `pd` at `addr`: installs the leaf if the VMA table grants the
+    /// access, and returns false (a protection fault) otherwise.
+    pub fn fill(&mut self, pd: PdId, addr: u64, error: u64) -> bool {
+        let Ok(grant) = self.privlib.lookup(pd, addr) else {
+            self.stats.protection_faults += 1;
+            return false;
+        };
+        let access = access_of(error);
+        let (Some(phys), false) = (grant.phys, grant.privileged) else {
+            self.stats.protection_faults += 1;
+            return false;
+        };
+        if !grant.allows(access) {
+            self.stats.protection_faults += 1;
+            return false;
+        }
+        let page = align_down(addr, PAGE_SIZE);
+        let pa = phys + (page - grant.base);
+        let mut flags = Flags::USER;
+        if grant.perm.contains(Perm::W) {
+            flags = flags | Flags::WRITABLE;
+        }
+        if !grant.perm.contains(Perm::X) {
+            flags = flags | Flags::NO_EXECUTE;
+        }
+        let mut pt = PageTables::new(self.root_of(pd), &DIRECT);
+        let ok = match pt.translate(page) {
+            // Present with fewer rights than now granted (e.g. after pcopy): upgrade in place.
+            Some(t) if t.phys == pa => pt.protect(page, flags).is_ok(),
+            Some(_) => pt.unmap(page).is_ok() && pt.map(page, pa, flags, &mut KernelFrames).is_ok(),
+            None => pt.map(page, pa, flags, &mut KernelFrames).is_ok(),
+        };
+        if ok {
+            cpu::invlpg(page);
+            self.stats.fills += 1;
+        }
+        ok
+    }
+
+    /// Makes `pd` the current PD of this CPU: loads its root table and updates the sharer masks.
+    pub fn switch_to(&mut self, pd: PdId) {
+        let me = percpu::cpu_index() as u32;
+        let pc = percpu::current();
+        let prev = PdId::from_raw(pc.current_pd).unwrap_or(PdId::KERNEL);
+        let root = self.root_of(pd);
+        if cpu::read_cr3() & !0xfff != root {
+            // SAFETY: every PD root shares the kernel image and kernel half with the kernel's
+            // own tables, so the kernel keeps running after the switch.
+            unsafe { cpu::write_cr3(root) };
+            self.stats.pd_switches += 1;
+            // Without PCID the CR3 write flushed this CPU's TLB: it no longer caches `prev`.
+            if prev != PdId::KERNEL {
+                self.sharers.note_left(prev, me, true);
+            }
+        }
+        if pd != PdId::KERNEL {
+            self.sharers.note_ran(pd, me);
+        }
+        pc.current_pd = u64::from(pd.raw());
+    }
+}
+
+/// The page-fault hook: resolves a VLB miss of the PD running on this CPU.
+pub fn on_user_page_fault(addr: u64, error: u64) -> bool {
+    let pd = percpu::current().current_pd;
+    if pd == 0 {
+        return false;
+    }
+    match PdId::from_raw(pd) {
+        Ok(pd) => with(|j| j.fill(pd, addr, error)),
+        Err(_) => false,
+    }
+}

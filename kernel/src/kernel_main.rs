@@ -1,0 +1,254 @@
+//! Bring-up of the bootstrap processor and the top-level modes.
+
+use crate::arch::exit::{ExitCode, exit_qemu};
+use crate::arch::{apic, cpu, percpu, serial, smp};
+use crate::kprintln;
+use crate::mm::{self, frames, kernel_tables, stacks};
+use crate::pvh::{self, BootInfo};
+use core::sync::atomic::{AtomicU64, Ordering};
+use fjord_kernel::cmdline::{self, BootOptions, Crash, Mode, ModuleSource};
+use fjord_kernel::layout::{KERNEL_BASE, LOW_MEMORY_END, PAGE_SIZE};
+
+/// Timer interrupts per second on every CPU.
+pub const TIMER_HZ: u64 = 100;
+
+/// TSC value when the first kernel line was printed (guest instructions under icount).
+pub static FIRST_LINE_TSC: AtomicU64 = AtomicU64::new(0);
+
+static BOOT_INFO: spin::Once<BootInfo> = spin::Once::new();
+
+/// The boot information copied from the PVH start-info block.
+pub fn boot_info() -> &'static BootInfo {
+    BOOT_INFO
+        .get()
+        .expect("boot info is recorded before anything asks for it")
+}
+
+/// The parsed command line (valid after boot).
+pub fn options() -> BootOptions<'static> {
+    cmdline::parse(boot_info().cmdline()).unwrap_or_default()
+}
+
+fn fail(msg: core::fmt::Arguments<'_>) -> ! {
+    kprintln!("fjord: error: {msg}");
+    exit_qemu(ExitCode::Failure)
+}
+
+/// Entry of the bootstrap processor from the long-mode stub, on the boot stack.
+pub extern "C" fn boot_main(start_info: u32) -> ! {
+    let tsc = cpu::rdtsc();
+    serial::init();
+    FIRST_LINE_TSC.store(tsc, Ordering::Relaxed);
+    kprintln!("Fjord {} booting", env!("CARGO_PKG_VERSION"));
+
+    // SAFETY: EBX carried the start-info address and the boot tables identity-map low memory.
+    let info = match unsafe { pvh::read(u64::from(start_info)) } {
+        Ok(i) => i,
+        Err(e) => fail(format_args!("bad PVH start info: {e}")),
+    };
+    let info = BOOT_INFO.call_once(|| info);
+    let opts = match cmdline::parse(info.cmdline()) {
+        Ok(o) => o,
+        Err(e) => fail(format_args!("{e}")),
+    };
+    crate::logger::init(opts.log_level);
+
+    // Physical memory: everything usable except low memory, the kernel image and boot modules.
+    let mut usable = info.usable.clone();
+    usable.reserve(0, LOW_MEMORY_END);
+    let img = kernel_tables::image();
+    usable.reserve(KERNEL_BASE, img.data.1 - KERNEL_BASE);
+    for &(pa, len) in &info.modules[..info.module_count] {
+        usable.reserve(pa, len);
+    }
+    let usable_bytes = frames::init(&usable);
+    if let Err(e) = kernel_tables::build_and_switch(info.ram_end) {
+        fail(format_args!("building the kernel page tables: {e:?}"));
+    }
+    let heap_bytes = (usable_bytes / 4).clamp(4 << 20, 64 << 20);
+    let heap_pages = (heap_bytes / PAGE_SIZE) as usize;
+    match frames::alloc_contiguous(heap_pages, 1) {
+        Ok(pa) => mm::heap::init(mm::phys_to_virt(pa), heap_bytes),
+        Err(e) => fail(format_args!(
+            "no memory for a {} MiB heap: {e:?}",
+            heap_bytes >> 20
+        )),
+    }
+    let st = match stacks::allocate(0) {
+        Ok(s) => s,
+        Err(e) => fail(format_args!("mapping the boot CPU's stacks: {e:?}")),
+    };
+    STACKS0.call_once(|| st);
+    // SAFETY: the new stack is mapped read-write and unused; `boot_on_stack` never returns, so
+    // nothing refers to the old stack afterwards.
+    unsafe {
+        core::arch::asm!(
+            "mov rsp, {top}",
+            "xor ebp, ebp",
+            "call {cont}",
+            "ud2",
+            top = in(reg) st.kernel_top,
+            cont = sym boot_on_stack,
+            options(noreturn),
+        )
+    }
+}
+
+static STACKS0: spin::Once<stacks::CpuStacks> = spin::Once::new();
+
+extern "C" fn boot_on_stack() -> ! {
+    let info = boot_info();
+    let opts = options();
+    let features = cpu::features();
+    // The local APIC: x2APIC where the CPU has it, otherwise xAPIC through the MMIO window.
+    let apic_mmio = if features.x2apic {
+        0
+    } else {
+        match kernel_tables::map_mmio(0xfee0_0000, PAGE_SIZE) {
+            Ok(va) => va,
+            Err(e) => fail(format_args!("mapping the local APIC: {e:?}")),
+        }
+    };
+    apic::select_mode(features.x2apic, apic_mmio);
+    crate::arch::pit::mask_legacy_pic();
+    let stacks0 = STACKS0.get().expect("set before the stack switch");
+    smp::init_this_cpu(0, stacks0);
+    smp::register_bsp(apic::id());
+    if let Err(e) = apic::calibrate() {
+        fail(format_args!("timer calibration failed: {e}"));
+    }
+    apic::start_periodic_timer(TIMER_HZ);
+    cpu::enable_interrupts();
+
+    let cpu_list = if info.rsdp != 0 {
+        fjord_kernel::madt::find_cpus(&mm::AcpiReader, info.rsdp)
+    } else {
+        Err(fjord_kernel::madt::AcpiError::BadRsdp)
+    };
+    let ids: alloc::vec::Vec<u32> = match &cpu_list {
+        Ok(c) => c.apic_ids().to_vec(),
+        Err(e) => {
+            log::warn!("no usable ACPI MADT ({e:?}); running on the boot CPU only");
+            alloc::vec![apic::id()]
+        }
+    };
+    smp::start_aps(&ids, apic::id());
+
+    print_banner(info, &features);
+    check_initrd(info, &opts);
+    if let Some(crash) = opts.crash {
+        crash_on_purpose(crash);
+    }
+    match opts.mode {
+        Mode::Run => {
+            kprintln!("fjord: ready");
+            smp::idle_loop(0)
+        }
+        Mode::Test => crate::ktests::run_all(opts.test_filter),
+        Mode::Bench => crate::bench::run_all(opts.bench_filter),
+    }
+}
+
+fn print_banner(info: &BootInfo, f: &cpu::Features) {
+    let n = smp::cpu_count();
+    let mut ids = alloc::string::String::new();
+    for i in 0..n {
+        if let Some(id) = smp::apic_id_of(i) {
+            if !ids.is_empty() {
+                ids.push(',');
+            }
+            ids.push_str(&alloc::format!("{id}"));
+        }
+    }
+    kprintln!(
+        "fjord: {n} CPU{} (APIC ids {ids}), {} MiB RAM ({} MiB free, heap {} MiB)",
+        if n == 1 { "" } else { "s" },
+        info.usable.total() >> 20,
+        (frames::free_frames() as u64 * PAGE_SIZE) >> 20,
+        mm::heap::total() >> 20,
+    );
+    kprintln!(
+        "fjord: {} {}, TSC {} MHz, APIC timer {} ticks/ms, PCID {}, INVPCID {}, PKU {}, 1G pages {}, invariant TSC {}, PVH start info v{}",
+        core::str::from_utf8(&f.vendor).unwrap_or("?"),
+        if apic::is_x2apic() { "x2APIC" } else { "xAPIC" },
+        apic::tsc_hz() / 1_000_000,
+        apic::apic_ticks_per_ms(),
+        yes_no(f.pcid),
+        yes_no(f.invpcid),
+        yes_no(f.pku),
+        yes_no(f.gbpages),
+        yes_no(f.invariant_tsc),
+        info.version,
+    );
+    kprintln!("fjord: command line '{}'", info.cmdline());
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+fn check_initrd(info: &BootInfo, opts: &BootOptions<'_>) {
+    match info.initrd() {
+        None if opts.modules == ModuleSource::Initrd => fail(format_args!(
+            "no initrd was given, but modules=initrd needs one (pass -initrd <archive>; \
+             `cargo xtask run` does this)"
+        )),
+        None => kprintln!("fjord: no initrd"),
+        Some((pa, len)) => {
+            // SAFETY: the initrd's frames are reserved from the allocator and never written.
+            let bytes = unsafe { mm::phys_slice(pa, len as usize) };
+            let mut files = 0;
+            for entry in fjord_kernel::cpio::Reader::new(bytes) {
+                match entry {
+                    Ok(e) => {
+                        files += 1;
+                        log::info!("initrd: {} ({} bytes)", e.name, e.data.len());
+                    }
+                    Err(e) => {
+                        if opts.modules == ModuleSource::Initrd {
+                            fail(format_args!(
+                                "the initrd is not a valid cpio archive: {e:?}"
+                            ));
+                        }
+                        log::warn!("the initrd is not a valid cpio archive: {e:?}");
+                        break;
+                    }
+                }
+            }
+            kprintln!("fjord: initrd of {} KiB with {files} files", len / 1024);
+        }
+    }
+}
+
+fn crash_on_purpose(crash: Crash) {
+    match crash {
+        Crash::Panic => panic!("deliberate panic requested on the command line (crash=panic)"),
+        Crash::PageFault => {
+            let p = 0xffff_8fff_dead_0000u64 as *const u64;
+            // SAFETY: deliberately unsound: the address is unmapped, the read faults, and the
+            // exception handler reports it and exits QEMU (crash=pagefault).
+            let v = unsafe { p.read_volatile() };
+            log::error!("read {v} from an unmapped address");
+        }
+    }
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    cpu::disable_interrupts();
+    let cpu = percpu::cpu_index();
+    match info.location() {
+        Some(l) => serial::emergency_write_fmt(format_args!(
+            "\n!!! kernel panicked at {}:{}:{} on cpu {cpu}: {}\n",
+            l.file(),
+            l.line(),
+            l.column(),
+            info.message()
+        )),
+        None => serial::emergency_write_fmt(format_args!(
+            "\n!!! kernel panicked on cpu {cpu}: {}\n",
+            info.message()
+        )),
+    }
+    exit_qemu(ExitCode::Failure)
+}

@@ -1,0 +1,262 @@
+//! Isolation tests with hostile ring-3 code in Jord protection domains. Every attack must fault
+//! or get an error, be reported, and leave the kernel and every other PD running.
+
+use crate::arch::user::Access;
+use crate::arch::user_programs::Program;
+use crate::arch::{cpu, smp};
+use crate::jord::exec::{InvokeError, call};
+use crate::jord::{self, state};
+use crate::ktest;
+use alloc::format;
+use alloc::string::String;
+use fjord_kernel::{kassert, kassert_eq};
+use fjord_libos::abi::{Error, Sysno, encode};
+use fjord_pd::{Isolation, MapFlags, PdId, Perm};
+
+type R<T> = Result<T, String>;
+
+fn new_pd(creator: PdId) -> R<PdId> {
+    jord::with(|j| j.cget(creator)).map_err(|e| format!("cget: {e:?}"))
+}
+
+fn put(pd: PdId) {
+    if let Ok(p) = jord::with(|j| j.cput(PdId::KERNEL, pd)) {
+        p.finish();
+    }
+}
+
+fn mmap_for(owner: PdId, len: u64) -> R<u64> {
+    jord::with(|j| j.mmap(owner, len, Perm::RW, MapFlags::default()))
+        .map_err(|e| format!("mmap: {e:?}"))
+}
+
+fn run(pd: PdId, prog: Program, args: [u64; 4]) -> Result<u64, InvokeError> {
+    let entry = jord::with(|j| j.entry(prog));
+    let deadline = cpu::rdtsc() + crate::arch::apic::tsc_hz();
+    call(pd, entry, args, Some(deadline))
+}
+
+fn expect_fault(r: Result<u64, InvokeError>, pd: PdId, addr: u64, access: Access) -> R<()> {
+    match r {
+        Err(InvokeError::Faulted { pd: p, fault }) => {
+            kassert_eq!(p, pd);
+            kassert_eq!(fault.vector, 14);
+            kassert_eq!(fault.addr, addr);
+            kassert_eq!(fault.access, access);
+            Ok(())
+        }
+        other => Err(format!(
+            "expected a {access:?} fault at {addr:#x} in {pd:?}, got {other:?}"
+        )),
+    }
+}
+
+/// Reads the word at `offset` in the VMA at `base` through the kernel's direct map.
+fn word_at(base: u64, offset: u64) -> R<u64> {
+    let (phys, _) = jord::with(|j| j.backing_of(base)).ok_or("VMA has no backing")?;
+    // SAFETY: the VMA's backing frames stay allocated while the test holds the VMA.
+    Ok(unsafe { (crate::mm::phys_to_virt(phys + offset) as *const u64).read_volatile() })
+}
+
+ktest! {
+    fn pd_reads_and_writes_its_own_vma() {
+        let p = new_pd(PdId::KERNEL)?;
+        let v = mmap_for(p, 4096)?;
+        kassert_eq!(run(p, Program::Write, [v + 8, 0x5eed, 0, 0]), Ok(0));
+        kassert_eq!(word_at(v, 8)?, 0x5eed);
+        kassert_eq!(run(p, Program::Read, [v + 8, 0, 0, 0]), Ok(0x5eed));
+        put(p);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn pd_cannot_touch_another_pds_vma() {
+        let p = new_pd(PdId::KERNEL)?;
+        let q = new_pd(PdId::KERNEL)?;
+        let w = mmap_for(q, 4096)?;
+        kassert_eq!(run(q, Program::Write, [w, 77, 0, 0]), Ok(0));
+        let faults = jord::with(|j| j.stats.protection_faults);
+        expect_fault(run(p, Program::Read, [w, 0, 0, 0]), p, w, Access::Read)?;
+        expect_fault(run(p, Program::Write, [w, 1, 0, 0]), p, w, Access::Write)?;
+        expect_fault(run(p, Program::Jump, [w, 0, 0, 0]), p, w, Access::Execute)?;
+        kassert_eq!(jord::with(|j| j.stats.protection_faults), faults + 3);
+        // Q is unaffected and its data intact; P still runs.
+        kassert_eq!(run(q, Program::Read, [w, 0, 0, 0]), Ok(77));
+        let own = mmap_for(p, 4096)?;
+        kassert_eq!(run(p, Program::Write, [own, 1, 0, 0]), Ok(0));
+        put(p);
+        put(q);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn pd_cannot_reach_unmapped_jord_kernel_memory_or_the_vma_table() {
+        let p = new_pd(PdId::KERNEL)?;
+        let unmapped = fjord_kernel::layout::JORD_REGION_BASE + (3 << 39) + (77 << 20);
+        expect_fault(run(p, Program::Read, [unmapped, 0, 0, 0]), p, unmapped, Access::Read)?;
+        let kernel = crate::mm::phys_to_virt(0x10_0000);
+        expect_fault(run(p, Program::Read, [kernel, 0, 0, 0]), p, kernel, Access::Read)?;
+        let text = crate::mm::kernel_tables::image().text.0;
+        expect_fault(run(p, Program::Jump, [text, 0, 0, 0]), p, text, Access::Execute)?;
+        let table = jord::with(|j| j.vma_table_address());
+        expect_fault(run(p, Program::Write, [table, 0, 0, 0]), p, table, Access::Write)?;
+        // The code VMA is Global read-execute: readable, not writable.
+        let code = jord::with(|j| j.entry(Program::Hello));
+        kassert!(run(p, Program::Read, [code, 0, 0, 0]).is_ok());
+        expect_fault(run(p, Program::Write, [code, 0, 0, 0]), p, code, Access::Write)?;
+        put(p);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn forged_ids_and_addresses_get_typed_errors() {
+        let p = new_pd(PdId::KERNEL)?;
+        let q = new_pd(PdId::KERNEL)?;
+        let w = mmap_for(q, 4096)?;
+        let own = mmap_for(p, 4096)?;
+        let e = |e: Error| Ok(encode(Err(e)));
+        let q_id = u64::from(q.raw());
+        let sys = |no: Sysno, a: u64, b: u64, c: u64| run(p, Program::Syscall4, [no as u64, a, b, c]);
+        type Case = (&'static str, Result<u64, InvokeError>, Result<u64, InvokeError>);
+        let cases: [Case; 14] = [
+            ("mmap bad prot", sys(Sysno::Mmap, 4096, 99, 0), e(Error::InvalidArgs)),
+            ("mmap zero", sys(Sysno::Mmap, 0, 3, 0), e(Error::InvalidArgs)),
+            ("mmap flags", sys(Sysno::Mmap, 4096, 3, 1), e(Error::InvalidArgs)),
+            ("munmap other's", sys(Sysno::Munmap, w, 4096, 0), e(Error::AccessDenied)),
+            ("munmap forged", sys(Sysno::Munmap, 0x1234_5000, 4096, 0), e(Error::BadAddress)),
+            ("mprotect other's", sys(Sysno::Mprotect, w, 4096, 3), e(Error::AccessDenied)),
+            ("pmove other's", sys(Sysno::Pmove, w, q_id, 1), e(Error::AccessDenied)),
+            ("pmove to forged pd", sys(Sysno::Pmove, own, 9999, 1), e(Error::NoSuchPd)),
+            ("pmove to dead pd", sys(Sysno::Pmove, own, 1000, 1), e(Error::NoSuchPd)),
+            ("pcopy other's", sys(Sysno::Pcopy, w, q_id, 3), e(Error::AccessDenied)),
+            ("cput not creator", sys(Sysno::Cput, q_id, 0, 0), e(Error::AccessDenied)),
+            ("cput kernel", sys(Sysno::Cput, 0, 0, 0), e(Error::InvalidArgs)),
+            ("ccall not creator", sys(Sysno::Ccall, q_id, 0, 0), e(Error::AccessDenied)),
+            ("center forged", sys(Sysno::Center, 4242, 0, 0), e(Error::NoSuchPd)),
+        ];
+        for (name, got, want) in cases {
+            kassert!(got == want, "{name}: got {got:?}, want {want:?}");
+        }
+        // Nothing was changed by the refused calls: Q still owns and uses its VMA.
+        kassert_eq!(run(q, Program::Write, [w, 5, 0, 0]), Ok(0));
+        put(p);
+        put(q);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn argbuf_is_unusable_after_pmove() {
+        let p = new_pd(PdId::KERNEL)?;
+        let q = new_pd(PdId::KERNEL)?;
+        let buf = mmap_for(p, 4096)?;
+        kassert_eq!(run(p, Program::Write, [buf, 1234, 0, 0]), Ok(0));
+        let before = jord::with(|j| j.stats.shootdowns);
+        let r = run(p, Program::Syscall4, [Sysno::Pmove as u64, buf, u64::from(q.raw()), 3]);
+        kassert_eq!(r, Ok(0));
+        kassert!(jord::with(|j| j.stats.shootdowns) > before, "pmove must shoot down P's leaf");
+        expect_fault(run(p, Program::Read, [buf, 0, 0, 0]), p, buf, Access::Read)?;
+        // Zero copy: Q sees the very bytes P wrote.
+        kassert_eq!(run(q, Program::Read, [buf, 0, 0, 0]), Ok(1234));
+        put(p);
+        put(q);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn nested_ccall_returns_through_the_caller() {
+        let p = new_pd(PdId::KERNEL)?;
+        let q = new_pd(p)?;
+        let callee = jord::with(|j| j.entry(Program::ReturnInc));
+        kassert_eq!(run(p, Program::Caller, [u64::from(q.raw()), callee, 41, 0]), Ok(42));
+        // A fault in the callee is reported against the callee.
+        let bad = fjord_kernel::layout::JORD_REGION_BASE + (5 << 39);
+        let read = jord::with(|j| j.entry(Program::Read));
+        match run(p, Program::Caller, [u64::from(q.raw()), read, bad, 0]) {
+            Err(InvokeError::Faulted { pd, fault }) => {
+                kassert_eq!(pd, q);
+                kassert_eq!(fault.addr, bad);
+            }
+            other => return Err(format!("{other:?}")),
+        }
+        put(q);
+        put(p);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn revoke_on_one_cpu_stops_the_pd_on_another() {
+        if smp::cpu_count() < 2 {
+            return Err("needs at least 2 CPUs".into());
+        }
+        let p = new_pd(PdId::KERNEL)?;
+        let v = jord::with(|j| j.mmap(PdId::KERNEL, 4096, Perm::RW, MapFlags::default()))
+            .map_err(|e| format!("{e:?}"))?;
+        jord::with(|j| j.pcopy(PdId::KERNEL, v, p, Perm::RW)).map_err(|e| format!("{e:?}"))?;
+        let slot = alloc::sync::Arc::new(spin::Mutex::new(None));
+        let s2 = slot.clone();
+        smp::run_on(1, move || {
+            let r = run(p, Program::IncLoop, [v, 0, 0, 0]);
+            *s2.lock() = Some(r);
+        })
+        .map_err(|e| format!("{e:?}"))?;
+        let start = cpu::rdtsc();
+        while word_at(v, 0)? < 1000 {
+            kassert!(cpu::rdtsc() - start < crate::arch::apic::tsc_hz(), "the PD never ran on CPU 1");
+            core::hint::spin_loop();
+        }
+        let ipis = jord::with(|j| j.stats.ipis);
+        jord::with(|j| j.revoke(PdId::KERNEL, v, p)).map_err(|e| format!("{e:?}"))?.finish();
+        kassert!(jord::with(|j| j.stats.ipis) > ipis, "CPU 1 ran P, so it must get an IPI");
+        let r = loop {
+            if let Some(r) = slot.lock().take() {
+                break r;
+            }
+            core::hint::spin_loop();
+        };
+        // `inc [v]` reads before it writes: the leaf is gone, so the read part faults.
+        expect_fault(r, p, v, Access::Read)?;
+        let count = word_at(v, 0)?;
+        kassert!(count >= 1000, "count {count}");
+        put(p);
+        let _ = jord::with(|j| j.munmap(PdId::KERNEL, v, 4096)).map(|p| p.finish());
+        Ok(())
+    }
+}
+
+ktest! {
+    fn no_isolation_mode_skips_the_checks() {
+        state::reset(Isolation::None).map_err(|e| format!("{e:?}"))?;
+        let result = (|| -> R<()> {
+            let p = new_pd(PdId::KERNEL)?;
+            let q = new_pd(PdId::KERNEL)?;
+            let w = mmap_for(q, 4096)?;
+            kassert_eq!(run(q, Program::Write, [w, 9, 0, 0]), Ok(0));
+            // Jord_NI: P reads Q's VMA without a fault, and both share one root table.
+            kassert_eq!(run(p, Program::Read, [w, 0, 0, 0]), Ok(9));
+            kassert_eq!(jord::with(|j| j.root_of(p)), jord::with(|j| j.root_of(q)));
+            Ok(())
+        })();
+        state::reset(Isolation::Full).map_err(|e| format!("{e:?}"))?;
+        result
+    }
+}
+
+ktest! {
+    fn pd_teardown_returns_its_memory() {
+        let before = crate::mm::frames::free_frames();
+        for _ in 0..20 {
+            let p = new_pd(PdId::KERNEL)?;
+            let v = mmap_for(p, 64 * 1024)?;
+            kassert_eq!(run(p, Program::Write, [v + 60 * 1024, 1, 0, 0]), Ok(0));
+            put(p);
+        }
+        kassert_eq!(crate::mm::frames::free_frames(), before);
+        Ok(())
+    }
+}

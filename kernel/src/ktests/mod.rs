@@ -1,0 +1,77 @@
+//! The in-kernel test registry and runner (`mode=test`).
+//!
+//! `ktest!` places a [`KTest`] in the `.ktests` linker section; the runner walks the section,
+//! prints `ktest <name> ... ok` or `ktest <name> ... FAILED: <reason>` for each test, then
+//! `ktest: N passed, M failed`, and exits QEMU with the success or failure code.
+
+mod jord;
+mod memory;
+mod smp;
+mod traps;
+mod user;
+
+use crate::arch::exit::{ExitCode, exit_qemu};
+use crate::kprintln;
+use fjord_kernel::ktest::KTest;
+
+/// Defines an in-kernel test: `ktest! { fn name() { ...; Ok(()) } }`.
+#[macro_export]
+macro_rules! ktest {
+    ($(#[$m:meta])* fn $name:ident() $body:block) => {
+        $(#[$m])*
+        fn $name() -> fjord_kernel::ktest::TestResult $body
+
+        const _: () = {
+            #[used]
+            #[unsafe(link_section = ".ktests")]
+            static ENTRY: fjord_kernel::ktest::KTest = fjord_kernel::ktest::KTest {
+                name: concat!(module_path!(), "::", stringify!($name)),
+                run: $name,
+            };
+        };
+    };
+}
+
+unsafe extern "C" {
+    static __ktests_start: u8;
+    static __ktests_end: u8;
+}
+
+/// Every registered test.
+pub fn registry() -> &'static [KTest] {
+    let start = (&raw const __ktests_start).cast::<KTest>();
+    let end = (&raw const __ktests_end).cast::<KTest>();
+    let n = (end as usize - start as usize) / core::mem::size_of::<KTest>();
+    // SAFETY: the linker script places only `KTest` statics (via `ktest!`) between the two
+    // symbols, 8-byte aligned, in read-only memory that lives forever.
+    unsafe { core::slice::from_raw_parts(start, n) }
+}
+
+/// Runs every test whose name contains `filter`, prints the summary and exits QEMU.
+pub fn run_all(filter: Option<&str>) -> ! {
+    let tests = registry();
+    kprintln!("ktest: running {} tests", tests.len());
+    let (mut passed, mut failed) = (0, 0);
+    for t in tests
+        .iter()
+        .filter(|t| filter.is_none_or(|f| t.name.contains(f)))
+    {
+        let name = t.name.trim_start_matches("fjord_kernel::ktests::");
+        match (t.run)() {
+            Ok(()) => {
+                passed += 1;
+                kprintln!("ktest {name} ... ok");
+            }
+            Err(msg) => {
+                failed += 1;
+                kprintln!("ktest {name} ... FAILED: {msg}");
+            }
+        }
+    }
+    kprintln!("ktest: {passed} passed, {failed} failed");
+    exit_qemu(if failed == 0 && passed > 0 {
+        ExitCode::Success
+    } else {
+        ExitCode::Failure
+    })
+}

@@ -1,0 +1,71 @@
+//! Tests of exception handling: deliberate faults are caught, identified and survived.
+
+use crate::arch::{cpu, percpu, trap};
+use crate::ktest;
+use fjord_kernel::{kassert, kassert_eq};
+
+ktest! {
+    fn page_fault_on_unmapped_kernel_address_is_caught() {
+        let addr = 0xffff_8fff_dead_b000;
+        let f = trap::probe_read(addr).unwrap_err();
+        kassert_eq!(f.vector, 14);
+        kassert_eq!(f.addr, addr);
+        kassert_eq!(f.error & 1, 0); // not present
+        Ok(())
+    }
+}
+
+ktest! {
+    fn invalid_opcode_is_caught() {
+        let f = trap::probe_invalid_opcode().unwrap_err();
+        kassert_eq!(f.vector, 6);
+        kassert_eq!(trap::exception_name(f.vector), "INVALID OPCODE");
+        Ok(())
+    }
+}
+
+ktest! {
+    fn divide_error_is_caught() {
+        kassert_eq!(trap::probe_divide(10, 3), Ok(3));
+        kassert_eq!(trap::probe_divide(1, 0).unwrap_err().vector, 0);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn breakpoint_resumes() {
+        // SAFETY: int3 in kernel mode is handled by logging and resuming after the instruction.
+        unsafe { core::arch::asm!("int3") };
+        Ok(())
+    }
+}
+
+ktest! {
+    fn non_canonical_access_is_a_general_protection_fault() {
+        let f = trap::probe_read(0x8000_0000_0000_0000).unwrap_err();
+        kassert_eq!(f.vector, 13);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn timer_interrupts_arrive() {
+        let before = percpu::current().timer_ticks.load(core::sync::atomic::Ordering::Relaxed);
+        let hz = crate::arch::apic::tsc_hz();
+        let end = cpu::rdtsc() + hz / 20; // 50 ms
+        while cpu::rdtsc() < end {
+            core::hint::spin_loop();
+        }
+        let after = percpu::current().timer_ticks.load(core::sync::atomic::Ordering::Relaxed);
+        kassert!(after >= before + 2, "ticks {before} -> {after} in 50 ms at {} Hz", crate::TIMER_HZ);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn page_fault_cause_is_decoded() {
+        let s = alloc::format!("{}", trap::PageFaultCause(0b10111));
+        kassert_eq!(s.as_str(), "instruction fetch, protection violation, from ring 3");
+        Ok(())
+    }
+}

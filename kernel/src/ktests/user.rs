@@ -1,0 +1,124 @@
+//! Tests of ring 3: entry, the syscall round trip, typed user faults, and preemption.
+
+use crate::arch::smp;
+use crate::arch::user::{Access, UserExit};
+use crate::arch::user_programs::Program;
+use crate::ktest;
+use crate::userspace::{CODE_BASE, DATA_BASE, UserSpace};
+use fjord_kernel::{kassert, kassert_eq};
+use fjord_libos::abi::{Error, Sysno, encode};
+
+fn space() -> Result<UserSpace, alloc::string::String> {
+    UserSpace::new(1).map_err(|e| alloc::format!("{e:?}"))
+}
+
+ktest! {
+    fn ring3_hello_logs_and_exits() {
+        let mut s = space()?;
+        kassert_eq!(s.run(Program::Hello, [0; 3], Some(1000)), UserExit::Exited(42));
+        Ok(())
+    }
+}
+
+ktest! {
+    fn null_syscall_round_trip_from_ring3() {
+        let mut s = space()?;
+        kassert_eq!(s.run(Program::NullLoop, [16, DATA_BASE, 0], Some(1000)), UserExit::Exited(0));
+        let d = &s.data()[..16];
+        kassert!(d.iter().all(|&t| t > 0 && t < 10_000_000), "deltas {d:?}");
+        Ok(())
+    }
+}
+
+ktest! {
+    fn user_read_of_kernel_memory_faults_and_is_reported() {
+        let mut s = space()?;
+        let target = crate::mm::phys_to_virt(0x10_0000);
+        match s.run(Program::Read, [target, 0, 0], Some(1000)) {
+            UserExit::Fault(f) => {
+                kassert_eq!(f.vector, 14);
+                kassert_eq!(f.addr, target);
+                kassert_eq!(f.access, Access::Read);
+                kassert!(f.protection, "the page is present but supervisor-only");
+            }
+            other => return Err(alloc::format!("expected a fault, got {other:?}")),
+        }
+        // The kernel goes on: the same space runs again.
+        kassert_eq!(s.run(Program::Hello, [0; 3], Some(1000)), UserExit::Exited(42));
+        Ok(())
+    }
+}
+
+ktest! {
+    fn user_write_to_code_and_execute_of_data_fault() {
+        let mut s = space()?;
+        match s.run(Program::Write, [CODE_BASE, 1, 0], Some(1000)) {
+            UserExit::Fault(f) => kassert!(f.vector == 14 && f.access == Access::Write, "{f:?}"),
+            other => return Err(alloc::format!("write to code: {other:?}")),
+        }
+        match s.run(Program::Jump, [DATA_BASE, 0, 0], Some(1000)) {
+            UserExit::Fault(f) => kassert!(f.vector == 14 && f.access == Access::Execute, "{f:?}"),
+            other => return Err(alloc::format!("execute data: {other:?}")),
+        }
+        match s.run(Program::Read, [0x10, 0, 0], Some(1000)) {
+            UserExit::Fault(f) => kassert!(f.vector == 14 && !f.protection, "{f:?}"),
+            other => return Err(alloc::format!("read unmapped: {other:?}")),
+        }
+        Ok(())
+    }
+}
+
+ktest! {
+    fn privileged_instruction_in_ring3_is_a_gp_fault() {
+        let mut s = space()?;
+        match s.run(Program::Privileged, [0; 3], Some(1000)) {
+            UserExit::Fault(f) => kassert_eq!(f.vector, 13),
+            other => return Err(alloc::format!("{other:?}")),
+        }
+        Ok(())
+    }
+}
+
+ktest! {
+    fn bad_syscalls_get_typed_errors() {
+        let mut s = space()?;
+        let code = |e: Error| encode(Err(e));
+        kassert_eq!(s.run(Program::Syscall, [999, 0, 0], Some(1000)), UserExit::Exited(code(Error::NoSys)));
+        let kernel_ptr = crate::mm::phys_to_virt(0x10_0000);
+        kassert_eq!(
+            s.run(Program::Syscall, [Sysno::Log as u64, kernel_ptr, 8], Some(1000)),
+            UserExit::Exited(code(Error::BadAddress))
+        );
+        kassert_eq!(
+            s.run(Program::Syscall, [Sysno::Log as u64, DATA_BASE, 1 << 20], Some(1000)),
+            UserExit::Exited(code(Error::InvalidArgs))
+        );
+        kassert_eq!(
+            s.run(Program::Syscall, [Sysno::Log as u64, u64::MAX - 4, 8], Some(1000)),
+            UserExit::Exited(code(Error::BadAddress))
+        );
+        Ok(())
+    }
+}
+
+ktest! {
+    fn runaway_user_code_is_preempted_at_its_deadline() {
+        let mut s = space()?;
+        kassert_eq!(s.run(Program::Spin, [0; 3], Some(30)), UserExit::TimedOut);
+        kassert_eq!(s.run(Program::Hello, [0; 3], Some(1000)), UserExit::Exited(42));
+        Ok(())
+    }
+}
+
+ktest! {
+    fn ring3_runs_on_every_cpu() {
+        for c in 0..smp::cpu_count() {
+            let exit = smp::run_on_and_wait(c, || {
+                let mut s = UserSpace::new(1).expect("user space");
+                s.run(Program::Cpu, [0; 3], Some(1000))
+            }).map_err(|e| alloc::format!("{e:?}"))?;
+            kassert_eq!(exit, UserExit::Exited(c as u64));
+        }
+        Ok(())
+    }
+}

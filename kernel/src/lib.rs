@@ -1,0 +1,30 @@
+//! Host-testable core of the Fjord kernel.
+//!
+//! Everything here is plain logic with no hardware access, so it builds both for the kernel
+//! target and for the host, where `cargo test -p fjord-kernel` exercises it:
+//!
+//! - [`cmdline`]: the kernel command line and its options;
+//! - [`layout`]: the documented virtual-memory layout;
+//! - [`memmap`]: the boot memory map, normalised into page-aligned usable regions;
+//! - [`frame_bitmap`]: the physical frame allocator's bitmap logic;
+//! - [`paging`]: x86_64 four-level page tables over an abstract physical memory;
+//! - [`madt`]: the ACPI MADT parser that finds the CPUs;
+//! - [`cpio`]: the `newc` archive reader used for the initrd;
+//! - [`stats`]: medians and extremes of benchmark samples;
+//! - [`ktest`]: the in-kernel test descriptor and assertion macros.
+//!
+//! Cargo features: none.
+#![cfg_attr(not(test), no_std)]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+pub mod cmdline;
+pub mod cpio;
+pub mod frame_bitmap;
+pub mod ktest;
+pub mod layout;
+pub mod madt;
+pub mod memmap;
+pub mod paging;
+pub mod stats;

@@ -1,0 +1,44 @@
+//! The Fjord kernel binary: boot, bring-up order, and what to do once up (`mode=`).
+//!
+//! Boot order: serial console → start info and command line → frame allocator → kernel page
+//! tables → heap → guarded stacks → GDT/TSS, IDT, per-CPU data, SYSCALL → local APIC and timer
+//! calibration → CPUs from the ACPI MADT → APs → banner → run, test or bench.
+//!
+//! On the host this file builds to a stub that says how to run the kernel.
+#![cfg_attr(target_os = "none", no_std, no_main)]
+
+#[cfg(not(target_os = "none"))]
+fn main() {
+    eprintln!("fjord-kernel runs under QEMU: use `cargo xtask run`");
+}
+
+#[cfg(target_os = "none")]
+extern crate alloc;
+
+#[cfg(target_os = "none")]
+mod arch;
+#[cfg(target_os = "none")]
+mod bench;
+#[cfg(target_os = "none")]
+mod bench_pd;
+#[cfg(target_os = "none")]
+mod console;
+#[cfg(target_os = "none")]
+mod jord;
+#[cfg(target_os = "none")]
+mod kernel_main;
+#[cfg(target_os = "none")]
+mod ktests;
+#[cfg(target_os = "none")]
+mod logger;
+#[cfg(target_os = "none")]
+mod mm;
+#[cfg(target_os = "none")]
+mod pvh;
+#[cfg(target_os = "none")]
+mod syscalls;
+#[cfg(target_os = "none")]
+mod userspace;
+
+#[cfg(target_os = "none")]
+pub use kernel_main::{TIMER_HZ, boot_main};

@@ -1,0 +1,112 @@
+//! The kernel's own page tables (see `layout` for the map they implement): the kernel image with
+//! W^X per section, the direct map of RAM with NX, guarded stacks, and an uncached MMIO window.
+
+use super::frames::{DIRECT, KernelFrames};
+use core::sync::atomic::{AtomicU64, Ordering};
+use fjord_kernel::layout::{
+    DIRECT_MAP_BASE, LARGE_PAGE_SIZE, MMIO_BASE, MMIO_SIZE, PAGE_SIZE, align_down, align_up,
+};
+use fjord_kernel::paging::{Flags, PageSize, PageTables, PagingError};
+use spin::Mutex;
+
+static KERNEL_ROOT: AtomicU64 = AtomicU64::new(0);
+static MMIO_NEXT: Mutex<u64> = Mutex::new(MMIO_BASE);
+/// Serialises edits of the kernel's tables (shared by every address space).
+static EDIT: Mutex<()> = Mutex::new(());
+
+unsafe extern "C" {
+    static __text_start: u8;
+    static __text_end: u8;
+    static __rodata_start: u8;
+    static __rodata_end: u8;
+    static __data_start: u8;
+    static __kernel_end: u8;
+}
+
+fn sym(s: *const u8) -> u64 {
+    s as u64
+}
+
+/// Section boundaries of the loaded kernel image.
+pub struct ImageLayout {
+    /// `[start, end)` of the executable text.
+    pub text: (u64, u64),
+    /// `[start, end)` of read-only data (includes the test registry).
+    pub rodata: (u64, u64),
+    /// `[start, end)` of writable data and bss.
+    pub data: (u64, u64),
+}
+
+/// The kernel image's section boundaries, from the linker script's symbols.
+pub fn image() -> ImageLayout {
+    ImageLayout {
+        text: (sym(&raw const __text_start), sym(&raw const __text_end)),
+        rodata: (sym(&raw const __rodata_start), sym(&raw const __rodata_end)),
+        data: (
+            sym(&raw const __data_start),
+            align_up(sym(&raw const __kernel_end), PAGE_SIZE),
+        ),
+    }
+}
+
+/// Builds the kernel tables covering RAM up to `ram_end` and switches to them.
+pub fn build_and_switch(ram_end: u64) -> Result<(), PagingError> {
+    let mut fa = KernelFrames;
+    let mut pt = PageTables::create(&DIRECT, &mut fa)?;
+    let img = image();
+    for ((start, end), flags) in [
+        (img.text, Flags::KERNEL_RX),
+        (img.rodata, Flags::KERNEL_RO),
+        (img.data, Flags::KERNEL_RW),
+    ] {
+        for va in (align_down(start, PAGE_SIZE)..end).step_by(PAGE_SIZE as usize) {
+            pt.map(va, va, flags | Flags::GLOBAL, &mut fa)?;
+        }
+    }
+    let end = align_up(ram_end, LARGE_PAGE_SIZE);
+    for pa in (0..end).step_by(LARGE_PAGE_SIZE as usize) {
+        pt.map_sized(
+            DIRECT_MAP_BASE + pa,
+            pa,
+            Flags::KERNEL_RW | Flags::GLOBAL,
+            PageSize::Large,
+            &mut fa,
+        )?;
+    }
+    KERNEL_ROOT.store(pt.root(), Ordering::Release);
+    // SAFETY: the new tables map the kernel image where it runs (identity), its data and the
+    // boot stack (in .bss), so execution continues seamlessly.
+    unsafe { crate::arch::cpu::write_cr3(pt.root()) };
+    super::use_direct_map();
+    Ok(())
+}
+
+/// Physical address of the kernel's root table.
+pub fn kernel_root() -> u64 {
+    KERNEL_ROOT.load(Ordering::Acquire)
+}
+
+/// The kernel's page tables. Mappings made here in PML4 slot 0 or the kernel half are visible in
+/// every address space created with `PageTables::create_sharing_kernel`.
+pub fn kernel() -> PageTables<'static, super::DirectMap> {
+    PageTables::new(kernel_root(), &DIRECT)
+}
+
+/// Maps `size` bytes of device memory at physical `pa` into the MMIO window; returns the
+/// virtual address of `pa`.
+pub fn map_mmio(pa: u64, size: u64) -> Result<u64, PagingError> {
+    let _g = EDIT.lock();
+    let base = align_down(pa, PAGE_SIZE);
+    let len = align_up(pa + size, PAGE_SIZE) - base;
+    let mut next = MMIO_NEXT.lock();
+    if *next + len > MMIO_BASE + MMIO_SIZE {
+        return Err(PagingError::OutOfMemory);
+    }
+    let va = *next;
+    let mut pt = kernel();
+    for off in (0..len).step_by(PAGE_SIZE as usize) {
+        pt.map(va + off, base + off, Flags::MMIO, &mut KernelFrames)?;
+    }
+    *next += len;
+    Ok(va + (pa - base))
+}

@@ -1,0 +1,615 @@
+//! x86_64 four-level page tables over an abstract physical memory.
+//!
+//! [`PageTables`] edits one tree of tables rooted at a physical address. The tables are reached
+//! through a [`PhysMemory`] (the kernel's direct map, or a `Vec` in host tests) and new tables come
+//! from a [`TableAllocator`]. This is the API protection domains use to build one root table per
+//! domain: map, unmap, change permissions, translate, and read-and-clear accessed/dirty bits.
+//!
+//! Intermediate entries are created present and writable, and user-accessible only for user-half
+//! addresses; the leaf entry alone decides the effective permissions.
+
+use crate::layout::{KERNEL_HALF_FIRST_SLOT, LARGE_PAGE_SIZE, PAGE_SIZE, USER_END};
+use core::fmt;
+
+/// Page-table entry flags.
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct Flags(pub u64);
+
+impl Flags {
+    /// Present.
+    pub const PRESENT: Flags = Flags(1);
+    /// Writable.
+    pub const WRITABLE: Flags = Flags(1 << 1);
+    /// Accessible from ring 3.
+    pub const USER: Flags = Flags(1 << 2);
+    /// Write-through caching.
+    pub const WRITE_THROUGH: Flags = Flags(1 << 3);
+    /// Caching disabled.
+    pub const NO_CACHE: Flags = Flags(1 << 4);
+    /// Set by the CPU on access.
+    pub const ACCESSED: Flags = Flags(1 << 5);
+    /// Set by the CPU on write.
+    pub const DIRTY: Flags = Flags(1 << 6);
+    /// Large page (in a level-2 or level-3 entry).
+    pub const HUGE: Flags = Flags(1 << 7);
+    /// Not flushed on CR3 switches.
+    pub const GLOBAL: Flags = Flags(1 << 8);
+    /// Not executable.
+    pub const NO_EXECUTE: Flags = Flags(1 << 63);
+    /// No flag.
+    pub const EMPTY: Flags = Flags(0);
+
+    /// Kernel read-only data.
+    pub const KERNEL_RO: Flags = Flags(Self::PRESENT.0 | Self::NO_EXECUTE.0);
+    /// Kernel read-write data.
+    pub const KERNEL_RW: Flags = Flags(Self::PRESENT.0 | Self::WRITABLE.0 | Self::NO_EXECUTE.0);
+    /// Kernel code.
+    pub const KERNEL_RX: Flags = Self::PRESENT;
+    /// Uncached device memory.
+    pub const MMIO: Flags = Flags(Self::KERNEL_RW.0 | Self::NO_CACHE.0 | Self::WRITE_THROUGH.0);
+
+    /// True when every bit of `other` is set in `self`.
+    pub const fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The union of both flag sets.
+    pub const fn union(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
+    }
+
+    /// `self` without the bits of `other`.
+    pub const fn without(self, other: Flags) -> Flags {
+        Flags(self.0 & !other.0)
+    }
+}
+
+impl core::ops::BitOr for Flags {
+    type Output = Flags;
+    fn bitor(self, rhs: Flags) -> Flags {
+        self.union(rhs)
+    }
+}
+
+impl fmt::Debug for Flags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = [
+            (Self::PRESENT, "P"),
+            (Self::WRITABLE, "W"),
+            (Self::USER, "U"),
+            (Self::ACCESSED, "A"),
+            (Self::DIRTY, "D"),
+            (Self::HUGE, "PS"),
+            (Self::GLOBAL, "G"),
+            (Self::NO_EXECUTE, "NX"),
+            (Self::NO_CACHE, "PCD"),
+        ];
+        let mut first = true;
+        for (flag, name) in names {
+            if self.contains(flag) {
+                if !first {
+                    f.write_str("|")?;
+                }
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        if first {
+            f.write_str("-")?;
+        }
+        Ok(())
+    }
+}
+
+/// Mask of the physical-address bits of an entry.
+const ADDR_MASK: u64 = 0x000f_ffff_ffff_f000;
+/// Mask of the flag bits of an entry.
+const FLAG_MASK: u64 = !ADDR_MASK;
+
+/// Word access to physical memory holding page tables.
+pub trait PhysMemory {
+    /// Reads entry `index` of the table at physical address `table`.
+    fn read_entry(&self, table: u64, index: usize) -> u64;
+    /// Writes entry `index` of the table at physical address `table`.
+    fn write_entry(&self, table: u64, index: usize, value: u64);
+}
+
+/// A source of zeroed frames for new tables.
+pub trait TableAllocator {
+    /// Returns the physical address of a zeroed 4 KiB frame, or `None` when memory is exhausted.
+    fn alloc_table(&mut self) -> Option<u64>;
+    /// Returns a table frame that is no longer referenced.
+    fn free_table(&mut self, table: u64);
+}
+
+/// Why a page-table operation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PagingError {
+    /// The virtual or physical address is not aligned to the page size used.
+    Misaligned,
+    /// The virtual address is not canonical.
+    NonCanonical,
+    /// A mapping already exists at the address.
+    AlreadyMapped,
+    /// Nothing is mapped at the address.
+    NotMapped,
+    /// A large page covers the address where a 4 KiB page was expected, or vice versa.
+    SizeConflict,
+    /// No frame was available for a new table.
+    OutOfMemory,
+}
+
+/// The size of a mapped page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageSize {
+    /// 4 KiB.
+    Small,
+    /// 2 MiB.
+    Large,
+}
+
+impl PageSize {
+    /// Size in bytes.
+    pub const fn bytes(self) -> u64 {
+        match self {
+            PageSize::Small => PAGE_SIZE,
+            PageSize::Large => LARGE_PAGE_SIZE,
+        }
+    }
+}
+
+/// Where a virtual address is mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Translation {
+    /// The physical address the virtual address maps to.
+    pub phys: u64,
+    /// The leaf entry's flags.
+    pub flags: Flags,
+    /// The size of the page containing the address.
+    pub size: PageSize,
+}
+
+/// True when `va` is a canonical 48-bit address.
+pub const fn is_canonical(va: u64) -> bool {
+    let top = va >> 47;
+    top == 0 || top == 0x1_ffff
+}
+
+fn index(va: u64, level: u32) -> usize {
+    ((va >> (12 + 9 * (level - 1))) & 511) as usize
+}
+
+/// One tree of page tables rooted at a physical address.
+pub struct PageTables<'m, M: PhysMemory> {
+    root: u64,
+    mem: &'m M,
+}
+
+impl<'m, M: PhysMemory> PageTables<'m, M> {
+    /// Wraps an existing root table.
+    pub fn new(root: u64, mem: &'m M) -> Self {
+        PageTables { root, mem }
+    }
+
+    /// Allocates an empty root table.
+    pub fn create(mem: &'m M, alloc: &mut impl TableAllocator) -> Result<Self, PagingError> {
+        let root = alloc.alloc_table().ok_or(PagingError::OutOfMemory)?;
+        Ok(PageTables { root, mem })
+    }
+
+    /// Allocates a root that shares `kernel_root`'s kernel entries: PML4 slot 0 (the kernel
+    /// image) and the whole kernel half. Changes below those entries are seen by both roots.
+    pub fn create_sharing_kernel(
+        mem: &'m M,
+        alloc: &mut impl TableAllocator,
+        kernel_root: u64,
+    ) -> Result<Self, PagingError> {
+        let pt = Self::create(mem, alloc)?;
+        mem.write_entry(pt.root, 0, mem.read_entry(kernel_root, 0));
+        for slot in KERNEL_HALF_FIRST_SLOT..512 {
+            mem.write_entry(pt.root, slot, mem.read_entry(kernel_root, slot));
+        }
+        Ok(pt)
+    }
+
+    /// Physical address of the root table (the CR3 value).
+    pub fn root(&self) -> u64 {
+        self.root
+    }
+
+    /// Maps the 4 KiB page at `va` to `pa` with `flags` (PRESENT is added).
+    pub fn map(
+        &mut self,
+        va: u64,
+        pa: u64,
+        flags: Flags,
+        alloc: &mut impl TableAllocator,
+    ) -> Result<(), PagingError> {
+        self.map_sized(va, pa, flags, PageSize::Small, alloc)
+    }
+
+    /// Maps a page of `size` at `va` to `pa` with `flags` (PRESENT is added).
+    pub fn map_sized(
+        &mut self,
+        va: u64,
+        pa: u64,
+        flags: Flags,
+        size: PageSize,
+        alloc: &mut impl TableAllocator,
+    ) -> Result<(), PagingError> {
+        if !is_canonical(va) {
+            return Err(PagingError::NonCanonical);
+        }
+        if !va.is_multiple_of(size.bytes())
+            || !pa.is_multiple_of(size.bytes())
+            || pa & !ADDR_MASK != 0
+        {
+            return Err(PagingError::Misaligned);
+        }
+        let leaf_level = if size == PageSize::Small { 1 } else { 2 };
+        let user = va < USER_END && flags.contains(Flags::USER);
+        let mut table = self.root;
+        for level in (leaf_level + 1..=4).rev() {
+            let i = index(va, level);
+            let e = self.mem.read_entry(table, i);
+            if e & Flags::PRESENT.0 == 0 {
+                let t = alloc.alloc_table().ok_or(PagingError::OutOfMemory)?;
+                let mut f = Flags::PRESENT | Flags::WRITABLE;
+                if user {
+                    f = f | Flags::USER;
+                }
+                self.mem.write_entry(table, i, t | f.0);
+                table = t;
+            } else if e & Flags::HUGE.0 != 0 {
+                return Err(PagingError::SizeConflict);
+            } else {
+                if user && e & Flags::USER.0 == 0 {
+                    self.mem.write_entry(table, i, e | Flags::USER.0);
+                }
+                table = e & ADDR_MASK;
+            }
+        }
+        let i = index(va, leaf_level);
+        if self.mem.read_entry(table, i) & Flags::PRESENT.0 != 0 {
+            return Err(PagingError::AlreadyMapped);
+        }
+        let mut f = flags | Flags::PRESENT;
+        if size == PageSize::Large {
+            f = f | Flags::HUGE;
+        }
+        self.mem.write_entry(table, i, pa | f.0);
+        Ok(())
+    }
+
+    /// Finds the leaf entry for `va`: (table, index, entry, size).
+    fn leaf(&self, va: u64) -> Result<(u64, usize, u64, PageSize), PagingError> {
+        if !is_canonical(va) {
+            return Err(PagingError::NonCanonical);
+        }
+        let mut table = self.root;
+        for level in (1..=4).rev() {
+            let i = index(va, level);
+            let e = self.mem.read_entry(table, i);
+            if e & Flags::PRESENT.0 == 0 {
+                return Err(PagingError::NotMapped);
+            }
+            if level == 1 {
+                return Ok((table, i, e, PageSize::Small));
+            }
+            if e & Flags::HUGE.0 != 0 {
+                if level == 2 {
+                    return Ok((table, i, e, PageSize::Large));
+                }
+                return Err(PagingError::SizeConflict);
+            }
+            table = e & ADDR_MASK;
+        }
+        unreachable!("the loop returns at level 1")
+    }
+
+    /// Where `va` is mapped, if anywhere.
+    pub fn translate(&self, va: u64) -> Option<Translation> {
+        let (_, _, e, size) = self.leaf(va).ok()?;
+        let base = e & ADDR_MASK & !(size.bytes() - 1);
+        Some(Translation {
+            phys: base + (va & (size.bytes() - 1)),
+            flags: Flags(e & FLAG_MASK),
+            size,
+        })
+    }
+
+    /// Removes the mapping of the page containing `va` and returns its physical address. Tables
+    /// left empty are kept (they are freed with the root by [`Self::free_user_tables`]).
+    pub fn unmap(&mut self, va: u64) -> Result<u64, PagingError> {
+        let (table, i, e, _) = self.leaf(va)?;
+        self.mem.write_entry(table, i, 0);
+        Ok(e & ADDR_MASK)
+    }
+
+    /// Removes every leaf in `[base, base + len)`, skipping absent tables, and returns how many
+    /// leaves were removed. A large page is removed whole if any part of it is in the range.
+    pub fn unmap_range(&mut self, base: u64, len: u64) -> usize {
+        let end = base.saturating_add(len);
+        let mut va = base;
+        let mut removed = 0;
+        while va < end && is_canonical(va) {
+            let mut table = self.root;
+            let mut level = 4;
+            let next = loop {
+                let i = index(va, level);
+                let e = self.mem.read_entry(table, i);
+                let span = 1u64 << (12 + 9 * (level - 1));
+                let next = (va & !(span - 1)).checked_add(span);
+                if e & Flags::PRESENT.0 == 0 {
+                    break next;
+                }
+                if level == 1 || e & Flags::HUGE.0 != 0 {
+                    self.mem.write_entry(table, i, 0);
+                    removed += 1;
+                    break next;
+                }
+                table = e & ADDR_MASK;
+                level -= 1;
+            };
+            match next {
+                Some(n) => va = n,
+                None => break,
+            }
+        }
+        removed
+    }
+
+    /// Replaces the flags of the page containing `va` (PRESENT is kept; HUGE follows the page).
+    pub fn protect(&mut self, va: u64, flags: Flags) -> Result<(), PagingError> {
+        let (table, i, e, size) = self.leaf(va)?;
+        let mut f = flags | Flags::PRESENT;
+        if size == PageSize::Large {
+            f = f | Flags::HUGE;
+        }
+        self.mem.write_entry(table, i, (e & ADDR_MASK) | f.0);
+        Ok(())
+    }
+
+    /// Returns which of `bits` (ACCESSED and/or DIRTY) were set on the page containing `va`,
+    /// and clears them.
+    pub fn take_bits(&mut self, va: u64, bits: Flags) -> Result<Flags, PagingError> {
+        let (table, i, e, _) = self.leaf(va)?;
+        let was = Flags(e & bits.0);
+        if was.0 != 0 {
+            self.mem.write_entry(table, i, e & !bits.0);
+        }
+        Ok(was)
+    }
+
+    /// Frees every table below the user-half slots (1..256) of the root, and the root itself.
+    /// Leaf frames are not freed: they belong to whoever mapped them.
+    pub fn free_user_tables(self, alloc: &mut impl TableAllocator) {
+        for slot in 1..KERNEL_HALF_FIRST_SLOT {
+            let e = self.mem.read_entry(self.root, slot);
+            if e & Flags::PRESENT.0 != 0 {
+                self.free_subtree(e & ADDR_MASK, 3, alloc);
+            }
+        }
+        alloc.free_table(self.root);
+    }
+
+    fn free_subtree(&self, table: u64, level: u32, alloc: &mut impl TableAllocator) {
+        if level > 1 {
+            for i in 0..512 {
+                let e = self.mem.read_entry(table, i);
+                if e & Flags::PRESENT.0 != 0 && e & Flags::HUGE.0 == 0 {
+                    self.free_subtree(e & ADDR_MASK, level - 1, alloc);
+                }
+            }
+        }
+        alloc.free_table(table);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::collections::BTreeMap;
+    use alloc::vec::Vec;
+    use core::cell::RefCell;
+
+    /// Sparse simulated physical memory: tables appear on first touch.
+    #[derive(Default)]
+    struct SimMem(RefCell<BTreeMap<u64, [u64; 512]>>);
+
+    impl PhysMemory for SimMem {
+        fn read_entry(&self, t: u64, i: usize) -> u64 {
+            self.0.borrow().get(&t).map_or(0, |tab| tab[i])
+        }
+        fn write_entry(&self, t: u64, i: usize, v: u64) {
+            self.0.borrow_mut().entry(t).or_insert([0; 512])[i] = v;
+        }
+    }
+
+    struct Frames {
+        next: u64,
+        freed: Vec<u64>,
+        limit: u64,
+    }
+
+    impl TableAllocator for Frames {
+        fn alloc_table(&mut self) -> Option<u64> {
+            if self.next >= self.limit {
+                return None;
+            }
+            self.next += PAGE_SIZE;
+            Some(self.next)
+        }
+        fn free_table(&mut self, t: u64) {
+            self.freed.push(t);
+        }
+    }
+
+    fn frames() -> Frames {
+        Frames {
+            next: 0x100_0000,
+            freed: Vec::new(),
+            limit: u64::MAX,
+        }
+    }
+
+    const UVA: u64 = 0x0000_1000_0020_3000;
+
+    #[test]
+    fn map_translate_unmap() {
+        let mem = SimMem::default();
+        let mut fa = frames();
+        let mut pt = PageTables::create(&mem, &mut fa).unwrap();
+        let f = Flags::USER | Flags::WRITABLE | Flags::NO_EXECUTE;
+        pt.map(UVA, 0x5000, f, &mut fa).unwrap();
+        let t = pt.translate(UVA + 0x123).unwrap();
+        assert_eq!(t.phys, 0x5123);
+        assert!(t.flags.contains(f | Flags::PRESENT));
+        assert_eq!(
+            pt.map(UVA, 0x6000, f, &mut fa),
+            Err(PagingError::AlreadyMapped)
+        );
+        assert_eq!(pt.unmap(UVA), Ok(0x5000));
+        assert_eq!(pt.translate(UVA), None);
+        assert_eq!(pt.unmap(UVA), Err(PagingError::NotMapped));
+    }
+
+    #[test]
+    fn rejects_bad_addresses() {
+        let mem = SimMem::default();
+        let mut fa = frames();
+        let mut pt = PageTables::create(&mem, &mut fa).unwrap();
+        assert_eq!(
+            pt.map(0x1001, 0, Flags::KERNEL_RW, &mut fa),
+            Err(PagingError::Misaligned)
+        );
+        assert_eq!(
+            pt.map(1 << 47, 0, Flags::KERNEL_RW, &mut fa),
+            Err(PagingError::NonCanonical)
+        );
+        assert_eq!(
+            pt.map_sized(0x20_1000, 0, Flags::KERNEL_RW, PageSize::Large, &mut fa),
+            Err(PagingError::Misaligned)
+        );
+    }
+
+    #[test]
+    fn large_pages_and_conflicts() {
+        let mem = SimMem::default();
+        let mut fa = frames();
+        let mut pt = PageTables::create(&mem, &mut fa).unwrap();
+        let va = 0xffff_8000_0020_0000;
+        pt.map_sized(va, 0x20_0000, Flags::KERNEL_RW, PageSize::Large, &mut fa)
+            .unwrap();
+        let t = pt.translate(va + 0x1234).unwrap();
+        assert_eq!((t.phys, t.size), (0x20_1234, PageSize::Large));
+        assert_eq!(
+            pt.map(va + 0x1000, 0, Flags::KERNEL_RW, &mut fa),
+            Err(PagingError::SizeConflict)
+        );
+    }
+
+    #[test]
+    fn protect_and_take_bits() {
+        let mem = SimMem::default();
+        let mut fa = frames();
+        let mut pt = PageTables::create(&mem, &mut fa).unwrap();
+        pt.map(UVA, 0x7000, Flags::USER | Flags::WRITABLE, &mut fa)
+            .unwrap();
+        pt.protect(UVA, Flags::USER | Flags::NO_EXECUTE).unwrap();
+        let fl = pt.translate(UVA).unwrap().flags;
+        assert!(!fl.contains(Flags::WRITABLE) && fl.contains(Flags::NO_EXECUTE));
+        // Simulate the CPU setting A and D.
+        let (t, i, e, _) = pt.leaf(UVA).unwrap();
+        mem.write_entry(t, i, e | Flags::ACCESSED.0 | Flags::DIRTY.0);
+        assert_eq!(pt.take_bits(UVA, Flags::DIRTY).unwrap(), Flags::DIRTY);
+        assert_eq!(pt.take_bits(UVA, Flags::DIRTY).unwrap(), Flags::EMPTY);
+        assert_eq!(pt.take_bits(UVA, Flags::ACCESSED).unwrap(), Flags::ACCESSED);
+    }
+
+    #[test]
+    fn user_bit_only_on_user_intermediates() {
+        let mem = SimMem::default();
+        let mut fa = frames();
+        let mut pt = PageTables::create(&mem, &mut fa).unwrap();
+        pt.map(UVA, 0x7000, Flags::USER, &mut fa).unwrap();
+        assert!(mem.read_entry(pt.root(), index(UVA, 4)) & Flags::USER.0 != 0);
+        let kva = 0xffff_8000_0000_0000;
+        pt.map(kva, 0x8000, Flags::KERNEL_RW, &mut fa).unwrap();
+        assert_eq!(mem.read_entry(pt.root(), index(kva, 4)) & Flags::USER.0, 0);
+    }
+
+    #[test]
+    fn shared_kernel_half_and_private_user_half() {
+        let mem = SimMem::default();
+        let mut fa = frames();
+        let mut kernel = PageTables::create(&mem, &mut fa).unwrap();
+        kernel
+            .map(0xffff_8000_0000_0000, 0x9000, Flags::KERNEL_RW, &mut fa)
+            .unwrap();
+        kernel
+            .map(0x10_0000, 0x10_0000, Flags::KERNEL_RX, &mut fa)
+            .unwrap();
+        let mut a = PageTables::create_sharing_kernel(&mem, &mut fa, kernel.root()).unwrap();
+        let b = PageTables::create_sharing_kernel(&mem, &mut fa, kernel.root()).unwrap();
+        a.map(UVA, 0xa000, Flags::USER, &mut fa).unwrap();
+        assert!(b.translate(UVA).is_none());
+        for pt in [&a, &b] {
+            assert_eq!(pt.translate(0xffff_8000_0000_0000).unwrap().phys, 0x9000);
+            assert_eq!(pt.translate(0x10_0000).unwrap().phys, 0x10_0000);
+        }
+        let before = fa.freed.len();
+        let root = a.root();
+        a.free_user_tables(&mut fa);
+        // root + PDPT + PD + PT of the one user mapping; the kernel's tables are untouched.
+        assert_eq!(fa.freed.len() - before, 4);
+        assert_eq!(*fa.freed.last().unwrap(), root);
+        assert_eq!(
+            kernel.translate(0xffff_8000_0000_0000).unwrap().phys,
+            0x9000
+        );
+    }
+
+    #[test]
+    fn unmap_range_removes_only_what_is_in_range() {
+        let mem = SimMem::default();
+        let mut fa = frames();
+        let mut pt = PageTables::create(&mem, &mut fa).unwrap();
+        for i in 0..8u64 {
+            pt.map(
+                UVA + i * PAGE_SIZE,
+                0x10_0000 + i * PAGE_SIZE,
+                Flags::USER,
+                &mut fa,
+            )
+            .unwrap();
+        }
+        let far = UVA + (1 << 30);
+        pt.map(far, 0x20_0000, Flags::USER, &mut fa).unwrap();
+        // A range spanning a gigabyte of absent tables is walked quickly and removes 3 + 1.
+        assert_eq!(
+            pt.unmap_range(UVA + 5 * PAGE_SIZE, (1 << 30) - 4 * PAGE_SIZE),
+            4
+        );
+        assert!(pt.translate(UVA + 4 * PAGE_SIZE).is_some());
+        assert!(pt.translate(UVA + 5 * PAGE_SIZE).is_none());
+        assert!(pt.translate(far).is_none());
+        assert_eq!(pt.unmap_range(UVA, 0), 0);
+        assert_eq!(pt.unmap_range(UVA, 5 * PAGE_SIZE), 5);
+    }
+
+    #[test]
+    fn out_of_memory_is_reported() {
+        let mem = SimMem::default();
+        let mut fa = Frames {
+            next: 0,
+            freed: Vec::new(),
+            limit: 2 * PAGE_SIZE,
+        };
+        let mut pt = PageTables::create(&mem, &mut fa).unwrap();
+        assert_eq!(
+            pt.map(UVA, 0, Flags::USER, &mut fa),
+            Err(PagingError::OutOfMemory)
+        );
+    }
+}

@@ -1,0 +1,135 @@
+//! System-call policy: which calls return straight to ring 3, which end the run, and which go
+//! to the executor; plus the built-in calls that need more than a register.
+//!
+//! PrivLib calls act for the PD running on this CPU (`ucid`). Ring-3 code that runs outside any
+//! PD (the kernel's own self-test address spaces, `ucid` 0) may not use them.
+
+use crate::arch::{cpu, percpu};
+use crate::jord::{self, state::abi_error};
+use crate::mm::frames::DIRECT;
+use fjord_kernel::layout::{PAGE_SIZE, align_down, is_user_range};
+use fjord_kernel::paging::{Flags, PageTables};
+use fjord_libos::abi::{Error, Sysno, encode};
+use fjord_pd::{MapFlags, PdId, Perm};
+
+/// What the syscall entry does after the policy ran.
+pub enum Action {
+    /// Return to the caller with this `rax`.
+    Return(u64),
+    /// End the run: the code exited with this code.
+    Exit(u64),
+    /// End the run: the executor running this code handles the call (`UserExit::Request`).
+    Delegate,
+}
+
+/// Decides and performs system call `no` with `args` for the code running on this CPU.
+pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
+    let Some(call) = Sysno::from_raw(no) else {
+        return Action::Return(encode(Err(Error::NoSys)));
+    };
+    let r = match call {
+        Sysno::Null => Ok(0),
+        Sysno::Exit => return Action::Exit(args[0]),
+        Sysno::Log => log(args[0], args[1]),
+        Sysno::CpuId => Ok(percpu::cpu_index() as u64),
+        Sysno::Ucid => Ok(percpu::current().current_pd),
+        // Outside any PD (the kernel's own test spaces) a function's return ends the run.
+        Sysno::Creturn if percpu::current().current_pd == 0 => return Action::Exit(args[0]),
+        Sysno::Ccall | Sysno::Center | Sysno::Cexit | Sysno::Creturn => {
+            if percpu::current().current_pd == 0 {
+                Err(Error::AccessDenied)
+            } else {
+                return Action::Delegate;
+            }
+        }
+        _ => privlib(call, args),
+    };
+    Action::Return(encode(r))
+}
+
+fn privlib(call: Sysno, a: [u64; 4]) -> Result<u64, Error> {
+    let me = percpu::current().current_pd;
+    if me == 0 {
+        return Err(Error::AccessDenied);
+    }
+    let me = PdId::from_raw(me).map_err(abi_error)?;
+    let perm = |raw: u64| Perm::from_raw(raw).map_err(abi_error);
+    let pd = |raw: u64| PdId::from_raw(raw).map_err(abi_error);
+    let pending = match call {
+        Sysno::Mmap => {
+            let prot = perm(a[1])?;
+            if a[2] != 0 {
+                return Err(Error::InvalidArgs);
+            }
+            return jord::with(|j| j.mmap(me, a[0], prot, MapFlags::default())).map_err(abi_error);
+        }
+        Sysno::Munmap => jord::with(|j| j.munmap(me, a[0], a[1])),
+        Sysno::Mprotect => {
+            let prot = perm(a[2])?;
+            jord::with(|j| j.mprotect(me, a[0], a[1], prot))
+        }
+        Sysno::Pmove => {
+            let (cid, prot) = (pd(a[1])?, perm(a[2])?);
+            jord::with(|j| j.pmove(me, a[0], cid, prot))
+        }
+        Sysno::Pcopy => {
+            let (cid, prot) = (pd(a[1])?, perm(a[2])?);
+            return jord::with(|j| j.pcopy(me, a[0], cid, prot))
+                .map(|()| 0)
+                .map_err(abi_error);
+        }
+        Sysno::Cget => {
+            return jord::with(|j| j.cget(me))
+                .map(|c| u64::from(c.raw()))
+                .map_err(abi_error);
+        }
+        Sysno::Cput => {
+            let cid = pd(a[0])?;
+            jord::with(|j| j.cput(me, cid))
+        }
+        _ => return Err(Error::NoSys),
+    };
+    pending.map_err(abi_error)?.finish();
+    Ok(0)
+}
+
+/// The page-fault hook of the user-mode path (see `jord::vlb`).
+pub fn on_user_page_fault(addr: u64, error: u64) -> bool {
+    jord::vlb::on_user_page_fault(addr, error)
+}
+
+/// Longest message `log` accepts.
+pub const MAX_LOG_LEN: u64 = 4096;
+
+/// Checks that `[addr, addr + len)` is user memory the current address space lets ring 3 read,
+/// filling VLB misses on the way as a ring-3 access would.
+pub fn check_user_readable(addr: u64, len: u64) -> Result<(), Error> {
+    if !is_user_range(addr, len) {
+        return Err(Error::BadAddress);
+    }
+    let mut page = align_down(addr, PAGE_SIZE);
+    while page < addr + len {
+        let pt = PageTables::new(cpu::read_cr3() & !0xfff, &DIRECT);
+        match pt.translate(page) {
+            Some(t) if t.flags.contains(Flags::USER) => {}
+            _ if on_user_page_fault(page, 4) => {}
+            _ => return Err(Error::BadAddress),
+        }
+        page += PAGE_SIZE;
+    }
+    Ok(())
+}
+
+/// `log(ptr, len)`: prints a UTF-8 message from user memory on the console.
+pub fn log(ptr: u64, len: u64) -> Result<u64, Error> {
+    if len > MAX_LOG_LEN {
+        return Err(Error::InvalidArgs);
+    }
+    check_user_readable(ptr, len)?;
+    // SAFETY: the range was just checked to be mapped user-readable in this address space, which
+    // cannot change while this CPU runs the system call with interrupts off.
+    let bytes = unsafe { core::slice::from_raw_parts(ptr as *const u8, len as usize) };
+    let msg = core::str::from_utf8(bytes).map_err(|_| Error::InvalidArgs)?;
+    crate::arch::serial::write_fmt(format_args!("[user cpu{}] {}\n", percpu::cpu_index(), msg));
+    Ok(len)
+}

@@ -1,0 +1,152 @@
+//! The Fjord system-call ABI: numbers, registers and error codes.
+//!
+//! A call puts its number in `rax` and up to six arguments in `rdi, rsi, rdx, r10, r8, r9`, then
+//! executes `syscall`. The kernel returns a value in `rax`: a non-negative value is success, a
+//! negative value `-code` is an [`Error`] with that code. `rcx` and `r11` are clobbered by the
+//! instruction itself; every other register is preserved.
+
+/// System-call numbers.
+#[repr(u64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sysno {
+    /// Does nothing and returns 0: the cost of a kernel round trip.
+    Null = 0,
+    /// Ends the current user run with an exit code (first argument).
+    Exit = 1,
+    /// Writes a UTF-8 string (pointer, length) to the kernel console.
+    Log = 2,
+    /// Returns the id of the CPU the caller runs on.
+    CpuId = 3,
+    /// PrivLib `mmap(len, prot, flags)`: a new VMA owned by the caller; returns its base.
+    Mmap = 16,
+    /// PrivLib `munmap(addr, len)`: frees (or shrinks) a VMA the caller owns.
+    Munmap = 17,
+    /// PrivLib `mprotect(addr, len, prot)`: changes the caller's permission on a VMA.
+    Mprotect = 18,
+    /// PrivLib `pmove(addr, cid, prot)`: moves the caller's permission on a VMA to PD `cid`.
+    Pmove = 19,
+    /// PrivLib `pcopy(addr, cid, prot)`: grants PD `cid` a subset of the caller's permission.
+    Pcopy = 20,
+    /// PrivLib `cget()`: creates a PD; returns its id.
+    Cget = 21,
+    /// PrivLib `cput(cid)`: destroys a PD the caller created.
+    Cput = 22,
+    /// PrivLib `ccall(cid, func, arg)`: calls `func(arg)` in PD `cid`; returns its result.
+    Ccall = 23,
+    /// PrivLib `center(cid)`: resumes the suspended PD `cid`.
+    Center = 24,
+    /// PrivLib `cexit(value)`: suspends the calling PD, handing `value` to whoever entered it.
+    Cexit = 25,
+    /// Returns `value` from a function entered with `ccall` to its caller.
+    Creturn = 26,
+    /// Returns the caller's PD id (`ucid`).
+    Ucid = 27,
+}
+
+impl Sysno {
+    /// Every defined system call, in number order.
+    pub const ALL: [Sysno; 16] = [
+        Sysno::Null,
+        Sysno::Exit,
+        Sysno::Log,
+        Sysno::CpuId,
+        Sysno::Mmap,
+        Sysno::Munmap,
+        Sysno::Mprotect,
+        Sysno::Pmove,
+        Sysno::Pcopy,
+        Sysno::Cget,
+        Sysno::Cput,
+        Sysno::Ccall,
+        Sysno::Center,
+        Sysno::Cexit,
+        Sysno::Creturn,
+        Sysno::Ucid,
+    ];
+
+    /// The call with number `n`, if one is defined.
+    pub fn from_raw(n: u64) -> Option<Sysno> {
+        Self::ALL.into_iter().find(|s| *s as u64 == n)
+    }
+}
+
+/// Errors a system call can return; the discriminant is the stable code (returned negated).
+#[repr(i64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// No system call has this number.
+    NoSys = 1,
+    /// An argument is out of range or malformed.
+    InvalidArgs = 2,
+    /// A pointer argument names memory the caller may not access.
+    BadAddress = 3,
+    /// The caller lacks the permission the call needs.
+    AccessDenied = 4,
+    /// The kernel ran out of memory for the request.
+    NoMemory = 5,
+    /// No VMA is mapped at the address.
+    NotMapped = 6,
+    /// No live protection domain has this id.
+    NoSuchPd = 7,
+    /// The protection domain is running or blocked in a call.
+    Busy = 8,
+}
+
+impl Error {
+    /// Every defined error, in code order.
+    pub const ALL: [Error; 8] = [
+        Error::NoSys,
+        Error::InvalidArgs,
+        Error::BadAddress,
+        Error::AccessDenied,
+        Error::NoMemory,
+        Error::NotMapped,
+        Error::NoSuchPd,
+        Error::Busy,
+    ];
+
+    /// The value placed in `rax` for this error.
+    pub fn to_ret(self) -> i64 {
+        -(self as i64)
+    }
+
+    /// Decodes a raw `rax` value: `Ok(value)` when non-negative, `Err(Some(e))` for a known
+    /// error code and `Err(None)` for an unknown negative code.
+    pub fn from_ret(ret: i64) -> Result<u64, Option<Error>> {
+        if ret >= 0 {
+            Ok(ret as u64)
+        } else {
+            Err(Self::ALL.into_iter().find(|e| *e as i64 == -ret))
+        }
+    }
+}
+
+/// Encodes a kernel result as the `rax` value the caller sees.
+pub fn encode(result: Result<u64, Error>) -> u64 {
+    match result {
+        Ok(v) => v,
+        Err(e) => e.to_ret() as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sysno_round_trips() {
+        for s in Sysno::ALL {
+            assert_eq!(Sysno::from_raw(s as u64), Some(s));
+        }
+        assert_eq!(Sysno::from_raw(9999), None);
+    }
+
+    #[test]
+    fn errors_round_trip_through_rax() {
+        for e in Error::ALL {
+            assert_eq!(Error::from_ret(encode(Err(e)) as i64), Err(Some(e)));
+        }
+        assert_eq!(Error::from_ret(encode(Ok(42)) as i64), Ok(42));
+        assert_eq!(Error::from_ret(-999), Err(None));
+    }
+}

@@ -1,0 +1,88 @@
+//! A free list of slot numbers `0..capacity` (VMA indices of one size class).
+//!
+//! The paper populates every free list at initialisation (§4.4). Here the never-used tail of
+//! the range is kept as a bump counter so that construction is O(1) whatever the capacity;
+//! freed slots go on a LIFO stack and are reused first (their VTE is likely still cached).
+
+use alloc::vec::Vec;
+
+/// Free slot numbers of one size class.
+#[derive(Clone, Debug)]
+pub struct FreeList {
+    capacity: u32,
+    next_fresh: u32,
+    freed: Vec<u32>,
+}
+
+impl FreeList {
+    /// A list holding every slot of `0..capacity`.
+    pub const fn new(capacity: u32) -> FreeList {
+        FreeList {
+            capacity,
+            next_fresh: 0,
+            freed: Vec::new(),
+        }
+    }
+
+    /// Takes a free slot.
+    pub fn pop(&mut self) -> Option<u32> {
+        if let Some(i) = self.freed.pop() {
+            return Some(i);
+        }
+        if self.next_fresh < self.capacity {
+            self.next_fresh += 1;
+            return Some(self.next_fresh - 1);
+        }
+        None
+    }
+
+    /// Returns a slot. The caller guarantees it was taken with [`FreeList::pop`] and is not
+    /// already free.
+    pub fn push(&mut self, slot: u32) {
+        debug_assert!(slot < self.next_fresh);
+        self.freed.push(slot);
+    }
+
+    /// Number of free slots.
+    pub fn len(&self) -> usize {
+        self.freed.len() + (self.capacity - self.next_fresh) as usize
+    }
+
+    /// True when no slot is free.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of slots the list manages.
+    pub const fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// Every free slot (for consistency checks; O(free slots)).
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.freed
+            .iter()
+            .copied()
+            .chain(self.next_fresh..self.capacity)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pops_every_slot_once_then_reuses_freed_ones() {
+        let mut f = FreeList::new(3);
+        assert_eq!(f.len(), 3);
+        assert_eq!(
+            (f.pop(), f.pop(), f.pop(), f.pop()),
+            (Some(0), Some(1), Some(2), None)
+        );
+        assert!(f.is_empty());
+        f.push(1);
+        assert_eq!(f.iter().collect::<Vec<_>>(), [1]);
+        assert_eq!(f.pop(), Some(1));
+        assert_eq!(f.pop(), None);
+    }
+}

@@ -1,0 +1,234 @@
+//! The PD table: which PD ids are live, who created each PD, and the per-PD bookkeeping that
+//! `cput` needs to clean up (VMAs the PD owns, VMAs it holds a permission on).
+//!
+//! PD ids come from a FIFO free list, so a destroyed id goes to the back of the queue and is
+//! reused as late as possible (with PCIDs, an id's TLB entries must be flushed before reuse).
+
+use alloc::collections::{BTreeSet, VecDeque};
+use alloc::vec::Vec;
+
+use crate::call::CallState;
+use crate::error::{Error, Result};
+use crate::pd_id::{MAX_PDS, PdId};
+use crate::vaddr::VmaId;
+
+#[derive(Clone, Debug)]
+struct PdEntry {
+    live: bool,
+    parent: PdId,
+    children: Vec<PdId>,
+    call: CallState,
+    owned: BTreeSet<VmaId>,
+    granted: BTreeSet<VmaId>,
+}
+
+impl PdEntry {
+    const fn dead() -> PdEntry {
+        PdEntry {
+            live: false,
+            parent: PdId::KERNEL,
+            children: Vec::new(),
+            call: CallState::Idle,
+            owned: BTreeSet::new(),
+            granted: BTreeSet::new(),
+        }
+    }
+}
+
+/// Live PDs, their creators and the VMAs each owns or holds rights on.
+#[derive(Clone, Debug)]
+pub struct PdTable {
+    entries: Vec<PdEntry>,
+    free: VecDeque<u16>,
+}
+
+impl PdTable {
+    /// A table of `max_pds` ids (`2..=MAX_PDS`), with only the kernel PD (id 0) live.
+    pub fn new(max_pds: usize) -> Result<PdTable> {
+        if !(2..=MAX_PDS).contains(&max_pds) {
+            return Err(Error::InvalidArgs);
+        }
+        let mut entries = Vec::with_capacity(max_pds);
+        entries.resize_with(max_pds, PdEntry::dead);
+        entries[0].live = true;
+        Ok(PdTable {
+            entries,
+            free: (1..max_pds as u16).collect(),
+        })
+    }
+
+    /// Number of ids the table manages.
+    pub fn max_pds(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Number of free ids.
+    pub fn free_count(&self) -> usize {
+        self.free.len()
+    }
+
+    /// The free ids, next to be reused first.
+    pub fn free_ids(&self) -> impl Iterator<Item = PdId> + '_ {
+        self.free.iter().map(|&i| PdId::from_bits(i))
+    }
+
+    fn entry(&self, pd: PdId) -> Option<&PdEntry> {
+        self.entries.get(pd.index()).filter(|e| e.live)
+    }
+
+    fn entry_mut(&mut self, pd: PdId) -> Option<&mut PdEntry> {
+        self.entries.get_mut(pd.index()).filter(|e| e.live)
+    }
+
+    /// True when `pd` names a live PD.
+    pub fn is_live(&self, pd: PdId) -> bool {
+        self.entry(pd).is_some()
+    }
+
+    /// `Ok` for a live PD, [`Error::NoSuchPd`] otherwise.
+    pub fn check_live(&self, pd: PdId) -> Result<()> {
+        self.entry(pd).map(|_| ()).ok_or(Error::NoSuchPd)
+    }
+
+    /// Every live PD, the kernel first.
+    pub fn live(&self) -> impl Iterator<Item = PdId> + '_ {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.live)
+            .map(|(i, _)| PdId::from_bits(i as u16))
+    }
+
+    /// The PD that created `pd` (the kernel for itself).
+    pub fn parent(&self, pd: PdId) -> Option<PdId> {
+        self.entry(pd).map(|e| e.parent)
+    }
+
+    /// The live PDs `pd` created.
+    pub fn children(&self, pd: PdId) -> &[PdId] {
+        self.entry(pd).map_or(&[], |e| &e.children)
+    }
+
+    /// The call state of `pd`.
+    pub fn call_state(&self, pd: PdId) -> Option<CallState> {
+        self.entry(pd).map(|e| e.call)
+    }
+
+    pub(crate) fn set_call_state(&mut self, pd: PdId, state: CallState) {
+        if let Some(e) = self.entry_mut(pd) {
+            e.call = state;
+        }
+    }
+
+    /// The VMAs `pd` owns.
+    pub fn owned(&self, pd: PdId) -> impl Iterator<Item = VmaId> + '_ {
+        self.entry(pd)
+            .into_iter()
+            .flat_map(|e| e.owned.iter().copied())
+    }
+
+    /// The VMAs on which `pd` holds a per-PD permission.
+    pub fn granted(&self, pd: PdId) -> impl Iterator<Item = VmaId> + '_ {
+        self.entry(pd)
+            .into_iter()
+            .flat_map(|e| e.granted.iter().copied())
+    }
+
+    /// True when `caller` may control `pd` (enter, resume, destroy it): the kernel or the PD's
+    /// creator.
+    pub fn may_control(&self, caller: PdId, pd: PdId) -> bool {
+        caller == PdId::KERNEL || self.parent(pd) == Some(caller)
+    }
+
+    /// Creates a PD whose creator is `parent`. [`Error::NoSuchPd`] for a dead parent,
+    /// [`Error::NoMemory`] when no id is free.
+    pub fn create(&mut self, parent: PdId) -> Result<PdId> {
+        self.check_live(parent)?;
+        let raw = self.free.pop_front().ok_or(Error::NoMemory)?;
+        let pd = PdId::from_bits(raw);
+        self.entries[pd.index()] = PdEntry {
+            live: true,
+            parent,
+            ..PdEntry::dead()
+        };
+        if let Some(p) = self.entry_mut(parent) {
+            p.children.push(pd);
+        }
+        Ok(pd)
+    }
+
+    /// Frees the id of `pd` (not the kernel), which the caller has already stripped of owned
+    /// VMAs and permissions. Its children are handed to the kernel.
+    pub(crate) fn release(&mut self, pd: PdId) {
+        if pd == PdId::KERNEL || !self.is_live(pd) {
+            return;
+        }
+        let entry = core::mem::replace(&mut self.entries[pd.index()], PdEntry::dead());
+        if let Some(p) = self.entry_mut(entry.parent) {
+            p.children.retain(|c| *c != pd);
+        }
+        for c in entry.children {
+            if let Some(e) = self.entry_mut(c) {
+                e.parent = PdId::KERNEL;
+            }
+            self.entries[0].children.push(c);
+        }
+        self.free.push_back(pd.raw());
+    }
+
+    pub(crate) fn note_owned(&mut self, pd: PdId, vma: VmaId, owned: bool) {
+        if let Some(e) = self.entry_mut(pd) {
+            if owned {
+                e.owned.insert(vma);
+            } else {
+                e.owned.remove(&vma);
+            }
+        }
+    }
+
+    pub(crate) fn note_granted(&mut self, pd: PdId, vma: VmaId, granted: bool) {
+        if let Some(e) = self.entry_mut(pd) {
+            if granted {
+                e.granted.insert(vma);
+            } else {
+                e.granted.remove(&vma);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_come_from_a_fifo_free_list() {
+        let mut t = PdTable::new(4).unwrap();
+        assert!(t.is_live(PdId::KERNEL));
+        let a = t.create(PdId::KERNEL).unwrap();
+        let b = t.create(a).unwrap();
+        let c = t.create(a).unwrap();
+        assert_eq!(t.create(a), Err(Error::NoMemory));
+        assert_eq!(t.children(a), &[b, c]);
+        assert_eq!(t.parent(b), Some(a));
+        assert!(t.may_control(a, b) && t.may_control(PdId::KERNEL, b) && !t.may_control(c, b));
+        t.release(b);
+        assert!(!t.is_live(b));
+        assert_eq!(t.check_live(b), Err(Error::NoSuchPd));
+        assert_eq!(t.children(a), &[c]);
+        t.release(a);
+        assert_eq!(t.parent(c), Some(PdId::KERNEL));
+        assert_eq!(t.free_ids().collect::<Vec<_>>(), [b, a]);
+        assert_eq!(t.create(PdId::KERNEL), Ok(b));
+        t.release(PdId::KERNEL);
+        assert!(t.is_live(PdId::KERNEL));
+        assert_eq!(t.create(a), Err(Error::NoSuchPd));
+    }
+
+    #[test]
+    fn size_is_bounded() {
+        assert!(PdTable::new(1).is_err());
+        assert!(PdTable::new(MAX_PDS + 1).is_err());
+        assert_eq!(PdTable::new(MAX_PDS).unwrap().free_count(), MAX_PDS - 1);
+    }
+}

@@ -1,0 +1,483 @@
+//! PrivLib: the Jord API of Table 1 at the level of the VMA and PD tables.
+//!
+//! Every call names its caller (the current PD, `ucid`), validates its arguments and the
+//! caller's rights, and either changes the tables and returns what the kernel must do next
+//! (an address, a [`Shootdown`] set, a [`Switch`]) or returns an [`Error`] and changes nothing.
+//! Nothing here panics on bad input.
+//!
+//! Rights model (the paper lists "mandatory security policy checks" without spelling them out):
+//! - The **owner** of a VMA is the PD that created it with `mmap`. Only the owner may `munmap`
+//!   it, set any permission on it for itself with `mprotect`, or take a permission away from
+//!   another PD with [`PrivLib::revoke`]. Ownership never moves; `cput` frees what a PD owns.
+//! - Any other holder may only **narrow** its own permission with `mprotect`, and may hand on
+//!   with `pmove`/`pcopy` only a **subset** of what it holds (`prot ⊆ perm(caller)`); the
+//!   receiver gets the union of what it had and `prot`, so `pcopy` never needs a shootdown.
+//! - **Global** and **Privileged** VMAs may be created only by the kernel (PD 0). Their
+//!   permission is the VTE's attr permission; `pmove`/`pcopy`/`revoke` do not apply to them.
+//!   Only the kernel may name a Privileged VMA in any call.
+//! - A PD may be entered, resumed or destroyed only by its creator or the kernel.
+//!
+//! Under [`Isolation::None`] (the paper's Jord_NI) the same calls run but the isolation work
+//! is skipped: no ownership or subset checks, `mprotect`/`pmove`/`pcopy`/`revoke` only validate
+//! their arguments, `lookup` grants every PD full access to every non-Privileged VMA, and
+//! shootdown sets carry no per-PD revocations. Memory management stays: `munmap` and `cput`
+//! still free VMAs and still return the leaves of freed memory (for every PD), because a freed
+//! and reused slot may be backed by other frames. Privileged VMAs stay kernel-only: that
+//! protects the kernel, not PDs from each other.
+
+use alloc::vec::Vec;
+
+use crate::call::{CallState, Switch};
+use crate::error::{Error, Fault, Result};
+use crate::grant::Grant;
+use crate::pd_id::PdId;
+use crate::pd_table::PdTable;
+use crate::perm::Perm;
+use crate::shootdown::{Shootdown, Target};
+use crate::size_class::{PAGE_SIZE, SizeClass, page_round_up};
+use crate::vaddr::{self, VmaId};
+use crate::vma_table::{TableConfig, VmaTable};
+use crate::vte::{VmaAttrs, Vte};
+
+/// Whether PrivLib enforces isolation between PDs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Jord: every check and every revocation.
+    Full,
+    /// Jord_NI: same code paths with the isolation work bypassed (see the module docs).
+    None,
+}
+
+/// Attributes requested by `mmap` (the `flags` argument).
+pub type MapFlags = VmaAttrs;
+
+/// The VMA table, the PD table and the isolation mode: PrivLib's state.
+#[derive(Clone, Debug)]
+pub struct PrivLib {
+    vmas: VmaTable,
+    pds: PdTable,
+    isolation: Isolation,
+}
+
+impl PrivLib {
+    /// PrivLib with an empty VMA table of the given sizes and `max_pds` PD ids.
+    pub fn new(config: &TableConfig, max_pds: usize, isolation: Isolation) -> Result<PrivLib> {
+        Ok(PrivLib {
+            vmas: VmaTable::new(config)?,
+            pds: PdTable::new(max_pds)?,
+            isolation,
+        })
+    }
+
+    /// The VMA table (read-only).
+    pub fn vmas(&self) -> &VmaTable {
+        &self.vmas
+    }
+
+    /// The PD table (read-only).
+    pub fn pds(&self) -> &PdTable {
+        &self.pds
+    }
+
+    /// The isolation mode.
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    fn checks(&self) -> bool {
+        self.isolation == Isolation::Full
+    }
+
+    /// Resolves a VMA base named by `caller`: the address checks of
+    /// [`VmaTable::resolve_base`] plus "only the kernel names a Privileged VMA".
+    fn resolve(&self, caller: PdId, addr: u64) -> Result<(VmaId, Vte)> {
+        self.pds.check_live(caller)?;
+        let (id, vte) = self.vmas.resolve_base(addr)?;
+        if vte.is_privileged() && caller != PdId::KERNEL {
+            return Err(Error::AccessDenied);
+        }
+        Ok((id, *vte))
+    }
+
+    /// Leaves of `base..base + len` for every PD holding `id` (all PDs for a Global VMA or
+    /// under Jord_NI), except `skip`.
+    fn holder_leaves(
+        &self,
+        id: VmaId,
+        vte: &Vte,
+        base: u64,
+        len: u64,
+        skip: Option<PdId>,
+    ) -> Shootdown {
+        let mut s = Shootdown::new();
+        if vte.is_global() || !self.checks() {
+            s.push(Target::AllPds, base, len);
+        } else if vte.is_privileged() {
+            s.push(Target::Pd(PdId::KERNEL), base, len);
+        } else {
+            for h in self.vmas.holders(id) {
+                if Some(h.pd) != skip {
+                    s.push(Target::Pd(h.pd), base, len);
+                }
+            }
+        }
+        s
+    }
+
+    /// Frees a whole VMA: every holder loses it. Returns the leaves to shoot down.
+    fn free_vma(&mut self, id: VmaId, skip: Option<PdId>) -> Shootdown {
+        let Some(vte) = self.vmas.vte(id).copied() else {
+            return Shootdown::new();
+        };
+        let s = self.holder_leaves(id, &vte, id.base(), vte.len(), skip);
+        let holders: Vec<PdId> = self.vmas.holders(id).map(|h| h.pd).collect();
+        for pd in holders {
+            self.pds.note_granted(pd, id, false);
+        }
+        self.pds.note_owned(vte.owner(), id, false);
+        self.vmas.release(id);
+        s
+    }
+
+    /// Sets `pd`'s per-PD permission on `id` and keeps the PD table's bookkeeping in step.
+    fn set_perm(&mut self, id: VmaId, pd: PdId, perm: Perm) -> Result<Perm> {
+        let old = self.vmas.set_perm(id, pd, perm)?;
+        self.pds.note_granted(pd, id, !perm.is_empty());
+        Ok(old)
+    }
+
+    /// `mmap(addr, len, prot, flags, fd, off)`: allocates a new VMA of `len` bytes in the
+    /// smallest size class that fits (a larger one when that class is full), owned by `caller`
+    /// with permission `prot`, and returns its base address. The system-call layer handles the
+    /// POSIX arguments that have no meaning here (the address hint is ignored: Jord places VMAs
+    /// by size class; only anonymous memory exists).
+    pub fn mmap(&mut self, caller: PdId, len: u64, prot: Perm, flags: MapFlags) -> Result<u64> {
+        self.pds.check_live(caller)?;
+        if len == 0 || len > SizeClass::MAX.size() {
+            return Err(Error::InvalidArgs);
+        }
+        if (flags.global || flags.privileged) && caller != PdId::KERNEL {
+            return Err(Error::AccessDenied);
+        }
+        let id = self.vmas.alloc(caller, len, prot, flags)?;
+        self.pds.note_owned(caller, id, true);
+        if !(flags.global || flags.privileged || prot.is_empty()) {
+            self.pds.note_granted(caller, id, true);
+        }
+        Ok(id.base())
+    }
+
+    /// `munmap(addr, len)`: with `addr` at a VMA's base and `len` covering it, frees the VMA;
+    /// with `addr` page-aligned inside the VMA and `addr + len` reaching its end, shrinks the
+    /// VMA to end at `addr` (the freed tail stays reserved in the class chunk). Only the owner
+    /// may. Returns the leaves of the unmapped range for every PD that held the VMA.
+    pub fn munmap(&mut self, caller: PdId, addr: u64, len: u64) -> Result<Shootdown> {
+        self.pds.check_live(caller)?;
+        let d = vaddr::decode(addr)?;
+        let vte = *self.vmas.vte(d.vma).ok_or(Error::BadAddress)?;
+        if !vte.is_valid() {
+            return Err(Error::NotMapped);
+        }
+        if vte.is_privileged() && caller != PdId::KERNEL {
+            return Err(Error::AccessDenied);
+        }
+        if !addr.is_multiple_of(PAGE_SIZE) || len == 0 {
+            return Err(Error::InvalidArgs);
+        }
+        let mapped = page_round_up(vte.len());
+        if d.offset >= mapped {
+            return Err(Error::BadAddress);
+        }
+        if self.checks() && vte.owner() != caller {
+            return Err(Error::AccessDenied);
+        }
+        if d.offset.saturating_add(page_round_up(len)) < mapped {
+            return Err(Error::InvalidArgs);
+        }
+        if d.offset == 0 {
+            return Ok(self.free_vma(d.vma, None));
+        }
+        let s = self.holder_leaves(d.vma, &vte, addr, mapped - d.offset, None);
+        if let Some(v) = self.vmas.vte_mut(d.vma) {
+            v.set_len(d.offset);
+        }
+        Ok(s)
+    }
+
+    /// `mprotect(addr, len, prot)`: changes `caller`'s permission on the VMA based at `addr`;
+    /// `len` must cover the VMA (page-rounded). The owner may set any permission (an empty one
+    /// keeps ownership but drops access); another holder may only narrow its own. For a Global
+    /// or Privileged VMA the owner changes the attr permission, which all PDs see. Returns the
+    /// leaves to shoot down when a right was taken away.
+    pub fn mprotect(&mut self, caller: PdId, addr: u64, len: u64, prot: Perm) -> Result<Shootdown> {
+        let (id, vte) = self.resolve(caller, addr)?;
+        let mapped = page_round_up(vte.len());
+        if page_round_up(len) != mapped {
+            return Err(Error::InvalidArgs);
+        }
+        let mut s = Shootdown::new();
+        if !self.checks() {
+            return Ok(s);
+        }
+        let owner = vte.owner() == caller;
+        if vte.is_global() || vte.is_privileged() {
+            if !owner {
+                return Err(Error::AccessDenied);
+            }
+            if vte.attr_perm().narrowed_by(prot) {
+                s = self.holder_leaves(id, &vte, addr, mapped, None);
+            }
+            if let Some(v) = self.vmas.vte_mut(id) {
+                v.set_attr_perm(prot);
+            }
+            return Ok(s);
+        }
+        let old = self.vmas.perm_of(id, caller).unwrap_or(Perm::NONE);
+        if !owner && (old.is_empty() || !old.contains(prot)) {
+            return Err(Error::AccessDenied);
+        }
+        self.set_perm(id, caller, prot)?;
+        if old.narrowed_by(prot) {
+            s.push(Target::Pd(caller), addr, mapped);
+        }
+        Ok(s)
+    }
+
+    /// Common checks of `pmove`/`pcopy`: returns the VMA, the caller's current permission and
+    /// the target's new one, or `None` under Jord_NI after argument validation.
+    fn transfer_checks(
+        &self,
+        caller: PdId,
+        addr: u64,
+        cid: PdId,
+        prot: Perm,
+    ) -> Result<Option<(VmaId, Vte, Perm, Perm)>> {
+        let (id, vte) = self.resolve(caller, addr)?;
+        self.pds.check_live(cid)?;
+        if cid == caller || prot.is_empty() || vte.is_global() || vte.is_privileged() {
+            return Err(Error::InvalidArgs);
+        }
+        if !self.checks() {
+            return Ok(None);
+        }
+        let mine = self.vmas.perm_of(id, caller).ok_or(Error::AccessDenied)?;
+        if !mine.contains(prot) {
+            return Err(Error::AccessDenied);
+        }
+        let theirs = self.vmas.perm_of(id, cid).unwrap_or(Perm::NONE);
+        Ok(Some((id, vte, mine, theirs.union(prot))))
+    }
+
+    /// `pmove(addr, cid, prot)`: atomically moves `caller`'s permission on the VMA at `addr` to
+    /// PD `cid`: the caller loses all its rights on it and `cid` gains `prot` (a subset of what
+    /// the caller held). Ownership stays. Returns the caller's leaves to shoot down.
+    pub fn pmove(&mut self, caller: PdId, addr: u64, cid: PdId, prot: Perm) -> Result<Shootdown> {
+        let Some((id, vte, mine, new)) = self.transfer_checks(caller, addr, cid, prot)? else {
+            return Ok(Shootdown::new());
+        };
+        // Drop the caller first so its slot can take the target; restoring it cannot fail
+        // (it reuses the slot or overflow list just freed).
+        self.set_perm(id, caller, Perm::NONE)?;
+        if let Err(e) = self.set_perm(id, cid, new) {
+            self.set_perm(id, caller, mine)?;
+            return Err(e);
+        }
+        let mut s = Shootdown::new();
+        s.push(Target::Pd(caller), addr, vte.len());
+        Ok(s)
+    }
+
+    /// `pcopy(addr, cid, prot)`: gives PD `cid` the rights `prot` (a subset of `caller`'s) on
+    /// the VMA at `addr`, keeping the caller's. Nothing is revoked, so nothing is shot down.
+    pub fn pcopy(&mut self, caller: PdId, addr: u64, cid: PdId, prot: Perm) -> Result<()> {
+        let Some((id, _, _, new)) = self.transfer_checks(caller, addr, cid, prot)? else {
+            return Ok(());
+        };
+        self.set_perm(id, cid, new).map(|_| ())
+    }
+
+    /// Takes every right PD `cid` holds on the VMA at `addr` away; only the owner may. Not in
+    /// the paper's Table 1: it is how an executor takes an ArgBuf or a code VMA back from a PD
+    /// it keeps alive (the paper's "transfers back"/"revokes the code VMA access", §3.4).
+    pub fn revoke(&mut self, caller: PdId, addr: u64, cid: PdId) -> Result<Shootdown> {
+        let (id, vte) = self.resolve(caller, addr)?;
+        self.pds.check_live(cid)?;
+        if vte.is_global() || vte.is_privileged() {
+            return Err(Error::InvalidArgs);
+        }
+        let mut s = Shootdown::new();
+        if !self.checks() {
+            return Ok(s);
+        }
+        if vte.owner() != caller {
+            return Err(Error::AccessDenied);
+        }
+        if !self.set_perm(id, cid, Perm::NONE)?.is_empty() {
+            s.push(Target::Pd(cid), addr, vte.len());
+        }
+        Ok(s)
+    }
+
+    /// `cget()`: creates a PD whose creator is `caller`.
+    pub fn cget(&mut self, caller: PdId) -> Result<PdId> {
+        self.pds.create(caller)
+    }
+
+    /// `cput(cid)`: destroys PD `cid` (not the kernel, not running, not waiting for a callee).
+    /// Every VMA it owns is freed, every right it holds elsewhere is dropped, and its id goes
+    /// back to the free list; PDs it created pass to the kernel. The result names `cid` as
+    /// dropped (its whole page table goes) plus the leaves of freed VMAs in other PDs.
+    pub fn cput(&mut self, caller: PdId, cid: PdId) -> Result<Shootdown> {
+        self.pds.check_live(caller)?;
+        self.pds.check_live(cid)?;
+        if cid == PdId::KERNEL {
+            return Err(Error::InvalidArgs);
+        }
+        if self.checks() && !self.pds.may_control(caller, cid) {
+            return Err(Error::AccessDenied);
+        }
+        match self.pds.call_state(cid) {
+            Some(CallState::Idle | CallState::Suspended { .. }) => {}
+            _ => return Err(Error::Busy),
+        }
+        let mut s = Shootdown::new();
+        let granted: Vec<VmaId> = self.pds.granted(cid).collect();
+        for id in granted {
+            if self.vmas.vte(id).is_some_and(|v| v.owner() != cid) {
+                self.set_perm(id, cid, Perm::NONE)?;
+            }
+        }
+        let owned: Vec<VmaId> = self.pds.owned(cid).collect();
+        for id in owned {
+            s.extend(self.free_vma(id, Some(cid)));
+        }
+        self.pds.release(cid);
+        s.drop_pd(cid);
+        Ok(s)
+    }
+
+    /// `ccall(cid, func, args)`, entry half: `caller`, running on `cpu`, enters the idle PD
+    /// `cid`. The kernel then scrubs registers and starts `func(args)` on `cid`'s stack.
+    pub fn ccall(&mut self, caller: PdId, cid: PdId, cpu: u32) -> Result<Switch> {
+        let checks = self.checks();
+        self.pds.ccall(caller, cid, cpu, checks)
+    }
+
+    /// `ccall`, return half: the function running in `cid` on `cpu` returned.
+    pub fn creturn(&mut self, cid: PdId, cpu: u32) -> Result<Switch> {
+        self.pds.creturn(cid, cpu)
+    }
+
+    /// `cexit()`: PD `cid`, running on `cpu`, suspends itself.
+    pub fn cexit(&mut self, cid: PdId, cpu: u32) -> Result<Switch> {
+        self.pds.cexit(cid, cpu)
+    }
+
+    /// `center(cid)`: `caller`, running on `cpu`, resumes the suspended PD `cid`.
+    pub fn center(&mut self, caller: PdId, cid: PdId, cpu: u32) -> Result<Switch> {
+        let checks = self.checks();
+        self.pds.center(caller, cid, cpu, checks)
+    }
+
+    /// Records the physical base of the chunk backing the VMA at `addr` (kernel only; the
+    /// chunk must be page-aligned and at least the class size).
+    pub fn set_backing(&mut self, caller: PdId, addr: u64, phys: u64) -> Result<()> {
+        if caller != PdId::KERNEL {
+            return Err(Error::AccessDenied);
+        }
+        let (id, _) = self.resolve(caller, addr)?;
+        if !phys.is_multiple_of(PAGE_SIZE) {
+            return Err(Error::InvalidArgs);
+        }
+        if let Some(v) = self.vmas.vte_mut(id) {
+            v.set_phys(phys);
+        }
+        Ok(())
+    }
+
+    /// The fault-fill lookup for `pd` touching `addr` (see [`VmaTable::lookup`]). Under
+    /// Jord_NI every valid non-Privileged VMA is granted with full rights to every PD.
+    pub fn lookup(&self, pd: PdId, addr: u64) -> core::result::Result<Grant, Fault> {
+        if self.checks() {
+            return self.vmas.lookup(pd, addr);
+        }
+        let d = vaddr::decode(addr).map_err(|_| Fault::NotJord)?;
+        let v = self.vmas.vte(d.vma).ok_or(Fault::NotJord)?;
+        if !v.is_valid() || d.offset >= page_round_up(v.len()) {
+            return Err(Fault::Unmapped);
+        }
+        if v.is_privileged() {
+            return self.vmas.lookup(pd, addr);
+        }
+        Ok(Grant {
+            base: d.vma.base(),
+            len: v.len(),
+            perm: Perm::RWX,
+            global: true,
+            privileged: false,
+            phys: v.phys(),
+        })
+    }
+
+    /// Checks the invariants tying the two tables together, on top of
+    /// [`VmaTable::check_consistency`]: every VMA's owner is live and lists it as owned; every
+    /// holder is live and lists it as granted, and every listed VMA really is owned or held;
+    /// live and free PD ids partition the id space with no id on the free list twice; a
+    /// blocked PD's callee is running or blocked and returns to it. Returns the first
+    /// violation found.
+    pub fn check_consistency(&self) -> core::result::Result<(), &'static str> {
+        self.vmas.check_consistency()?;
+        for (id, vte) in self.vmas.allocated() {
+            if !self.pds.is_live(vte.owner()) {
+                return Err("VMA owned by a dead PD");
+            }
+            if !self.pds.owned(vte.owner()).any(|o| o == id) {
+                return Err("owner does not list its VMA");
+            }
+            for h in self.vmas.holders(id) {
+                if !self.pds.is_live(h.pd) {
+                    return Err("permission held by a dead PD");
+                }
+                if !self.pds.granted(h.pd).any(|g| g == id) {
+                    return Err("holder does not list its VMA");
+                }
+            }
+        }
+        let mut live = 0;
+        for pd in self.pds.live() {
+            live += 1;
+            for id in self.pds.owned(pd) {
+                if self
+                    .vmas
+                    .vte(id)
+                    .is_none_or(|v| !v.is_valid() || v.owner() != pd)
+                {
+                    return Err("PD lists a VMA it does not own");
+                }
+            }
+            for id in self.pds.granted(pd) {
+                if self.vmas.perm_of(id, pd).is_none() {
+                    return Err("PD lists a VMA it holds no right on");
+                }
+            }
+            if let Some(CallState::Blocked { callee, .. }) = self.pds.call_state(pd) {
+                match self.pds.call_state(callee) {
+                    Some(
+                        CallState::Running { return_to, .. } | CallState::Blocked { return_to, .. },
+                    ) if return_to == pd => {}
+                    _ => return Err("blocked PD whose callee does not return to it"),
+                }
+            }
+        }
+        let mut free: Vec<PdId> = self.pds.free_ids().collect();
+        if free.iter().any(|p| self.pds.is_live(*p)) {
+            return Err("live PD id on the free list");
+        }
+        free.sort();
+        free.dedup();
+        if free.len() != self.pds.free_count() || live + free.len() != self.pds.max_pds() {
+            return Err("PD ids are not partitioned into live and free");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,354 @@
+//! VMA table entries (VTEs): one 64-byte cache block per VMA (Jord §4.1, §4.3, Fig. 8).
+//!
+//! Wire layout (little-endian), the form the kernel stores at `A_base + f(SC, index)`:
+//!
+//! ```text
+//! byte  0..2   attr   bit 0 V valid, bit 1 G global, bit 2 P privileged, bit 3 B backed,
+//!                     bits 4..6 attr permission (R, W, X) of a Global or Privileged VMA
+//! byte  2..4   owner  PD id of the owner (low 13 bits)
+//! byte  4..8   ovf    overflow list: 0 = none, n = list n - 1 of the overflow pool
+//! byte  8..16  len    VMA length in bytes (at most the class size; the chunk tail is reserved)
+//! byte 16..24  phys   physical base of the backing chunk (meaningful when B is set)
+//! byte 24..64  sub    20 slots of u16: (PD id << 3) | permission; 0 = empty slot
+//! ```
+//!
+//! A sub-array slot always holds a non-empty permission, so the all-zero slot is free even
+//! though PD id 0 exists. The paper stores the permission of a non-Global VMA only in the
+//! sub-array, never in `attr`; this layout does the same.
+
+use crate::pd_id::{PD_ID_BITS, PdId};
+use crate::perm::Perm;
+
+/// Number of (PD id, permission) slots in a VTE (the paper's 20).
+pub const SUB_SLOTS: usize = 20;
+
+/// Size of a VTE in bytes: one cache block.
+pub const VTE_SIZE: usize = 64;
+
+const ATTR_VALID: u16 = 1 << 0;
+const ATTR_GLOBAL: u16 = 1 << 1;
+const ATTR_PRIVILEGED: u16 = 1 << 2;
+const ATTR_BACKED: u16 = 1 << 3;
+const ATTR_PERM_SHIFT: u16 = 4;
+
+/// One (PD id, permission) pair of a VTE's sub-array or overflow list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PdPerm {
+    /// The PD holding the permission.
+    pub pd: PdId,
+    /// The permission it holds (never empty in a stored pair).
+    pub perm: Perm,
+}
+
+impl PdPerm {
+    /// The 16-bit slot encoding: `(pd << 3) | perm`.
+    pub const fn encode(self) -> u16 {
+        (self.pd.raw() << 3) | self.perm.bits() as u16
+    }
+
+    /// Decodes a slot; `None` for an empty slot (no permission bits).
+    pub const fn decode(slot: u16) -> Option<PdPerm> {
+        let perm = Perm::from_bits_truncate((slot & 7) as u8);
+        if perm.is_empty() {
+            None
+        } else {
+            Some(PdPerm {
+                pd: PdId::from_bits(slot >> 3),
+                perm,
+            })
+        }
+    }
+}
+
+const _: () = assert!(PD_ID_BITS + 3 == 16);
+
+/// Attributes given to a VMA when it is created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VmaAttrs {
+    /// Global (G): the attr permission applies to every PD; the sub-array is unused.
+    pub global: bool,
+    /// Privileged (P): only the kernel (PrivLib) may access it.
+    pub privileged: bool,
+}
+
+/// A VMA table entry, laid out as its 64-byte wire form (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(64))]
+pub struct Vte {
+    attr: u16,
+    owner: u16,
+    overflow: u32,
+    len: u64,
+    phys: u64,
+    sub: [u16; SUB_SLOTS],
+}
+
+const _: () = assert!(core::mem::size_of::<Vte>() == VTE_SIZE);
+const _: () = assert!(core::mem::align_of::<Vte>() == VTE_SIZE);
+
+impl Vte {
+    /// A free slot: all zero.
+    pub const EMPTY: Vte = Vte {
+        attr: 0,
+        owner: 0,
+        overflow: 0,
+        len: 0,
+        phys: 0,
+        sub: [0; SUB_SLOTS],
+    };
+
+    /// A fresh valid entry for a VMA of `len` bytes owned by `owner`. `perm` goes to the attr
+    /// field for Global or Privileged VMAs and to the owner's sub-array slot otherwise.
+    pub(crate) fn new(owner: PdId, len: u64, perm: Perm, attrs: VmaAttrs) -> Vte {
+        let mut attr = ATTR_VALID;
+        let mut vte = Vte::EMPTY;
+        if attrs.global {
+            attr |= ATTR_GLOBAL;
+        }
+        if attrs.privileged {
+            attr |= ATTR_PRIVILEGED;
+        }
+        if attrs.global || attrs.privileged {
+            attr |= (perm.bits() as u16) << ATTR_PERM_SHIFT;
+        } else if !perm.is_empty() {
+            vte.sub[0] = PdPerm { pd: owner, perm }.encode();
+        }
+        vte.attr = attr;
+        vte.owner = owner.raw();
+        vte.len = len;
+        vte
+    }
+
+    /// Valid (V): the slot holds a VMA.
+    pub const fn is_valid(&self) -> bool {
+        self.attr & ATTR_VALID != 0
+    }
+
+    /// Global (G): the attr permission applies to every PD.
+    pub const fn is_global(&self) -> bool {
+        self.attr & ATTR_GLOBAL != 0
+    }
+
+    /// Privileged (P): only the kernel may access the VMA.
+    pub const fn is_privileged(&self) -> bool {
+        self.attr & ATTR_PRIVILEGED != 0
+    }
+
+    /// The attr permission (used by Global and Privileged VMAs).
+    pub const fn attr_perm(&self) -> Perm {
+        Perm::from_bits_truncate((self.attr >> ATTR_PERM_SHIFT) as u8)
+    }
+
+    /// The owning PD.
+    pub const fn owner(&self) -> PdId {
+        PdId::from_bits(self.owner)
+    }
+
+    /// The VMA's length in bytes.
+    pub const fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for a zero-length entry (only free slots).
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The physical base of the backing chunk, once the kernel has recorded one.
+    pub const fn phys(&self) -> Option<u64> {
+        if self.attr & ATTR_BACKED != 0 {
+            Some(self.phys)
+        } else {
+            None
+        }
+    }
+
+    /// The overflow list number, if the VMA has more sharers than the sub-array holds.
+    pub const fn overflow(&self) -> Option<u32> {
+        if self.overflow == 0 {
+            None
+        } else {
+            Some(self.overflow - 1)
+        }
+    }
+
+    /// The occupied sub-array slots.
+    pub fn sub_entries(&self) -> impl Iterator<Item = PdPerm> + '_ {
+        self.sub.iter().filter_map(|s| PdPerm::decode(*s))
+    }
+
+    /// The permission `pd` holds in the sub-array and its slot number. A linear scan of 20
+    /// halfwords; no allocation.
+    pub fn find_sub(&self, pd: PdId) -> Option<(usize, Perm)> {
+        self.sub
+            .iter()
+            .enumerate()
+            .find_map(|(i, s)| match PdPerm::decode(*s) {
+                Some(e) if e.pd == pd => Some((i, e.perm)),
+                _ => None,
+            })
+    }
+
+    /// A free sub-array slot, if any.
+    pub(crate) fn free_sub(&self) -> Option<usize> {
+        self.sub.iter().position(|s| PdPerm::decode(*s).is_none())
+    }
+
+    pub(crate) fn set_sub(&mut self, slot: usize, entry: Option<PdPerm>) {
+        self.sub[slot] = entry.map_or(0, PdPerm::encode);
+    }
+
+    pub(crate) fn set_attr_perm(&mut self, perm: Perm) {
+        self.attr =
+            (self.attr & !(7 << ATTR_PERM_SHIFT)) | ((perm.bits() as u16) << ATTR_PERM_SHIFT);
+    }
+
+    pub(crate) fn set_overflow(&mut self, list: Option<u32>) {
+        self.overflow = list.map_or(0, |l| l + 1);
+    }
+
+    pub(crate) fn set_len(&mut self, len: u64) {
+        self.len = len;
+    }
+
+    pub(crate) fn set_phys(&mut self, phys: u64) {
+        self.phys = phys;
+        self.attr |= ATTR_BACKED;
+    }
+
+    /// The 64-byte wire form.
+    pub fn to_bytes(&self) -> [u8; VTE_SIZE] {
+        let mut b = [0u8; VTE_SIZE];
+        b[0..2].copy_from_slice(&self.attr.to_le_bytes());
+        b[2..4].copy_from_slice(&self.owner.to_le_bytes());
+        b[4..8].copy_from_slice(&self.overflow.to_le_bytes());
+        b[8..16].copy_from_slice(&self.len.to_le_bytes());
+        b[16..24].copy_from_slice(&self.phys.to_le_bytes());
+        for (i, s) in self.sub.iter().enumerate() {
+            b[24 + 2 * i..26 + 2 * i].copy_from_slice(&s.to_le_bytes());
+        }
+        b
+    }
+
+    /// Reads the 64-byte wire form back.
+    pub fn from_bytes(b: &[u8; VTE_SIZE]) -> Vte {
+        let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+        let u64_at = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(w)
+        };
+        let mut sub = [0u16; SUB_SLOTS];
+        for (i, s) in sub.iter_mut().enumerate() {
+            *s = u16_at(24 + 2 * i);
+        }
+        Vte {
+            attr: u16_at(0),
+            owner: u16_at(2),
+            overflow: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+            len: u64_at(8),
+            phys: u64_at(16),
+            sub,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pd(n: u64) -> PdId {
+        PdId::from_raw(n).unwrap()
+    }
+
+    #[test]
+    fn slot_encoding() {
+        let e = PdPerm {
+            pd: pd(8191),
+            perm: Perm::RWX,
+        };
+        assert_eq!(e.encode(), 0xffff);
+        assert_eq!(PdPerm::decode(0xffff), Some(e));
+        assert_eq!(PdPerm::decode(0), None);
+        assert_eq!(PdPerm::decode(8 << 3), None);
+        let k = PdPerm {
+            pd: PdId::KERNEL,
+            perm: Perm::R,
+        };
+        assert_eq!(PdPerm::decode(k.encode()), Some(k));
+    }
+
+    #[test]
+    fn wire_layout_is_exact() {
+        let mut v = Vte::new(pd(5), 0x1234, Perm::RW, VmaAttrs::default());
+        v.set_sub(
+            19,
+            Some(PdPerm {
+                pd: pd(7),
+                perm: Perm::X,
+            }),
+        );
+        v.set_overflow(Some(2));
+        v.set_phys(0xdead_b000);
+        let b = v.to_bytes();
+        assert_eq!(u16::from_le_bytes([b[0], b[1]]), 1 | 8);
+        assert_eq!(u16::from_le_bytes([b[2], b[3]]), 5);
+        assert_eq!(u32::from_le_bytes([b[4], b[5], b[6], b[7]]), 3);
+        assert_eq!(b[8..16], 0x1234u64.to_le_bytes());
+        assert_eq!(b[16..24], 0xdead_b000u64.to_le_bytes());
+        assert_eq!(u16::from_le_bytes([b[24], b[25]]), (5 << 3) | 3);
+        assert_eq!(u16::from_le_bytes([b[62], b[63]]), (7 << 3) | 4);
+        assert_eq!(Vte::from_bytes(&b), v);
+        assert_eq!(Vte::EMPTY.to_bytes(), [0u8; 64]);
+    }
+
+    #[test]
+    fn global_and_privileged_keep_perm_in_attr() {
+        let g = Vte::new(
+            PdId::KERNEL,
+            4096,
+            Perm::RX,
+            VmaAttrs {
+                global: true,
+                privileged: false,
+            },
+        );
+        assert!(g.is_valid() && g.is_global() && !g.is_privileged());
+        assert_eq!(g.attr_perm(), Perm::RX);
+        assert_eq!(g.sub_entries().count(), 0);
+        let p = Vte::new(
+            PdId::KERNEL,
+            4096,
+            Perm::RW,
+            VmaAttrs {
+                global: false,
+                privileged: true,
+            },
+        );
+        assert!(p.is_privileged());
+        assert_eq!(Vte::from_bytes(&p.to_bytes()), p);
+        let mut q = p;
+        q.set_attr_perm(Perm::R);
+        assert_eq!(q.attr_perm(), Perm::R);
+        assert!(q.is_privileged());
+    }
+
+    #[test]
+    fn find_and_free_slots() {
+        let mut v = Vte::new(pd(1), 1, Perm::R, VmaAttrs::default());
+        assert_eq!(v.find_sub(pd(1)), Some((0, Perm::R)));
+        assert_eq!(v.find_sub(pd(2)), None);
+        assert_eq!(v.free_sub(), Some(1));
+        for i in 1..SUB_SLOTS {
+            v.set_sub(
+                i,
+                Some(PdPerm {
+                    pd: pd(i as u64 + 1),
+                    perm: Perm::W,
+                }),
+            );
+        }
+        assert_eq!(v.free_sub(), None);
+        assert_eq!(v.sub_entries().count(), SUB_SLOTS);
+    }
+}

@@ -1,0 +1,387 @@
+//! PrivLib operations, one behaviour per test, through the public API.
+
+use fjord_pd::shootdown::Target;
+use fjord_pd::size_class::PAGE_SIZE;
+use fjord_pd::vaddr::{self, REGION_START};
+use fjord_pd::{
+    CallState, Error, Fault, Isolation, MapFlags, PdId, Perm, PrivLib, SizeClass, TableConfig,
+};
+
+const K: PdId = PdId::KERNEL;
+
+fn lib(iso: Isolation) -> PrivLib {
+    PrivLib::new(&TableConfig::uniform(8, 4), 64, iso).unwrap()
+}
+
+fn anon() -> MapFlags {
+    MapFlags::default()
+}
+
+#[test]
+fn mmap_places_by_size_class_and_owns() {
+    let mut l = lib(Isolation::Full);
+    let a = l.cget(K).unwrap();
+    let va = l.mmap(a, 10_000, Perm::RW, anon()).unwrap();
+    let d = vaddr::decode(va).unwrap();
+    assert_eq!(d.vma.sc.size(), 16384);
+    assert_eq!(d.offset, 0);
+    assert_eq!(l.pds().owned(a).collect::<Vec<_>>(), [d.vma]);
+    let g = l.lookup(a, va + 9_999).unwrap();
+    assert_eq!((g.base, g.len, g.perm), (va, 10_000, Perm::RW));
+    assert_eq!(l.lookup(K, va), Err(Fault::NoPermission));
+    l.check_consistency().unwrap();
+}
+
+#[test]
+fn mmap_rejects_bad_arguments() {
+    let mut l = lib(Isolation::Full);
+    let a = l.cget(K).unwrap();
+    let ghost = PdId::from_raw(63).unwrap();
+    assert_eq!(l.mmap(ghost, 4096, Perm::R, anon()), Err(Error::NoSuchPd));
+    assert_eq!(l.mmap(a, 0, Perm::R, anon()), Err(Error::InvalidArgs));
+    assert_eq!(
+        l.mmap(a, SizeClass::MAX.size() + 1, Perm::R, anon()),
+        Err(Error::InvalidArgs)
+    );
+    let global = MapFlags {
+        global: true,
+        privileged: false,
+    };
+    let privileged = MapFlags {
+        global: false,
+        privileged: true,
+    };
+    assert_eq!(l.mmap(a, 4096, Perm::R, global), Err(Error::AccessDenied));
+    assert_eq!(
+        l.mmap(a, 4096, Perm::R, privileged),
+        Err(Error::AccessDenied)
+    );
+    assert!(l.mmap(K, 4096, Perm::RX, global).is_ok());
+    for _ in 0..8 {
+        l.mmap(a, 1 << 32, Perm::R, anon()).unwrap();
+    }
+    assert_eq!(l.mmap(a, 1 << 32, Perm::R, anon()), Err(Error::NoMemory));
+    l.check_consistency().unwrap();
+}
+
+#[test]
+fn munmap_frees_and_shoots_down_every_holder() {
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 4), 64, Isolation::Full).unwrap();
+    let owner = l.cget(K).unwrap();
+    let va = l.mmap(owner, 4096, Perm::RW, anon()).unwrap();
+    let mut others = Vec::new();
+    for _ in 0..25 {
+        let p = l.cget(K).unwrap();
+        l.pcopy(owner, va, p, Perm::R).unwrap();
+        others.push(p);
+    }
+    l.check_consistency().unwrap();
+    let stranger = others[0];
+    assert_eq!(
+        l.munmap(stranger, va, 4096).err(),
+        Some(Error::AccessDenied)
+    );
+    let s = l.munmap(owner, va, 4096).unwrap();
+    assert!(s.covers(owner, va));
+    for p in &others {
+        assert!(s.covers(*p, va + 4095));
+        assert_eq!(l.lookup(*p, va), Err(Fault::Unmapped));
+        assert_eq!(l.pds().granted(*p).count(), 0);
+    }
+    assert_eq!(l.munmap(owner, va, 4096).err(), Some(Error::NotMapped));
+    l.check_consistency().unwrap();
+}
+
+#[test]
+fn munmap_shrinks_from_the_tail_only() {
+    let mut l = lib(Isolation::Full);
+    let a = l.cget(K).unwrap();
+    let b = l.cget(K).unwrap();
+    let va = l.mmap(a, 3 * PAGE_SIZE, Perm::RW, anon()).unwrap();
+    l.pcopy(a, va, b, Perm::R).unwrap();
+    assert_eq!(l.munmap(a, va + 100, 4096).err(), Some(Error::InvalidArgs));
+    assert_eq!(l.munmap(a, va + 4096, 0).err(), Some(Error::InvalidArgs));
+    // A hole in the middle is not supported.
+    assert_eq!(l.munmap(a, va + 4096, 4096).err(), Some(Error::InvalidArgs));
+    // Past the VMA's end but inside its class chunk.
+    assert_eq!(
+        l.munmap(a, va + 3 * 4096, 4096).err(),
+        Some(Error::BadAddress)
+    );
+    let s = l.munmap(a, va + 2 * 4096, 4096).unwrap();
+    assert!(s.covers(b, va + 2 * 4096) && s.covers(a, va + 2 * 4096));
+    assert!(!s.covers(b, va + 4096));
+    assert_eq!(l.lookup(b, va + 2 * 4096), Err(Fault::Unmapped));
+    assert_eq!(l.lookup(b, va + 4096).map(|g| g.len), Ok(2 * 4096));
+    l.check_consistency().unwrap();
+}
+
+#[test]
+fn address_forgery_is_rejected() {
+    let mut l = lib(Isolation::Full);
+    let a = l.cget(K).unwrap();
+    let va = l.mmap(a, 4096, Perm::RW, anon()).unwrap();
+    let b = l.cget(K).unwrap();
+    for bad in [0, 0x1000, REGION_START - 4096, 0x2000_0000_0000, u64::MAX] {
+        assert_eq!(
+            l.mprotect(a, bad, 4096, Perm::R).err(),
+            Some(Error::BadAddress)
+        );
+        assert_eq!(l.pmove(a, bad, b, Perm::R).err(), Some(Error::BadAddress));
+        assert_eq!(l.munmap(a, bad, 4096).err(), Some(Error::BadAddress));
+        assert_eq!(l.lookup(a, bad), Err(Fault::NotJord));
+    }
+    // Unused size-class code, beyond capacity, unaligned, free slot.
+    let bad_sc = REGION_START + (25 << 39);
+    assert_eq!(
+        l.pcopy(a, bad_sc, b, Perm::R).err(),
+        Some(Error::BadAddress)
+    );
+    let beyond = vaddr::encode(SizeClass::MIN, 8, 0).unwrap();
+    assert_eq!(
+        l.pcopy(a, beyond, b, Perm::R).err(),
+        Some(Error::BadAddress)
+    );
+    assert_eq!(
+        l.pcopy(a, va + 8, b, Perm::R).err(),
+        Some(Error::BadAddress)
+    );
+    let free = vaddr::encode(SizeClass::MIN, 5, 0).unwrap();
+    assert_eq!(l.pcopy(a, free, b, Perm::R).err(), Some(Error::NotMapped));
+    assert_eq!(l.lookup(a, free), Err(Fault::Unmapped));
+}
+
+#[test]
+fn mprotect_owner_sets_any_holder_only_narrows() {
+    let mut l = lib(Isolation::Full);
+    let a = l.cget(K).unwrap();
+    let b = l.cget(K).unwrap();
+    let va = l.mmap(a, 4096, Perm::RW, anon()).unwrap();
+    l.pcopy(a, va, b, Perm::RW).unwrap();
+    assert_eq!(
+        l.mprotect(b, va, 4096, Perm::RWX).err(),
+        Some(Error::AccessDenied)
+    );
+    assert_eq!(
+        l.mprotect(a, va, 8192, Perm::R).err(),
+        Some(Error::InvalidArgs)
+    );
+    let s = l.mprotect(b, va, 100, Perm::R).unwrap();
+    assert!(s.covers(b, va) && !s.covers(a, va));
+    assert_eq!(l.lookup(b, va).map(|g| g.perm), Ok(Perm::R));
+    assert!(l.mprotect(b, va, 4096, Perm::R).unwrap().is_empty());
+    // The owner widens without a shootdown, and may drop to nothing and come back.
+    assert!(l.mprotect(a, va, 4096, Perm::RWX).unwrap().is_empty());
+    assert!(l.mprotect(a, va, 4096, Perm::NONE).unwrap().covers(a, va));
+    assert_eq!(l.lookup(a, va), Err(Fault::NoPermission));
+    assert!(l.mprotect(a, va, 4096, Perm::R).is_ok());
+    // A PD with no right on the VMA cannot mprotect it.
+    let c = l.cget(K).unwrap();
+    assert_eq!(
+        l.mprotect(c, va, 4096, Perm::NONE).err(),
+        Some(Error::AccessDenied)
+    );
+    l.check_consistency().unwrap();
+}
+
+#[test]
+fn pmove_moves_a_subset_and_keeps_ownership() {
+    let mut l = lib(Isolation::Full);
+    let a = l.cget(K).unwrap();
+    let b = l.cget(K).unwrap();
+    let va = l.mmap(a, 4096, Perm::R, anon()).unwrap();
+    assert_eq!(l.pmove(a, va, b, Perm::RW).err(), Some(Error::AccessDenied));
+    assert_eq!(l.pmove(a, va, a, Perm::R).err(), Some(Error::InvalidArgs));
+    assert_eq!(
+        l.pmove(a, va, b, Perm::NONE).err(),
+        Some(Error::InvalidArgs)
+    );
+    let ghost = PdId::from_raw(40).unwrap();
+    assert_eq!(l.pmove(a, va, ghost, Perm::R).err(), Some(Error::NoSuchPd));
+    let s = l.pmove(a, va, b, Perm::R).unwrap();
+    assert!(s.covers(a, va));
+    assert_eq!(l.lookup(a, va), Err(Fault::NoPermission));
+    assert_eq!(l.lookup(b, va).map(|g| g.perm), Ok(Perm::R));
+    // b cannot move it on with more rights, nor munmap it; a still owns it.
+    assert_eq!(l.pmove(b, va, a, Perm::RW).err(), Some(Error::AccessDenied));
+    assert_eq!(l.munmap(b, va, 4096).err(), Some(Error::AccessDenied));
+    assert!(l.pmove(b, va, a, Perm::R).unwrap().covers(b, va));
+    assert_eq!(l.lookup(a, va).map(|g| g.perm), Ok(Perm::R));
+    l.check_consistency().unwrap();
+}
+
+#[test]
+fn pcopy_unions_and_revoke_takes_back() {
+    let mut l = lib(Isolation::Full);
+    let a = l.cget(K).unwrap();
+    let b = l.cget(K).unwrap();
+    let va = l.mmap(a, 4096, Perm::RWX, anon()).unwrap();
+    l.pcopy(a, va, b, Perm::R).unwrap();
+    l.pcopy(a, va, b, Perm::X).unwrap();
+    assert_eq!(l.lookup(b, va).map(|g| g.perm), Ok(Perm::RX));
+    assert_eq!(l.revoke(b, va, a).err(), Some(Error::AccessDenied));
+    let s = l.revoke(a, va, b).unwrap();
+    assert!(s.covers(b, va));
+    assert_eq!(l.lookup(b, va), Err(Fault::NoPermission));
+    assert!(l.revoke(a, va, b).unwrap().is_empty());
+    l.check_consistency().unwrap();
+}
+
+#[test]
+fn global_and_privileged_vmas() {
+    let mut l = lib(Isolation::Full);
+    let a = l.cget(K).unwrap();
+    let global = MapFlags {
+        global: true,
+        privileged: false,
+    };
+    let code = l.mmap(K, 8192, Perm::RX, global).unwrap();
+    assert_eq!(
+        l.lookup(a, code).map(|g| (g.perm, g.global)),
+        Ok((Perm::RX, true))
+    );
+    assert_eq!(l.pcopy(K, code, a, Perm::R).err(), Some(Error::InvalidArgs));
+    assert_eq!(
+        l.mprotect(a, code, 8192, Perm::R).err(),
+        Some(Error::AccessDenied)
+    );
+    let s = l.mprotect(K, code, 8192, Perm::R).unwrap();
+    assert_eq!(s.leaves()[0].target, Target::AllPds);
+    assert!(s.covers(a, code + 4096));
+    let privileged = MapFlags {
+        global: false,
+        privileged: true,
+    };
+    let table = l.mmap(K, 4096, Perm::RW, privileged).unwrap();
+    assert_eq!(l.lookup(a, table), Err(Fault::Privileged));
+    assert!(l.lookup(K, table).unwrap().privileged);
+    assert_eq!(l.munmap(a, table, 4096).err(), Some(Error::AccessDenied));
+    assert_eq!(
+        l.mprotect(a, table, 4096, Perm::R).err(),
+        Some(Error::AccessDenied)
+    );
+    assert_eq!(
+        l.set_backing(a, table, 0x20_0000).err(),
+        Some(Error::AccessDenied)
+    );
+    l.set_backing(K, table, 0x20_0000).unwrap();
+    assert_eq!(l.lookup(K, table).unwrap().phys, Some(0x20_0000));
+    assert_eq!(
+        l.set_backing(K, table, 0x20_0001).err(),
+        Some(Error::InvalidArgs)
+    );
+    assert!(l.munmap(K, code, 8192).unwrap().covers(a, code));
+    l.check_consistency().unwrap();
+}
+
+#[test]
+fn cput_cleans_up_and_ids_do_not_inherit() {
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 4), 3, Isolation::Full).unwrap();
+    let a = l.cget(K).unwrap();
+    let b = l.cget(K).unwrap();
+    assert_eq!(l.cget(K), Err(Error::NoMemory));
+    let mine = l.mmap(a, 4096, Perm::RW, anon()).unwrap();
+    let theirs = l.mmap(b, 4096, Perm::RW, anon()).unwrap();
+    l.pcopy(a, mine, b, Perm::R).unwrap();
+    l.pcopy(b, theirs, a, Perm::R).unwrap();
+    assert_eq!(l.cput(b, a).err(), Some(Error::AccessDenied));
+    assert_eq!(l.cput(K, K).err(), Some(Error::InvalidArgs));
+    l.ccall(K, a, 0).unwrap();
+    assert_eq!(l.cput(K, a).err(), Some(Error::Busy));
+    l.creturn(a, 0).unwrap();
+    let s = l.cput(K, a).unwrap();
+    assert_eq!(s.dropped(), &[a]);
+    assert!(s.covers(b, mine));
+    assert_eq!(l.lookup(b, mine), Err(Fault::Unmapped));
+    assert_eq!(l.lookup(b, theirs).map(|g| g.perm), Ok(Perm::RW));
+    assert_eq!(l.cput(K, a).err(), Some(Error::NoSuchPd));
+    assert_eq!(l.mmap(a, 4096, Perm::R, anon()), Err(Error::NoSuchPd));
+    // The id comes back, with nothing of the old PD.
+    let again = l.cget(K).unwrap();
+    assert_eq!(again, a);
+    assert_eq!(l.lookup(again, theirs), Err(Fault::NoPermission));
+    assert_eq!(l.pds().owned(again).count(), 0);
+    l.check_consistency().unwrap();
+}
+
+#[test]
+fn ccall_center_cexit_follow_the_state_machine() {
+    let mut l = lib(Isolation::Full);
+    let a = l.cget(K).unwrap();
+    let b = l.cget(K).unwrap();
+    assert_eq!(l.ccall(a, b, 0).err(), Some(Error::Busy)); // a is not running
+    l.ccall(K, a, 0).unwrap();
+    assert_eq!(l.ccall(a, b, 0).err(), Some(Error::AccessDenied)); // a did not create b
+    assert_eq!(l.cexit(a, 0).unwrap().to, K);
+    assert_eq!(
+        l.pds().call_state(a),
+        Some(CallState::Suspended { return_to: K })
+    );
+    assert_eq!(l.center(b, a, 0).err(), Some(Error::Busy));
+    assert_eq!(l.center(K, a, 1).unwrap().to, a);
+    assert_eq!(l.creturn(a, 1).unwrap().to, K);
+}
+
+/// The per-invocation flow of the paper's Fig. 4, as an executor (the kernel) runs it.
+#[test]
+fn figure_4_invocation_flow() {
+    let mut l = lib(Isolation::Full);
+    let global = MapFlags {
+        global: true,
+        privileged: false,
+    };
+    let code = l.mmap(K, 64 * 1024, Perm::RX, global).unwrap();
+    let argbuf = l.mmap(K, 2000, Perm::RW, anon()).unwrap();
+    let f = l.cget(K).unwrap();
+    let stack = l.mmap(K, 16 * 1024, Perm::RW, anon()).unwrap();
+    l.pmove(K, stack, f, Perm::RW).unwrap();
+    let s = l.pmove(K, argbuf, f, Perm::RW).unwrap();
+    assert!(s.covers(K, argbuf));
+    l.ccall(K, f, 3).unwrap();
+    assert_eq!(l.lookup(f, code).map(|g| g.perm), Ok(Perm::RX));
+    assert_eq!(l.lookup(f, argbuf).map(|g| g.perm), Ok(Perm::RW));
+    let heap = l.mmap(f, 100_000, Perm::RW, anon()).unwrap();
+    // The function hands the ArgBuf back itself, then returns.
+    l.pmove(f, argbuf, K, Perm::RW).unwrap();
+    l.creturn(f, 3).unwrap();
+    let s = l.cput(K, f).unwrap();
+    assert!(s.covers(f, heap) && s.covers(f, stack));
+    assert_eq!(l.lookup(K, argbuf).map(|g| g.perm), Ok(Perm::RW));
+    assert_eq!(l.lookup(K, heap), Err(Fault::Unmapped));
+    // The kernel still owns the stack VMA (it created it), now with no holder.
+    assert_eq!(l.lookup(K, stack), Err(Fault::NoPermission));
+    l.check_consistency().unwrap();
+}
+
+#[test]
+fn no_isolation_mode_bypasses_checks_on_the_same_paths() {
+    let mut l = lib(Isolation::None);
+    let a = l.cget(K).unwrap();
+    let b = l.cget(K).unwrap();
+    let va = l.mmap(a, 4096, Perm::R, anon()).unwrap();
+    // Every PD may touch every VMA.
+    assert_eq!(l.lookup(b, va).map(|g| g.perm), Ok(Perm::RWX));
+    // Rights are not checked and nothing is revoked...
+    assert!(l.pmove(b, va, a, Perm::RWX).unwrap().is_empty());
+    assert!(l.mprotect(b, va, 4096, Perm::NONE).unwrap().is_empty());
+    // ...but arguments still are.
+    assert_eq!(
+        l.pmove(b, va + 1, a, Perm::R).err(),
+        Some(Error::BadAddress)
+    );
+    assert_eq!(
+        l.mprotect(b, va, 3 * 4096, Perm::R).err(),
+        Some(Error::InvalidArgs)
+    );
+    // Freeing memory still removes its translations everywhere.
+    let s = l.munmap(b, va, 4096).unwrap();
+    assert_eq!(s.leaves()[0].target, Target::AllPds);
+    assert_eq!(l.lookup(a, va), Err(Fault::Unmapped));
+    let privileged = MapFlags {
+        global: false,
+        privileged: true,
+    };
+    let p = l.mmap(K, 4096, Perm::RW, privileged).unwrap();
+    assert_eq!(l.lookup(a, p), Err(Fault::Privileged));
+    l.check_consistency().unwrap();
+}

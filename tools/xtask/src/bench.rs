@@ -1,0 +1,177 @@
+//! `cargo xtask bench`: boot Fjord with `mode=bench` under icount, collect its `BENCH {json}`
+//! records, add the host wall time of the boot, print a table and write the JSON results.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::bench_results;
+use crate::measure::{Measurement, System};
+use crate::qemu::{Machine, QemuConfig};
+use crate::qemu_run::{QemuExit, QemuRun};
+use crate::serial_log::{self, BenchRecord};
+use crate::{host_deps, kernel_build};
+
+/// Time limit of one benchmark boot (icount runs one vCPU thread, slower than MTTCG).
+pub const TIME_LIMIT: Duration = Duration::from_secs(600);
+
+/// Options of `cargo xtask bench`.
+#[derive(Clone, Debug, Default)]
+pub struct BenchOptions {
+    /// Run only the benchmark groups whose name contains this.
+    pub group: Option<String>,
+    /// Also measure the Linux baseline and write the report.
+    pub report: bool,
+    /// Echo the guest's serial output.
+    pub verbose: bool,
+}
+
+/// Runs the benchmarks, prints the table and writes `bench/results/<date>.json`.
+pub fn run(options: &BenchOptions) -> Result<()> {
+    let steps = if options.report { 5 } else { 4 };
+    let step = |n: u32, text: &str| println!("bench [{n}/{steps}] {text}");
+
+    step(1, "building the kernel");
+    let qemu = host_deps::ensure_qemu()?;
+    let kernel = kernel_build::build_kernel()?;
+
+    let mut config = QemuConfig::new(kernel);
+    config.qemu = qemu;
+    config.machine = Machine::Microvm;
+    config.smp = 1;
+    config.icount = true;
+    config.append = match &options.group {
+        // The kernel runs only the groups whose name contains the filter.
+        Some(group) => format!("mode=bench bench={group}"),
+        None => "mode=bench".to_owned(),
+    };
+    step(
+        2,
+        &format!("booting Fjord: microvm, 1 CPU, icount, `{}`", config.append),
+    );
+    let echo = options.verbose.then(|| "[fjord] ".to_owned());
+    let started = Instant::now();
+    let mut run = QemuRun::spawn(&config, echo)?;
+    let exit = run.wait_exit(TIME_LIMIT);
+    let wall = started.elapsed();
+    if exit != QemuExit::Success {
+        print!("{}", run.log_tail(30));
+        bail!("the benchmark boot did not succeed: {exit}");
+    }
+
+    let mut measurements = collect(&run.lines())?;
+    measurements.push(boot_wall_time(wall));
+    if let Some(group) = &options.group {
+        measurements.retain(|m| m.group.contains(group.as_str()));
+        if measurements.is_empty() {
+            bail!("no benchmark group name contains `{group}`");
+        }
+    }
+    println!(
+        "bench [3/{steps}] Fjord: {} measurements in {:.1} s",
+        measurements.len(),
+        wall.as_secs_f64()
+    );
+
+    if options.report {
+        step(4, "Linux baseline and report");
+        // Linux baseline: linux::run(...) goes here (boots Debian's kernel under the same QEMU
+        // and returns `Vec<Measurement>` with `System::Linux`), followed by the report
+        // (`report.rs`: Markdown table and plots). Not wired in yet: no numbers are invented.
+        println!("bench: --report: the Linux baseline is not wired in yet; Fjord results only");
+    }
+
+    let path = bench_results::results_path_for_today();
+    step(steps, &format!("writing {}", path.display()));
+    print!("{}", bench_results::format_table(&measurements));
+    bench_results::write_results(&path, &measurements)?;
+    Ok(())
+}
+
+/// The measurements in the serial lines (`BENCH {json}`), in order; a malformed record is an
+/// error.
+pub fn collect(lines: &[String]) -> Result<Vec<Measurement>> {
+    let mut measurements = Vec::new();
+    for line in lines {
+        if let Some(record) = serial_log::parse_bench_line(line) {
+            let record = record.with_context(|| format!("malformed bench record: {line}"))?;
+            measurements.push(to_measurement(record)?);
+        }
+    }
+    Ok(measurements)
+}
+
+/// Converts a guest record; the system defaults to Fjord.
+pub fn to_measurement(record: BenchRecord) -> Result<Measurement> {
+    let system = match record.system.as_deref() {
+        None => System::Fjord,
+        // A Fjord guest reports Fjord's variants only; Linux numbers come from the Linux guest.
+        Some(name) => match System::from_name(name) {
+            Some(system) if system != System::Linux => system,
+            _ => bail!("bench record names unknown system `{name}`"),
+        },
+    };
+    Ok(Measurement {
+        group: record.group,
+        metric: record.metric,
+        system,
+        unit: record.unit,
+        median: record.median,
+        min: record.min,
+        max: record.max,
+        runs: record.runs,
+        wall_ns: record.wall_ns,
+    })
+}
+
+/// The host wall time of the whole benchmark boot, from QEMU start to exit (noisy).
+pub fn boot_wall_time(wall: Duration) -> Measurement {
+    let ns = wall.as_nanos() as f64;
+    Measurement {
+        group: "boot".to_owned(),
+        metric: "boot_to_exit_wall".to_owned(),
+        system: System::Fjord,
+        unit: "ns".to_owned(),
+        median: ns,
+        min: ns,
+        max: ns,
+        runs: 1,
+        wall_ns: Some(ns),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collects_records_and_systems() {
+        let lines: Vec<String> = [
+            "Fjord 0.1.0 booting",
+            r#"BENCH {"group":"boot","metric":"boot_to_first_line","unit":"insns","median":1234,"min":1200,"max":1300,"runs":5}"#,
+            r#"BENCH {"group":"pd","metric":"switch","unit":"insns","median":10,"min":9,"max":12,"runs":3,"system":"fjord_ni"}"#,
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let measurements = collect(&lines).unwrap();
+        assert_eq!(measurements.len(), 2);
+        assert_eq!(measurements[0].system, System::Fjord);
+        assert_eq!(measurements[0].median, 1234.0);
+        assert_eq!(measurements[1].system, System::FjordNi);
+    }
+
+    #[test]
+    fn rejects_malformed_records_and_foreign_systems() {
+        assert!(collect(&["BENCH {\"group\":1}".to_owned()]).is_err());
+        let linux = r#"BENCH {"group":"a","metric":"b","unit":"insns","median":1,"min":1,"max":1,"runs":1,"system":"linux"}"#;
+        assert!(collect(&[linux.to_owned()]).is_err());
+    }
+
+    #[test]
+    fn wall_time_is_one_sample_in_ns() {
+        let m = boot_wall_time(Duration::from_millis(1500));
+        assert_eq!(m.median, 1.5e9);
+        assert_eq!(m.wall_ns, Some(1.5e9));
+        assert_eq!(m.runs, 1);
+    }
+}

@@ -1,0 +1,185 @@
+//! End-to-end boots: start the whole kernel as a user would and check its serial log and exit
+//! code, including the failure paths (bad option, panic, page fault, missing initrd).
+
+use std::time::Duration;
+
+use crate::qemu::{Machine, QemuConfig};
+use crate::qemu_run::{LineWaitError, QemuExit, QemuRun};
+use crate::serial_log::{self, READY_LINE};
+use crate::test_runner::{BootSetup, Tally};
+
+/// Time limit of one end-to-end boot.
+pub const TIME_LIMIT: Duration = Duration::from_secs(120);
+
+/// What a case expects of the boot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// The kernel reaches `fjord: ready` and its banner names this many CPUs; then we stop it.
+    Ready {
+        /// CPUs the banner must announce.
+        cpus: u32,
+    },
+    /// The serial log contains this text and QEMU exits with the failure code.
+    FailsWith(&'static str),
+}
+
+/// One end-to-end case.
+#[derive(Clone, Copy, Debug)]
+pub struct Case {
+    /// Name printed in `e2e <name> ... ok`.
+    pub name: &'static str,
+    /// Kernel command line.
+    pub append: &'static str,
+    /// Pass the initrd with `-initrd`.
+    pub initrd: bool,
+    /// vCPUs (microvm).
+    pub smp: u32,
+    /// What must happen.
+    pub expect: Expect,
+}
+
+/// Every end-to-end case, in order.
+pub const CASES: [Case; 5] = [
+    Case {
+        name: "boot",
+        append: "mode=run",
+        initrd: true,
+        smp: 2,
+        expect: Expect::Ready { cpus: 2 },
+    },
+    Case {
+        name: "bad-option",
+        append: "mode=run bogus=1",
+        initrd: true,
+        smp: 1,
+        expect: Expect::FailsWith("unknown command-line option"),
+    },
+    Case {
+        name: "panic",
+        append: "mode=run crash=panic",
+        initrd: true,
+        smp: 1,
+        expect: Expect::FailsWith("panicked at"),
+    },
+    Case {
+        name: "page-fault",
+        append: "mode=run crash=pagefault",
+        initrd: true,
+        smp: 1,
+        expect: Expect::FailsWith("PAGE FAULT"),
+    },
+    Case {
+        name: "no-initrd",
+        append: "mode=run modules=initrd",
+        initrd: false,
+        smp: 1,
+        expect: Expect::FailsWith("no initrd"),
+    },
+];
+
+/// Runs every case whose name contains `filter`, one line each.
+pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
+    let mut tally = Tally::default();
+    for case in CASES
+        .iter()
+        .filter(|case| filter.is_none_or(|filter| case.name.contains(filter)))
+    {
+        let (result, run) = run_case(setup, case);
+        match &result {
+            Ok(()) => println!("e2e {} ... ok", case.name),
+            Err(why) => {
+                println!("e2e {} ... FAILED ({why})", case.name);
+                if let Some(run) = &run {
+                    print!("{}", run.log_tail(25));
+                }
+            }
+        }
+        tally.record(result.is_ok());
+    }
+    tally
+}
+
+/// Boots one case and judges it; returns the run too, for the log on failure.
+fn run_case(setup: &BootSetup, case: &Case) -> (Result<(), String>, Option<QemuRun>) {
+    let mut config = QemuConfig::new(&setup.kernel);
+    config.qemu = setup.qemu.clone();
+    config.machine = Machine::Microvm;
+    config.smp = case.smp;
+    config.append = case.append.to_owned();
+    config.initrd = case.initrd.then(|| setup.initrd.clone());
+    let echo = setup.verbose.then(|| format!("[{}] ", case.name));
+    let mut run = match QemuRun::spawn(&config, echo) {
+        Ok(run) => run,
+        Err(error) => return (Err(format!("{error:#}")), None),
+    };
+    let result = match case.expect {
+        Expect::Ready { cpus } => expect_ready(&mut run, cpus),
+        Expect::FailsWith(text) => {
+            let exit = run.wait_exit(TIME_LIMIT);
+            judge_failure(run.output_contains(text), text, exit)
+        }
+    };
+    (result, Some(run))
+}
+
+/// Waits for `fjord: ready`, checks the banner's CPU count, then stops QEMU.
+fn expect_ready(run: &mut QemuRun, cpus: u32) -> Result<(), String> {
+    let waited = run.wait_for_line(|line| line.trim() == READY_LINE, TIME_LIMIT);
+    if let Err(error) = waited {
+        let exit = match error {
+            LineWaitError::OutputEnded => run.wait_exit(Duration::from_secs(10)),
+            LineWaitError::TimedOut(_) => {
+                run.kill();
+                QemuExit::TimedOut(TIME_LIMIT)
+            }
+        };
+        return Err(format!("no `{READY_LINE}` line: {exit}"));
+    }
+    let banner = run
+        .lines()
+        .iter()
+        .any(|line| serial_log::banner_reports_cpus(line, cpus));
+    let exit = run.kill();
+    if exit != QemuExit::Killed {
+        return Err(format!(
+            "the kernel did not stay up after `{READY_LINE}`: {exit}"
+        ));
+    }
+    if !banner {
+        return Err(format!("no banner line `fjord: {cpus} CPUs …`"));
+    }
+    Ok(())
+}
+
+/// A failure case passes iff the log has the expected text and QEMU exited with the failure code.
+fn judge_failure(found: bool, text: &str, exit: QemuExit) -> Result<(), String> {
+    match (found, exit) {
+        (true, QemuExit::Failure) => Ok(()),
+        (true, exit) => Err(format!("expected exit 35 (failure), got: {exit}")),
+        (false, exit) => Err(format!("serial log lacks `{text}`; {exit}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_cases_need_text_and_exit_code() {
+        assert_eq!(judge_failure(true, "PAGE FAULT", QemuExit::Failure), Ok(()));
+        assert!(judge_failure(true, "PAGE FAULT", QemuExit::Code(0)).is_err());
+        assert!(
+            judge_failure(false, "PAGE FAULT", QemuExit::Failure)
+                .unwrap_err()
+                .contains("PAGE FAULT")
+        );
+    }
+
+    #[test]
+    fn case_names_are_unique() {
+        let mut names: Vec<&str> = CASES.iter().map(|case| case.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), CASES.len());
+    }
+}

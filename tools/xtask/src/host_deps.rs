@@ -1,0 +1,135 @@
+//! Host packages Fjord needs (QEMU, and whatever the Linux baseline needs), installed with apt
+//! when we run as root, or named precisely when we cannot install them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+/// The QEMU binary Fjord boots with.
+pub const QEMU_BINARY: &str = "qemu-system-x86_64";
+/// The Debian package that provides [`QEMU_BINARY`].
+pub const QEMU_PACKAGE: &str = "qemu-system-x86";
+
+/// Returns the path of `qemu-system-x86_64`, installing Debian's `qemu-system-x86` first if it is
+/// missing and we are root.
+pub fn ensure_qemu() -> Result<PathBuf> {
+    if let Some(path) = find_on_path(QEMU_BINARY) {
+        return Ok(path);
+    }
+    if !is_root() {
+        bail!(
+            "{QEMU_BINARY} is not on PATH. Install it with:\n    \
+             sudo apt-get install qemu-system-x86\n(or run `cargo xtask` as root to let it install it)"
+        );
+    }
+    eprintln!("xtask: {QEMU_BINARY} not found; installing Debian package {QEMU_PACKAGE}");
+    install_debian_packages(&[QEMU_PACKAGE])?;
+    find_on_path(QEMU_BINARY).with_context(|| {
+        format!("installed {QEMU_PACKAGE}, but {QEMU_BINARY} is still not on PATH")
+    })
+}
+
+/// Makes sure every named Debian package is installed: checks with `dpkg -s`, and installs the
+/// missing ones with `apt-get` when running as root; otherwise fails naming what to install.
+pub fn ensure_debian_packages(packages: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|package| !debian_package_installed(package))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !is_root() {
+        bail!(
+            "missing Debian packages: {list}. Install them with:\n    sudo apt-get install {list}",
+            list = missing.join(" ")
+        );
+    }
+    eprintln!("xtask: installing Debian packages: {}", missing.join(" "));
+    install_debian_packages(&missing)
+}
+
+/// Whether `dpkg -s <package>` reports the package as installed.
+pub fn debian_package_installed(package: &str) -> bool {
+    Command::new("dpkg")
+        .args(["-s", package])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Runs `apt-get update` and `apt-get install -y --no-install-recommends <packages>`
+/// non-interactively. Needs root.
+fn install_debian_packages(packages: &[&str]) -> Result<()> {
+    run_apt(&["update"])?;
+    let mut args = vec!["install", "-y", "--no-install-recommends"];
+    args.extend_from_slice(packages);
+    run_apt(&args)
+}
+
+/// Runs one `apt-get` command with no terminal interaction, failing on a non-zero exit.
+fn run_apt(args: &[&str]) -> Result<()> {
+    let status = Command::new("apt-get")
+        .args(args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdin(Stdio::null())
+        .status()
+        .context("could not start apt-get (is this a Debian-based system?)")?;
+    if !status.success() {
+        bail!("`apt-get {}` failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+/// The first executable file named `name` in a directory of `$PATH`.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+/// Whether `path` is a regular file with an execute bit set.
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+/// Whether this process runs with effective user id 0 (read from `/proc/self/status`).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| effective_uid(&status))
+        == Some(0)
+}
+
+/// The effective uid from the text of `/proc/<pid>/status` (`Uid: real effective saved fs`).
+fn effective_uid(status: &str) -> Option<u32> {
+    let line = status.lines().find(|line| line.starts_with("Uid:"))?;
+    line["Uid:".len()..].split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effective_uid_is_the_second_uid_field() {
+        let status =
+            "Name:\tcat\nUmask:\t0022\nUid:\t1000\t0\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\n";
+        assert_eq!(effective_uid(status), Some(0));
+        assert_eq!(effective_uid("Uid:\t1000\t1000\t1000\t1000\n"), Some(1000));
+        assert_eq!(effective_uid("Name:\tcat\n"), None);
+    }
+
+    #[test]
+    fn finds_sh_on_path() {
+        assert!(find_on_path("sh").is_some());
+        assert!(find_on_path("surely-not-a-program-fjord").is_none());
+    }
+}

@@ -1,0 +1,210 @@
+//! The in-kernel test layer: boot the kernel with `mode=test` and judge its `ktest` lines, its
+//! summary line and its exit code.
+
+use std::time::Duration;
+
+use crate::qemu::{Machine, QemuConfig};
+use crate::qemu_run::{QemuExit, QemuRun};
+use crate::serial_log::KtestLine;
+use crate::test_runner::{BootSetup, Tally};
+
+/// Time limit of one test boot.
+pub const TIME_LIMIT: Duration = Duration::from_secs(300);
+
+/// The boards and CPU counts the kernel's tests run on.
+pub const BOOTS: [(Machine, u32); 2] = [(Machine::Microvm, 2), (Machine::Q35, 4)];
+
+/// What one test boot showed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Tests that passed (from the summary line, or counted when it is missing).
+    pub passed: u64,
+    /// Tests that failed, with their reasons.
+    pub failures: Vec<(String, String)>,
+    /// Failed tests according to the summary line.
+    pub failed: u64,
+    /// What went wrong with the boot itself, if anything (no summary, wrong exit code).
+    pub problem: Option<String>,
+    /// The summary line said `0 passed, 0 failed`: no test was selected (the kernel then exits
+    /// with the failure code, since a test run that ran nothing proves nothing).
+    pub ran_none: bool,
+}
+
+impl Verdict {
+    /// Judges the serial lines and the exit of one `mode=test` boot: it passed iff the last
+    /// summary line says 0 failed and QEMU exited with the success code.
+    pub fn judge(lines: &[String], exit: QemuExit) -> Verdict {
+        let mut verdict = Verdict::default();
+        let mut counted_passed = 0;
+        let mut summary = None;
+        for line in lines {
+            match KtestLine::parse(line) {
+                Some(KtestLine::Passed { .. }) => counted_passed += 1,
+                Some(KtestLine::Failed { name, reason }) => verdict.failures.push((name, reason)),
+                Some(KtestLine::Summary { passed, failed }) => summary = Some((passed, failed)),
+                None => {}
+            }
+        }
+        match summary {
+            Some((passed, failed)) => {
+                verdict.passed = passed;
+                verdict.failed = failed;
+                verdict.ran_none = passed == 0 && failed == 0;
+                verdict.problem = match (failed, exit) {
+                    (0, QemuExit::Success) | (1.., QemuExit::Failure) => None,
+                    (0, exit) => Some(format!("summary says 0 failed, but {exit}")),
+                    (_, exit) => Some(format!("summary says {failed} failed, but {exit}")),
+                };
+            }
+            None => {
+                verdict.passed = counted_passed;
+                verdict.failed = verdict.failures.len() as u64;
+                verdict.problem = Some(format!("no `ktest: N passed, M failed` line; {exit}"));
+            }
+        }
+        verdict
+    }
+
+    /// The verdict as a tally: every failed test, plus one for a problem with the boot.
+    pub fn tally(&self) -> Tally {
+        Tally {
+            passed: self.passed,
+            failed: self.failed + u64::from(self.problem.is_some()),
+        }
+    }
+}
+
+/// Runs the kernel's tests on every board of [`BOOTS`].
+pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
+    let mut tally = Tally::default();
+    for (machine, smp) in BOOTS {
+        tally.add(boot_once(setup, machine, smp, filter));
+    }
+    tally
+}
+
+/// One test boot, reported on one line (plus failures and, on a problem, the log's end).
+fn boot_once(setup: &BootSetup, machine: Machine, smp: u32, filter: Option<&str>) -> Tally {
+    let label = format!("ktest {machine} smp={smp}");
+    let mut config = QemuConfig::new(&setup.kernel);
+    config.qemu = setup.qemu.clone();
+    config.machine = machine;
+    config.smp = smp;
+    config.append = match filter {
+        Some(filter) => format!("mode=test test={filter}"),
+        None => "mode=test".to_owned(),
+    };
+    let echo = setup.verbose.then(|| format!("[{machine}] "));
+    let mut run = match QemuRun::spawn(&config, echo) {
+        Ok(run) => run,
+        Err(error) => {
+            println!("{label} ... FAILED ({error:#})");
+            return Tally {
+                passed: 0,
+                failed: 1,
+            };
+        }
+    };
+    let exit = run.wait_exit(TIME_LIMIT);
+    let seconds = run.elapsed().as_secs_f64();
+    let verdict = Verdict::judge(&run.lines(), exit);
+    if verdict.ran_none
+        && let Some(filter) = filter
+    {
+        // A filter meant for other layers: not a failure of this one.
+        println!("{label} ... no in-kernel test matches `{filter}`");
+        return Tally::default();
+    }
+    let counts = format!(
+        "{} passed, {} failed; {seconds:.1} s",
+        verdict.passed, verdict.failed
+    );
+    match &verdict.problem {
+        None if verdict.failed == 0 => println!("{label} ... ok ({counts})"),
+        None => println!("{label} ... FAILED ({counts})"),
+        Some(problem) => println!("{label} ... FAILED ({problem}; {counts})"),
+    }
+    for (name, reason) in &verdict.failures {
+        println!("  ktest {name} FAILED: {reason}");
+    }
+    if verdict.problem.is_some() {
+        print!("{}", run.log_tail(30));
+    }
+    verdict.tally()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str) -> Vec<String> {
+        text.lines().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn all_passed_and_success_exit_passes() {
+        let log =
+            lines("Fjord 0.1.0 booting\nktest a ... ok\nktest b ... ok\nktest: 2 passed, 0 failed");
+        let verdict = Verdict::judge(&log, QemuExit::Success);
+        assert_eq!(verdict.problem, None);
+        assert_eq!(
+            verdict.tally(),
+            Tally {
+                passed: 2,
+                failed: 0
+            }
+        );
+    }
+
+    #[test]
+    fn failures_are_listed() {
+        let log = lines("ktest a ... ok\nktest b ... FAILED: 1 != 2\nktest: 1 passed, 1 failed");
+        let verdict = Verdict::judge(&log, QemuExit::Failure);
+        assert_eq!(verdict.problem, None);
+        assert_eq!(verdict.failures, [("b".to_owned(), "1 != 2".to_owned())]);
+        assert_eq!(
+            verdict.tally(),
+            Tally {
+                passed: 1,
+                failed: 1
+            }
+        );
+    }
+
+    #[test]
+    fn wrong_exit_code_is_a_problem() {
+        let log = lines("ktest a ... ok\nktest: 1 passed, 0 failed");
+        let verdict = Verdict::judge(&log, QemuExit::Code(0));
+        assert!(verdict.problem.unwrap().contains("status 0"));
+        let verdict = Verdict::judge(&log, QemuExit::Failure);
+        assert_eq!(
+            verdict.tally(),
+            Tally {
+                passed: 1,
+                failed: 1
+            }
+        );
+    }
+
+    #[test]
+    fn no_selected_test_is_noted() {
+        let verdict = Verdict::judge(&lines("ktest: 0 passed, 0 failed"), QemuExit::Failure);
+        assert!(verdict.ran_none);
+        assert!(verdict.problem.is_some());
+    }
+
+    #[test]
+    fn missing_summary_counts_what_was_seen_plus_one() {
+        let log = lines("ktest a ... ok\npanicked at kernel/src/x.rs:1:1: boom");
+        let verdict = Verdict::judge(&log, QemuExit::Failure);
+        assert_eq!(
+            verdict.tally(),
+            Tally {
+                passed: 1,
+                failed: 1
+            }
+        );
+        let hang = Verdict::judge(&[], QemuExit::TimedOut(TIME_LIMIT));
+        assert!(hang.problem.unwrap().contains("hang"));
+    }
+}

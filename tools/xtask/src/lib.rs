@@ -1,0 +1,28 @@
+//! Fjord's host tool, run as `cargo xtask <command>` (see `cli` for the commands).
+//!
+//! It builds the kernel, packs the initrd, starts QEMU from a typed configuration (`qemu`), reads
+//! the guest's serial log (`qemu_run`, `serial_log`) and runs every test layer (`test_runner`) and
+//! the benchmarks (`bench`). It has no cargo features.
+//!
+//! `linux` boots the Linux-guest baseline with the same `qemu` and `cpio` modules, and `report`
+//! turns benchmark results into the Markdown table and plots.
+
+pub mod bench;
+pub mod bench_results;
+pub mod cli;
+pub mod cpio;
+pub mod e2e;
+pub mod host_checks;
+pub mod host_deps;
+pub mod initrd;
+pub mod kernel_build;
+pub mod ktest;
+pub mod linux;
+pub mod measure;
+pub mod qemu;
+pub mod qemu_run;
+pub mod report;
+pub mod run;
+pub mod serial_log;
+pub mod test_runner;
+pub mod workspace;

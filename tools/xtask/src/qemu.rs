@@ -1,0 +1,402 @@
+//! The QEMU command line as typed values: a [`QemuConfig`] turns into a `std::process::Command`.
+//!
+//! Every run uses TCG (no KVM here), never reboots (a triple fault ends QEMU), has no display, and
+//! has the `isa-debug-exit` device through which the kernel ends QEMU with [`EXIT_SUCCESS`] or
+//! [`EXIT_FAILURE`]. Supervising a started QEMU is `qemu_run`'s job.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use crate::host_deps::QEMU_BINARY;
+
+/// QEMU's exit status when the kernel reports success (it writes 0x10 to port 0xf4:
+/// `(0x10 << 1) | 1`).
+pub const EXIT_SUCCESS: i32 = 33;
+/// QEMU's exit status when the kernel reports failure (it writes 0x11 to port 0xf4).
+pub const EXIT_FAILURE: i32 = 35;
+/// The I/O port of the `isa-debug-exit` device.
+pub const DEBUG_EXIT_IOBASE: u16 = 0xf4;
+
+/// The emulated board.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Machine {
+    /// `-M microvm`: minimal board with virtio-mmio, fastest boot (default for tests).
+    #[default]
+    Microvm,
+    /// `-M q35`: PC with PCI (needed for ivshmem).
+    Q35,
+}
+
+impl fmt::Display for Machine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Machine::Microvm => "microvm",
+            Machine::Q35 => "q35",
+        })
+    }
+}
+
+/// Options of the microvm board.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MicrovmOptions {
+    /// Describe the board with ACPI tables (MADT for CPUs, DSDT for virtio-mmio devices). With
+    /// ACPI off, QEMU appends `virtio_mmio.device=…` to the kernel command line instead.
+    pub acpi: bool,
+}
+
+impl Default for MicrovmOptions {
+    fn default() -> Self {
+        MicrovmOptions { acpi: true }
+    }
+}
+
+/// A host port forwarded to a guest port over QEMU user networking (TCP, host side bound to
+/// 127.0.0.1 only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostForward {
+    /// Port on the host (127.0.0.1).
+    pub host: u16,
+    /// Port in the guest.
+    pub guest: u16,
+}
+
+/// An extra device attached to the VM.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Device {
+    /// A virtio-net NIC on QEMU's user-mode network (slirp), with TCP port forwards.
+    UserNet {
+        /// Host-to-guest TCP port forwards.
+        hostfwd: Vec<HostForward>,
+    },
+    /// An `ivshmem-plain` PCI device backed by a shared host file (emulated CXL memory; q35 only).
+    Ivshmem {
+        /// The host file shared between VMs (e.g. under `/dev/shm`).
+        mem_path: PathBuf,
+        /// Size of the shared region in MiB (a power of two).
+        size_mib: u64,
+    },
+}
+
+/// Why a [`QemuConfig`] cannot be turned into a command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The device needs a bus the machine does not have.
+    DeviceNeedsPci(&'static str),
+    /// Fewer than one CPU or no memory.
+    NoResources,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::DeviceNeedsPci(device) => {
+                write!(f, "{device} needs PCI: use `--machine q35`")
+            }
+            ConfigError::NoResources => f.write_str("a VM needs at least one CPU and some memory"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Everything that decides how QEMU is started.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QemuConfig {
+    /// The QEMU program (default `qemu-system-x86_64`, found on `PATH`).
+    pub qemu: PathBuf,
+    /// The board.
+    pub machine: Machine,
+    /// Board options used when `machine` is microvm.
+    pub microvm: MicrovmOptions,
+    /// CPU model (`-cpu`), default `max`.
+    pub cpu: String,
+    /// Number of vCPUs (`-smp`).
+    pub smp: u32,
+    /// Guest RAM in MiB (`-m`).
+    pub memory_mib: u32,
+    /// The kernel ELF (PVH) loaded with `-kernel`.
+    pub kernel: PathBuf,
+    /// The initrd (cpio newc archive) loaded with `-initrd`, if any.
+    pub initrd: Option<PathBuf>,
+    /// The kernel command line (`-append`); omitted when empty.
+    pub append: String,
+    /// Deterministic instruction counting: `-icount shift=0,sleep=off -seed 1 -rtc base=…`.
+    pub icount: bool,
+    /// Serial console and monitor on the terminal (Ctrl-A X quits); otherwise the serial output is
+    /// a pipe for the caller to read and there is no monitor.
+    pub interactive: bool,
+    /// Extra devices.
+    pub devices: Vec<Device>,
+}
+
+impl QemuConfig {
+    /// A configuration with the defaults (microvm with ACPI, `-cpu max`, 1 CPU, 512 MiB, no
+    /// initrd, empty command line, no icount, not interactive, no devices).
+    pub fn new(kernel: impl Into<PathBuf>) -> Self {
+        QemuConfig {
+            qemu: PathBuf::from(QEMU_BINARY),
+            machine: Machine::Microvm,
+            microvm: MicrovmOptions::default(),
+            cpu: "max".to_owned(),
+            smp: 1,
+            memory_mib: 512,
+            kernel: kernel.into(),
+            initrd: None,
+            append: String::new(),
+            icount: false,
+            interactive: false,
+            devices: Vec::new(),
+        }
+    }
+
+    /// The QEMU arguments (without the program name).
+    pub fn args(&self) -> Result<Vec<OsString>, ConfigError> {
+        if self.smp == 0 || self.memory_mib == 0 {
+            return Err(ConfigError::NoResources);
+        }
+        let mut args = Args::default();
+        args.pair("-M", self.machine_arg());
+        args.pair("-accel", "tcg");
+        args.pair("-cpu", &self.cpu);
+        args.pair("-smp", self.smp.to_string());
+        args.pair("-m", format!("{}M", self.memory_mib));
+        // Only the devices asked for: no default NIC, VGA, floppy or CD-ROM.
+        args.flag("-nodefaults");
+        args.pair("-display", "none");
+        args.flag("-no-reboot");
+        args.pair(
+            "-device",
+            format!("isa-debug-exit,iobase={DEBUG_EXIT_IOBASE:#x},iosize=0x04"),
+        );
+        if self.interactive {
+            // Serial and monitor multiplexed on the terminal: Ctrl-A X quits, Ctrl-A C switches.
+            args.pair("-serial", "mon:stdio");
+        } else {
+            args.pair("-serial", "stdio");
+            args.pair("-monitor", "none");
+        }
+        if self.icount {
+            args.pair("-icount", "shift=0,sleep=off");
+            args.pair("-seed", "1");
+            args.pair("-rtc", "base=2024-01-01T00:00:00,clock=vm");
+        }
+        args.pair("-kernel", self.kernel.clone());
+        if let Some(initrd) = &self.initrd {
+            args.pair("-initrd", initrd.clone());
+        }
+        if !self.append.is_empty() {
+            args.pair("-append", &self.append);
+        }
+        for (index, device) in self.devices.iter().enumerate() {
+            self.device_args(&mut args, index, device)?;
+        }
+        Ok(args.0)
+    }
+
+    /// The command that starts QEMU. Interactive runs inherit the terminal; the others have stdin
+    /// from `/dev/null` and the serial output (stdout) and QEMU's messages (stderr) piped.
+    pub fn command(&self) -> Result<Command, ConfigError> {
+        let mut command = Command::new(&self.qemu);
+        command.args(self.args()?);
+        if self.interactive {
+            command
+                .stdin(Stdio::inherit())
+                .stdout(Stdio::inherit())
+                .stderr(Stdio::inherit());
+        } else {
+            command
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+        }
+        Ok(command)
+    }
+
+    /// The `-M` value.
+    fn machine_arg(&self) -> String {
+        match self.machine {
+            Machine::Microvm => {
+                format!("microvm,acpi={}", on_off(self.microvm.acpi))
+            }
+            Machine::Q35 => "q35".to_owned(),
+        }
+    }
+
+    /// Appends the arguments of one extra device; `index` makes QEMU ids unique.
+    fn device_args(
+        &self,
+        args: &mut Args,
+        index: usize,
+        device: &Device,
+    ) -> Result<(), ConfigError> {
+        match device {
+            Device::UserNet { hostfwd } => {
+                let mut netdev = format!("user,id=net{index}");
+                for forward in hostfwd {
+                    netdev.push_str(&format!(
+                        ",hostfwd=tcp:127.0.0.1:{}-:{}",
+                        forward.host, forward.guest
+                    ));
+                }
+                args.pair("-netdev", netdev);
+                let nic = match self.machine {
+                    Machine::Microvm => "virtio-net-device",
+                    Machine::Q35 => "virtio-net-pci",
+                };
+                args.pair("-device", format!("{nic},netdev=net{index}"));
+            }
+            Device::Ivshmem { mem_path, size_mib } => {
+                if self.machine != Machine::Q35 {
+                    return Err(ConfigError::DeviceNeedsPci("ivshmem"));
+                }
+                let mut object = OsString::from(format!(
+                    "memory-backend-file,id=shm{index},share=on,size={size_mib}M,mem-path="
+                ));
+                object.push(mem_path);
+                args.pair("-object", object);
+                args.pair("-device", format!("ivshmem-plain,memdev=shm{index}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// QEMU's spelling of a boolean property.
+fn on_off(value: bool) -> &'static str {
+    if value { "on" } else { "off" }
+}
+
+/// An argument list under construction.
+#[derive(Default)]
+struct Args(Vec<OsString>);
+
+impl Args {
+    /// Adds an option without a value.
+    fn flag(&mut self, option: &str) {
+        self.0.push(option.into());
+    }
+
+    /// Adds an option and its value.
+    fn pair(&mut self, option: &str, value: impl Into<OsString>) {
+        self.0.push(option.into());
+        self.0.push(value.into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(config: &QemuConfig) -> String {
+        config
+            .args()
+            .unwrap()
+            .iter()
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn default_microvm_command_line() {
+        let mut config = QemuConfig::new("/k/fjord-kernel");
+        config.smp = 2;
+        config.append = "mode=test".into();
+        assert_eq!(
+            rendered(&config),
+            "-M microvm,acpi=on -accel tcg -cpu max -smp 2 -m 512M -nodefaults -display none \
+             -no-reboot -device isa-debug-exit,iobase=0xf4,iosize=0x04 -serial stdio \
+             -monitor none -kernel /k/fjord-kernel -append mode=test"
+        );
+    }
+
+    #[test]
+    fn append_is_one_argument() {
+        let mut config = QemuConfig::new("k");
+        config.append = "mode=run log=debug".into();
+        let args = config.args().unwrap();
+        let at = args.iter().position(|arg| arg == "-append").unwrap();
+        assert_eq!(args[at + 1], "mode=run log=debug");
+    }
+
+    #[test]
+    fn interactive_q35_with_icount_and_initrd() {
+        let mut config = QemuConfig::new("k");
+        config.machine = Machine::Q35;
+        config.smp = 4;
+        config.memory_mib = 1024;
+        config.icount = true;
+        config.interactive = true;
+        config.initrd = Some("initrd.cpio".into());
+        let line = rendered(&config);
+        assert!(line.starts_with("-M q35 -accel tcg "), "{line}");
+        assert!(line.contains("-smp 4 -m 1024M"), "{line}");
+        assert!(line.contains("-serial mon:stdio"), "{line}");
+        assert!(!line.contains("-monitor"), "{line}");
+        assert!(!line.contains("-nographic"), "{line}");
+        assert!(
+            line.contains(
+                "-icount shift=0,sleep=off -seed 1 -rtc base=2024-01-01T00:00:00,clock=vm"
+            ),
+            "{line}"
+        );
+        assert!(line.ends_with("-kernel k -initrd initrd.cpio"), "{line}");
+    }
+
+    #[test]
+    fn microvm_without_acpi() {
+        let mut config = QemuConfig::new("k");
+        config.microvm.acpi = false;
+        assert!(rendered(&config).starts_with("-M microvm,acpi=off "));
+    }
+
+    #[test]
+    fn user_net_uses_the_machine_bus() {
+        let mut config = QemuConfig::new("k");
+        config.devices.push(Device::UserNet {
+            hostfwd: vec![HostForward {
+                host: 8080,
+                guest: 80,
+            }],
+        });
+        let line = rendered(&config);
+        assert!(
+            line.contains("-netdev user,id=net0,hostfwd=tcp:127.0.0.1:8080-:80"),
+            "{line}"
+        );
+        assert!(
+            line.contains("-device virtio-net-device,netdev=net0"),
+            "{line}"
+        );
+        config.machine = Machine::Q35;
+        assert!(rendered(&config).contains("-device virtio-net-pci,netdev=net0"));
+    }
+
+    #[test]
+    fn ivshmem_needs_q35() {
+        let mut config = QemuConfig::new("k");
+        config.devices.push(Device::Ivshmem {
+            mem_path: "/dev/shm/cxl".into(),
+            size_mib: 64,
+        });
+        assert_eq!(config.args(), Err(ConfigError::DeviceNeedsPci("ivshmem")));
+        config.machine = Machine::Q35;
+        let line = rendered(&config);
+        assert!(
+            line.contains(
+                "-object memory-backend-file,id=shm0,share=on,size=64M,mem-path=/dev/shm/cxl \
+                 -device ivshmem-plain,memdev=shm0"
+            ),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn zero_cpus_is_rejected() {
+        let mut config = QemuConfig::new("k");
+        config.smp = 0;
+        assert_eq!(config.args(), Err(ConfigError::NoResources));
+    }
+}

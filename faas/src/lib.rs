@@ -7,6 +7,8 @@
 //!   relocation; [`module::manifest`] is the `.fjord_manifest` format;
 //! - [`metrics`]: counters, latency histograms, quantiles and Prometheus text exposition;
 //! - [`registry`]: deployed functions by name, with generations;
+//! - [`gateway`]: request handling of the HTTP gateway over a pluggable
+//!   [`gateway::FunctionService`], and one connection's request/response stream;
 //! - [`function_name`]: the validated [`FunctionName`] type they share.
 //!
 //! Cargo features: none. The crate is `no_std` + `alloc` and free of `unsafe`; the kernel drives
@@ -17,6 +19,7 @@
 extern crate alloc;
 
 pub mod function_name;
+pub mod gateway;
 pub mod http;
 pub mod jbsq;
 pub mod metrics;

@@ -68,6 +68,18 @@ fn bench_rdtsc_pair() {
     report("syscall", "rdtsc_pair", &mut s);
 }
 
+fn bench_heap() {
+    let mut s: Vec<u64> = (0..RUNS)
+        .map(|i| {
+            let a = cpu::rdtsc();
+            let b = core::hint::black_box(alloc::boxed::Box::new(i as u64));
+            drop(b);
+            cpu::rdtsc() - a
+        })
+        .collect();
+    report("syscall", "heap_alloc_free_8b", &mut s);
+}
+
 fn bench_null_syscall() -> Result<(), &'static str> {
     let pages = (RUNS * 8).div_ceil(4096);
     let mut space = UserSpace::new(pages).map_err(|_| "no memory for the user space")?;
@@ -108,6 +120,7 @@ pub fn run_all(filter: Option<&str>) -> ! {
     }
     if wants("syscall") {
         bench_rdtsc_pair();
+        bench_heap();
         for r in [bench_null_syscall(), bench_cr3_switch()] {
             if let Err(e) = r {
                 kprintln!("fjord: bench error: {e}");

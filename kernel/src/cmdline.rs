@@ -8,6 +8,8 @@
 //! | `bench` | any text | run only the benchmark groups whose name contains it |
 //! | `modules` | `none` (default), `initrd` | load function modules from the initrd (an initrd is then required) |
 //! | `crash` | `panic`, `pagefault` | deliberately crash after boot, to test the failure paths |
+//! | `ip` | `A.B.C.D/N` (default `10.0.2.15/24`) | the guest's IPv4 address and prefix length |
+//! | `gw` | `A.B.C.D` (default `10.0.2.2`) | the default IPv4 gateway |
 //!
 //! Any other word is an error that names the word and lists the known options.
 
@@ -57,6 +59,50 @@ pub enum Crash {
     PageFault,
 }
 
+/// An IPv4 address and prefix length (`ip=10.0.2.15/24`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv4Cidr {
+    /// The address.
+    pub addr: [u8; 4],
+    /// The prefix length (0..=32).
+    pub prefix_len: u8,
+}
+
+/// QEMU user networking's guest address, `10.0.2.15/24`.
+pub const DEFAULT_IP: Ipv4Cidr = Ipv4Cidr {
+    addr: [10, 0, 2, 15],
+    prefix_len: 24,
+};
+/// QEMU user networking's router, `10.0.2.2`.
+pub const DEFAULT_GATEWAY: [u8; 4] = [10, 0, 2, 2];
+
+/// Parses a dotted-quad IPv4 address.
+pub fn parse_ipv4(s: &str) -> Option<[u8; 4]> {
+    let mut out = [0u8; 4];
+    let mut parts = s.split('.');
+    for byte in &mut out {
+        let p = parts.next()?;
+        if p.is_empty() || p.len() > 3 || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        *byte = p.parse().ok()?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
+/// Parses `A.B.C.D/N`.
+pub fn parse_cidr(s: &str) -> Option<Ipv4Cidr> {
+    let (addr, len) = s.split_once('/')?;
+    if len.is_empty() || len.len() > 2 || !len.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let prefix_len: u8 = len.parse().ok().filter(|&n| n <= 32)?;
+    Some(Ipv4Cidr {
+        addr: parse_ipv4(addr)?,
+        prefix_len,
+    })
+}
+
 /// Options parsed from the command line. The `'a` lifetime borrows filter strings from it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BootOptions<'a> {
@@ -72,6 +118,10 @@ pub struct BootOptions<'a> {
     pub modules: ModuleSource,
     /// A deliberate crash to perform after boot.
     pub crash: Option<Crash>,
+    /// The guest's IPv4 address.
+    pub ip: Ipv4Cidr,
+    /// The default IPv4 gateway.
+    pub gateway: [u8; 4],
 }
 
 impl Default for BootOptions<'_> {
@@ -83,12 +133,14 @@ impl Default for BootOptions<'_> {
             bench_filter: None,
             modules: ModuleSource::None,
             crash: None,
+            ip: DEFAULT_IP,
+            gateway: DEFAULT_GATEWAY,
         }
     }
 }
 
 /// The option names the parser knows, for error messages.
-pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, modules, crash";
+pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, modules, crash, ip, gw";
 
 /// Why a command line was rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,7 +190,9 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             Some((k, v)) => (k, Some(v)),
             None => (word, None),
         };
-        let known = ["mode", "log", "test", "bench", "modules", "crash"];
+        let known = [
+            "mode", "log", "test", "bench", "modules", "crash", "ip", "gw",
+        ];
         if !known.contains(&key) {
             return Err(CmdlineError::UnknownOption(word));
         }
@@ -183,6 +237,13 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
                     _ => return Err(bad("panic, pagefault")),
                 })
             }
+            "ip" => {
+                opts.ip =
+                    parse_cidr(value).ok_or(bad("an IPv4 address/prefix, e.g. 10.0.2.15/24"))?
+            }
+            "gw" => {
+                opts.gateway = parse_ipv4(value).ok_or(bad("an IPv4 address, e.g. 10.0.2.2"))?
+            }
             _ => unreachable!("key checked against the known list"),
         }
     }
@@ -209,6 +270,38 @@ mod tests {
         assert_eq!(o.bench_filter, Some("pd"));
         assert_eq!(o.modules, ModuleSource::Initrd);
         assert_eq!(o.crash, Some(Crash::Panic));
+    }
+
+    #[test]
+    fn parses_network_options() {
+        let o = parse("").unwrap();
+        assert_eq!((o.ip, o.gateway), (DEFAULT_IP, DEFAULT_GATEWAY));
+        let o = parse("ip=192.168.1.20/16 gw=192.168.0.1").unwrap();
+        assert_eq!(
+            o.ip,
+            Ipv4Cidr {
+                addr: [192, 168, 1, 20],
+                prefix_len: 16
+            }
+        );
+        assert_eq!(o.gateway, [192, 168, 0, 1]);
+        for bad in [
+            "ip=10.0.2.15",
+            "ip=10.0.2.15/33",
+            "ip=10.0.2/24",
+            "ip=10.0.2.256/24",
+            "ip=10.0.2.15.1/24",
+            "ip=a.b.c.d/8",
+            "ip=1.2.3.4/+8",
+            "gw=10.0.2",
+            "gw=10.0.2.2/24",
+            "gw=",
+        ] {
+            assert!(
+                matches!(parse(bad), Err(CmdlineError::BadValue { .. })),
+                "{bad} was accepted"
+            );
+        }
     }
 
     #[test]

@@ -142,6 +142,8 @@ extern "C" fn boot_on_stack() -> ! {
     match opts.mode {
         Mode::Run => {
             kprintln!("fjord: ready");
+            // Serves HTTP forever; returns only when there is no network card.
+            crate::net::run();
             smp::idle_loop(0)
         }
         Mode::Test => crate::ktests::run_all(opts.test_filter),

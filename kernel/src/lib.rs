@@ -11,6 +11,7 @@
 //! - [`madt`]: the ACPI MADT parser that finds the CPUs;
 //! - [`cpio`]: the `newc` archive reader used for the initrd;
 //! - [`stats`]: medians and extremes of benchmark samples;
+//! - [`virtio_mmio`]: decoding probes of the microvm board's virtio-mmio slots;
 //! - [`ktest`]: the in-kernel test descriptor and assertion macros.
 //!
 //! Cargo features: none.
@@ -28,3 +29,4 @@ pub mod madt;
 pub mod memmap;
 pub mod paging;
 pub mod stats;
+pub mod virtio_mmio;

@@ -34,6 +34,8 @@ mod logger;
 #[cfg(target_os = "none")]
 mod mm;
 #[cfg(target_os = "none")]
+mod net;
+#[cfg(target_os = "none")]
 mod pvh;
 #[cfg(target_os = "none")]
 mod syscalls;

@@ -4,7 +4,7 @@
 //! PD ids come from a FIFO free list, so a destroyed id goes to the back of the queue and is
 //! reused as late as possible (with PCIDs, an id's TLB entries must be flushed before reuse).
 
-use alloc::collections::{BTreeSet, VecDeque};
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use crate::call::CallState;
@@ -18,8 +18,10 @@ struct PdEntry {
     parent: PdId,
     children: Vec<PdId>,
     call: CallState,
-    owned: BTreeSet<VmaId>,
-    granted: BTreeSet<VmaId>,
+    /// VMAs this PD owns (a small unordered set: PDs own few VMAs).
+    owned: Vec<VmaId>,
+    /// VMAs this PD holds rights on without owning them.
+    granted: Vec<VmaId>,
 }
 
 impl PdEntry {
@@ -29,8 +31,8 @@ impl PdEntry {
             parent: PdId::KERNEL,
             children: Vec::new(),
             call: CallState::Idle,
-            owned: BTreeSet::new(),
-            granted: BTreeSet::new(),
+            owned: Vec::new(),
+            granted: Vec::new(),
         }
     }
 }
@@ -146,11 +148,13 @@ impl PdTable {
         self.check_live(parent)?;
         let raw = self.free.pop_front().ok_or(Error::NoMemory)?;
         let pd = PdId::from_bits(raw);
-        self.entries[pd.index()] = PdEntry {
-            live: true,
-            parent,
-            ..PdEntry::dead()
-        };
+        let e = &mut self.entries[pd.index()];
+        e.live = true;
+        e.parent = parent;
+        e.call = CallState::Idle;
+        e.children.clear();
+        e.owned.clear();
+        e.granted.clear();
         if let Some(p) = self.entry_mut(parent) {
             p.children.push(pd);
         }
@@ -163,7 +167,20 @@ impl PdTable {
         if pd == PdId::KERNEL || !self.is_live(pd) {
             return;
         }
-        let entry = core::mem::replace(&mut self.entries[pd.index()], PdEntry::dead());
+        // Keep the sets' storage for the next PD that gets this slot: no allocation on reuse.
+        let (mut owned, mut granted) = {
+            let e = &mut self.entries[pd.index()];
+            (
+                core::mem::take(&mut e.owned),
+                core::mem::take(&mut e.granted),
+            )
+        };
+        owned.clear();
+        granted.clear();
+        let mut entry = core::mem::replace(&mut self.entries[pd.index()], PdEntry::dead());
+        self.entries[pd.index()].owned = owned;
+        self.entries[pd.index()].granted = granted;
+        entry.owned = Vec::new();
         if let Some(p) = self.entry_mut(entry.parent) {
             p.children.retain(|c| *c != pd);
         }
@@ -178,22 +195,26 @@ impl PdTable {
 
     pub(crate) fn note_owned(&mut self, pd: PdId, vma: VmaId, owned: bool) {
         if let Some(e) = self.entry_mut(pd) {
-            if owned {
-                e.owned.insert(vma);
-            } else {
-                e.owned.remove(&vma);
-            }
+            set_membership(&mut e.owned, vma, owned);
         }
     }
 
     pub(crate) fn note_granted(&mut self, pd: PdId, vma: VmaId, granted: bool) {
         if let Some(e) = self.entry_mut(pd) {
-            if granted {
-                e.granted.insert(vma);
-            } else {
-                e.granted.remove(&vma);
-            }
+            set_membership(&mut e.granted, vma, granted);
         }
+    }
+}
+
+/// Adds `vma` to `set` (once) or removes it.
+fn set_membership(set: &mut Vec<VmaId>, vma: VmaId, member: bool) {
+    let at = set.iter().position(|v| *v == vma);
+    match (member, at) {
+        (true, None) => set.push(vma),
+        (false, Some(i)) => {
+            set.swap_remove(i);
+        }
+        _ => {}
     }
 }
 

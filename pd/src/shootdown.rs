@@ -42,19 +42,82 @@ impl Leaf {
     }
 }
 
+/// Up to `N` items stored inline, spilling to the heap beyond that. Most PrivLib operations
+/// revoke one VMA in one or two PDs, so their sets never allocate.
+#[derive(Clone, Debug)]
+struct SmallList<T: Copy, const N: usize> {
+    inline: [Option<T>; N],
+    len: usize,
+    spill: Vec<T>,
+}
+
+impl<T: Copy + PartialEq, const N: usize> SmallList<T, N> {
+    const fn new() -> Self {
+        SmallList {
+            inline: [None; N],
+            len: 0,
+            spill: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, item: T) {
+        if self.len < N {
+            self.inline[self.len] = Some(item);
+            self.len += 1;
+        } else {
+            if self.spill.is_empty() {
+                self.spill.extend(self.inline.iter().flatten().copied());
+            }
+            self.spill.push(item);
+            self.len += 1;
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = T> + '_ {
+        let inline = (self.len <= N).then(|| self.inline.iter().flatten().copied());
+        let spill = (self.len > N).then(|| self.spill.iter().copied());
+        inline
+            .into_iter()
+            .flatten()
+            .chain(spill.into_iter().flatten())
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn to_vec(&self) -> Vec<T> {
+        self.iter().collect()
+    }
+}
+
+impl<T: Copy + PartialEq, const N: usize> PartialEq for SmallList<T, N> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl<T: Copy + PartialEq, const N: usize> Eq for SmallList<T, N> {}
+
+impl<T: Copy + PartialEq, const N: usize> Default for SmallList<T, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// The leaves an operation made stale, plus PDs whose whole table was dropped.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Shootdown {
-    leaves: Vec<Leaf>,
-    dropped: Vec<PdId>,
+    leaves: SmallList<Leaf, 4>,
+    dropped: SmallList<PdId, 2>,
 }
 
 impl Shootdown {
     /// An empty set.
     pub const fn new() -> Shootdown {
         Shootdown {
-            leaves: Vec::new(),
-            dropped: Vec::new(),
+            leaves: SmallList::new(),
+            dropped: SmallList::new(),
         }
     }
 
@@ -74,28 +137,42 @@ impl Shootdown {
 
     /// Adds every entry of `other`.
     pub fn extend(&mut self, other: Shootdown) {
-        self.leaves.extend(other.leaves);
-        self.dropped.extend(other.dropped);
+        for l in other.leaves.iter() {
+            self.leaves.push(l);
+        }
+        for d in other.dropped.iter() {
+            self.dropped.push(d);
+        }
     }
 
     /// The leaf ranges.
-    pub fn leaves(&self) -> &[Leaf] {
-        &self.leaves
+    pub fn leaves(&self) -> impl Iterator<Item = Leaf> + '_ {
+        self.leaves.iter()
+    }
+
+    /// Number of leaf ranges.
+    pub fn leaf_count(&self) -> usize {
+        self.leaves.len()
     }
 
     /// The PDs whose whole table was dropped.
-    pub fn dropped(&self) -> &[PdId] {
-        &self.dropped
+    pub fn dropped(&self) -> Vec<PdId> {
+        self.dropped.to_vec()
+    }
+
+    /// True when a PD's whole table was dropped.
+    pub fn drops_any(&self) -> bool {
+        self.dropped.len() > 0
     }
 
     /// True when nothing needs invalidating.
     pub fn is_empty(&self) -> bool {
-        self.leaves.is_empty() && self.dropped.is_empty()
+        self.leaves.len() == 0 && self.dropped.len() == 0
     }
 
     /// True when a translation of `addr` cached for `pd` is removed by this set.
     pub fn covers(&self, pd: PdId, addr: u64) -> bool {
-        self.dropped.contains(&pd) || self.leaves.iter().any(|l| l.covers(pd, addr))
+        self.dropped.iter().any(|d| d == pd) || self.leaves.iter().any(|l| l.covers(pd, addr))
     }
 }
 
@@ -111,8 +188,8 @@ mod tests {
         assert!(s.is_empty());
         s.push(Target::Pd(a), 0x1000_0000_0000, 100);
         s.push(Target::Pd(a), 0x1000_0000_0000, 0);
-        assert_eq!(s.leaves().len(), 1);
-        assert_eq!(s.leaves()[0].len, 4096);
+        assert_eq!(s.leaf_count(), 1);
+        assert_eq!(s.leaves().next().unwrap().len, 4096);
         assert!(s.covers(a, 0x1000_0000_0fff));
         assert!(!s.covers(a, 0x1000_0000_1000));
         assert!(!s.covers(b, 0x1000_0000_0000));
@@ -122,6 +199,12 @@ mod tests {
         s.extend(t);
         assert!(s.covers(b, 0x1000_0000_0000));
         assert!(s.covers(a, 0x1000_0001_0000));
-        assert_eq!(s.dropped(), &[b]);
+        assert_eq!(s.dropped(), [b]);
+        for i in 0..10u64 {
+            s.push(Target::Pd(a), 0x1000_0010_0000 + i * 4096, 4096);
+        }
+        assert_eq!(s.leaf_count(), 12);
+        assert!(s.covers(a, 0x1000_0010_0000 + 9 * 4096));
+        assert_eq!(s.leaves().count(), 12);
     }
 }

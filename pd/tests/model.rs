@@ -351,7 +351,7 @@ fn step(lib: &mut PrivLib, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
             let r = lib.cput(c, t);
             expect(&r, want)?;
             if let Ok(s) = r {
-                prop_assert_eq!(s.dropped(), &[t]);
+                prop_assert_eq!(s.dropped(), [t]);
                 m.vmas.retain(|_, v| v.owner != t);
                 for v in m.vmas.values_mut() {
                     v.perms.remove(&t);

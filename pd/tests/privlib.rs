@@ -246,7 +246,7 @@ fn global_and_privileged_vmas() {
         Some(Error::AccessDenied)
     );
     let s = l.mprotect(K, code, 8192, Perm::R).unwrap();
-    assert_eq!(s.leaves()[0].target, Target::AllPds);
+    assert_eq!(s.leaves().next().unwrap().target, Target::AllPds);
     assert!(s.covers(a, code + 4096));
     let privileged = MapFlags {
         global: false,
@@ -290,7 +290,7 @@ fn cput_cleans_up_and_ids_do_not_inherit() {
     assert_eq!(l.cput(K, a).err(), Some(Error::Busy));
     l.creturn(a, 0).unwrap();
     let s = l.cput(K, a).unwrap();
-    assert_eq!(s.dropped(), &[a]);
+    assert_eq!(s.dropped(), [a]);
     assert!(s.covers(b, mine));
     assert_eq!(l.lookup(b, mine), Err(Fault::Unmapped));
     assert_eq!(l.lookup(b, theirs).map(|g| g.perm), Ok(Perm::RW));
@@ -375,7 +375,7 @@ fn no_isolation_mode_bypasses_checks_on_the_same_paths() {
     );
     // Freeing memory still removes its translations everywhere.
     let s = l.munmap(b, va, 4096).unwrap();
-    assert_eq!(s.leaves()[0].target, Target::AllPds);
+    assert_eq!(s.leaves().next().unwrap().target, Target::AllPds);
     assert_eq!(l.lookup(a, va), Err(Fault::Unmapped));
     let privileged = MapFlags {
         global: false,

@@ -22,6 +22,47 @@ const OVERFLOW_LISTS: u32 = 256;
 /// Size of the stack VMA each PD gets at creation.
 pub const PD_STACK_SIZE: u64 = 16 * 1024;
 
+/// A list of (base, length) address ranges.
+type Ranges = Vec<(u64, u64)>;
+
+/// Most recycled PD root tables kept for reuse.
+const ROOT_CACHE: usize = 64;
+
+/// The frames behind one VMA and which of its pages have been initialised. Pages are zeroed
+/// on their first fill rather than at `mmap`, so memory a function never touches costs nothing.
+struct Backing {
+    phys: u64,
+    pages: usize,
+    initialised: Vec<u64>,
+}
+
+impl Backing {
+    fn new(phys: u64, pages: usize) -> Backing {
+        Backing {
+            phys,
+            pages,
+            initialised: vec![0; pages.div_ceil(64)],
+        }
+    }
+
+    /// Zeroes page `i` unless it was initialised before; marks it initialised.
+    fn initialise(&mut self, i: usize) {
+        let (w, b) = (i / 64, 1u64 << (i % 64));
+        if let Some(word) = self.initialised.get_mut(w)
+            && *word & b == 0
+        {
+            frames::zero(self.phys + i as u64 * PAGE_SIZE, 1);
+            *word |= b;
+        }
+    }
+
+    fn initialise_all(&mut self) {
+        for i in 0..self.pages {
+            self.initialise(i);
+        }
+    }
+}
+
 /// Event counters (reported by benchmarks and metrics).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct JordStats {
@@ -50,8 +91,10 @@ pub struct Jord {
     roots: Vec<u64>,
     /// Under Jord_NI, the one root every PD shares.
     shared_root: u64,
-    /// Physical backing of each VMA: base → (physical address, pages).
-    backing: BTreeMap<u64, (u64, usize)>,
+    /// Physical backing of each VMA, by base address.
+    backing: BTreeMap<u64, Backing>,
+    /// Root tables of destroyed PDs, emptied of every non-Global leaf, ready for reuse.
+    root_cache: Vec<u64>,
     /// Each PD's stack VMA: (base, length).
     stacks: Vec<(u64, u64)>,
     pub(super) sharers: Sharers,
@@ -120,6 +163,7 @@ impl Jord {
             roots: vec![0; MAX_LIVE_PDS],
             shared_root,
             backing: BTreeMap::new(),
+            root_cache: Vec::new(),
             stacks: vec![(0, 0); MAX_LIVE_PDS],
             sharers: Sharers::new(MAX_LIVE_PDS, crate::arch::smp::MAX_CPUS),
             code_base: 0,
@@ -132,7 +176,7 @@ impl Jord {
             privileged: false,
         };
         j.code_base = j.mmap(PdId::KERNEL, blob.len() as u64, Perm::RX, global)?;
-        let (phys, _) = j.backing_of(j.code_base).ok_or(Error::NoMemory)?;
+        let phys = j.initialised_backing(j.code_base).ok_or(Error::NoMemory)?;
         // SAFETY: the VMA's backing frames were just allocated for it and are mapped through the
         // direct map; no PD has run yet, so nothing else reads them.
         unsafe {
@@ -173,6 +217,9 @@ impl Jord {
         if self.shared_root != 0 {
             PageTables::new(self.shared_root, &DIRECT).free_user_tables(&mut KernelFrames);
         }
+        for root in self.root_cache.drain(..) {
+            PageTables::new(root, &DIRECT).free_user_tables(&mut KernelFrames);
+        }
     }
 
     /// The root table of `pd` (the kernel's own for PD 0).
@@ -192,12 +239,28 @@ impl Jord {
         base + len
     }
 
-    /// Physical backing of the VMA at `base`, if it has any.
+    /// Physical backing of the VMA at `base` as (address, pages), if it has any. Pages no PD
+    /// has touched yet are not initialised: use [`Self::initialised_backing`] to write them.
     pub fn backing_of(&self, base: u64) -> Option<(u64, usize)> {
-        self.backing.get(&base).copied()
+        self.backing.get(&base).map(|b| (b.phys, b.pages))
     }
 
-    /// `mmap`: a new VMA for `caller`, backed by zeroed, physically contiguous frames.
+    /// Physical address of the VMA at `base` with every page initialised, for kernel access.
+    pub fn initialised_backing(&mut self, base: u64) -> Option<u64> {
+        let b = self.backing.get_mut(&base)?;
+        b.initialise_all();
+        Some(b.phys)
+    }
+
+    /// Initialises (zeroes on first use) page `index` of the VMA at `base` before it is mapped.
+    pub(super) fn initialise_page(&mut self, base: u64, index: usize) {
+        if let Some(b) = self.backing.get_mut(&base) {
+            b.initialise(index);
+        }
+    }
+
+    /// `mmap`: a new VMA for `caller`, backed by physically contiguous frames that are zeroed
+    /// page by page on first use.
     pub fn mmap(
         &mut self,
         caller: PdId,
@@ -214,15 +277,14 @@ impl Jord {
                 return Err(Error::NoMemory);
             }
         };
-        frames::zero(phys, pages);
         self.privlib.set_backing(PdId::KERNEL, base, phys)?;
-        self.backing.insert(base, (phys, pages));
+        self.backing.insert(base, Backing::new(phys, pages));
         Ok(base)
     }
 
     fn free_backing(&mut self, base: u64) {
-        if let Some((phys, pages)) = self.backing.remove(&base) {
-            let _ = frames::free_contiguous(phys, pages);
+        if let Some(b) = self.backing.remove(&base) {
+            let _ = frames::free_contiguous(b.phys, b.pages);
         }
     }
 
@@ -238,11 +300,12 @@ impl Jord {
             None => self.free_backing(base),
             Some(len) => {
                 let keep = len.div_ceil(PAGE_SIZE) as usize;
-                if let Some(e) = self.backing.get_mut(&base)
-                    && keep < e.1
+                if let Some(b) = self.backing.get_mut(&base)
+                    && keep < b.pages
                 {
-                    let _ = frames::free_contiguous(e.0 + keep as u64 * PAGE_SIZE, e.1 - keep);
-                    e.1 = keep;
+                    let _ =
+                        frames::free_contiguous(b.phys + keep as u64 * PAGE_SIZE, b.pages - keep);
+                    b.pages = keep;
                 }
             }
         }
@@ -295,12 +358,17 @@ impl Jord {
     pub fn cget(&mut self, caller: PdId) -> Result<PdId, Error> {
         let cid = self.privlib.cget(caller)?;
         if self.shared_root == 0 {
-            match PageTables::create_sharing_kernel(
-                &DIRECT,
-                &mut KernelFrames,
-                kernel_tables::kernel_root(),
-            ) {
-                Ok(pt) => self.roots[cid.index()] = pt.root(),
+            let root = match self.root_cache.pop() {
+                Some(r) => Ok(r),
+                None => PageTables::create_sharing_kernel(
+                    &DIRECT,
+                    &mut KernelFrames,
+                    kernel_tables::kernel_root(),
+                )
+                .map(|pt| pt.root()),
+            };
+            match root {
+                Ok(r) => self.roots[cid.index()] = r,
                 Err(_) => {
                     let _ = self.privlib.cput(PdId::KERNEL, cid);
                     return Err(Error::NoMemory);
@@ -318,16 +386,39 @@ impl Jord {
         Ok(cid)
     }
 
-    /// `cput`: destroys `cid`, its VMAs and its root table.
+    /// The (base, length) of every VMA `cid` owns, and of every VMA it was granted.
+    fn vmas_of(&self, cid: PdId) -> (Ranges, Ranges) {
+        if !self.privlib.pds().is_live(cid) {
+            return (Vec::new(), Vec::new());
+        }
+        let range =
+            |v: fjord_pd::VmaId| (v.base(), self.privlib.vmas().vte(v).map_or(0, |e| e.len()));
+        (
+            self.privlib.pds().owned(cid).map(range).collect(),
+            self.privlib.pds().granted(cid).map(range).collect(),
+        )
+    }
+
+    /// `cput`: destroys `cid` and its VMAs, and recycles its root table.
     pub fn cput(&mut self, caller: PdId, cid: PdId) -> Result<Pending, Error> {
-        let owned: Vec<u64> = if self.privlib.pds().is_live(cid) {
-            self.privlib.pds().owned(cid).map(|v| v.base()).collect()
-        } else {
-            Vec::new()
-        };
+        let (owned, granted) = self.vmas_of(cid);
         let s = self.privlib.cput(caller, cid)?;
         let p = self.apply(s);
-        for b in owned {
+        // Recycle the root table: clear exactly the leaves the PD could have had (what it owned
+        // or was granted; Global leaves stay valid for any PD) and keep its tables for reuse.
+        let root = core::mem::replace(&mut self.roots[cid.index()], 0);
+        if root != 0 {
+            let mut pt = PageTables::new(root, &DIRECT);
+            for &(base, len) in owned.iter().chain(granted.iter()) {
+                pt.unmap_range(base, len.next_multiple_of(PAGE_SIZE));
+            }
+            if self.root_cache.len() < ROOT_CACHE {
+                self.root_cache.push(root);
+            } else {
+                pt.free_user_tables(&mut KernelFrames);
+            }
+        }
+        for (b, _) in owned {
             self.free_backing(b);
         }
         self.stacks[cid.index()] = (0, 0);
@@ -414,18 +505,16 @@ impl Jord {
                             &mut pending,
                         );
                     }
+                    for &root in &self.root_cache {
+                        removed += PageTables::new(root, &DIRECT).unmap_range(leaf.base, leaf.len);
+                    }
                 }
             }
         }
-        for &pd in s.dropped() {
+        for pd in s.dropped() {
             pending.cpus = pending.cpus.union(&self.sharers.take_targets(pd, me));
-            let root = self.roots[pd.index()];
-            if root != 0 {
-                PageTables::new(root, &DIRECT).free_user_tables(&mut KernelFrames);
-                self.roots[pd.index()] = 0;
-            }
         }
-        if removed > 0 || !s.dropped().is_empty() {
+        if removed > 0 || s.drops_any() {
             self.stats.shootdowns += 1;
             self.stats.leaves_removed += removed as u64;
         }

@@ -38,6 +38,7 @@ impl Jord {
         }
         let page = align_down(addr, PAGE_SIZE);
         let pa = phys + (page - grant.base);
+        self.initialise_page(grant.base, ((page - grant.base) / PAGE_SIZE) as usize);
         let mut flags = Flags::USER;
         if grant.perm.contains(Perm::W) {
             flags = flags | Flags::WRITABLE;

@@ -4,9 +4,10 @@
 use super::frames::{DIRECT, KernelFrames};
 use core::sync::atomic::{AtomicU64, Ordering};
 use fjord_kernel::layout::{
-    DIRECT_MAP_BASE, LARGE_PAGE_SIZE, MMIO_BASE, MMIO_SIZE, PAGE_SIZE, align_down, align_up,
+    DIRECT_MAP_BASE, KERNEL_STACKS_BASE, LARGE_PAGE_SIZE, MMIO_BASE, MMIO_SIZE, PAGE_SIZE,
+    align_down, align_up,
 };
-use fjord_kernel::paging::{Flags, PageSize, PageTables, PagingError};
+use fjord_kernel::paging::{Flags, PageSize, PageTables, PagingError, PhysMemory, TableAllocator};
 use spin::Mutex;
 
 static KERNEL_ROOT: AtomicU64 = AtomicU64::new(0);
@@ -72,6 +73,19 @@ pub fn build_and_switch(ram_end: u64) -> Result<(), PagingError> {
             PageSize::Large,
             &mut fa,
         )?;
+    }
+    // Every PD root copies the kernel half's top-level entries when it is created, so every
+    // top-level slot the kernel will ever use must exist now (stacks, MMIO window).
+    for va in [KERNEL_STACKS_BASE, MMIO_BASE] {
+        let slot = ((va >> 39) & 511) as usize;
+        if DIRECT.read_entry(pt.root(), slot) & Flags::PRESENT.0 == 0 {
+            let table = fa.alloc_table().ok_or(PagingError::OutOfMemory)?;
+            DIRECT.write_entry(
+                pt.root(),
+                slot,
+                table | (Flags::PRESENT | Flags::WRITABLE).0,
+            );
+        }
     }
     KERNEL_ROOT.store(pt.root(), Ordering::Release);
     // SAFETY: the new tables map the kernel image where it runs (identity), its data and the

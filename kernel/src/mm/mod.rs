@@ -59,3 +59,18 @@ pub unsafe fn phys_slice(pa: u64, len: usize) -> &'static [u8] {
     // SAFETY: guaranteed by the caller.
     unsafe { core::slice::from_raw_parts(phys_to_virt(pa) as *const u8, len) }
 }
+
+/// The physical address of kernel virtual address `va`, for addresses whose translation is
+/// fixed: the direct map (after [`use_direct_map`]) and the identity-mapped kernel image.
+/// Returns `None` for anything else (stacks, the MMIO window, user memory), whose frames are
+/// not physically contiguous in general.
+pub fn virt_to_phys(va: u64) -> Option<u64> {
+    let offset = PHYS_OFFSET.load(Ordering::Relaxed);
+    if offset != 0 && (offset..offset + frames::MAX_PHYS).contains(&va) {
+        return Some(va - offset);
+    }
+    let img = kernel_tables::image();
+    (fjord_kernel::layout::KERNEL_BASE..img.data.1)
+        .contains(&va)
+        .then_some(va)
+}

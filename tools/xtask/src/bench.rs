@@ -10,7 +10,7 @@ use crate::measure::{Measurement, System};
 use crate::qemu::{Machine, QemuConfig};
 use crate::qemu_run::{QemuExit, QemuRun};
 use crate::serial_log::{self, BenchRecord};
-use crate::{host_deps, kernel_build};
+use crate::{host_deps, kernel_build, workspace};
 
 /// Time limit of one benchmark boot (icount runs one vCPU thread, slower than MTTCG).
 pub const TIME_LIMIT: Duration = Duration::from_secs(600);
@@ -63,7 +63,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
     measurements.push(boot_wall_time(wall));
     if let Some(group) = &options.group {
         measurements.retain(|m| m.group.contains(group.as_str()));
-        if measurements.is_empty() {
+        if measurements.is_empty() && !options.report {
             bail!("no benchmark group name contains `{group}`");
         }
     }
@@ -74,11 +74,19 @@ pub fn run(options: &BenchOptions) -> Result<()> {
     );
 
     if options.report {
-        step(4, "Linux baseline and report");
-        // Linux baseline: linux::run(...) goes here (boots Debian's kernel under the same QEMU
-        // and returns `Vec<Measurement>` with `System::Linux`), followed by the report
-        // (`report.rs`: Markdown table and plots). Not wired in yet: no numbers are invented.
-        println!("bench: --report: the Linux baseline is not wired in yet; Fjord results only");
+        step(
+            4,
+            "Linux baseline (Debian kernel under the same QEMU settings)",
+        );
+        let mut linux = crate::linux::LinuxBenchOpts::new(options.group.iter().cloned().collect());
+        linux.echo_serial = options.verbose;
+        measurements.extend(crate::linux::run(&linux)?);
+        let root = workspace::root();
+        let md = crate::report::write_report(&measurements, &root.join("bench/results"))?;
+        println!("bench: report written to {}", md.display());
+        if crate::report::update_readme(&root.join("README.md"), &measurements)? {
+            println!("bench: README benchmark section updated");
+        }
     }
 
     let path = bench_results::results_path_for_today();

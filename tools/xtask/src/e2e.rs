@@ -96,6 +96,28 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
         }
         tally.record(result.is_ok());
     }
+    // The HTTP gateway, from the host, on both boards (virtio-mmio and virtio-pci).
+    for (board, machine) in [("microvm", Machine::Microvm), ("q35", Machine::Q35)] {
+        let prefix = format!("http-{board}");
+        if filter.is_some_and(|f| !prefix.contains(f) && !f.contains("http")) {
+            continue;
+        }
+        match crate::e2e_http::run(&setup.kernel, machine) {
+            Ok(outcomes) => {
+                for (name, result) in outcomes {
+                    match &result {
+                        Ok(()) => println!("e2e {prefix}/{name} ... ok"),
+                        Err(why) => println!("e2e {prefix}/{name} ... FAILED ({why})"),
+                    }
+                    tally.record(result.is_ok());
+                }
+            }
+            Err(e) => {
+                println!("e2e {prefix} ... FAILED ({e:#})");
+                tally.record(false);
+            }
+        }
+    }
     tally
 }
 

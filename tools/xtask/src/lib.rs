@@ -12,6 +12,7 @@ pub mod bench_results;
 pub mod cli;
 pub mod cpio;
 pub mod e2e;
+pub mod e2e_http;
 pub mod host_checks;
 pub mod host_deps;
 pub mod initrd;

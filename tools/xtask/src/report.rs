@@ -37,6 +37,8 @@ pub struct Row<'a> {
     pub group: &'a str,
     /// Metric name.
     pub metric: &'a str,
+    /// The Linux metric shown in this row when its name differs from `metric`.
+    pub linux_metric: Option<&'a str>,
     /// Fjord's measurement.
     pub fjord: Option<&'a Measurement>,
     /// The Linux guest's measurement.
@@ -57,6 +59,18 @@ impl Row<'_> {
             System::FjordBaseline => self.fjord_baseline,
         }
     }
+}
+
+/// Fjord metrics whose Linux counterpart has another name: a PD switch round trip (ccall and
+/// creturn between two protection domains) against a pipe round trip between two processes.
+pub const COUNTERPARTS: &[(&str, &str)] = &[("pd_switch_roundtrip", "pipe_pingpong_roundtrip")];
+
+/// The Linux metric that measures the same thing as Fjord's `metric`.
+pub fn linux_counterpart(metric: &str) -> &str {
+    COUNTERPARTS
+        .iter()
+        .find(|(f, _)| *f == metric)
+        .map_or(metric, |(_, l)| l)
 }
 
 /// Groups the measurements into rows, groups in order of first appearance and metrics in order
@@ -91,6 +105,26 @@ pub fn rows(measurements: &[Measurement]) -> Vec<(&str, Vec<Row<'_>>)> {
             System::FjordBaseline => &mut row.fjord_baseline,
         };
         *slot = Some(m);
+    }
+    // A row that lacks one side borrows the counterpart measured in another group (Fjord's
+    // `pd` group against Linux's `mm` and `ctxswitch` groups, for instance).
+    for (_, rows) in &mut groups {
+        for row in rows.iter_mut() {
+            if row.linux.is_none() && row.fjord.is_some() {
+                let want = linux_counterpart(row.metric);
+                row.linux = measurements
+                    .iter()
+                    .find(|m| m.system == System::Linux && m.metric == want);
+                if row.linux.is_some() && want != row.metric {
+                    row.linux_metric = Some(linux_counterpart(row.metric));
+                }
+            }
+            if row.fjord.is_none() && row.linux.is_some() {
+                row.fjord = measurements.iter().find(|m| {
+                    m.system == System::Fjord && linux_counterpart(&m.metric) == row.metric
+                });
+            }
+        }
     }
     groups
 }
@@ -181,10 +215,14 @@ pub fn group_table(rows: &[Row<'_>]) -> String {
     table.push_str(&rule);
     table.push('\n');
     for row in rows {
+        let label = match row.linux_metric {
+            Some(l) => format!("`{}` (Linux: `{l}`)", row.metric),
+            None => format!("`{}`", row.metric),
+        };
         let _ = write!(
             table,
-            "| `{}` | {} | {} | {} |",
-            row.metric,
+            "| {} | {} | {} | {} |",
+            label,
             format_value(row.fjord),
             format_value(row.linux),
             ratio_cell(row)
@@ -205,7 +243,8 @@ pub const METHOD: &str = "\
 Both systems run under the same QEMU (TCG) with `-M microvm -cpu max -smp 1 -m 512M \
 -icount shift=0,sleep=off -seed 1 -rtc base=2024-01-01T00:00:00,clock=vm`, in one invocation. \
 Numbers are **guest instructions** (RDTSC pairs under icount count exactly one per \
-instruction; the pair's own cost is subtracted), **medians** over the `runs` in the JSON file \
+instruction; the Linux programs subtract the pair's own cost, Fjord's numbers include it, \
+at most about ten instructions), **medians** over the `runs` in the JSON file \
 (odd counts, so the median is a real sample). TCG models no caches, TLBs or pipelines: fewer \
 instructions is less work, not necessarily less time on hardware, and each iteration of a \
 `rep` string instruction counts as one (the Linux checkpoint copies use `rep movsq`; a Fjord \

@@ -1,0 +1,89 @@
+//! The JSON documents the gateway returns (written by hand: the crate has no serializer).
+
+use super::service::FunctionInfo;
+use alloc::string::String;
+use core::fmt::Write;
+
+/// Appends `s` as a JSON string literal (quotes, backslashes and control characters escaped).
+pub fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// `GET /functions`: `[{"name":"…","size":N,"generation":G},…]` followed by a newline.
+pub fn function_list(functions: &[FunctionInfo]) -> String {
+    let mut out = String::from("[");
+    for (i, f) in functions.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"name\":");
+        write_string(&mut out, f.name.as_str());
+        let _ = write!(
+            out,
+            ",\"size\":{},\"generation\":{}}}",
+            f.size, f.generation
+        );
+    }
+    out.push_str("]\n");
+    out
+}
+
+/// The body of a successful deployment: `{"name":"…","generation":G,"replaced":bool}`.
+pub fn deployed(name: &str, generation: u64, replaced: bool) -> String {
+    let mut out = String::from("{\"name\":");
+    write_string(&mut out, name);
+    let _ = writeln!(
+        out,
+        ",\"generation\":{generation},\"replaced\":{replaced}}}"
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FunctionName;
+
+    #[test]
+    fn empty_list_is_an_empty_array() {
+        assert_eq!(function_list(&[]), "[]\n");
+    }
+
+    #[test]
+    fn list_has_name_size_generation() {
+        let f = |n: &str, size, generation| FunctionInfo {
+            name: FunctionName::new(n).unwrap(),
+            size,
+            generation,
+        };
+        assert_eq!(
+            function_list(&[f("a", 10, 1), f("b-2", 2048, 7)]),
+            "[{\"name\":\"a\",\"size\":10,\"generation\":1},{\"name\":\"b-2\",\"size\":2048,\"generation\":7}]\n"
+        );
+    }
+
+    #[test]
+    fn strings_are_escaped() {
+        let mut s = String::new();
+        write_string(&mut s, "a\"b\\c\n\u{1}");
+        assert_eq!(s, "\"a\\\"b\\\\c\\n\\u0001\"");
+        assert_eq!(
+            deployed("hello", 3, false),
+            "{\"name\":\"hello\",\"generation\":3,\"replaced\":false}\n"
+        );
+    }
+}

@@ -1,0 +1,272 @@
+//! The HTTP gateway's request handling: from a parsed [`Request`] to a [`Response`], over a
+//! pluggable [`FunctionService`], with its own Prometheus counters.
+//!
+//! Modules: [`service`] (the runtime trait and the registry-backed [`RegistryService`]),
+//! [`connection`] (one TCP connection's byte stream to requests and responses), [`json`] (the
+//! JSON bodies).
+//!
+//! | request | answer |
+//! |---|---|
+//! | `GET /metrics` | 200, Prometheus text: gateway counters, kernel samples, per-function series |
+//! | `GET /functions` | 200, JSON list of `{name, size, generation}` |
+//! | `PUT /functions/<name>` | 201 created / 200 replaced; 400 invalid module (reason in the body), 413 too large |
+//! | `DELETE /functions/<name>` | 204, or 404 |
+//! | `POST /invoke/<fn>` | the function's output (200), 404 unknown, 501 while execution is unavailable |
+//!
+//! Unknown paths are 404, known paths with another method 405, unparsable requests get the
+//! parser's status and the connection closes.
+
+pub mod connection;
+pub mod json;
+pub mod service;
+
+pub use connection::Connection;
+pub use service::{
+    DeployError, DeployOutcome, FunctionInfo, FunctionService, InvokeError, RegistryService,
+    StoredModule,
+};
+
+use crate::http::{HttpError, Request, Response, Route, RouteError, Status, route};
+use crate::metrics::exposition::{write_family_header, write_sample};
+use crate::metrics::{self, Buckets, CounterId, LatencyUnit, Metrics};
+use crate::module::ModuleError;
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// The body of `501 Not Implemented` for an invocation the runtime cannot execute yet.
+pub const NOT_IMPLEMENTED_BODY: &str = "function execution is not available yet\n";
+
+/// Whether a kernel sample is a counter (only grows) or a gauge (goes up and down).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SampleKind {
+    /// Prometheus `counter`.
+    Counter,
+    /// Prometheus `gauge`.
+    Gauge,
+}
+
+/// One value the kernel reports in `/metrics` (timer ticks, free frames, heap usage, …).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sample {
+    /// Metric name (`[a-zA-Z_:][a-zA-Z0-9_:]*`).
+    pub name: &'static str,
+    /// Counter or gauge.
+    pub kind: SampleKind,
+    /// The `# HELP` text.
+    pub help: &'static str,
+    /// Labels; samples sharing a name must be adjacent and share `kind` and `help`.
+    pub labels: &'static [(&'static str, &'static str)],
+    /// The value.
+    pub value: u64,
+}
+
+/// The gateway: request handling over a [`FunctionService`], plus its counters.
+pub struct Gateway<S> {
+    service: S,
+    metrics: Metrics,
+    requests: BTreeMap<(&'static str, u16), CounterId>,
+    connections: CounterId,
+    bytes_received: CounterId,
+    bytes_sent: CounterId,
+}
+
+const REQUESTS: &str = "fjord_gateway_requests_total";
+const REQUESTS_HELP: &str = "HTTP requests answered, by route and status code.";
+
+impl<S: FunctionService> Gateway<S> {
+    /// A gateway over `service` whose per-function latencies are in `unit`.
+    pub fn new(service: S, unit: LatencyUnit) -> Self {
+        let buckets = match unit {
+            LatencyUnit::Nanoseconds => Buckets::nanoseconds(),
+            LatencyUnit::Instructions => Buckets::instructions(),
+        };
+        let mut metrics = Metrics::new(unit, buckets);
+        let mut counter = |name: &str, help: &str| {
+            metrics
+                .register_counter(name, help, &[])
+                .expect("static counter names are valid and distinct")
+        };
+        let connections = counter(
+            "fjord_gateway_connections_total",
+            "TCP connections accepted by the gateway.",
+        );
+        let bytes_received = counter(
+            "fjord_gateway_received_bytes_total",
+            "Bytes received on gateway connections.",
+        );
+        let bytes_sent = counter(
+            "fjord_gateway_sent_bytes_total",
+            "Bytes sent on gateway connections.",
+        );
+        Gateway {
+            service,
+            metrics,
+            requests: BTreeMap::new(),
+            connections,
+            bytes_received,
+            bytes_sent,
+        }
+    }
+
+    /// The function service.
+    pub fn service(&self) -> &S {
+        &self.service
+    }
+
+    /// The gateway's metrics (per-function series are recorded by the runtime through this).
+    pub fn metrics_mut(&mut self) -> &mut Metrics {
+        &mut self.metrics
+    }
+
+    /// Counts an accepted connection.
+    pub fn count_connection(&mut self) {
+        let _ = self.metrics.add(self.connections, 1);
+    }
+
+    /// Counts bytes received and sent.
+    pub fn count_bytes(&mut self, received: usize, sent: usize) {
+        let _ = self.metrics.add(self.bytes_received, received as u64);
+        let _ = self.metrics.add(self.bytes_sent, sent as u64);
+    }
+
+    /// Counts a request answered with `status` on `route` (a short label such as `"invoke"`).
+    fn count_request(&mut self, route: &'static str, status: Status) {
+        let key = (route, status.code());
+        let id = match self.requests.get(&key) {
+            Some(&id) => id,
+            None => {
+                let code = alloc::format!("{}", status.code());
+                let labels = [("route", route), ("status", code.as_str())];
+                match self
+                    .metrics
+                    .register_counter(REQUESTS, REQUESTS_HELP, &labels)
+                {
+                    Ok(id) => {
+                        self.requests.insert(key, id);
+                        id
+                    }
+                    Err(_) => return,
+                }
+            }
+        };
+        let _ = self.metrics.add(id, 1);
+    }
+
+    /// The response to a request that could not be parsed (the connection then closes).
+    pub fn parse_error(&mut self, err: HttpError) -> Response {
+        let r = Response::for_parse_error(err);
+        self.count_request("invalid", r.status);
+        r
+    }
+
+    /// Answers one request; `kernel` supplies the kernel's samples for `/metrics`.
+    pub fn handle(&mut self, req: &Request, kernel: impl FnOnce() -> Vec<Sample>) -> Response {
+        let (label, mut response) = match route(req.method, &req.target) {
+            Err(e) => ("unmatched", route_error(e)),
+            Ok(Route::Metrics) => ("metrics", self.metrics_response(&kernel())),
+            Ok(Route::ListFunctions) => {
+                let body = json::function_list(&self.service.list());
+                ("list", json_response(Status::Ok, &body))
+            }
+            Ok(Route::Deploy(name)) => ("deploy", self.deploy(name, &req.body)),
+            Ok(Route::Remove(name)) => {
+                let r = if self.service.remove(&name) {
+                    self.metrics.remove_function(name.as_str());
+                    Response::new(Status::NoContent)
+                } else {
+                    Response::text(Status::NotFound, "no such function\n")
+                };
+                ("remove", r)
+            }
+            Ok(Route::Invoke(name)) => ("invoke", self.invoke(&name, &req.body)),
+        };
+        response.keep_alive = req.keep_alive;
+        self.count_request(label, response.status);
+        response
+    }
+
+    fn deploy(&mut self, name: crate::FunctionName, image: &[u8]) -> Response {
+        match self.service.deploy(name.clone(), image) {
+            Ok(d) => {
+                let status = if d.replaced {
+                    Status::Ok
+                } else {
+                    Status::Created
+                };
+                let body = json::deployed(name.as_str(), d.generation, d.replaced);
+                json_response(status, &body)
+            }
+            Err(e) => {
+                let status = match e {
+                    DeployError::Invalid(ModuleError::ImageTooLarge) => Status::PayloadTooLarge,
+                    DeployError::Invalid(_) | DeployError::NameMismatch { .. } => {
+                        Status::BadRequest
+                    }
+                    DeployError::Full => Status::ServiceUnavailable,
+                };
+                Response::text(status, &alloc::format!("{e}\n"))
+            }
+        }
+    }
+
+    fn invoke(&mut self, name: &crate::FunctionName, input: &[u8]) -> Response {
+        match self.service.invoke(name, input) {
+            Ok(output) => {
+                let mut r = Response::new(Status::Ok);
+                r.body = output;
+                r.header("Content-Type", "application/octet-stream")
+                    .unwrap_or_else(|_| Response::new(Status::InternalServerError))
+            }
+            Err(InvokeError::NotFound) => Response::text(Status::NotFound, "no such function\n"),
+            Err(InvokeError::NotImplemented) => {
+                Response::text(Status::NotImplemented, NOT_IMPLEMENTED_BODY)
+            }
+            Err(InvokeError::Unavailable) => {
+                Response::text(Status::ServiceUnavailable, "no capacity, retry later\n")
+            }
+            Err(InvokeError::Failed(why)) => {
+                Response::text(Status::InternalServerError, &alloc::format!("{why}\n"))
+            }
+        }
+    }
+
+    /// The `/metrics` body: gateway counters, then `kernel`'s samples, then per-function series.
+    pub fn render_metrics(&self, kernel: &[Sample]) -> String {
+        let mut out = self.metrics.render();
+        let mut last: Option<&str> = None;
+        for s in kernel {
+            if last != Some(s.name) {
+                let kind = match s.kind {
+                    SampleKind::Counter => "counter",
+                    SampleKind::Gauge => "gauge",
+                };
+                let _ = write_family_header(&mut out, s.name, kind, s.help);
+                last = Some(s.name);
+            }
+            let _ = write_sample(&mut out, s.name, s.labels, s.value);
+        }
+        out
+    }
+
+    fn metrics_response(&self, kernel: &[Sample]) -> Response {
+        let mut r = Response::new(Status::Ok);
+        r.body = self.render_metrics(kernel).into_bytes();
+        r.header("Content-Type", metrics::CONTENT_TYPE)
+            .unwrap_or_else(|_| Response::new(Status::InternalServerError))
+    }
+}
+
+fn route_error(e: RouteError) -> Response {
+    e.response()
+}
+
+fn json_response(status: Status, body: &str) -> Response {
+    let mut r = Response::new(status);
+    r.body = Vec::from(body.as_bytes());
+    r.header("Content-Type", "application/json")
+        .unwrap_or_else(|_| Response::new(Status::InternalServerError))
+}
+
+#[cfg(test)]
+mod tests;

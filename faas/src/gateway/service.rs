@@ -1,0 +1,164 @@
+//! The gateway's view of the FaaS runtime: the [`FunctionService`] trait and the registry-backed
+//! implementation used until functions can run ([`RegistryService`]).
+
+use crate::function_name::FunctionName;
+use crate::module::{LoadPlan, ModuleError, ModuleLimits, validate};
+use crate::registry::{Generation, Registry, RegistryError};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+/// Why an invocation produced no result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InvokeError {
+    /// No function of that name is deployed (404).
+    NotFound,
+    /// The function exists but this runtime cannot execute functions (501).
+    NotImplemented,
+    /// The runtime is out of capacity (503).
+    Unavailable,
+    /// The function ran and failed (500); the text says how (fault, timeout, out of memory).
+    Failed(String),
+}
+
+/// Why a deployment was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeployError {
+    /// The module failed validation (400; 413 for [`ModuleError::ImageTooLarge`]).
+    Invalid(ModuleError),
+    /// The manifest names another function than the URL does (400).
+    NameMismatch {
+        /// The name in the module's manifest.
+        manifest: FunctionName,
+    },
+    /// The registry holds its maximum number of functions (503).
+    Full,
+}
+
+impl fmt::Display for DeployError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeployError::Invalid(e) => write!(f, "invalid function module: {e}"),
+            DeployError::NameMismatch { manifest } => write!(
+                f,
+                "the module's manifest names function '{}', not the one in the URL",
+                manifest.as_str()
+            ),
+            DeployError::Full => f.write_str("no room for another function"),
+        }
+    }
+}
+
+/// What a successful deployment did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeployOutcome {
+    /// Registry generation of the new version.
+    pub generation: Generation,
+    /// Whether an older version was replaced (200) rather than created (201).
+    pub replaced: bool,
+}
+
+/// One line of `GET /functions`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionInfo {
+    /// Function name.
+    pub name: FunctionName,
+    /// Size of the deployed ELF image in bytes.
+    pub size: usize,
+    /// Generation at which it was deployed.
+    pub generation: Generation,
+}
+
+/// The runtime behind the gateway: deploy, list, remove and invoke functions.
+///
+/// The gateway maps each result to a status code; the runtime never sees HTTP.
+pub trait FunctionService {
+    /// Runs `name` with `input` and returns its output.
+    fn invoke(&mut self, name: &FunctionName, input: &[u8]) -> Result<Vec<u8>, InvokeError>;
+    /// Validates `image` and deploys it as `name` (replacing any older version).
+    fn deploy(&mut self, name: FunctionName, image: &[u8]) -> Result<DeployOutcome, DeployError>;
+    /// The deployed functions in name order.
+    fn list(&self) -> Vec<FunctionInfo>;
+    /// Removes `name`; `false` if it was not deployed.
+    fn remove(&mut self, name: &FunctionName) -> bool;
+}
+
+/// A validated, deployed module: the ELF bytes and the plan to load them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredModule {
+    /// The ELF image as uploaded.
+    pub image: Vec<u8>,
+    /// Its validated load plan.
+    pub plan: LoadPlan,
+}
+
+/// A [`FunctionService`] that validates and stores modules in a [`Registry`] but cannot run them
+/// yet: [`FunctionService::invoke`] answers [`InvokeError::NotImplemented`] for deployed
+/// functions.
+#[derive(Clone, Debug)]
+pub struct RegistryService {
+    registry: Registry<StoredModule>,
+    limits: ModuleLimits,
+}
+
+impl RegistryService {
+    /// A service holding at most `capacity` functions, validating with `limits`.
+    pub fn new(capacity: usize, limits: ModuleLimits) -> Self {
+        RegistryService {
+            registry: Registry::new(capacity),
+            limits,
+        }
+    }
+
+    /// The registry of deployed modules.
+    pub fn registry(&self) -> &Registry<StoredModule> {
+        &self.registry
+    }
+}
+
+impl FunctionService for RegistryService {
+    fn invoke(&mut self, name: &FunctionName, _input: &[u8]) -> Result<Vec<u8>, InvokeError> {
+        match self.registry.lookup(name.as_str()) {
+            None => Err(InvokeError::NotFound),
+            Some(_) => Err(InvokeError::NotImplemented),
+        }
+    }
+
+    fn deploy(&mut self, name: FunctionName, image: &[u8]) -> Result<DeployOutcome, DeployError> {
+        let plan = validate(image, &self.limits).map_err(DeployError::Invalid)?;
+        if plan.manifest.name != name {
+            return Err(DeployError::NameMismatch {
+                manifest: plan.manifest.name,
+            });
+        }
+        let module = StoredModule {
+            image: Vec::from(image),
+            plan,
+        };
+        match self.registry.deploy_or_replace(name, module) {
+            Ok(d) => Ok(DeployOutcome {
+                generation: d.generation,
+                replaced: d.replaced.is_some(),
+            }),
+            Err(RegistryError::Full) => Err(DeployError::Full),
+            // `deploy_or_replace` fails only when the registry is full.
+            Err(RegistryError::AlreadyDeployed | RegistryError::NotFound) => Err(DeployError::Full),
+        }
+    }
+
+    fn list(&self) -> Vec<FunctionInfo> {
+        self.registry
+            .list()
+            .into_iter()
+            .map(|e| FunctionInfo {
+                name: e.name.clone(),
+                size: e.function.image.len(),
+                generation: e.generation,
+            })
+            .collect()
+    }
+
+    fn remove(&mut self, name: &FunctionName) -> bool {
+        self.registry.remove(name.as_str()).is_ok()
+    }
+}

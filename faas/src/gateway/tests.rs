@@ -1,0 +1,204 @@
+//! Gateway tests over the registry-backed service and the real fixture module.
+
+use super::*;
+use crate::http::Limits;
+use alloc::string::ToString;
+use alloc::vec;
+
+const HELLO: &[u8] = include_bytes!("../../tests/fixtures/hello-rela.elf");
+
+fn gateway() -> Gateway<RegistryService> {
+    Gateway::new(
+        RegistryService::new(8, crate::module::ModuleLimits::default()),
+        LatencyUnit::Nanoseconds,
+    )
+}
+
+fn request(method: &str, path: &str, body: &[u8]) -> Vec<u8> {
+    let mut r = alloc::format!(
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+/// Sends one request on a fresh connection and returns the status code and body text.
+fn call(gw: &mut Gateway<RegistryService>, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    let mut c = Connection::new(Limits::default());
+    c.receive(&request(method, path, body), gw, &no_samples);
+    parse_response(c.output())
+}
+
+fn parse_response(raw: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(raw).to_string();
+    let code = text[9..12].parse().unwrap();
+    let body = text.split_once("\r\n\r\n").unwrap().1.to_string();
+    (code, body)
+}
+
+fn no_samples() -> Vec<Sample> {
+    Vec::new()
+}
+
+#[test]
+fn deploy_list_invoke_remove() {
+    let mut gw = gateway();
+    assert_eq!(
+        call(&mut gw, "GET", "/functions", b""),
+        (200, "[]\n".into())
+    );
+    let (code, body) = call(&mut gw, "PUT", "/functions/hello", HELLO);
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = call(&mut gw, "GET", "/functions", b"");
+    assert_eq!(code, 200);
+    assert_eq!(
+        body,
+        alloc::format!(
+            "[{{\"name\":\"hello\",\"size\":{},\"generation\":1}}]\n",
+            HELLO.len()
+        )
+    );
+    assert_eq!(call(&mut gw, "PUT", "/functions/hello", HELLO).0, 200);
+    assert_eq!(call(&mut gw, "POST", "/invoke/nope", b"").0, 404);
+    assert_eq!(
+        call(&mut gw, "POST", "/invoke/hello", b"x"),
+        (501, NOT_IMPLEMENTED_BODY.into())
+    );
+    assert_eq!(call(&mut gw, "DELETE", "/functions/hello", b"").0, 204);
+    assert_eq!(call(&mut gw, "DELETE", "/functions/hello", b"").0, 404);
+    assert_eq!(call(&mut gw, "POST", "/invoke/hello", b"").0, 404);
+}
+
+#[test]
+fn bad_modules_are_refused_with_a_reason() {
+    let mut gw = gateway();
+    let (code, body) = call(&mut gw, "PUT", "/functions/hello", b"garbage");
+    assert_eq!(code, 400);
+    assert!(body.contains("not an ELF file"), "{body}");
+    let (code, body) = call(
+        &mut gw,
+        "PUT",
+        "/functions/hello",
+        &HELLO[..HELLO.len() / 2],
+    );
+    assert_eq!(code, 400);
+    assert!(body.contains("invalid function module"), "{body}");
+    let (code, body) = call(&mut gw, "PUT", "/functions/other", HELLO);
+    assert_eq!(code, 400);
+    assert!(body.contains("'hello'"), "{body}");
+    let mut small = Gateway::new(
+        RegistryService::new(
+            8,
+            crate::module::ModuleLimits {
+                max_image_bytes: 100,
+                ..Default::default()
+            },
+        ),
+        LatencyUnit::Nanoseconds,
+    );
+    assert_eq!(call(&mut small, "PUT", "/functions/hello", HELLO).0, 413);
+    assert_eq!(call(&mut gw, "GET", "/functions", b"").1, "[]\n");
+}
+
+#[test]
+fn routing_errors() {
+    let mut gw = gateway();
+    assert_eq!(call(&mut gw, "GET", "/nope", b"").0, 404);
+    assert_eq!(call(&mut gw, "POST", "/metrics", b"").0, 405);
+    assert_eq!(call(&mut gw, "GET", "/invoke/x", b"").0, 405);
+    assert_eq!(call(&mut gw, "PUT", "/functions/BAD!", b"").0, 400);
+}
+
+#[test]
+fn malformed_request_closes_after_400() {
+    let mut gw = gateway();
+    let mut c = Connection::new(Limits::default());
+    c.receive(b"NOT A REQUEST\r\n\r\n", &mut gw, &no_samples);
+    let out = String::from_utf8_lossy(c.output()).to_string();
+    assert!(out.starts_with("HTTP/1.1 400 "), "{out}");
+    assert!(out.contains("Connection: close"), "{out}");
+    let n = c.output().len();
+    c.sent(n);
+    assert!(c.finished());
+    c.receive(&request("GET", "/functions", b""), &mut gw, &no_samples);
+    assert!(c.output().is_empty());
+}
+
+#[test]
+fn oversized_body_is_413() {
+    let mut gw = gateway();
+    let mut c = Connection::new(Limits {
+        max_body_bytes: 10,
+        ..Limits::default()
+    });
+    c.receive(
+        b"PUT /functions/a HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\n",
+        &mut gw,
+        &no_samples,
+    );
+    assert_eq!(parse_response(c.output()).0, 413);
+}
+
+#[test]
+fn keep_alive_and_pipelining() {
+    let mut gw = gateway();
+    let mut c = Connection::new(Limits::default());
+    let mut two = request("GET", "/functions", b"");
+    two.extend(request("GET", "/nope", b""));
+    for chunk in two.chunks(5) {
+        c.receive(chunk, &mut gw, &no_samples);
+    }
+    let out = String::from_utf8_lossy(c.output()).to_string();
+    assert_eq!(out.matches("HTTP/1.1 ").count(), 2, "{out}");
+    assert!(out.contains("HTTP/1.1 404 "), "{out}");
+    let n = c.output().len();
+    c.sent(n);
+    assert!(!c.finished());
+}
+
+#[test]
+fn metrics_have_gateway_kernel_and_function_series() {
+    let mut gw = gateway();
+    gw.count_connection();
+    gw.count_bytes(10, 20);
+    call(&mut gw, "GET", "/nope", b"");
+    let name = crate::FunctionName::new("hello").unwrap();
+    gw.metrics_mut().record_invocation(&name, 1500, true);
+    let samples = || {
+        vec![
+            Sample {
+                name: "fjord_kernel_free_frames",
+                kind: SampleKind::Gauge,
+                help: "Free physical frames.",
+                labels: &[],
+                value: 42,
+            },
+            Sample {
+                name: "fjord_kernel_timer_ticks_total",
+                kind: SampleKind::Counter,
+                help: "Timer interrupts.",
+                labels: &[("cpu", "0")],
+                value: 7,
+            },
+        ]
+    };
+    let mut c = Connection::new(Limits::default());
+    c.receive(&request("GET", "/metrics", b""), &mut gw, &samples);
+    let (code, body) = parse_response(c.output());
+    assert_eq!(code, 200);
+    for want in [
+        "# TYPE fjord_gateway_requests_total counter",
+        "fjord_gateway_requests_total{route=\"unmatched\",status=\"404\"} 1",
+        "fjord_gateway_connections_total 1",
+        "fjord_gateway_received_bytes_total 10",
+        "fjord_gateway_sent_bytes_total 20",
+        "# TYPE fjord_kernel_free_frames gauge",
+        "fjord_kernel_free_frames 42",
+        "fjord_kernel_timer_ticks_total{cpu=\"0\"} 7",
+        "fjord_function_invocations_total{function=\"hello\"} 1",
+    ] {
+        assert!(body.contains(want), "missing {want:?} in\n{body}");
+    }
+}

@@ -1,0 +1,193 @@
+//! Networking: the virtio-net driver, the smoltcp TCP/IP stack over it, and the HTTP gateway.
+//!
+//! [`run`] is the boot CPU's network poll loop in `mode=run`. Nothing is interrupt-driven: the
+//! loop polls the card and the stack, serves the sockets, and spins while traffic flows; after
+//! [`IDLE_AFTER_MS`] without traffic it halts between timer ticks (10 ms at 100 Hz) to leave the
+//! host CPU alone, so the first packet after a quiet spell waits up to one tick.
+//!
+//! Addresses come from the `ip=` and `gw=` options; the defaults are QEMU user networking's:
+//! the guest is 10.0.2.15/24, the gateway 10.0.2.2.
+
+mod hal;
+mod nic;
+mod phy;
+mod server;
+
+use crate::arch::{apic, cpu, percpu, smp};
+use crate::kprintln;
+use crate::mm::{frames, heap};
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+use fjord_faas::gateway::{Gateway, RegistryService, Sample, SampleKind};
+use fjord_faas::metrics::LatencyUnit;
+use fjord_faas::module::ModuleLimits;
+use smoltcp::iface::{Config, Interface, SocketSet};
+use smoltcp::time::Instant;
+use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, Ipv4Address};
+
+/// The HTTP port.
+pub const HTTP_PORT: u16 = 80;
+/// Listening sockets, i.e. concurrent connections served.
+pub const CONNECTIONS: usize = 16;
+/// Most functions deployed at once.
+pub const MAX_FUNCTIONS: usize = 64;
+/// Quiet time after which the loop halts between timer ticks.
+pub const IDLE_AFTER_MS: u64 = 50;
+
+/// Current time for smoltcp, from the TSC.
+fn now() -> Instant {
+    let hz = apic::tsc_hz().max(1);
+    let us = u128::from(cpu::rdtsc()) * 1_000_000 / u128::from(hz);
+    Instant::from_micros(us as i64)
+}
+
+/// Counters of the card, for `/metrics`.
+#[derive(Clone, Copy, Default)]
+struct NetCounters {
+    rx: u64,
+    tx: u64,
+    errors: u64,
+}
+
+/// The kernel's samples for `/metrics`.
+fn kernel_samples(net: NetCounters) -> Vec<Sample> {
+    use SampleKind::{Counter, Gauge};
+    let this = percpu::current();
+    let s = |name, kind, help, labels, value| Sample {
+        name,
+        kind,
+        help,
+        labels,
+        value,
+    };
+    alloc::vec![
+        s(
+            "fjord_kernel_timer_ticks_total",
+            Counter,
+            "Local APIC timer interrupts taken by the CPU running the network loop.",
+            &[("cpu", "0")],
+            this.timer_ticks.load(Ordering::Relaxed),
+        ),
+        s(
+            "fjord_kernel_ipis_received_total",
+            Counter,
+            "Inter-processor interrupts received by the CPU running the network loop.",
+            &[("cpu", "0")],
+            this.ipis.load(Ordering::Relaxed),
+        ),
+        s(
+            "fjord_kernel_tlb_shootdown_ipis_total",
+            Counter,
+            "TLB-shootdown IPIs sent.",
+            &[],
+            smp::SHOOTDOWN_IPIS.load(Ordering::Relaxed),
+        ),
+        s(
+            "fjord_kernel_user_faults_total",
+            Counter,
+            "Faults taken in user mode.",
+            &[],
+            crate::arch::user::USER_FAULTS.load(Ordering::Relaxed),
+        ),
+        s(
+            "fjord_kernel_free_frames",
+            Gauge,
+            "Free 4 KiB physical frames.",
+            &[],
+            frames::free_frames() as u64,
+        ),
+        s(
+            "fjord_kernel_heap_used_bytes",
+            Gauge,
+            "Bytes allocated from the kernel heap.",
+            &[],
+            heap::used() as u64,
+        ),
+        s(
+            "fjord_kernel_heap_size_bytes",
+            Gauge,
+            "Bytes managed by the kernel heap.",
+            &[],
+            heap::total() as u64,
+        ),
+        s(
+            "fjord_net_received_packets_total",
+            Counter,
+            "Ethernet frames received by the virtio-net card.",
+            &[],
+            net.rx,
+        ),
+        s(
+            "fjord_net_sent_packets_total",
+            Counter,
+            "Ethernet frames sent by the virtio-net card.",
+            &[],
+            net.tx,
+        ),
+        s(
+            "fjord_net_errors_total",
+            Counter,
+            "Frames the virtio-net driver failed to send or receive.",
+            &[],
+            net.errors,
+        ),
+    ]
+}
+
+/// Brings up the network and serves HTTP forever; returns (after a warning) only if there is no
+/// usable network card.
+pub fn run() {
+    let Some((nic, bus)) = nic::find() else {
+        log::warn!("net: no virtio-net card found; the HTTP gateway is off");
+        return;
+    };
+    let mut dev = phy::NetDevice::new(nic);
+    let mac = EthernetAddress(dev.mac());
+    log::info!("net: virtio-net ({bus}), MAC {mac}");
+    let mut config = Config::new(mac.into());
+    config.random_seed = cpu::rdtsc();
+    let mut iface = Interface::new(config, &mut dev, now());
+    let opts = crate::kernel_main::options();
+    let [a, b, c, d] = opts.ip.addr;
+    let guest_ip = Ipv4Address::new(a, b, c, d);
+    let [a, b, c, d] = opts.gateway;
+    let gateway_ip = Ipv4Address::new(a, b, c, d);
+    iface.update_ip_addrs(|addrs| {
+        let _ = addrs.push(IpCidr::new(IpAddress::Ipv4(guest_ip), opts.ip.prefix_len));
+    });
+    if iface
+        .routes_mut()
+        .add_default_ipv4_route(gateway_ip)
+        .is_err()
+    {
+        log::warn!("net: no room for the default route");
+    }
+    let mut sockets = SocketSet::new(Vec::new());
+    let service = RegistryService::new(MAX_FUNCTIONS, ModuleLimits::default());
+    let gateway = Gateway::new(service, LatencyUnit::Nanoseconds);
+    let mut server = server::Server::new(&mut sockets, CONNECTIONS, HTTP_PORT, gateway);
+    kprintln!("fjord: http listening on {guest_ip}:{HTTP_PORT}");
+
+    let idle_ticks = apic::tsc_hz() / 1000 * IDLE_AFTER_MS;
+    let mut last_busy = cpu::rdtsc();
+    let mut last_rx = 0;
+    loop {
+        let changed = iface.poll(now(), &mut dev, &mut sockets);
+        let counters = NetCounters {
+            rx: dev.rx_packets,
+            tx: dev.tx_packets,
+            errors: dev.errors,
+        };
+        let served = server.service(&mut sockets, &|| kernel_samples(counters));
+        let t = cpu::rdtsc();
+        let arrived = dev.rx_packets != last_rx;
+        last_rx = dev.rx_packets;
+        if served || arrived || changed == smoltcp::iface::PollResult::SocketStateChanged {
+            last_busy = t;
+        } else if t.wrapping_sub(last_busy) > idle_ticks {
+            cpu::enable_and_halt();
+        } else {
+            core::hint::spin_loop();
+        }
+    }
+}

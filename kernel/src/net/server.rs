@@ -1,0 +1,121 @@
+//! The HTTP server: a pool of listening TCP sockets, each carrying one gateway [`Connection`].
+
+use alloc::vec::Vec;
+use fjord_faas::gateway::{Connection, FunctionService, Gateway, Sample};
+use fjord_faas::http::Limits;
+use smoltcp::iface::{SocketHandle, SocketSet};
+use smoltcp::socket::tcp::{self, State};
+
+/// Bytes of receive and of transmit buffer per socket.
+const SOCKET_BUFFER: usize = 64 * 1024;
+
+/// One socket of the pool and the connection it carries, if any.
+struct Slot {
+    handle: SocketHandle,
+    conn: Option<Connection>,
+}
+
+/// The server's sockets and the gateway they feed.
+pub struct Server<S> {
+    slots: Vec<Slot>,
+    port: u16,
+    limits: Limits,
+    /// The gateway answering requests.
+    pub gateway: Gateway<S>,
+}
+
+impl<S: FunctionService> Server<S> {
+    /// Creates `count` sockets listening on `port` (each accepts one connection at a time).
+    pub fn new(sockets: &mut SocketSet<'_>, count: usize, port: u16, gateway: Gateway<S>) -> Self {
+        let mut slots = Vec::with_capacity(count);
+        for _ in 0..count {
+            let rx = tcp::SocketBuffer::new(alloc::vec![0; SOCKET_BUFFER]);
+            let tx = tcp::SocketBuffer::new(alloc::vec![0; SOCKET_BUFFER]);
+            let mut s = tcp::Socket::new(rx, tx);
+            if let Err(e) = s.listen(port) {
+                log::error!("net: listen on port {port}: {e:?}");
+            }
+            slots.push(Slot {
+                handle: sockets.add(s),
+                conn: None,
+            });
+        }
+        Server {
+            slots,
+            port,
+            limits: Limits {
+                max_body_bytes: 2 << 20,
+                ..Limits::default()
+            },
+            gateway,
+        }
+    }
+
+    /// Moves bytes between the sockets and their connections; returns whether anything moved.
+    pub fn service(
+        &mut self,
+        sockets: &mut SocketSet<'_>,
+        kernel: &impl Fn() -> Vec<Sample>,
+    ) -> bool {
+        let mut busy = false;
+        let Server {
+            slots,
+            port,
+            limits,
+            gateway,
+        } = self;
+        for slot in slots.iter_mut() {
+            let sock = sockets.get_mut::<tcp::Socket>(slot.handle);
+            // A connection the server closed first: skip TIME-WAIT (the peer has closed too) so
+            // the socket can take the next connection at once.
+            if sock.state() == State::TimeWait {
+                sock.abort();
+            }
+            if sock.state() == State::Closed {
+                slot.conn = None;
+                if let Err(e) = sock.listen(*port) {
+                    log::error!("net: listen on port {port}: {e:?}");
+                }
+                continue;
+            }
+            if slot.conn.is_none() && sock.is_active() && sock.state() != State::SynReceived {
+                slot.conn = Some(Connection::new(*limits));
+                gateway.count_connection();
+                busy = true;
+            }
+            let Some(conn) = slot.conn.as_mut() else {
+                continue;
+            };
+            let (mut received, mut sent) = (0, 0);
+            while sock.can_recv() {
+                let r = sock.recv(|buf| {
+                    conn.receive(buf, gateway, kernel);
+                    (buf.len(), buf.len())
+                });
+                match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => received += n,
+                }
+            }
+            while !conn.output().is_empty() && sock.can_send() {
+                match sock.send_slice(conn.output()) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        conn.sent(n);
+                        sent += n;
+                    }
+                }
+            }
+            let peer_done = !sock.may_recv() && conn.output().is_empty();
+            if (conn.finished() || peer_done) && sock.may_send() {
+                sock.close();
+                busy = true;
+            }
+            if received + sent > 0 {
+                gateway.count_bytes(received, sent);
+                busy = true;
+            }
+        }
+        busy
+    }
+}

@@ -1,0 +1,444 @@
+//! End-to-end tests of the HTTP gateway: boot the kernel with a virtio-net card on QEMU user
+//! networking, forward a free host port to guest port 80, and talk HTTP/1.1 to it from the host.
+//!
+//! [`run`] returns one outcome per check (name → `Ok` or the reason it failed), so the caller
+//! reports them like the other test layers. [`metrics_round_trips`] is the latency probe used for
+//! the gateway's round-trip measurement.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::qemu::{Device, HostForward, Machine, QemuConfig};
+use crate::qemu_run::QemuRun;
+
+/// The line the kernel prints once the gateway accepts connections.
+pub const LISTENING_LINE: &str = "fjord: http listening on ";
+/// How long the kernel may take to boot and bring the network up.
+const BOOT_LIMIT: Duration = Duration::from_secs(90);
+/// Read/write timeout of every host-side socket.
+const IO_LIMIT: Duration = Duration::from_secs(20);
+/// The module deployed by the tests (its manifest names the function).
+const FIXTURE: &str = "faas/tests/fixtures/hello-rela.elf";
+
+/// One check's name and outcome.
+pub type Outcome = (String, Result<(), String>);
+
+/// Boots `kernel` on `machine` with networking and runs every gateway check against it.
+pub fn run(kernel: &Path, machine: Machine) -> Result<Vec<Outcome>> {
+    let port = free_port()?;
+    let mut config = QemuConfig::new(kernel);
+    config.machine = machine;
+    config.smp = 2;
+    config.append = "mode=run".to_owned();
+    config.devices.push(Device::UserNet {
+        hostfwd: vec![HostForward {
+            host: port,
+            guest: 80,
+        }],
+    });
+    let mut qemu = QemuRun::spawn(&config, None)?;
+    if let Err(e) = qemu.wait_for_line(|l| l.contains(LISTENING_LINE), BOOT_LIMIT) {
+        let tail = qemu.log_tail(20);
+        qemu.kill();
+        bail!(
+            "the gateway did not come up: {e}\n{tail}\n{}",
+            qemu.stderr()
+        );
+    }
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let fixture_path = crate::workspace::root().join(FIXTURE);
+    let fixture = std::fs::read(&fixture_path)
+        .with_context(|| format!("reading {}", fixture_path.display()))?;
+    let outcomes = checks(addr, &fixture);
+    qemu.kill();
+    Ok(outcomes)
+}
+
+/// Runs the checks in order (later ones depend on earlier deployments).
+fn checks(addr: SocketAddr, fixture: &[u8]) -> Vec<Outcome> {
+    let name = manifest_name(fixture).unwrap_or_else(|| "hello".to_owned());
+    let deployed = format!("/functions/{name}");
+    let invoke = format!("/invoke/{name}");
+    let truncated = &fixture[..fixture.len() / 3];
+    let mut out = Vec::new();
+    let mut check = |label: &str, result: Result<(), String>| {
+        out.push((format!("http: {label}"), result));
+    };
+
+    check("GET /metrics is Prometheus text", {
+        one(addr, "GET", "/metrics", b"").and_then(|r| {
+            r.expect(200)?;
+            r.expect_body_contains("# TYPE ")?;
+            r.expect_body_contains("fjord_kernel_free_frames ")
+        })
+    });
+    check("GET /functions is empty", {
+        one(addr, "GET", "/functions", b"").and_then(|r| {
+            r.expect(200)?;
+            r.expect_body_eq("[]")
+        })
+    });
+    check("PUT garbage is 400 with a reason", {
+        one(addr, "PUT", &deployed, b"this is not an ELF file").and_then(|r| {
+            r.expect(400)?;
+            r.expect_body_contains("not an ELF")
+        })
+    });
+    check("PUT a truncated module is 400", {
+        one(addr, "PUT", &deployed, truncated).and_then(|r| {
+            r.expect(400)?;
+            r.expect_body_contains("invalid function module")
+        })
+    });
+    check("PUT an oversized body is 413", oversized(addr, &deployed));
+    check(&format!("PUT the fixture as '{name}' is 201"), {
+        one(addr, "PUT", &deployed, fixture).and_then(|r| r.expect(201))
+    });
+    check("GET /functions lists it", {
+        one(addr, "GET", "/functions", b"").and_then(|r| {
+            r.expect(200)?;
+            r.expect_body_contains(&format!("\"name\":\"{name}\""))?;
+            r.expect_body_contains(&format!("\"size\":{}", fixture.len()))
+        })
+    });
+    check("PUT it again replaces it (200)", {
+        one(addr, "PUT", &deployed, fixture).and_then(|r| r.expect(200))
+    });
+    check("POST /invoke/nope is 404", {
+        one(addr, "POST", "/invoke/nope", b"x").and_then(|r| r.expect(404))
+    });
+    check(&format!("POST {invoke} is 501"), {
+        one(addr, "POST", &invoke, b"input").and_then(|r| {
+            r.expect(501)?;
+            r.expect_body_contains("function execution is not available yet")
+        })
+    });
+    check("unknown path is 404, wrong method 405", {
+        one(addr, "GET", "/nowhere", b"")
+            .and_then(|r| r.expect(404))
+            .and_then(|()| one(addr, "DELETE", "/metrics", b""))
+            .and_then(|r| r.expect(405))
+    });
+    check("DELETE is 204, then 404", {
+        one(addr, "DELETE", &deployed, b"")
+            .and_then(|r| r.expect(204))
+            .and_then(|()| one(addr, "DELETE", &deployed, b""))
+            .and_then(|r| r.expect(404))
+    });
+    check(
+        "malformed request is 400, then the server serves on",
+        malformed(addr),
+    );
+    check(
+        "keep-alive: two requests on one connection",
+        keep_alive(addr),
+    );
+    check("4 concurrent clients", concurrent(addr, 4));
+    check("100 keep-alive GET /metrics", {
+        metrics_round_trips(addr, 100).map(|times| {
+            let mut t = times;
+            t.sort();
+            println!(
+                "  http: GET /metrics round trip over keep-alive: median {:?}, min {:?}, max {:?}",
+                t[t.len() / 2],
+                t[0],
+                t[t.len() - 1]
+            );
+        })
+    });
+    out
+}
+
+/// A port that was free on 127.0.0.1 a moment ago.
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding a free port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// The function name in a module's `.fjord_manifest` (`name=` line), found in the raw bytes.
+pub fn manifest_name(module: &[u8]) -> Option<String> {
+    let magic = b"fjord-manifest=1\n";
+    let start = module.windows(magic.len()).position(|w| w == magic)?;
+    let text = &module[start..];
+    let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
+    let text = std::str::from_utf8(&text[..end]).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("name="))
+        .map(|n| n.trim().to_owned())
+}
+
+/// A parsed HTTP response.
+#[derive(Debug)]
+pub struct HttpResponse {
+    /// Status code.
+    pub status: u16,
+    /// Headers (names lower-cased).
+    pub headers: Vec<(String, String)>,
+    /// Body.
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    fn expect(&self, status: u16) -> Result<(), String> {
+        if self.status == status {
+            Ok(())
+        } else {
+            Err(format!(
+                "expected status {status}, got {} with body {:?}",
+                self.status,
+                self.text()
+            ))
+        }
+    }
+
+    fn expect_body_contains(&self, needle: &str) -> Result<(), String> {
+        if self.text().contains(needle) {
+            Ok(())
+        } else {
+            Err(format!("body lacks {needle:?}: {:?}", self.text()))
+        }
+    }
+
+    fn expect_body_eq(&self, want: &str) -> Result<(), String> {
+        if self.text().trim_end() == want {
+            Ok(())
+        } else {
+            Err(format!("body is {:?}, expected {want:?}", self.text()))
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A keep-alive HTTP/1.1 client connection.
+pub struct Client {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    /// Connects to `addr`.
+    pub fn connect(addr: SocketAddr) -> Result<Client, String> {
+        let stream = TcpStream::connect_timeout(&addr, IO_LIMIT).map_err(|e| e.to_string())?;
+        stream
+            .set_read_timeout(Some(IO_LIMIT))
+            .map_err(|e| e.to_string())?;
+        stream
+            .set_write_timeout(Some(IO_LIMIT))
+            .map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
+        Ok(Client {
+            stream,
+            buf: Vec::new(),
+        })
+    }
+
+    /// Sends raw bytes.
+    pub fn send_raw(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.stream.write_all(bytes).map_err(|e| e.to_string())
+    }
+
+    /// Sends one request and reads its response.
+    pub fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> Result<HttpResponse, String> {
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: fjord\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        req.extend_from_slice(body);
+        self.send_raw(&req)?;
+        self.read_response()
+    }
+
+    fn fill(&mut self) -> Result<usize, String> {
+        let mut chunk = [0u8; 16384];
+        let n = self.stream.read(&mut chunk).map_err(|e| e.to_string())?;
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+
+    /// Reads one response (`Content-Length` framing).
+    pub fn read_response(&mut self) -> Result<HttpResponse, String> {
+        let head_end = loop {
+            if let Some(p) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break p;
+            }
+            if self.fill()? == 0 {
+                return Err(format!(
+                    "connection closed before a complete response head ({} bytes)",
+                    self.buf.len()
+                ));
+            }
+        };
+        let head = String::from_utf8_lossy(&self.buf[..head_end]).into_owned();
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().unwrap_or_default();
+        let status = status_line
+            .strip_prefix("HTTP/1.1 ")
+            .and_then(|s| s.get(..3))
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        let len: usize = headers
+            .iter()
+            .find(|(n, _)| n == "content-length")
+            .and_then(|(_, v)| v.parse().ok())
+            .ok_or("response without Content-Length")?;
+        let total = head_end + 4 + len;
+        while self.buf.len() < total {
+            if self.fill()? == 0 {
+                return Err("connection closed inside a response body".to_owned());
+            }
+        }
+        let body = self.buf[head_end + 4..total].to_vec();
+        self.buf.drain(..total);
+        Ok(HttpResponse {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// Whether the server closes the connection (EOF) within the I/O limit.
+    pub fn closed_by_server(&mut self) -> Result<(), String> {
+        match self.fill() {
+            Ok(0) => Ok(()),
+            Ok(_) => Err("unexpected bytes after the response".to_owned()),
+            // A reset also means closed.
+            Err(e) if e.contains("reset") => Ok(()),
+            Err(e) => Err(format!("connection not closed: {e}")),
+        }
+    }
+}
+
+/// One request on a fresh connection.
+fn one(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> Result<HttpResponse, String> {
+    Client::connect(addr)?.request(method, path, body)
+}
+
+fn oversized(addr: SocketAddr, path: &str) -> Result<(), String> {
+    let mut c = Client::connect(addr)?;
+    c.send_raw(
+        format!("PUT {path} HTTP/1.1\r\nHost: fjord\r\nContent-Length: 67108864\r\n\r\n")
+            .as_bytes(),
+    )?;
+    let r = c.read_response()?;
+    r.expect(413)?;
+    c.closed_by_server()
+}
+
+fn malformed(addr: SocketAddr) -> Result<(), String> {
+    let mut c = Client::connect(addr)?;
+    c.send_raw(b"THIS IS NOT HTTP\r\n\r\n")?;
+    let r = c.read_response()?;
+    r.expect(400)?;
+    if r.header("connection") != Some("close") {
+        return Err(format!("400 without Connection: close: {:?}", r.headers));
+    }
+    c.closed_by_server()?;
+    one(addr, "GET", "/functions", b"")?.expect(200)
+}
+
+fn keep_alive(addr: SocketAddr) -> Result<(), String> {
+    let mut c = Client::connect(addr)?;
+    c.request("GET", "/functions", b"")?.expect(200)?;
+    let r = c.request("GET", "/metrics", b"")?;
+    r.expect(200)?;
+    r.expect_body_contains("fjord_gateway_connections_total")
+}
+
+fn concurrent(addr: SocketAddr, clients: usize) -> Result<(), String> {
+    // All connect first, so the server really holds `clients` connections at once.
+    let conns: Vec<Client> = (0..clients)
+        .map(|_| Client::connect(addr))
+        .collect::<Result<_, _>>()?;
+    let handles: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut c)| {
+            thread::spawn(move || -> Result<(), String> {
+                for _ in 0..5 {
+                    let path = if i % 2 == 0 { "/metrics" } else { "/functions" };
+                    c.request("GET", path, b"")?.expect(200)?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join()
+            .map_err(|_| "client thread panicked".to_owned())??;
+    }
+    Ok(())
+}
+
+/// Round-trip times of `count` `GET /metrics` requests on one keep-alive connection.
+pub fn metrics_round_trips(addr: SocketAddr, count: usize) -> Result<Vec<Duration>, String> {
+    let mut c = Client::connect(addr)?;
+    c.request("GET", "/metrics", b"")?.expect(200)?;
+    let mut times = Vec::with_capacity(count);
+    for _ in 0..count {
+        let t = Instant::now();
+        c.request("GET", "/metrics", b"")?.expect(200)?;
+        times.push(t.elapsed());
+    }
+    Ok(times)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixture_manifest_names_hello() {
+        let bytes = std::fs::read(crate::workspace::root().join(FIXTURE)).unwrap();
+        assert_eq!(manifest_name(&bytes).as_deref(), Some("hello"));
+        assert_eq!(manifest_name(b"no manifest"), None);
+    }
+
+    /// The whole suite against a built kernel: `FJORD_KERNEL=<path> [FJORD_MACHINE=q35] cargo
+    /// test -p xtask e2e_http -- --ignored --nocapture` (normally run by `cargo xtask test`).
+    #[test]
+    #[ignore = "boots QEMU; needs FJORD_KERNEL"]
+    fn gateway_end_to_end() {
+        let kernel = std::env::var("FJORD_KERNEL").expect("set FJORD_KERNEL to the kernel ELF");
+        let machine = match std::env::var("FJORD_MACHINE").as_deref() {
+            Ok("q35") => Machine::Q35,
+            _ => Machine::Microvm,
+        };
+        let outcomes = run(Path::new(&kernel), machine).unwrap();
+        let mut failed = 0;
+        for (name, r) in &outcomes {
+            match r {
+                Ok(()) => println!("ok   {name}"),
+                Err(e) => {
+                    failed += 1;
+                    println!("FAIL {name}: {e}");
+                }
+            }
+        }
+        assert_eq!(failed, 0, "{failed} of {} checks failed", outcomes.len());
+    }
+}

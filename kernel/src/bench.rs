@@ -27,6 +27,11 @@ pub enum Sys {
 
 /// Prints one `BENCH` line for `samples` (sorted in place).
 pub fn report_sys(group: &str, metric: &str, sys: Sys, samples: &mut [u64]) {
+    report_unit(group, metric, sys, "insns", samples);
+}
+
+/// Prints one `BENCH` line for `samples` in `unit` (sorted in place).
+pub fn report_unit(group: &str, metric: &str, sys: Sys, unit: &str, samples: &mut [u64]) {
     let system = match sys {
         Sys::Fjord => "fjord",
         Sys::FjordNi => "fjord_ni",
@@ -39,7 +44,7 @@ pub fn report_sys(group: &str, metric: &str, sys: Sys, samples: &mut [u64]) {
             max,
             runs,
         }) => kprintln!(
-            "BENCH {{\"group\":\"{group}\",\"metric\":\"{metric}\",\"system\":\"{system}\",\"unit\":\"insns\",\"median\":{median},\"min\":{min},\"max\":{max},\"runs\":{runs}}}"
+            "BENCH {{\"group\":\"{group}\",\"metric\":\"{metric}\",\"system\":\"{system}\",\"unit\":\"{unit}\",\"median\":{median},\"min\":{min},\"max\":{max},\"runs\":{runs}}}"
         ),
         None => kprintln!("fjord: bench {metric}: no samples"),
     }
@@ -132,6 +137,12 @@ pub fn run_all(filter: Option<&str>) -> ! {
         && let Err(e) = crate::bench_pd::run_group()
     {
         kprintln!("fjord: bench error: pd: {e}");
+        ok = false;
+    }
+    if wants("faas")
+        && let Err(e) = crate::bench_faas::run_group()
+    {
+        kprintln!("fjord: bench error: faas: {e}");
         ok = false;
     }
     kprintln!("fjord: bench done");

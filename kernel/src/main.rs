@@ -20,6 +20,8 @@ mod arch;
 #[cfg(target_os = "none")]
 mod bench;
 #[cfg(target_os = "none")]
+mod bench_faas;
+#[cfg(target_os = "none")]
 mod bench_pd;
 #[cfg(target_os = "none")]
 mod console;
@@ -35,6 +37,8 @@ mod logger;
 mod mm;
 #[cfg(target_os = "none")]
 mod net;
+#[cfg(target_os = "none")]
+mod orchestrator;
 #[cfg(target_os = "none")]
 mod pvh;
 #[cfg(target_os = "none")]

@@ -6,6 +6,7 @@
 
 mod jord;
 mod memory;
+mod orchestrator;
 mod smp;
 mod traps;
 mod user;

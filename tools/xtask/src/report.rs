@@ -39,6 +39,8 @@ pub struct Row<'a> {
     pub metric: &'a str,
     /// The Linux metric shown in this row when its name differs from `metric`.
     pub linux_metric: Option<&'a str>,
+    /// The Fjord metric shown in this row when its name differs from `metric`.
+    pub fjord_metric: Option<&'a str>,
     /// Fjord's measurement.
     pub fjord: Option<&'a Measurement>,
     /// The Linux guest's measurement.
@@ -215,9 +217,10 @@ pub fn group_table(rows: &[Row<'_>]) -> String {
     table.push_str(&rule);
     table.push('\n');
     for row in rows {
-        let label = match row.linux_metric {
-            Some(l) => format!("`{}` (Linux: `{l}`)", row.metric),
-            None => format!("`{}`", row.metric),
+        let label = match (row.linux_metric, row.fjord_metric) {
+            (Some(l), _) => format!("`{}` (Linux: `{l}`)", row.metric),
+            (None, Some(f)) => format!("`{}` (Fjord: `{f}`)", row.metric),
+            (None, None) => format!("`{}`", row.metric),
         };
         let _ = write!(
             table,

@@ -158,3 +158,15 @@ pub fn start_periodic_timer(hz: u64) {
     write(REG_LVT_TIMER, (1 << 17) | u32::from(TIMER_VECTOR)); // periodic
     write(REG_TIMER_INIT, count);
 }
+
+/// Arms the calling CPU's timer to fire once after `tsc_ticks` TSC ticks (replacing the periodic
+/// timer until [`start_periodic_timer`] is called again).
+pub fn arm_oneshot(tsc_ticks: u64) {
+    let per_ms = apic_ticks_per_ms().max(1);
+    let tsc_per_ms = (tsc_hz() / 1000).max(1);
+    let count = (u128::from(tsc_ticks) * u128::from(per_ms) / u128::from(tsc_per_ms))
+        .clamp(1, u128::from(u32::MAX)) as u32;
+    write(REG_TIMER_DIVIDE, 0b0011);
+    write(REG_LVT_TIMER, u32::from(TIMER_VECTOR)); // one-shot
+    write(REG_TIMER_INIT, count);
+}

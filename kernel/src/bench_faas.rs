@@ -1,0 +1,219 @@
+//! The `faas` benchmark group: the in-guest open-loop load generator driving the orchestrator.
+//!
+//! Requests arrive with Poisson inter-arrival times (as wrk2 generates them) directly into the
+//! orchestrator's central queue, and latency runs from the orchestrator's receipt of a request
+//! to its completion, as in the Jord paper. Each request is a whole function invocation in its
+//! own PD (create, ArgBuf in, call, ArgBuf out, destroy) of a function doing about 20,000
+//! instructions of work. Under `-icount shift=0,sleep=off` guest time is virtual and exact.
+//!
+//! icount serialises the vCPUs on one virtual clock, so executors cannot add capacity in
+//! virtual time: the sweep uses one executor (CPU 1) behind the orchestrator (CPU 0), and the
+//! orchestrator halts between arrivals so that it does not steal virtual time.
+
+use crate::arch::user_programs::Program;
+use crate::arch::{apic, cpu, smp};
+use crate::bench::{Sys, report_sys};
+use crate::jord::{self, exec, state};
+use crate::kprintln;
+use crate::orchestrator::{self, Ticket, Work};
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::vec::Vec;
+use fjord_faas::jbsq::RequestClass;
+use fjord_faas::metrics::exact_quantile;
+use fjord_kernel::layout::PAGE_SIZE;
+use fjord_pd::{Isolation, MapFlags, PdId, Perm};
+
+type R<T> = Result<T, &'static str>;
+
+/// Work units of the benchmark function (about 4 instructions each).
+const WORK: u64 = 5000;
+/// Requests per load point.
+const REQUESTS: usize = 1000;
+
+/// One invocation of the work function in a fresh PD, with its ArgBuf moved in and out.
+fn invocation() -> Work {
+    Box::new(|| {
+        let entry = jord::with(|j| j.entry(Program::Work));
+        let pd = jord::with(|j| j.cget(PdId::KERNEL)).map_err(|e| format!("cget: {e:?}"))?;
+        let buf = jord::with(|j| j.mmap(PdId::KERNEL, PAGE_SIZE, Perm::RW, MapFlags::default()))
+            .map_err(|e| format!("mmap: {e:?}"))?;
+        let moved = jord::with(|j| j.pmove(PdId::KERNEL, buf, pd, Perm::RW));
+        let r = match moved {
+            Ok(p) => {
+                p.finish();
+                let deadline = cpu::rdtsc() + apic::tsc_hz();
+                exec::call(pd, entry, [WORK, buf, 0, 0], Some(deadline))
+                    .map_err(|e| format!("{e:?}"))
+            }
+            Err(e) => Err(format!("pmove: {e:?}")),
+        };
+        if let Ok(p) = jord::with(|j| j.pmove(pd, buf, PdId::KERNEL, Perm::RW)) {
+            p.finish();
+        }
+        if let Ok(p) = jord::with(|j| j.munmap(PdId::KERNEL, buf, PAGE_SIZE)) {
+            p.finish();
+        }
+        if let Ok(p) = jord::with(|j| j.cput(PdId::KERNEL, pd)) {
+            p.finish();
+        }
+        r.map(|v| v.to_le_bytes().to_vec())
+    })
+}
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next_unit(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let x = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// An exponential sample with the given mean.
+    fn exponential(&mut self, mean: f64) -> u64 {
+        (-libm::log(self.next_unit()) * mean) as u64
+    }
+}
+
+/// Halts the orchestrator core until `deadline` (TSC) or an interrupt, whichever comes first.
+fn halt_until(deadline: u64) {
+    cpu::disable_interrupts();
+    let now = cpu::rdtsc();
+    if now < deadline {
+        apic::arm_oneshot(deadline - now);
+        cpu::enable_and_halt();
+    } else {
+        cpu::enable_interrupts();
+    }
+}
+
+/// Latencies (TSC ticks, sorted) and the span of one open-loop run at `mean_gap` ticks between
+/// arrivals.
+fn run_load(mean_gap: f64, requests: usize, seed: u64) -> R<(Vec<u64>, u64)> {
+    let mut rng = Rng(seed);
+    let mut tickets: Vec<Ticket> = Vec::with_capacity(requests);
+    let mut latencies = Vec::with_capacity(requests);
+    let start = cpu::rdtsc();
+    let mut next = start;
+    let mut end = start;
+    let collect = |tickets: &mut Vec<Ticket>, latencies: &mut Vec<u64>, end: &mut u64| -> R<()> {
+        let mut i = 0;
+        while i < tickets.len() {
+            match orchestrator::take(tickets[i]) {
+                Some(d) => {
+                    d.result.map_err(|_| "an invocation failed")?;
+                    latencies.push(d.finished - d.arrived);
+                    *end = (*end).max(d.finished);
+                    tickets.swap_remove(i);
+                }
+                None => i += 1,
+            }
+        }
+        Ok(())
+    };
+    for _ in 0..requests {
+        while cpu::rdtsc() < next {
+            orchestrator::poll();
+            collect(&mut tickets, &mut latencies, &mut end)?;
+            halt_until(next);
+        }
+        let t =
+            orchestrator::submit(RequestClass::External, invocation()).map_err(|_| "queue full")?;
+        tickets.push(t);
+        orchestrator::poll();
+        next += rng.exponential(mean_gap).max(1);
+    }
+    while !tickets.is_empty() {
+        orchestrator::poll();
+        collect(&mut tickets, &mut latencies, &mut end)?;
+        if !tickets.is_empty() {
+            halt_until(cpu::rdtsc() + apic::tsc_hz() / 1000);
+        }
+    }
+    latencies.sort_unstable();
+    Ok((latencies, end - start))
+}
+
+/// Orchestrator receipt to executor start, at minimal load (no queueing).
+fn min_load_dispatch(requests: usize) -> R<Vec<u64>> {
+    let mut v = Vec::with_capacity(requests);
+    for _ in 0..requests {
+        let t =
+            orchestrator::submit(RequestClass::External, invocation()).map_err(|_| "queue full")?;
+        let d = orchestrator::wait(t);
+        d.result.map_err(|_| "an invocation failed")?;
+        v.push(d.started - d.arrived);
+    }
+    Ok(v)
+}
+
+fn system_name(sys: Sys) -> &'static str {
+    match sys {
+        Sys::Fjord => "Jord",
+        Sys::FjordNi => "Jord_NI",
+        Sys::Baseline => "baseline",
+    }
+}
+
+/// Runs the SLO sweep for Jord and Jord_NI and reports throughput at p99 ≤ SLO.
+pub fn run_group() -> R<()> {
+    if smp::cpu_count() < 2 {
+        kprintln!("fjord: bench faas: needs 2 CPUs (orchestrator + executor); skipped");
+        return Ok(());
+    }
+    orchestrator::init(2);
+    let hz = apic::tsc_hz() as f64;
+    // Minimal-load service time under Jord_NI: arrivals far apart.
+    state::reset(Isolation::None).map_err(|_| "reset")?;
+    let (probe, _) = run_load(400_000.0, 60, 7)?;
+    let service = exact_quantile(&probe, 500).ok_or("no samples")?;
+    let slo = 10 * service;
+    kprintln!("fjord: faas: min-load service time {service} insns (Jord_NI), SLO p99 <= {slo}");
+    let capacity = hz / service as f64;
+    for sys in [Sys::Fjord, Sys::FjordNi] {
+        state::reset(if sys == Sys::Fjord {
+            Isolation::Full
+        } else {
+            Isolation::None
+        })
+        .map_err(|_| "reset")?;
+        let (mut lat, _) = run_load(400_000.0, 60, 11)?;
+        report_sys("faas", "work20k_min_load_latency", sys, &mut lat);
+        let mut dispatch = min_load_dispatch(60)?;
+        report_sys("faas", "dispatch_latency", sys, &mut dispatch);
+        let mut best = 0.0f64;
+        for pct in [50u64, 60, 70, 75, 80, 85, 90, 95] {
+            let rate = capacity * pct as f64 / 100.0;
+            let (lat, span) = run_load(hz / rate, REQUESTS, 1000 + pct)?;
+            let p50 = exact_quantile(&lat, 500).unwrap_or(0);
+            let p99 = exact_quantile(&lat, 990).unwrap_or(0);
+            let p999 = exact_quantile(&lat, 999).unwrap_or(0);
+            let achieved = lat.len() as f64 * hz / span as f64;
+            kprintln!(
+                "fjord: faas: {} offered {:.0} req/s ({pct}% of capacity): achieved {:.0} req/s, p50 {p50} p99 {p99} p99.9 {p999}{}",
+                system_name(sys),
+                rate,
+                achieved,
+                if p99 <= slo { "" } else { "  (over SLO)" }
+            );
+            if p99 <= slo {
+                best = best.max(achieved);
+            }
+        }
+        let mut v = [best as u64];
+        crate::bench::report_unit(
+            "faas",
+            "work20k_throughput_at_slo",
+            sys,
+            "req_per_s",
+            &mut v,
+        );
+    }
+    state::reset(Isolation::Full).map_err(|_| "reset")?;
+    crate::arch::apic::start_periodic_timer(crate::TIMER_HZ);
+    Ok(())
+}

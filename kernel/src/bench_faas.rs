@@ -159,8 +159,63 @@ fn system_name(sys: Sys) -> &'static str {
     }
 }
 
-/// Runs the SLO sweep for Jord and Jord_NI and reports throughput at p99 ≤ SLO.
+/// The chain A→B→C→B→A passing a 1 KiB payload in one ArgBuf by `pmove` only, timed in A.
+fn chain(sys: Sys) -> R<()> {
+    const ROUNDS: usize = 200;
+    let (a, b, c) = jord::with(|j| -> Result<_, fjord_pd::Error> {
+        let a = j.cget(PdId::KERNEL)?;
+        let b = j.cget(a)?;
+        let c = j.cget(b)?;
+        Ok((a, b, c))
+    })
+    .map_err(|_| "cget failed")?;
+    let buf =
+        jord::with(|j| j.mmap(a, PAGE_SIZE, Perm::RW, MapFlags::default())).map_err(|_| "mmap")?;
+    let results = jord::with(|j| j.mmap(a, (ROUNDS * 8) as u64, Perm::RW, MapFlags::default()))
+        .map_err(|_| "mmap")?;
+    let relay = jord::with(|j| j.entry(Program::Relay));
+    let header = [0, 3, a.raw().into(), b.raw().into(), c.raw().into(), relay];
+    let phys = jord::with(|j| j.initialised_backing(buf)).ok_or("no backing")?;
+    let words = crate::mm::phys_to_virt(phys) as *mut u64;
+    for (i, w) in header.iter().enumerate() {
+        // SAFETY: the ArgBuf's frames are initialised and mapped through the direct map; no PD
+        // runs yet.
+        unsafe { words.add(i).write_volatile(*w) };
+    }
+    let driver = jord::with(|j| j.entry(Program::ChainDriver));
+    let deadline = cpu::rdtsc() + apic::tsc_hz() * 10;
+    exec::call(a, driver, [buf, ROUNDS as u64, results, 0], Some(deadline))
+        .map_err(|_| "chain failed")?;
+    // The payload was touched by C once per round: the ArgBuf really travelled.
+    // SAFETY: as above; the chain has finished.
+    let touched = unsafe { words.add(32).read_volatile() };
+    if touched != ROUNDS as u64 {
+        return Err("the payload did not reach the end of the chain every round");
+    }
+    let phys = jord::with(|j| j.initialised_backing(results)).ok_or("no backing")?;
+    let p = crate::mm::phys_to_virt(phys) as *const u64;
+    // SAFETY: the results VMA is backed by ROUNDS words, written by A.
+    let mut samples = unsafe { core::slice::from_raw_parts(p, ROUNDS) }.to_vec();
+    report_sys("chain", "chain_abcba_1k", sys, &mut samples);
+    for pd in [c, b, a] {
+        if let Ok(p) = jord::with(|j| j.cput(PdId::KERNEL, pd)) {
+            p.finish();
+        }
+    }
+    Ok(())
+}
+
+/// Runs the chain microbenchmark and the SLO sweep for Jord and Jord_NI.
 pub fn run_group() -> R<()> {
+    for sys in [Sys::Fjord, Sys::FjordNi] {
+        state::reset(if sys == Sys::Fjord {
+            Isolation::Full
+        } else {
+            Isolation::None
+        })
+        .map_err(|_| "reset")?;
+        chain(sys)?;
+    }
     if smp::cpu_count() < 2 {
         kprintln!("fjord: bench faas: needs 2 CPUs (orchestrator + executor); skipped");
         return Ok(());

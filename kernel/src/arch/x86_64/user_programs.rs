@@ -305,6 +305,84 @@ uprog_work:
     syscall
     ud2
 
+    /* chain_driver(buf, count, results): PD A of the chain A->B->C->B->A. The ArgBuf `buf`
+     * holds [0] hop index, [1] n, [2..2+n] PD ids, [2+n] relay entry, payload at +256.
+     * Each round: pmove(buf, B), ccall(B, relay, buf); times every round trip. */
+    .global uprog_chain_driver
+uprog_chain_driver:
+    mov r12, rdi
+    mov rbp, rsi
+    mov rbx, rdx
+    mov r13, [r12 + 24]
+    push qword ptr [r12 + 40]
+    xor r14d, r14d
+1:  cmp r14, rbp
+    jae 2f
+    mov qword ptr [r12], 1
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    mov r15, rax
+    mov rdi, r12
+    mov rsi, r13
+    mov edx, 3
+    mov eax, 19
+    syscall
+    mov rdi, r13
+    mov rsi, [rsp]
+    mov rdx, r12
+    mov eax, 23
+    syscall
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    sub rax, r15
+    mov [rbx + r14 * 8], rax
+    inc r14
+    jmp 1b
+2:  mov eax, 1
+    xor edi, edi
+    syscall
+    ud2
+
+    /* relay(buf): one hop of the chain. Passes the ArgBuf on to the next PD (pmove + ccall)
+     * unless it is the last hop, where it touches the payload; then moves the ArgBuf back to
+     * the PD that called it and returns. */
+    .global uprog_relay
+uprog_relay:
+    mov r12, rdi
+    mov r14, [r12]
+    mov r13, [r12 + 8]
+    mov rbp, [r12 + 8 + r14 * 8]
+    lea rax, [r14 + 1]
+    cmp rax, r13
+    jae 3f
+    mov r15, [r12 + 24 + r14 * 8]
+    mov rbx, [r12 + 40]
+    mov [r12], rax
+    mov rdi, r12
+    mov rsi, r15
+    mov edx, 3
+    mov eax, 19
+    syscall
+    mov rdi, r15
+    mov rsi, rbx
+    mov rdx, r12
+    mov eax, 23
+    syscall
+    jmp 4f
+3:  inc qword ptr [r12 + 256]
+    inc qword ptr [r12 + 256 + 1016]
+4:  mov rdi, r12
+    mov rsi, rbp
+    mov edx, 3
+    mov eax, 19
+    syscall
+    xor edi, edi
+    mov eax, 26
+    syscall
+    ud2
+
     .global user_programs_end
 user_programs_end:
     .text
@@ -356,6 +434,8 @@ programs! {
     MprotectLoop => uprog_mprotect_loop: "`(addr, count, results)`: times mprotect R and RW.",
     TouchLoop => uprog_touch_loop: "`(base, count, results)`: times the first write to each page.",
     Work => uprog_work: "`(n)`: about 4n instructions of work, then `creturn`.",
+    ChainDriver => uprog_chain_driver: "`(buf, count, results)`: PD A of an A->B->C->B->A chain.",
+    Relay => uprog_relay: "`(buf)`: one hop of the chain: pass the ArgBuf on or touch it, hand it back.",
 }
 
 /// The whole blob of user programs.

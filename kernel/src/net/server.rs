@@ -24,6 +24,13 @@ pub struct Server<S> {
     pub gateway: Gateway<S>,
 }
 
+/// Request/response traffic: send each response at once (no Nagle) and acknowledge at once
+/// (no delayed ACK), or a keep-alive client waits for timers between requests.
+fn configure(s: &mut tcp::Socket<'_>) {
+    s.set_nagle_enabled(false);
+    s.set_ack_delay(None);
+}
+
 impl<S: FunctionService> Server<S> {
     /// Creates `count` sockets listening on `port` (each accepts one connection at a time).
     pub fn new(sockets: &mut SocketSet<'_>, count: usize, port: u16, gateway: Gateway<S>) -> Self {
@@ -32,6 +39,7 @@ impl<S: FunctionService> Server<S> {
             let rx = tcp::SocketBuffer::new(alloc::vec![0; SOCKET_BUFFER]);
             let tx = tcp::SocketBuffer::new(alloc::vec![0; SOCKET_BUFFER]);
             let mut s = tcp::Socket::new(rx, tx);
+            configure(&mut s);
             if let Err(e) = s.listen(port) {
                 log::error!("net: listen on port {port}: {e:?}");
             }
@@ -73,6 +81,7 @@ impl<S: FunctionService> Server<S> {
             }
             if sock.state() == State::Closed {
                 slot.conn = None;
+                configure(sock);
                 if let Err(e) = sock.listen(*port) {
                     log::error!("net: listen on port {port}: {e:?}");
                 }

@@ -96,6 +96,17 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         total_wall += wall;
     }
     let wall = total_wall;
+    if options
+        .group
+        .as_deref()
+        .is_none_or(|g| "http".contains(g) || g.contains("http"))
+    {
+        step(
+            2,
+            "HTTP gateway from the host: open-loop load generator (wall clock, no icount)",
+        );
+        measurements.extend(http_gateway(&kernel, &qemu)?);
+    }
     if let Some(group) = &options.group {
         measurements.retain(|m| m.group.contains(group.as_str()));
         if measurements.is_empty() && !options.report {
@@ -129,6 +140,72 @@ pub fn run(options: &BenchOptions) -> Result<()> {
     print!("{}", bench_results::format_table(&measurements));
     bench_results::write_results(&path, &measurements)?;
     Ok(())
+}
+
+/// Offered loads (requests per second) of the HTTP gateway benchmark.
+pub const HTTP_RATES: &[u64] = &[200, 1000, 2000];
+
+/// Boots Fjord with networking (real time, no icount) and drives `GET /metrics` with the
+/// open-loop generator at each of [`HTTP_RATES`]; returns p50/p99/p99.9 latency per rate.
+fn http_gateway(kernel: &std::path::Path, qemu: &std::path::Path) -> Result<Vec<Measurement>> {
+    use crate::e2e_http::LISTENING_LINE;
+    use crate::qemu::{Device, HostForward};
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))?
+        .local_addr()?
+        .port();
+    let mut config = QemuConfig::new(kernel);
+    config.qemu = qemu.to_path_buf();
+    config.machine = Machine::Microvm;
+    config.smp = 2;
+    config.append = "mode=run".to_owned();
+    config.devices.push(Device::UserNet {
+        hostfwd: vec![HostForward {
+            host: port,
+            guest: 80,
+        }],
+    });
+    let mut run = QemuRun::spawn(&config, None)?;
+    run.wait_for_line(|l| l.contains(LISTENING_LINE), Duration::from_secs(90))
+        .map_err(|e| anyhow::anyhow!("the gateway did not come up: {e}"))?;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut out = Vec::new();
+    for &rate in HTTP_RATES {
+        let load = crate::loadgen::Load {
+            addr,
+            method: "GET".into(),
+            path: "/metrics".into(),
+            body: Vec::new(),
+            rate: rate as f64,
+            requests: (rate as usize * 3).max(600),
+            connections: 4,
+            seed: rate,
+            expect_status: 200,
+        };
+        let r = crate::loadgen::run(&load)?;
+        println!(
+            "  http GET /metrics offered {rate} req/s: achieved {:.0} req/s, p50 {:.0} µs, p99 {:.0} µs, p99.9 {:.0} µs, {} errors",
+            r.achieved_rps,
+            r.p50_ns as f64 / 1e3,
+            r.p99_ns as f64 / 1e3,
+            r.p999_ns as f64 / 1e3,
+            r.errors
+        );
+        for (q, v) in [("p50", r.p50_ns), ("p99", r.p99_ns), ("p999", r.p999_ns)] {
+            out.push(Measurement {
+                group: "http".into(),
+                metric: format!("get_metrics_{q}_at_{rate}rps"),
+                system: System::Fjord,
+                unit: "ns".into(),
+                median: v as f64,
+                min: v as f64,
+                max: v as f64,
+                runs: load.requests as u64,
+                wall_ns: Some(v as f64),
+            });
+        }
+    }
+    run.kill();
+    Ok(out)
 }
 
 /// The measurements in the serial lines (`BENCH {json}`), in order; a malformed record is an

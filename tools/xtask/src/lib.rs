@@ -19,6 +19,7 @@ pub mod initrd;
 pub mod kernel_build;
 pub mod ktest;
 pub mod linux;
+pub mod loadgen;
 pub mod measure;
 pub mod qemu;
 pub mod qemu_run;

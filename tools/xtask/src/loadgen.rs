@@ -1,0 +1,173 @@
+//! The host-side load generator: open-loop HTTP requests with Poisson arrivals, as wrk2
+//! generates them, over several keep-alive connections.
+//!
+//! Each request has a scheduled send time; its latency runs from that time (not from when it
+//! was actually sent) to the end of its response, so a slow server cannot hide queueing by
+//! delaying the generator (wrk2's correction for coordinated omission). Latencies go into an
+//! HDR histogram; the report gives p50, p99 and p99.9 and the achieved throughput.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use hdrhistogram::Histogram;
+
+use crate::e2e_http::Client;
+
+/// One open-loop run.
+#[derive(Clone, Debug)]
+pub struct Load {
+    /// Server address.
+    pub addr: SocketAddr,
+    /// HTTP method.
+    pub method: String,
+    /// Request path.
+    pub path: String,
+    /// Request body.
+    pub body: Vec<u8>,
+    /// Offered load in requests per second.
+    pub rate: f64,
+    /// Number of requests.
+    pub requests: usize,
+    /// Keep-alive connections (one sender thread each).
+    pub connections: usize,
+    /// Seed of the arrival process (runs are repeatable in their schedule).
+    pub seed: u64,
+    /// The status every response must have.
+    pub expect_status: u16,
+}
+
+/// What a run measured.
+#[derive(Clone, Debug)]
+pub struct LoadReport {
+    /// Offered load (requests per second).
+    pub offered_rps: f64,
+    /// Completed requests per second over the run.
+    pub achieved_rps: f64,
+    /// Median latency in nanoseconds.
+    pub p50_ns: u64,
+    /// 99th-percentile latency in nanoseconds.
+    pub p99_ns: u64,
+    /// 99.9th-percentile latency in nanoseconds.
+    pub p999_ns: u64,
+    /// Requests that failed or got another status.
+    pub errors: usize,
+}
+
+/// Send offsets (from the start) of `n` Poisson arrivals at `rate` per second.
+pub fn poisson_schedule(rate: f64, n: usize, seed: u64) -> Vec<Duration> {
+    let mut state = seed.max(1);
+    let mut t = 0.0f64;
+    (0..n)
+        .map(|_| {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            let u = ((state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 + 0.5)
+                / (1u64 << 53) as f64;
+            let at = Duration::from_secs_f64(t);
+            t += -u.ln() / rate;
+            at
+        })
+        .collect()
+}
+
+/// Runs `load` and reports latency quantiles and throughput.
+pub fn run(load: &Load) -> Result<LoadReport> {
+    if load.connections == 0 || load.requests == 0 || load.rate <= 0.0 {
+        bail!("a load needs at least one connection, one request and a positive rate");
+    }
+    let schedule = Arc::new(poisson_schedule(load.rate, load.requests, load.seed));
+    let start = Instant::now() + Duration::from_millis(50);
+    let mut workers = Vec::new();
+    for w in 0..load.connections {
+        let (load, schedule) = (load.clone(), Arc::clone(&schedule));
+        workers.push(thread::spawn(
+            move || -> Result<(Histogram<u64>, usize, Instant)> {
+                let mut hist = Histogram::<u64>::new_with_bounds(1_000, 60_000_000_000, 3)?;
+                let mut client = None;
+                let mut errors = 0;
+                let mut last = start;
+                for i in (w..schedule.len()).step_by(load.connections) {
+                    let due = start + schedule[i];
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        thread::sleep(wait);
+                    }
+                    if client.is_none() {
+                        client = Client::connect(load.addr).ok();
+                    }
+                    let ok = match client.as_mut() {
+                        Some(c) => match c.request(&load.method, &load.path, &load.body) {
+                            Ok(r) if r.status == load.expect_status => true,
+                            Ok(_) => false,
+                            Err(_) => {
+                                client = None;
+                                false
+                            }
+                        },
+                        None => false,
+                    };
+                    last = Instant::now();
+                    if ok {
+                        hist.saturating_record(last.duration_since(due).as_nanos() as u64);
+                    } else {
+                        errors += 1;
+                    }
+                }
+                Ok((hist, errors, last))
+            },
+        ));
+    }
+    let mut total = Histogram::<u64>::new_with_bounds(1_000, 60_000_000_000, 3)?;
+    let mut errors = 0;
+    let mut end = start;
+    for w in workers {
+        let (h, e, last) = w
+            .join()
+            .map_err(|_| anyhow::anyhow!("a load thread panicked"))??;
+        total.add(h)?;
+        errors += e;
+        end = end.max(last);
+    }
+    let span = end.duration_since(start).as_secs_f64().max(1e-9);
+    Ok(LoadReport {
+        offered_rps: load.rate,
+        achieved_rps: total.len() as f64 / span,
+        p50_ns: total.value_at_quantile(0.5),
+        p99_ns: total.value_at_quantile(0.99),
+        p999_ns: total.value_at_quantile(0.999),
+        errors,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poisson_schedule_has_the_requested_rate_and_is_repeatable() {
+        let s = poisson_schedule(1000.0, 20_000, 42);
+        assert_eq!(s, poisson_schedule(1000.0, 20_000, 42));
+        assert!(s.windows(2).all(|w| w[0] <= w[1]));
+        let mean_gap = s.last().unwrap().as_secs_f64() / (s.len() - 1) as f64;
+        assert!((mean_gap - 0.001).abs() < 0.0001, "mean gap {mean_gap}");
+    }
+
+    #[test]
+    fn rejects_empty_loads() {
+        let load = Load {
+            addr: "127.0.0.1:9".parse().unwrap(),
+            method: "GET".into(),
+            path: "/".into(),
+            body: Vec::new(),
+            rate: 0.0,
+            requests: 1,
+            connections: 1,
+            seed: 1,
+            expect_status: 200,
+        };
+        assert!(run(&load).is_err());
+    }
+}

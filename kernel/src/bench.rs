@@ -145,6 +145,12 @@ pub fn run_all(filter: Option<&str>) -> ! {
         kprintln!("fjord: bench error: faas: {e}");
         ok = false;
     }
+    if wants("faas")
+        && let Err(e) = crate::modules::bench::run_group()
+    {
+        kprintln!("fjord: bench error: faas: {e}");
+        ok = false;
+    }
     kprintln!("fjord: bench done");
     exit_qemu(if ok {
         ExitCode::Success

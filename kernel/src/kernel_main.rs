@@ -136,6 +136,7 @@ extern "C" fn boot_on_stack() -> ! {
 
     print_banner(info, &features);
     check_initrd(info, &opts);
+    crate::modules::boot(info, &opts);
     if let Some(crash) = opts.crash {
         crash_on_purpose(crash);
     }

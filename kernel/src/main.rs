@@ -36,6 +36,8 @@ mod logger;
 #[cfg(target_os = "none")]
 mod mm;
 #[cfg(target_os = "none")]
+mod modules;
+#[cfg(target_os = "none")]
 mod net;
 #[cfg(target_os = "none")]
 mod orchestrator;

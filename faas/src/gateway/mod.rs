@@ -200,9 +200,9 @@ impl<S: FunctionService> Gateway<S> {
             Err(e) => {
                 let status = match e {
                     DeployError::Invalid(ModuleError::ImageTooLarge) => Status::PayloadTooLarge,
-                    DeployError::Invalid(_) | DeployError::NameMismatch { .. } => {
-                        Status::BadRequest
-                    }
+                    DeployError::Invalid(_)
+                    | DeployError::NameMismatch { .. }
+                    | DeployError::Unloadable(_) => Status::BadRequest,
                     DeployError::Full => Status::ServiceUnavailable,
                 };
                 Response::text(status, &alloc::format!("{e}\n"))

@@ -33,6 +33,9 @@ pub enum DeployError {
     },
     /// The registry holds its maximum number of functions (503).
     Full,
+    /// The module is valid ELF but the runtime cannot load it (400), e.g. it has writable
+    /// statics that one shared image cannot hold; the text says why.
+    Unloadable(String),
 }
 
 impl fmt::Display for DeployError {
@@ -45,6 +48,7 @@ impl fmt::Display for DeployError {
                 manifest.as_str()
             ),
             DeployError::Full => f.write_str("no room for another function"),
+            DeployError::Unloadable(why) => write!(f, "the module cannot be loaded: {why}"),
         }
     }
 }

@@ -3,13 +3,15 @@
 //!
 //! Modules: [`manifest`] (the `.fjord_manifest` text format), [`elf`] (bounds-checked ELF64
 //! reading), [`load_plan`] (validation and the plan), [`relocate`] (populate an image buffer and
-//! apply relative relocations), [`error`] (the typed rejection reasons).
+//! apply relative relocations), [`shared_image`] (the no-writable-statics rule of a shared
+//! code image), [`error`] (the typed rejection reasons).
 
 pub mod elf;
 pub mod error;
 pub mod load_plan;
 pub mod manifest;
 pub mod relocate;
+pub mod shared_image;
 
 #[cfg(test)]
 mod tests;
@@ -18,3 +20,4 @@ pub use error::{FilePart, ModuleError};
 pub use load_plan::{LoadPlan, ModuleLimits, Perms, Relocation, SegmentPlan, validate};
 pub use manifest::{Isolation, Manifest, ManifestError};
 pub use relocate::{RelocateError, apply_relocations};
+pub use shared_image::{WritableData, check_shareable};

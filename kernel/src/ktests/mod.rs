@@ -6,6 +6,7 @@
 
 mod jord;
 mod memory;
+mod modules;
 mod orchestrator;
 mod smp;
 mod traps;

@@ -18,9 +18,8 @@ use crate::kprintln;
 use crate::mm::{frames, heap};
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
-use fjord_faas::gateway::{Gateway, RegistryService, Sample, SampleKind};
+use fjord_faas::gateway::{Gateway, Sample, SampleKind};
 use fjord_faas::metrics::LatencyUnit;
-use fjord_faas::module::ModuleLimits;
 use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, Ipv4Address};
@@ -29,8 +28,6 @@ use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, Ipv4Address};
 pub const HTTP_PORT: u16 = 80;
 /// Listening sockets, i.e. concurrent connections served.
 pub const CONNECTIONS: usize = 16;
-/// Most functions deployed at once.
-pub const MAX_FUNCTIONS: usize = 64;
 /// Quiet time after which the loop halts between timer ticks.
 pub const IDLE_AFTER_MS: u64 = 50;
 
@@ -163,7 +160,7 @@ pub fn run() {
         log::warn!("net: no room for the default route");
     }
     let mut sockets = SocketSet::new(Vec::new());
-    let service = RegistryService::new(MAX_FUNCTIONS, ModuleLimits::default());
+    let service = crate::modules::service::RuntimeService::new();
     let gateway = Gateway::new(service, LatencyUnit::Nanoseconds);
     let mut server = server::Server::new(&mut sockets, CONNECTIONS, HTTP_PORT, gateway);
     kprintln!("fjord: http listening on {guest_ip}:{HTTP_PORT}");

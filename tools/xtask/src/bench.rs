@@ -57,7 +57,8 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         .as_deref()
         .is_none_or(|g| "faas".contains(g) || g.contains("faas"))
     {
-        boots.push((2, "mode=bench bench=faas".to_owned()));
+        // The faas group also invokes the demo function modules, packed in the initrd.
+        boots.push((2, "mode=bench bench=faas modules=initrd".to_owned()));
     }
     let mut measurements = Vec::new();
     let mut total_wall = Duration::ZERO;
@@ -67,6 +68,9 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         config.machine = Machine::Microvm;
         config.smp = smp;
         config.icount = true;
+        if append.contains("modules=initrd") {
+            config.initrd = Some(crate::initrd::pack_initrd()?);
+        }
         config.append = append;
         step(
             2,

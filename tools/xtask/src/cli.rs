@@ -25,7 +25,7 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Build the kernel (x86_64-unknown-none, release).
+    /// Build the kernel (x86_64-unknown-none, release) and the function modules in `apps/`.
     Build,
     /// Build and boot Fjord with the serial console on this terminal (Ctrl-A X quits).
     Run(RunArgs),
@@ -95,6 +95,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<bool> {
         Command::Build => {
             let elf = kernel_build::build_kernel()?;
             println!("xtask: kernel: {}", elf.display());
+            for app in crate::apps_build::build_apps()? {
+                println!("xtask: function {}: {}", app.name, app.path.display());
+            }
             Ok(true)
         }
         Command::Run(args) => {

@@ -22,7 +22,8 @@ pub const LISTENING_LINE: &str = "fjord: http listening on ";
 const BOOT_LIMIT: Duration = Duration::from_secs(90);
 /// Read/write timeout of every host-side socket.
 const IO_LIMIT: Duration = Duration::from_secs(20);
-/// The module deployed by the tests (its manifest names the function).
+/// A validator test fixture (its manifest names the function `hello`).
+#[cfg(test)]
 const FIXTURE: &str = "faas/tests/fixtures/hello-rela.elf";
 
 /// One check's name and outcome.
@@ -51,20 +52,25 @@ pub fn run(kernel: &Path, machine: Machine) -> Result<Vec<Outcome>> {
         );
     }
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let fixture_path = crate::workspace::root().join(FIXTURE);
-    let fixture = std::fs::read(&fixture_path)
-        .with_context(|| format!("reading {}", fixture_path.display()))?;
-    let outcomes = checks(addr, &fixture);
+    let apps = crate::apps_build::build_apps().context("building the function modules")?;
+    let app = |n: &str| -> Result<Vec<u8>> {
+        apps.iter()
+            .find(|a| a.name == n)
+            .map(|a| a.bytes.clone())
+            .with_context(|| format!("app {n} was not built"))
+    };
+    let outcomes = checks(addr, &app("hello")?, &app("echo")?, &app("hostile")?);
     qemu.kill();
     Ok(outcomes)
 }
 
-/// Runs the checks in order (later ones depend on earlier deployments).
-fn checks(addr: SocketAddr, fixture: &[u8]) -> Vec<Outcome> {
-    let name = manifest_name(fixture).unwrap_or_else(|| "hello".to_owned());
+/// Runs the checks in order (later ones depend on earlier deployments). `hello`, `echo` and
+/// `hostile` are the ELF modules built from `apps/`.
+fn checks(addr: SocketAddr, hello: &[u8], echo: &[u8], hostile: &[u8]) -> Vec<Outcome> {
+    let name = manifest_name(hello).unwrap_or_else(|| "hello".to_owned());
     let deployed = format!("/functions/{name}");
     let invoke = format!("/invoke/{name}");
-    let truncated = &fixture[..fixture.len() / 3];
+    let truncated = &hello[..hello.len() / 3];
     let mut out = Vec::new();
     let mut check = |label: &str, result: Result<(), String>| {
         out.push((format!("http: {label}"), result));
@@ -95,29 +101,73 @@ fn checks(addr: SocketAddr, fixture: &[u8]) -> Vec<Outcome> {
             r.expect_body_contains("invalid function module")
         })
     });
+    check("PUT a module under another name is 400", {
+        one(addr, "PUT", "/functions/other", hello).and_then(|r| r.expect(400))
+    });
     check("PUT an oversized body is 413", oversized(addr, &deployed));
-    check(&format!("PUT the fixture as '{name}' is 201"), {
-        one(addr, "PUT", &deployed, fixture).and_then(|r| r.expect(201))
+    check(&format!("PUT the {name} module is 201"), {
+        one(addr, "PUT", &deployed, hello).and_then(|r| r.expect(201))
     });
     check("GET /functions lists it", {
         one(addr, "GET", "/functions", b"").and_then(|r| {
             r.expect(200)?;
             r.expect_body_contains(&format!("\"name\":\"{name}\""))?;
-            r.expect_body_contains(&format!("\"size\":{}", fixture.len()))
+            r.expect_body_contains(&format!("\"size\":{}", hello.len()))
         })
     });
     check("PUT it again replaces it (200)", {
-        one(addr, "PUT", &deployed, fixture).and_then(|r| r.expect(200))
+        one(addr, "PUT", &deployed, hello).and_then(|r| r.expect(200))
     });
     check("POST /invoke/nope is 404", {
         one(addr, "POST", "/invoke/nope", b"x").and_then(|r| r.expect(404))
     });
-    check(&format!("POST {invoke} is 501"), {
-        one(addr, "POST", &invoke, b"input").and_then(|r| {
-            r.expect(501)?;
-            r.expect_body_contains("function execution is not available yet")
+    check(&format!("POST {invoke} runs the function"), {
+        one(addr, "POST", &invoke, b"world").and_then(|r| {
+            r.expect(200)?;
+            r.expect_body_eq("hello, world!")
         })
     });
+    check("echo returns 3000 bytes unchanged", {
+        let body: Vec<u8> = (0..3000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        one(addr, "PUT", "/functions/echo", echo)
+            .and_then(|r| r.expect(201))
+            .and_then(|()| one(addr, "POST", "/invoke/echo", &body))
+            .and_then(|r| {
+                r.expect(200)?;
+                if r.body == body {
+                    Ok(())
+                } else {
+                    Err("echo changed the bytes".into())
+                }
+            })
+    });
+    check(
+        "a function reading kernel memory gets 500 with the fault; others go on",
+        {
+            one(addr, "PUT", "/functions/hostile", hostile)
+                .and_then(|r| r.expect(201))
+                .and_then(|()| one(addr, "POST", "/invoke/hostile", b"read ffff800000100000"))
+                .and_then(|r| {
+                    r.expect(500)?;
+                    r.expect_body_contains("fault")
+                })
+                .and_then(|()| one(addr, "POST", &invoke, b"again"))
+                .and_then(|r| {
+                    r.expect(200)?;
+                    r.expect_body_eq("hello, again!")
+                })
+        },
+    );
+    check("a runaway function gets 500 'timed out'", {
+        one(addr, "POST", "/invoke/hostile", b"loop").and_then(|r| {
+            r.expect(500)?;
+            r.expect_body_contains("timed out")
+        })
+    });
+    check(
+        "4 concurrent clients invoke hello",
+        concurrent_invokes(addr, &invoke, 4),
+    );
     check("unknown path is 404, wrong method 405", {
         one(addr, "GET", "/nowhere", b"")
             .and_then(|r| r.expect(404))
@@ -152,6 +202,30 @@ fn checks(addr: SocketAddr, fixture: &[u8]) -> Vec<Outcome> {
         })
     });
     out
+}
+
+/// `clients` threads each invoking `path` five times on their own connection.
+fn concurrent_invokes(addr: SocketAddr, path: &str, clients: usize) -> Result<(), String> {
+    let threads: Vec<_> = (0..clients)
+        .map(|i| {
+            let path = path.to_owned();
+            thread::spawn(move || -> Result<(), String> {
+                let mut c = Client::connect(addr)?;
+                for j in 0..5 {
+                    let who = format!("c{i}r{j}");
+                    let r = c.request("POST", &path, who.as_bytes())?;
+                    r.expect(200)?;
+                    r.expect_body_eq(&format!("hello, {who}!"))?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join()
+            .map_err(|_| "a client thread panicked".to_owned())??;
+    }
+    Ok(())
 }
 
 /// A port that was free on 127.0.0.1 a moment ago.

@@ -90,9 +90,11 @@ fn boot_once(setup: &BootSetup, machine: Machine, smp: u32, filter: Option<&str>
     config.qemu = setup.qemu.clone();
     config.machine = machine;
     config.smp = smp;
+    // The function modules from the initrd are loaded at boot for the module tests.
+    config.initrd = Some(setup.initrd.clone());
     config.append = match filter {
-        Some(filter) => format!("mode=test test={filter}"),
-        None => "mode=test".to_owned(),
+        Some(filter) => format!("mode=test modules=initrd test={filter}"),
+        None => "mode=test modules=initrd".to_owned(),
     };
     let echo = setup.verbose.then(|| format!("[{machine}] "));
     let mut run = match QemuRun::spawn(&config, echo) {

@@ -7,6 +7,7 @@
 //! `linux` boots the Linux-guest baseline with the same `qemu` and `cpio` modules, and `report`
 //! turns benchmark results into the Markdown table and plots.
 
+pub mod apps_build;
 pub mod bench;
 pub mod bench_results;
 pub mod cli;

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 
-use crate::qemu::{Machine, QemuConfig};
+use crate::qemu::{Device, HostForward, Machine, QemuConfig};
 use crate::qemu_run::QemuExit;
 use crate::{host_deps, initrd, kernel_build, workspace};
 
@@ -36,11 +36,23 @@ pub fn run(options: &RunOptions) -> Result<()> {
     config.append = command_line(options.append.as_deref());
     config.icount = options.icount;
     config.interactive = true;
+    let port = gateway_port();
+    config.devices.push(Device::UserNet {
+        hostfwd: vec![HostForward {
+            host: port,
+            guest: 80,
+        }],
+    });
     let mut command = config.command()?;
     println!(
         "xtask: booting Fjord on {} with {} CPUs, {} MiB ({}); Ctrl-A X quits",
         options.machine, options.smp, options.memory_mib, config.append
     );
+    println!(
+        "xtask: HTTP gateway at http://127.0.0.1:{port}/ once the kernel prints `fjord: http listening`"
+    );
+    println!("xtask:   curl http://127.0.0.1:{port}/functions");
+    println!("xtask:   curl --data world http://127.0.0.1:{port}/invoke/hello");
     let status = command
         .status()
         .with_context(|| format!("could not start `{}`", workspace::display_command(&command)))?;
@@ -50,17 +62,30 @@ pub fn run(options: &RunOptions) -> Result<()> {
     }
 }
 
-/// The kernel command line: `mode=run` unless the user chose a mode, then the user's options.
+/// The host port forwarded to the gateway: 8080 when free, otherwise any free port.
+fn gateway_port() -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", 8080))
+        .or_else(|_| std::net::TcpListener::bind(("127.0.0.1", 0)))
+        .and_then(|l| l.local_addr())
+        .map_or(8080, |a| a.port())
+}
+
+/// The kernel command line: `mode=run` unless the user chose a mode, and `modules=initrd` (the
+/// demo functions) unless the user chose a module source, then the user's options.
 pub fn command_line(append: Option<&str>) -> String {
     let append = append.unwrap_or("").trim();
-    let has_mode = append
-        .split_whitespace()
-        .any(|word| word.starts_with("mode="));
-    match (has_mode, append.is_empty()) {
-        (true, _) => append.to_owned(),
-        (false, true) => "mode=run".to_owned(),
-        (false, false) => format!("mode=run {append}"),
+    let has = |key: &str| append.split_whitespace().any(|w| w.starts_with(key));
+    let mut words = Vec::new();
+    if !has("mode=") {
+        words.push("mode=run");
     }
+    if !has("modules=") {
+        words.push("modules=initrd");
+    }
+    if !append.is_empty() {
+        words.push(append);
+    }
+    words.join(" ")
 }
 
 #[cfg(test)]
@@ -69,11 +94,15 @@ mod tests {
 
     #[test]
     fn mode_run_is_the_default() {
-        assert_eq!(command_line(None), "mode=run");
-        assert_eq!(command_line(Some("log=debug")), "mode=run log=debug");
+        assert_eq!(command_line(None), "mode=run modules=initrd");
+        assert_eq!(
+            command_line(Some("log=debug")),
+            "mode=run modules=initrd log=debug"
+        );
         assert_eq!(
             command_line(Some("mode=test test=smp")),
-            "mode=test test=smp"
+            "modules=initrd mode=test test=smp"
         );
+        assert_eq!(command_line(Some("modules=none")), "mode=run modules=none");
     }
 }

@@ -1,0 +1,180 @@
+//! Function modules from the initrd (boot with `modules=initrd`): invocation, isolation of
+//! hostile functions, time limits, teardown without leaks, and run-time deployment.
+
+use crate::arch::user::Access;
+use crate::jord::{self, state};
+use crate::ktest;
+use crate::modules::invoke::{InvokeOptions, Phases, invoke_function};
+use crate::modules::loader::LoadError;
+use crate::modules::{self, InvokeFailure, invoke};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use fjord_faas::module::{ModuleLimits, validate};
+use fjord_kernel::{kassert, kassert_eq};
+use fjord_libos::function::FnError;
+use fjord_pd::{Isolation, MapFlags, PdId, Perm};
+
+type R<T> = Result<T, String>;
+
+fn call(name: &str, req: &[u8]) -> Result<Vec<u8>, InvokeFailure> {
+    invoke(name, req)
+}
+
+fn hostile(req: &str) -> Result<Vec<u8>, InvokeFailure> {
+    invoke("hostile", req.as_bytes())
+}
+
+fn expect_fault(r: Result<Vec<u8>, InvokeFailure>, addr: u64, access: Access) -> R<()> {
+    match r {
+        Err(InvokeFailure::Faulted { pd, fault }) => {
+            kassert!(pd != PdId::KERNEL);
+            kassert_eq!(fault.vector, 14);
+            kassert_eq!(fault.addr, addr);
+            kassert_eq!(fault.access, access);
+            Ok(())
+        }
+        other => Err(format!(
+            "expected a {access:?} fault at {addr:#x}, got {other:?}"
+        )),
+    }
+}
+
+fn needs_modules() -> R<()> {
+    let names = modules::list();
+    for f in ["echo", "hello", "hostile"] {
+        kassert!(
+            names.iter().any(|n| n == f),
+            "function {f} is not deployed (boot with modules=initrd and the initrd from xtask)"
+        );
+    }
+    Ok(())
+}
+
+ktest! {
+    fn hello_and_echo_return_the_right_bytes() {
+        needs_modules()?;
+        kassert_eq!(call("hello", b"world").as_deref(), Ok(b"hello, world!".as_slice()));
+        kassert_eq!(call("hello", b"").as_deref(), Ok(b"hello, !".as_slice()));
+        kassert_eq!(call("echo", b"ping").as_deref(), Ok(b"ping".as_slice()));
+        kassert_eq!(call("echo", b"").as_deref(), Ok(b"".as_slice()));
+        // A request larger than a page: the ArgBuf grows to fit request and response.
+        let big: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let got = call("echo", &big).map_err(|e| format!("echo: {e}"))?;
+        kassert!(got == big, "echo returned {} different bytes", got.len());
+        // Too little response room is the function's typed error, not a fault.
+        let tight = InvokeOptions { response_room: Some(0), ..InvokeOptions::default() };
+        let f = modules::lookup("echo").ok_or("echo")?;
+        let r = invoke_function(&f, &big[..4096], &tight, &mut Phases::default());
+        kassert_eq!(r, Err(InvokeFailure::Function(FnError::ResponseTooLarge)));
+        kassert_eq!(call("nope", b""), Err(InvokeFailure::NoSuchFunction));
+        Ok(())
+    }
+}
+
+ktest! {
+    fn hostile_function_faults_and_others_keep_working() {
+        needs_modules()?;
+        let faults = jord::with(|j| j.stats.protection_faults);
+        // Kernel memory through the direct map.
+        let kernel = crate::mm::phys_to_virt(0x10_0000);
+        expect_fault(hostile(&format!("read {kernel:x}")), kernel, Access::Read)?;
+        // Another PD's private VMA.
+        let q = jord::with(|j| j.cget(PdId::KERNEL)).map_err(|e| format!("cget: {e:?}"))?;
+        let v = jord::with(|j| j.mmap(q, 4096, Perm::RW, MapFlags::default()))
+            .map_err(|e| format!("mmap: {e:?}"))?;
+        expect_fault(hostile(&format!("read {v:x}")), v, Access::Read)?;
+        expect_fault(hostile(&format!("write {v:x}")), v, Access::Write)?;
+        if let Ok(p) = jord::with(|j| j.cput(PdId::KERNEL, q)) {
+            p.finish();
+        }
+        // Its own code: the shared image is Global read-execute, never writable.
+        let code = modules::lookup("hostile").ok_or("hostile")?.image.base;
+        kassert!(hostile(&format!("read {code:x}")).is_ok());
+        expect_fault(hostile(&format!("write {code:x}")), code, Access::Write)?;
+        // The VMA table.
+        let table = jord::with(|j| j.vma_table_address());
+        expect_fault(hostile(&format!("read {table:x}")), table, Access::Read)?;
+        kassert!(jord::with(|j| j.stats.protection_faults) >= faults + 4);
+        // A panic is reported as the function's error; a malformed request too.
+        kassert_eq!(hostile("panic"), Err(InvokeFailure::Function(FnError::Panicked)));
+        kassert_eq!(hostile("read xyz"), Err(InvokeFailure::Function(FnError::BadRequest)));
+        // Everything else still works.
+        kassert_eq!(call("hello", b"again").as_deref(), Ok(b"hello, again!".as_slice()));
+        Ok(())
+    }
+}
+
+ktest! {
+    fn runaway_function_times_out() {
+        needs_modules()?;
+        let f = modules::lookup("hostile").ok_or("hostile")?;
+        let short = InvokeOptions { time_limit_ms: 20, ..InvokeOptions::default() };
+        let r = invoke_function(&f, b"loop", &short, &mut Phases::default());
+        kassert!(matches!(r, Err(InvokeFailure::TimedOut { .. })), "got {r:?}");
+        kassert_eq!(call("hello", b"x").as_deref(), Ok(b"hello, x!".as_slice()));
+        Ok(())
+    }
+}
+
+ktest! {
+    fn fifty_invocations_leak_no_frames() {
+        needs_modules()?;
+        let kernel = crate::mm::phys_to_virt(0x10_0000);
+        let bad = format!("read {kernel:x}");
+        let round = || -> R<()> {
+            kassert_eq!(call("hello", b"leak").as_deref(), Ok(b"hello, leak!".as_slice()));
+            kassert_eq!(call("echo", &[7u8; 5000]).map(|v| v.len()), Ok(5000));
+            kassert!(hostile(&bad).is_err());
+            Ok(())
+        };
+        // Warm up: destroyed PDs leave their root tables in a reuse cache.
+        for _ in 0..3 {
+            round()?;
+        }
+        let before = crate::mm::frames::free_frames();
+        let pds = jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed);
+        for _ in 0..50 {
+            round()?;
+        }
+        kassert_eq!(crate::mm::frames::free_frames(), before);
+        kassert_eq!(jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed), pds);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn deploy_validates_and_replaces_at_run_time() {
+        needs_modules()?;
+        let elf = modules::module_file("echo").ok_or("echo has no file")?;
+        // Malformed bytes get the validator's own error.
+        for bad in [&b"not an elf"[..], &elf[..100], &elf[..elf.len() / 2]] {
+            let want = validate(bad, &ModuleLimits::default()).err().ok_or("validator accepted")?;
+            kassert_eq!(modules::deploy("echo", bad).err(), Some(LoadError::Invalid(want)));
+        }
+        kassert_eq!(modules::deploy("other", &elf).err(), Some(LoadError::NameMismatch));
+        // Re-deploying maps a new image; the old one goes when its last user is gone.
+        let old = modules::lookup("echo").ok_or("echo")?.image.base;
+        let new = modules::deploy("echo", &elf).map_err(|e| format!("{e}"))?;
+        kassert!(new.image.base != old);
+        kassert_eq!(call("echo", b"v2").as_deref(), Ok(b"v2".as_slice()));
+        kassert!(modules::remove("echo"));
+        kassert!(!modules::list().iter().any(|n| n == "echo"));
+        kassert_eq!(call("echo", b""), Err(InvokeFailure::NoSuchFunction));
+        modules::deploy("echo", &elf).map_err(|e| format!("{e}"))?;
+        kassert_eq!(call("echo", b"back").as_deref(), Ok(b"back".as_slice()));
+        Ok(())
+    }
+}
+
+ktest! {
+    fn functions_survive_a_switch_to_no_isolation_and_back() {
+        needs_modules()?;
+        state::reset(Isolation::None).map_err(|e| format!("{e:?}"))?;
+        let ni = call("hello", b"ni");
+        state::reset(Isolation::Full).map_err(|e| format!("{e:?}"))?;
+        kassert_eq!(ni.as_deref(), Ok(b"hello, ni!".as_slice()));
+        kassert_eq!(call("hello", b"full").as_deref(), Ok(b"hello, full!".as_slice()));
+        Ok(())
+    }
+}

@@ -1,0 +1,282 @@
+//! Invoking a function: the Jord executor sequence for one request (Jord §3.4).
+//!
+//! 1. `cget` a PD (it gets a root table and a small creation stack);
+//! 2. `mmap` an ArgBuf VMA owned by the kernel, copy the request in (the one copy, from the
+//!    network buffer), and `pmove` it to the PD: a permission move, no copy;
+//! 3. `mmap` the PD's instance VMA: the manifest's stack, then its heap (see the entry ABI in
+//!    [`fjord_libos::function`]);
+//! 4. `ccall` the entry (`exec::call`) with a deadline;
+//! 5. `pmove` the ArgBuf back to the kernel, read the response;
+//! 6. `cput` the PD (its stack and instance VMA go with it) and `munmap` the ArgBuf.
+//!
+//! The PD is torn down and the ArgBuf freed whatever happened; every failure is typed.
+
+use super::LoadedFunction;
+use crate::arch::cpu;
+use crate::arch::user::UserFault;
+use crate::jord::{self, exec};
+use alloc::vec::Vec;
+use fjord_kernel::layout::PAGE_SIZE;
+use fjord_libos::function::{FnError, FnReturn, response_offset};
+use fjord_pd::{Error as PdError, MapFlags, PdId, Perm};
+
+/// Time limit of one invocation when the caller gives none (the manifest has no key for it yet).
+pub const DEFAULT_TIME_LIMIT_MS: u64 = 1000;
+/// Response room beyond the request's own size, by default.
+pub const DEFAULT_RESPONSE_ROOM: usize = 1024;
+/// Largest request accepted (bounds the ArgBuf).
+pub const MAX_REQUEST: usize = 16 << 20;
+
+/// How an invocation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InvokeFailure {
+    /// No function of that name is deployed.
+    NoSuchFunction,
+    /// The request exceeds [`MAX_REQUEST`].
+    RequestTooLarge,
+    /// Code in `pd` raised an exception; `fault` has the vector, address and access.
+    Faulted {
+        /// The PD that faulted.
+        pd: PdId,
+        /// The fault.
+        fault: UserFault,
+    },
+    /// The function ran past its time limit.
+    TimedOut {
+        /// The PD that was stopped.
+        pd: PdId,
+    },
+    /// Jord had no memory for the PD, the ArgBuf or the instance VMA.
+    OutOfMemory,
+    /// The function returned one of the ABI's errors.
+    Function(FnError),
+    /// The function returned a value that is neither a response that fits nor an error code.
+    BadResponse(u64),
+    /// PrivLib refused an operation of the sequence (a bug or a hostile function).
+    Refused(PdError),
+}
+
+impl core::fmt::Display for InvokeFailure {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            InvokeFailure::NoSuchFunction => f.write_str("no such function"),
+            InvokeFailure::RequestTooLarge => f.write_str("request too large"),
+            InvokeFailure::Faulted { pd, fault } => write!(
+                f,
+                "function faulted in {pd:?}: vector {} {:?} at {:#x} (rip {:#x})",
+                fault.vector, fault.access, fault.addr, fault.rip
+            ),
+            InvokeFailure::TimedOut { pd } => write!(f, "function timed out in {pd:?}"),
+            InvokeFailure::OutOfMemory => f.write_str("out of memory"),
+            InvokeFailure::Function(e) => write!(f, "function error {e:?}"),
+            InvokeFailure::BadResponse(v) => write!(f, "bad response value {v:#x}"),
+            InvokeFailure::Refused(e) => write!(f, "PrivLib refused: {e:?}"),
+        }
+    }
+}
+
+/// Options of one invocation.
+#[derive(Clone, Copy, Debug)]
+pub struct InvokeOptions {
+    /// Bytes of response region after the request; `None`: the request's size plus
+    /// [`DEFAULT_RESPONSE_ROOM`]. The ArgBuf is rounded up to whole pages, so the function may
+    /// get more.
+    pub response_room: Option<usize>,
+    /// Time limit in milliseconds.
+    pub time_limit_ms: u64,
+}
+
+impl Default for InvokeOptions {
+    fn default() -> Self {
+        InvokeOptions {
+            response_room: None,
+            time_limit_ms: DEFAULT_TIME_LIMIT_MS,
+        }
+    }
+}
+
+/// Where an invocation's time went, in TSC ticks (guest instructions under `-icount`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Phases {
+    /// `cget`, ArgBuf `mmap` + copy + `pmove`, instance VMA `mmap`.
+    pub setup: u64,
+    /// `exec::call` until the function's `creturn` (including its VLB fills).
+    pub call: u64,
+    /// `pmove` back, response copy, `cput`, ArgBuf `munmap`.
+    pub teardown: u64,
+}
+
+/// Invokes the deployed function `name` on `request` with default options.
+pub fn invoke(name: &str, request: &[u8]) -> Result<Vec<u8>, InvokeFailure> {
+    let f = super::lookup(name).ok_or(InvokeFailure::NoSuchFunction)?;
+    invoke_function(
+        &f,
+        request,
+        &InvokeOptions::default(),
+        &mut Phases::default(),
+    )
+}
+
+/// What the setup built: everything the teardown must release.
+struct Instance {
+    pd: PdId,
+    argbuf: u64,
+    capacity: u64,
+    /// Physical address of the ArgBuf's (contiguous) backing.
+    argbuf_phys: u64,
+    /// The memory boundary: stack below, heap above.
+    boundary: u64,
+}
+
+fn setup(f: &LoadedFunction, capacity: u64) -> Result<Instance, InvokeFailure> {
+    let m = &f.manifest;
+    // Remote flushes owed by the clean-up of a failed setup, finished after the lock is gone.
+    let mut owed = Vec::new();
+    let r = jord::with(|j| {
+        let pd = j.cget(PdId::KERNEL)?;
+        let argbuf = j.mmap(PdId::KERNEL, capacity, Perm::RW, MapFlags::default());
+        let argbuf = argbuf.and_then(|argbuf| match j.initialised_backing(argbuf) {
+            Some(phys) => Ok((argbuf, phys)),
+            None => {
+                owed.extend(j.munmap(PdId::KERNEL, argbuf, capacity).ok());
+                Err(PdError::NoMemory)
+            }
+        });
+        let built = argbuf.and_then(|(argbuf, phys)| {
+            let len = m.stack_size + m.heap_size;
+            match j.mmap(pd, len, Perm::RW, MapFlags::default()) {
+                Ok(instance) => Ok(Instance {
+                    pd,
+                    argbuf,
+                    capacity,
+                    argbuf_phys: phys,
+                    boundary: instance + m.stack_size,
+                }),
+                Err(e) => {
+                    owed.extend(j.munmap(PdId::KERNEL, argbuf, capacity).ok());
+                    Err(e)
+                }
+            }
+        });
+        if built.is_err() {
+            owed.extend(j.cput(PdId::KERNEL, pd).ok());
+        }
+        built
+    });
+    for p in owed {
+        p.finish();
+    }
+    r.map_err(|e| match e {
+        PdError::NoMemory => InvokeFailure::OutOfMemory,
+        e => InvokeFailure::Refused(e),
+    })
+}
+
+/// Releases the PD and the ArgBuf.
+fn teardown(inst: &Instance) {
+    let (a, b) = jord::with(|j| {
+        (
+            j.cput(PdId::KERNEL, inst.pd).ok(),
+            j.munmap(PdId::KERNEL, inst.argbuf, inst.capacity).ok(),
+        )
+    });
+    for p in [a, b].into_iter().flatten() {
+        p.finish();
+    }
+}
+
+impl Instance {
+    /// The ArgBuf's bytes through the kernel's direct map.
+    fn argbuf_mut(&mut self) -> &mut [u8] {
+        // SAFETY: the ArgBuf's backing is `capacity` physically contiguous, initialised bytes
+        // that stay allocated until `teardown`. The kernel touches them only before the `pmove`
+        // to the PD and after `exec::call` returned, when no code of this invocation runs; no
+        // other PD was ever given a right on this VMA by the kernel, and `&mut self` makes this
+        // the only kernel access.
+        unsafe {
+            core::slice::from_raw_parts_mut(
+                crate::mm::phys_to_virt(self.argbuf_phys) as *mut u8,
+                self.capacity as usize,
+            )
+        }
+    }
+}
+
+/// Invokes `f` on `request`, recording where the time went in `phases`.
+pub fn invoke_function(
+    f: &LoadedFunction,
+    request: &[u8],
+    options: &InvokeOptions,
+    phases: &mut Phases,
+) -> Result<Vec<u8>, InvokeFailure> {
+    if request.len() > MAX_REQUEST {
+        return Err(InvokeFailure::RequestTooLarge);
+    }
+    let t0 = cpu::rdtsc();
+    let room = options
+        .response_room
+        .unwrap_or(request.len() + DEFAULT_RESPONSE_ROOM)
+        .min(MAX_REQUEST);
+    let capacity = (response_offset(request.len()) + room).next_multiple_of(PAGE_SIZE as usize);
+    let capacity = capacity.max(PAGE_SIZE as usize) as u64;
+    let mut inst = setup(f, capacity)?;
+    inst.argbuf_mut()[..request.len()].copy_from_slice(request);
+    let moved = jord::with(|j| j.pmove(PdId::KERNEL, inst.argbuf, inst.pd, Perm::RW));
+    let moved = match moved {
+        Ok(p) => {
+            p.finish();
+            Ok(())
+        }
+        Err(e) => Err(InvokeFailure::Refused(e)),
+    };
+    let t1 = cpu::rdtsc();
+    let called = moved.and_then(|()| {
+        let deadline = t1 + crate::arch::apic::tsc_hz() / 1000 * options.time_limit_ms;
+        let args = [
+            inst.argbuf,
+            request.len() as u64,
+            inst.capacity,
+            inst.boundary,
+        ];
+        exec::call(inst.pd, f.entry, args, Some(deadline)).map_err(|e| match e {
+            exec::InvokeError::Faulted { pd, fault } => InvokeFailure::Faulted { pd, fault },
+            exec::InvokeError::TimedOut { pd } => InvokeFailure::TimedOut { pd },
+            exec::InvokeError::Refused(e) => InvokeFailure::Refused(e),
+        })
+    });
+    let t2 = cpu::rdtsc();
+    let result = called.and_then(|value| {
+        // The ArgBuf goes back to the kernel (a pmove on the PD's behalf). If the function gave
+        // its right away, the pmove fails; no code of this invocation runs any more, and the
+        // ArgBuf's munmap in the teardown revokes every right that is left.
+        if let Ok(p) = jord::with(|j| j.pmove(inst.pd, inst.argbuf, PdId::KERNEL, Perm::RW)) {
+            p.finish();
+        }
+        response(&mut inst, request.len(), value)
+    });
+    teardown(&inst);
+    let t3 = cpu::rdtsc();
+    *phases = Phases {
+        setup: t1 - t0,
+        call: t2 - t1,
+        teardown: t3 - t2,
+    };
+    result
+}
+
+/// Decodes the function's return value and copies the response out of the ArgBuf.
+fn response(inst: &mut Instance, request_len: usize, value: u64) -> Result<Vec<u8>, InvokeFailure> {
+    match FnReturn::decode(value) {
+        FnReturn::Response(n) => {
+            let start = response_offset(request_len);
+            let end = usize::try_from(n)
+                .ok()
+                .and_then(|n| start.checked_add(n))
+                .filter(|&end| end <= inst.capacity as usize)
+                .ok_or(InvokeFailure::BadResponse(value))?;
+            Ok(inst.argbuf_mut()[start..end].to_vec())
+        }
+        FnReturn::Error(e) => Err(InvokeFailure::Function(e)),
+        FnReturn::UnknownError(_) => Err(InvokeFailure::BadResponse(value)),
+    }
+}

@@ -1,0 +1,117 @@
+//! Mapping a validated module: one Global read-execute VMA for the whole image, populated and
+//! relocated once through the kernel's direct map.
+//!
+//! Real Jord hardware would map the code VMA once in the VMA table as Global read-execute; here
+//! the same VTE is made, and each PD's page tables fill leaves from it on first use (VLB
+//! misses). Writable segments are accepted only inside `PT_GNU_RELRO` (see
+//! [`fjord_faas::module::shared_image`]), so after relocation nothing in the image needs to be
+//! writable and RELRO is read-only for functions as it would be after `mprotect` in a process.
+
+use crate::arch::user_programs::Program;
+use crate::jord::{self, state::Jord};
+use fjord_faas::module::{
+    LoadPlan, ModuleError, RelocateError, WritableData, apply_relocations, check_shareable,
+};
+use fjord_pd::{MapFlags, PdId, Perm};
+
+/// Why a module could not be deployed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadError {
+    /// The validator rejected the ELF file.
+    Invalid(ModuleError),
+    /// The module has writable statics, which one shared image cannot hold.
+    WritableData(WritableData),
+    /// The manifest's name differs from the name it was deployed under.
+    NameMismatch,
+    /// Jord could not allocate the code VMA.
+    NoMemory,
+    /// Populating or relocating the image failed.
+    Relocate(RelocateError),
+}
+
+impl core::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            LoadError::Invalid(e) => write!(f, "invalid module: {e}"),
+            LoadError::WritableData(w) => write!(f, "{w}"),
+            LoadError::NameMismatch => {
+                f.write_str("the manifest name differs from the deployed name")
+            }
+            LoadError::NoMemory => f.write_str("no memory for the code VMA"),
+            LoadError::Relocate(e) => write!(f, "relocation failed: {e:?}"),
+        }
+    }
+}
+
+/// A module's image in the current Jord state.
+#[derive(Debug)]
+pub struct MappedImage {
+    /// Base of the Global read-execute code VMA.
+    pub base: u64,
+    /// Length of the VMA (the plan's page-rounded image size).
+    pub len: u64,
+    /// Which Jord state the VMA belongs to (see [`jord_epoch`]).
+    pub epoch: u64,
+}
+
+/// Identifies the current Jord state. `jord::state::reset` replaces the state and releases every
+/// VMA, including module code. A fresh state maps the built-in programs' code VMA on frames it
+/// allocates while the old state still holds its own, so two states in a row never share that
+/// VMA's physical address, which serves as the epoch. (Two resets without a module lookup in
+/// between could in principle reuse the first state's frames; a generation counter kept by
+/// `Jord` itself would close that gap.)
+pub fn jord_epoch() -> u64 {
+    jord::with(current_epoch)
+}
+
+fn current_epoch(j: &mut Jord) -> u64 {
+    let code = j.entry(Program::Hello) - Program::Hello.offset();
+    j.backing_of(code).map_or(0, |(phys, _)| phys)
+}
+
+/// Maps `plan`'s image from `file` into a new Global read-execute VMA and relocates it there.
+pub fn map_image(file: &[u8], plan: &LoadPlan) -> Result<MappedImage, LoadError> {
+    check_shareable(plan).map_err(LoadError::WritableData)?;
+    let global = MapFlags {
+        global: true,
+        privileged: false,
+    };
+    let len = plan.image_size;
+    let size = usize::try_from(len).map_err(|_| LoadError::NoMemory)?;
+    let (base, phys, epoch) = jord::with(|j| {
+        let base = j.mmap(PdId::KERNEL, len, Perm::RX, global).ok()?;
+        Some((base, j.initialised_backing(base), current_epoch(j)))
+    })
+    .ok_or(LoadError::NoMemory)?;
+    let Some(phys) = phys else {
+        unmap_image(&MappedImage { base, len, epoch });
+        return Err(LoadError::NoMemory);
+    };
+    // SAFETY: the VMA was just allocated with `size` bytes of physically contiguous, initialised
+    // backing, reached through the direct map; no registry entry names it yet, and PDs may only
+    // read it, so this is the only writer.
+    let image =
+        unsafe { core::slice::from_raw_parts_mut(crate::mm::phys_to_virt(phys) as *mut u8, size) };
+    let done = plan
+        .populate(file, image)
+        .and_then(|()| apply_relocations(image, base, plan));
+    if let Err(e) = done {
+        unmap_image(&MappedImage { base, len, epoch });
+        return Err(LoadError::Relocate(e));
+    }
+    Ok(MappedImage { base, len, epoch })
+}
+
+/// Unmaps an image if it belongs to the current Jord state (a reset already released it
+/// otherwise). Every PD's leaves for it are shot down.
+pub fn unmap_image(image: &MappedImage) {
+    let pending = jord::with(|j| {
+        if current_epoch(j) != image.epoch {
+            return None;
+        }
+        j.munmap(PdId::KERNEL, image.base, image.len).ok()
+    });
+    if let Some(p) = pending {
+        p.finish();
+    }
+}

@@ -1,0 +1,173 @@
+//! Function modules in the kernel: the registry of deployed functions, boot-time loading from
+//! the initrd (`modules=initrd`), and invocation in a fresh protection domain per request.
+//!
+//! - [`loader`]: one Global read-execute code VMA per module, relocated once;
+//! - [`invoke`]: the Jord invocation sequence (`cget`, ArgBuf `pmove`, `ccall`, `pmove` back,
+//!   `cput`) and its typed failures;
+//! - [`bench`]: the `faas` benchmark group.
+//!
+//! The function entry ABI is defined in [`fjord_libos::function`]. The registry keeps each
+//! module's ELF bytes and its [`LoadPlan`] so that it can map the code again after
+//! `jord::state::reset` (switching between full isolation and Jord_NI) released it.
+
+pub mod bench;
+pub mod invoke;
+pub mod loader;
+pub mod service;
+
+use crate::kprintln;
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use fjord_faas::module::{LoadPlan, Manifest, ModuleLimits, validate};
+use loader::{LoadError, MappedImage, jord_epoch, map_image, unmap_image};
+use spin::Mutex;
+
+pub use invoke::{InvokeFailure, invoke};
+
+/// Where boot-time modules live in the initrd: `functions/<name>.elf`.
+pub const INITRD_DIR: &str = "functions/";
+
+/// A deployed function as invocations see it: its code is mapped while this value lives.
+#[derive(Debug)]
+pub struct LoadedFunction {
+    /// The function's manifest.
+    pub manifest: Manifest,
+    /// Absolute address of the entry point (in the code VMA).
+    pub entry: u64,
+    /// The code VMA.
+    pub image: MappedImage,
+    /// Number of relocations applied at load.
+    pub relocations: usize,
+}
+
+impl Drop for LoadedFunction {
+    fn drop(&mut self) {
+        unmap_image(&self.image);
+    }
+}
+
+/// One registry entry: the module file and plan, and its current mapping.
+struct Deployed {
+    file: Vec<u8>,
+    plan: LoadPlan,
+    loaded: Arc<LoadedFunction>,
+}
+
+static REGISTRY: Mutex<BTreeMap<String, Deployed>> = Mutex::new(BTreeMap::new());
+
+fn map(file: &[u8], plan: &LoadPlan) -> Result<Arc<LoadedFunction>, LoadError> {
+    let image = map_image(file, plan)?;
+    Ok(Arc::new(LoadedFunction {
+        manifest: plan.manifest.clone(),
+        entry: image.base + plan.entry,
+        relocations: plan.relocations.len(),
+        image,
+    }))
+}
+
+/// Validates the module `file` and deploys it as `name` (its manifest must say the same name),
+/// replacing any function of that name; invocations already running keep the old code until
+/// they end.
+pub fn deploy(name: &str, file: &[u8]) -> Result<Arc<LoadedFunction>, LoadError> {
+    let plan = validate(file, &ModuleLimits::default()).map_err(LoadError::Invalid)?;
+    if plan.manifest.name.as_str() != name {
+        return Err(LoadError::NameMismatch);
+    }
+    let loaded = map(file, &plan)?;
+    let entry = Deployed {
+        file: file.to_vec(),
+        plan,
+        loaded: loaded.clone(),
+    };
+    let old = REGISTRY.lock().insert(String::from(name), entry);
+    drop(old);
+    Ok(loaded)
+}
+
+/// Removes the function `name`; its code is unmapped when the last running invocation ends.
+/// Returns whether it was deployed.
+pub fn remove(name: &str) -> bool {
+    let old = REGISTRY.lock().remove(name);
+    old.is_some()
+}
+
+/// The deployed function `name`, with its code mapped in the current Jord state.
+pub fn lookup(name: &str) -> Option<Arc<LoadedFunction>> {
+    let epoch = jord_epoch();
+    let mut registry = REGISTRY.lock();
+    let d = registry.get_mut(name)?;
+    if d.loaded.image.epoch != epoch {
+        // The Jord state was reset since the code was mapped: map it again.
+        match map(&d.file, &d.plan) {
+            Ok(l) => d.loaded = l,
+            Err(e) => {
+                log::error!("modules: re-mapping {name} failed: {e}");
+                return None;
+            }
+        }
+    }
+    Some(d.loaded.clone())
+}
+
+/// The ELF file the function `name` was deployed from.
+pub fn module_file(name: &str) -> Option<Vec<u8>> {
+    REGISTRY.lock().get(name).map(|d| d.file.clone())
+}
+
+/// The names of every deployed function, in order.
+pub fn list() -> Vec<String> {
+    REGISTRY.lock().keys().cloned().collect()
+}
+
+/// Deploys every `functions/<name>.elf` of the initrd archive `bytes`; returns how many were
+/// deployed and how many were rejected (each rejection is logged).
+pub fn load_initrd(bytes: &[u8]) -> (usize, usize) {
+    let (mut ok, mut failed) = (0, 0);
+    for entry in fjord_kernel::cpio::Reader::new(bytes) {
+        let Ok(e) = entry else {
+            log::warn!("modules: the initrd is not a valid cpio archive");
+            failed += 1;
+            break;
+        };
+        let Some(name) = e
+            .name
+            .strip_prefix(INITRD_DIR)
+            .and_then(|n| n.strip_suffix(".elf"))
+        else {
+            continue;
+        };
+        match deploy(name, e.data) {
+            Ok(f) => {
+                ok += 1;
+                kprintln!(
+                    "fjord: function {name}: {} KiB code at {:#x}, entry {:#x}, {} relocations",
+                    f.image.len / 1024,
+                    f.image.base,
+                    f.entry,
+                    f.relocations
+                );
+            }
+            Err(err) => {
+                failed += 1;
+                kprintln!("fjord: function {name} rejected: {err}");
+            }
+        }
+    }
+    (ok, failed)
+}
+
+/// Boot hook: with `modules=initrd`, deploys the initrd's function modules.
+pub fn boot(info: &crate::pvh::BootInfo, opts: &fjord_kernel::cmdline::BootOptions<'_>) {
+    if opts.modules != fjord_kernel::cmdline::ModuleSource::Initrd {
+        return;
+    }
+    let Some((pa, len)) = info.initrd() else {
+        return;
+    };
+    // SAFETY: the initrd's frames are reserved from the allocator and never written.
+    let bytes = unsafe { crate::mm::phys_slice(pa, len as usize) };
+    let (ok, failed) = load_initrd(bytes);
+    kprintln!("fjord: {ok} function modules deployed from the initrd, {failed} rejected");
+}

@@ -1,0 +1,111 @@
+//! The gateway's runtime: deploys modules through the loader and runs invocations on executor
+//! CPUs through the orchestrator (a [`FunctionService`] for `fjord_faas::gateway`).
+
+use crate::orchestrator::{self, SubmitError};
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use fjord_faas::FunctionName;
+use fjord_faas::gateway::{DeployError, DeployOutcome, FunctionInfo, FunctionService, InvokeError};
+use fjord_faas::module::{ModuleLimits, validate};
+use fjord_faas::registry::Generation;
+
+/// Most functions deployed at once.
+pub const MAX_FUNCTIONS: usize = 64;
+
+/// Deploys with the module loader and invokes through the orchestrator.
+pub struct RuntimeService {
+    generations: BTreeMap<String, Generation>,
+    next: Generation,
+}
+
+impl RuntimeService {
+    /// A service that already knows the functions deployed at boot (from the initrd).
+    pub fn new() -> Self {
+        let mut s = RuntimeService {
+            generations: BTreeMap::new(),
+            next: 1,
+        };
+        for name in super::list() {
+            let g = s.bump();
+            s.generations.insert(name, g);
+        }
+        s
+    }
+
+    fn bump(&mut self) -> Generation {
+        let g = self.next;
+        self.next += 1;
+        g
+    }
+}
+
+impl Default for RuntimeService {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FunctionService for RuntimeService {
+    fn invoke(&mut self, name: &FunctionName, input: &[u8]) -> Result<Vec<u8>, InvokeError> {
+        if super::lookup(name.as_str()).is_none() {
+            return Err(InvokeError::NotFound);
+        }
+        let (name, input) = (String::from(name.as_str()), input.to_vec());
+        let work = Box::new(move || super::invoke(&name, &input).map_err(|e| format!("{e}")));
+        match orchestrator::run_external(work) {
+            Ok(done) => done.result.map_err(InvokeError::Failed),
+            Err(SubmitError::QueueFull) => Err(InvokeError::Unavailable),
+        }
+    }
+
+    fn deploy(&mut self, name: FunctionName, image: &[u8]) -> Result<DeployOutcome, DeployError> {
+        let plan = validate(image, &ModuleLimits::default()).map_err(DeployError::Invalid)?;
+        if plan.manifest.name != name {
+            return Err(DeployError::NameMismatch {
+                manifest: plan.manifest.name,
+            });
+        }
+        let replaced = super::lookup(name.as_str()).is_some();
+        if !replaced && super::list().len() >= MAX_FUNCTIONS {
+            return Err(DeployError::Full);
+        }
+        match super::deploy(name.as_str(), image) {
+            Ok(_) => {
+                let generation = self.bump();
+                self.generations
+                    .insert(String::from(name.as_str()), generation);
+                Ok(DeployOutcome {
+                    generation,
+                    replaced,
+                })
+            }
+            Err(super::loader::LoadError::Invalid(e)) => Err(DeployError::Invalid(e)),
+            Err(super::loader::LoadError::NoMemory) => Err(DeployError::Full),
+            Err(e) => Err(DeployError::Unloadable(format!("{e}"))),
+        }
+    }
+
+    fn list(&self) -> Vec<FunctionInfo> {
+        super::list()
+            .into_iter()
+            .filter_map(|n| {
+                let size = super::module_file(&n)?.len();
+                let generation = self.generations.get(&n).copied().unwrap_or(0);
+                let name = FunctionName::new(&n).ok()?;
+                Some(FunctionInfo {
+                    name,
+                    size,
+                    generation,
+                })
+            })
+            .collect()
+    }
+
+    fn remove(&mut self, name: &FunctionName) -> bool {
+        self.generations.remove(name.as_str());
+        super::remove(name.as_str())
+    }
+}

@@ -1,0 +1,130 @@
+//! Building the function modules in `apps/` as static-PIE ELF files and checking each with the
+//! loader's own validator.
+//!
+//! The apps are built for `x86_64-unknown-none` with `-C relocation-model=pie` (the kernel's
+//! `.cargo/config.toml` flags ask for a fixed-address link; `RUSTFLAGS` takes precedence over
+//! them) and debug information stripped, in their own target directory `<target>/apps` so the
+//! kernel's and the apps' differing flags never invalidate each other's build cache.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use fjord_faas::module::{LoadPlan, ModuleLimits, check_shareable, validate};
+
+use crate::kernel_build::KERNEL_TARGET;
+use crate::workspace;
+
+/// The function apps: (cargo package, binary and function name).
+pub const APPS: [(&str, &str); 3] = [
+    ("fjord-app-echo", "echo"),
+    ("fjord-app-hello", "hello"),
+    ("fjord-app-hostile", "hostile"),
+];
+
+/// Compiler flags of a function module.
+pub const APP_RUSTFLAGS: &str = "-C relocation-model=pie -C strip=debuginfo";
+
+/// One built and validated function module.
+#[derive(Clone, Debug)]
+pub struct BuiltApp {
+    /// The function's name (also its manifest name).
+    pub name: String,
+    /// Where the ELF file is.
+    pub path: PathBuf,
+    /// The ELF file.
+    pub bytes: Vec<u8>,
+    /// What the validator made of it.
+    pub plan: LoadPlan,
+}
+
+/// The apps' target directory.
+pub fn apps_target_dir() -> PathBuf {
+    workspace::target_dir().join("apps")
+}
+
+/// The path of the initrd entry for function `name`.
+pub fn initrd_path(name: &str) -> String {
+    format!("functions/{name}.elf")
+}
+
+/// Builds every app in release mode, validates each ELF and checks that its manifest name is the
+/// app's name.
+pub fn build_apps() -> Result<Vec<BuiltApp>> {
+    let mut command = workspace::cargo();
+    command.args([
+        "build",
+        "--release",
+        "--target",
+        KERNEL_TARGET,
+        "--target-dir",
+    ]);
+    command.arg(apps_target_dir());
+    for (package, _) in APPS {
+        command.args(["--package", package]);
+    }
+    command.env("RUSTFLAGS", APP_RUSTFLAGS);
+    command.env_remove("CARGO_ENCODED_RUSTFLAGS");
+    let status = command
+        .status()
+        .with_context(|| format!("could not run `{}`", workspace::display_command(&command)))?;
+    if !status.success() {
+        bail!(
+            "function module build failed: `{}` ({status})",
+            workspace::display_command(&command)
+        );
+    }
+    let dir = apps_target_dir().join(KERNEL_TARGET).join("release");
+    APPS.iter()
+        .map(|&(_, name)| {
+            let path = dir.join(name);
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            let plan = check_module(name, &bytes)
+                .with_context(|| format!("function module {}", path.display()))?;
+            Ok(BuiltApp {
+                name: name.to_owned(),
+                path,
+                bytes,
+                plan,
+            })
+        })
+        .collect()
+}
+
+/// Validates a module as the kernel will (including the no-writable-statics rule of a shared
+/// image), and checks its manifest names it `name`.
+pub fn check_module(name: &str, bytes: &[u8]) -> Result<LoadPlan> {
+    let plan = validate(bytes, &ModuleLimits::default())
+        .map_err(|e| anyhow::anyhow!("rejected by the module validator: {e}"))?;
+    check_shareable(&plan).map_err(|e| anyhow::anyhow!("rejected by the loader: {e}"))?;
+    if plan.manifest.name.as_str() != name {
+        bail!(
+            "its manifest names it `{}`, expected `{name}`",
+            plan.manifest.name
+        );
+    }
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn app_names_are_valid_function_names() {
+        for (package, name) in APPS {
+            assert!(fjord_faas::FunctionName::new(name).is_ok(), "{name}");
+            assert!(package.ends_with(name));
+            assert_eq!(initrd_path(name), format!("functions/{name}.elf"));
+        }
+    }
+
+    #[test]
+    fn the_fixture_module_passes_the_check_under_its_name() {
+        let fixture = workspace::root().join("faas/tests/fixtures/hello-rela.elf");
+        let bytes = std::fs::read(fixture).unwrap();
+        assert!(check_module("hello", &bytes).is_ok());
+        assert!(check_module("echo", &bytes).is_err());
+        assert!(check_module("hello", b"not an elf").is_err());
+    }
+}

@@ -205,15 +205,20 @@ fn chain(sys: Sys) -> R<()> {
     Ok(())
 }
 
+/// Starts a fresh Jord state in the isolation mode `sys` measures.
+fn reset_for(sys: Sys) -> R<()> {
+    let mode = if sys == Sys::Fjord {
+        Isolation::Full
+    } else {
+        Isolation::None
+    };
+    state::reset(mode).map_err(|_| "reset")
+}
+
 /// Runs the chain microbenchmark and the SLO sweep for Jord and Jord_NI.
 pub fn run_group() -> R<()> {
     for sys in [Sys::Fjord, Sys::FjordNi] {
-        state::reset(if sys == Sys::Fjord {
-            Isolation::Full
-        } else {
-            Isolation::None
-        })
-        .map_err(|_| "reset")?;
+        reset_for(sys)?;
         chain(sys)?;
     }
     if smp::cpu_count() < 2 {
@@ -230,12 +235,7 @@ pub fn run_group() -> R<()> {
     kprintln!("fjord: faas: min-load service time {service} insns (Jord_NI), SLO p99 <= {slo}");
     let capacity = hz / service as f64;
     for sys in [Sys::Fjord, Sys::FjordNi] {
-        state::reset(if sys == Sys::Fjord {
-            Isolation::Full
-        } else {
-            Isolation::None
-        })
-        .map_err(|_| "reset")?;
+        reset_for(sys)?;
         let (mut lat, _) = run_load(400_000.0, 60, 11)?;
         report_sys("faas", "work20k_min_load_latency", sys, &mut lat);
         let mut dispatch = min_load_dispatch(60)?;

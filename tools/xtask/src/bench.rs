@@ -152,26 +152,7 @@ pub const HTTP_RATES: &[u64] = &[200, 1000, 2000];
 /// Boots Fjord with networking (real time, no icount) and drives `GET /metrics` with the
 /// open-loop generator at each of [`HTTP_RATES`]; returns p50/p99/p99.9 latency per rate.
 fn http_gateway(kernel: &std::path::Path, qemu: &std::path::Path) -> Result<Vec<Measurement>> {
-    use crate::e2e_http::LISTENING_LINE;
-    use crate::qemu::{Device, HostForward};
-    let port = std::net::TcpListener::bind(("127.0.0.1", 0))?
-        .local_addr()?
-        .port();
-    let mut config = QemuConfig::new(kernel);
-    config.qemu = qemu.to_path_buf();
-    config.machine = Machine::Microvm;
-    config.smp = 2;
-    config.append = "mode=run".to_owned();
-    config.devices.push(Device::UserNet {
-        hostfwd: vec![HostForward {
-            host: port,
-            guest: 80,
-        }],
-    });
-    let mut run = QemuRun::spawn(&config, None)?;
-    run.wait_for_line(|l| l.contains(LISTENING_LINE), Duration::from_secs(90))
-        .map_err(|e| anyhow::anyhow!("the gateway did not come up: {e}"))?;
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let (mut run, addr) = crate::e2e_http::boot_gateway(kernel, Some(qemu), Machine::Microvm)?;
     let mut out = Vec::new();
     for &rate in HTTP_RATES {
         let load = crate::loadgen::Load {

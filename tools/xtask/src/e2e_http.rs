@@ -29,10 +29,18 @@ const FIXTURE: &str = "faas/tests/fixtures/hello-rela.elf";
 /// One check's name and outcome.
 pub type Outcome = (String, Result<(), String>);
 
-/// Boots `kernel` on `machine` with networking and runs every gateway check against it.
-pub fn run(kernel: &Path, machine: Machine) -> Result<Vec<Outcome>> {
+/// Boots `kernel` (with `qemu`) on `machine` with a virtio-net card on user networking, waits
+/// until the gateway listens, and returns the running VM and the host address forwarded to it.
+pub fn boot_gateway(
+    kernel: &Path,
+    qemu: Option<&Path>,
+    machine: Machine,
+) -> Result<(QemuRun, SocketAddr)> {
     let port = free_port()?;
     let mut config = QemuConfig::new(kernel);
+    if let Some(q) = qemu {
+        config.qemu = q.to_path_buf();
+    }
     config.machine = machine;
     config.smp = 2;
     config.append = "mode=run".to_owned();
@@ -42,16 +50,18 @@ pub fn run(kernel: &Path, machine: Machine) -> Result<Vec<Outcome>> {
             guest: 80,
         }],
     });
-    let mut qemu = QemuRun::spawn(&config, None)?;
-    if let Err(e) = qemu.wait_for_line(|l| l.contains(LISTENING_LINE), BOOT_LIMIT) {
-        let tail = qemu.log_tail(20);
-        qemu.kill();
-        bail!(
-            "the gateway did not come up: {e}\n{tail}\n{}",
-            qemu.stderr()
-        );
+    let mut vm = QemuRun::spawn(&config, None)?;
+    if let Err(e) = vm.wait_for_line(|l| l.contains(LISTENING_LINE), BOOT_LIMIT) {
+        let tail = vm.log_tail(20);
+        vm.kill();
+        bail!("the gateway did not come up: {e}\n{tail}\n{}", vm.stderr());
     }
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    Ok((vm, SocketAddr::from((Ipv4Addr::LOCALHOST, port))))
+}
+
+/// Boots `kernel` on `machine` with networking and runs every gateway check against it.
+pub fn run(kernel: &Path, machine: Machine) -> Result<Vec<Outcome>> {
+    let (mut qemu, addr) = boot_gateway(kernel, None, machine)?;
     let apps = crate::apps_build::build_apps().context("building the function modules")?;
     let app = |n: &str| -> Result<Vec<u8>> {
         apps.iter()

@@ -6,6 +6,13 @@ use core::arch::global_asm;
 
 global_asm!(
     r#"
+    /* rax = the 64-bit TSC (guest instructions under icount); clobbers rdx. */
+    .macro UPROG_TSC
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    .endm
+
     .section .rodata.user_programs, "a"
     .balign 16
     .global user_programs_start
@@ -32,15 +39,11 @@ uprog_null_loop:
     xor r14d, r14d
 1:  cmp r14, r12
     jae 2f
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     mov r15, rax
     xor eax, eax
     syscall
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     sub rax, r15
     mov [r13 + r14 * 8], rax
     inc r14
@@ -152,18 +155,14 @@ uprog_ccall_loop:
     xor r14d, r14d
 1:  cmp r14, rbp
     jae 2f
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     mov r15, rax
     mov rdi, r12
     mov rsi, r13
     mov rdx, r14
     mov eax, 23
     syscall
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     sub rax, r15
     mov [rbx + r14 * 8], rax
     inc r14
@@ -181,9 +180,7 @@ uprog_mm_loop:
     xor r14d, r14d
 1:  cmp r14, rbp
     jae 2f
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     mov r15, rax
     mov edi, 4096
     mov esi, 3
@@ -191,16 +188,12 @@ uprog_mm_loop:
     mov eax, 16
     syscall
     mov r12, rax
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     mov r13, rax
     sub rax, r15
     mov [rbx], rax
     mov qword ptr [r12], 1
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     mov r15, rax
     sub rax, r13
     mov [rbx + 8], rax
@@ -208,9 +201,7 @@ uprog_mm_loop:
     mov esi, 4096
     mov eax, 17
     syscall
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     sub rax, r15
     mov [rbx + 16], rax
     add rbx, 24
@@ -232,18 +223,14 @@ uprog_mprotect_loop:
     mov qword ptr [r12], 0
 1:  cmp r14, rbp
     jae 2f
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     mov r15, rax
     mov rdi, r12
     mov esi, 4096
     mov edx, 1
     mov eax, 18
     syscall
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     mov r13, rax
     sub rax, r15
     mov [rbx], rax
@@ -252,9 +239,7 @@ uprog_mprotect_loop:
     mov edx, 3
     mov eax, 18
     syscall
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     sub rax, r13
     mov [rbx + 8], rax
     mov [r12], r14
@@ -275,14 +260,10 @@ uprog_touch_loop:
     xor r14d, r14d
 1:  cmp r14, rbp
     jae 2f
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     mov r15, rax
     mov [r12], r14
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     sub rax, r15
     mov [rbx + r14 * 8], rax
     add r12, 4096
@@ -319,9 +300,7 @@ uprog_chain_driver:
 1:  cmp r14, rbp
     jae 2f
     mov qword ptr [r12], 1
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     mov r15, rax
     mov rdi, r12
     mov rsi, r13
@@ -333,9 +312,7 @@ uprog_chain_driver:
     mov rdx, r12
     mov eax, 23
     syscall
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
+    UPROG_TSC
     sub rax, r15
     mov [rbx + r14 * 8], rax
     inc r14

@@ -73,6 +73,9 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
         if count == 0 || !align.is_power_of_two() || count > self.free {
             return Err(FrameError::OutOfFrames);
         }
+        if count == 1 && align == 1 {
+            return self.alloc_one();
+        }
         for from in [self.hint, 0] {
             let mut f = from.next_multiple_of(align);
             while f + count <= self.frames {
@@ -81,17 +84,40 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
                     f = ((f / 64 + 1) * 64).next_multiple_of(align);
                     continue;
                 }
-                match (f..f + count).find(|&i| !self.is_free(i)) {
+                match self.first_in_range(f, count, false) {
                     None => {
-                        for i in f..f + count {
-                            self.set(i, false);
-                        }
+                        self.set_range(f, count, false);
                         self.free -= count;
                         self.hint = f + count;
                         return Ok(f as u64 * PAGE_SIZE);
                     }
                     Some(used) => f = (used + 1).next_multiple_of(align),
                 }
+            }
+        }
+        Err(FrameError::OutOfFrames)
+    }
+
+    /// One frame: the first free one at or after the hint, else from the start (what the
+    /// general search finds), a word at a time.
+    fn alloc_one(&mut self) -> Result<u64, FrameError> {
+        for from in [self.hint, 0] {
+            let mut w = from / 64;
+            let mut mask = u64::MAX << (from % 64);
+            while w * 64 < self.frames {
+                let bits = self.storage.as_ref()[w] & mask;
+                if bits != 0 {
+                    let f = w * 64 + bits.trailing_zeros() as usize;
+                    if f >= self.frames {
+                        break;
+                    }
+                    self.storage.as_mut()[w] &= !(1 << (f % 64));
+                    self.free -= 1;
+                    self.hint = f + 1;
+                    return Ok(f as u64 * PAGE_SIZE);
+                }
+                w += 1;
+                mask = u64::MAX;
             }
         }
         Err(FrameError::OutOfFrames)
@@ -106,12 +132,10 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
         if first + count > self.frames {
             return Err(FrameError::BadAddress(addr));
         }
-        if let Some(f) = (first..first + count).find(|&f| self.is_free(f)) {
+        if let Some(f) = self.first_in_range(first, count, true) {
             return Err(FrameError::DoubleFree(f as u64 * PAGE_SIZE));
         }
-        for f in first..first + count {
-            self.set(f, true);
-        }
+        self.set_range(first, count, true);
         self.free += count;
         self.hint = self.hint.min(first);
         Ok(())
@@ -126,6 +150,75 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
     pub fn is_free_addr(&self, addr: u64) -> bool {
         let f = (addr / PAGE_SIZE) as usize;
         f < self.frames && self.is_free(f)
+    }
+
+    /// The words covering frames `[first, first + count)`: (word index, mask of the frames
+    /// of the range in that word), a word at a time.
+    fn range_words(first: usize, count: usize) -> impl Iterator<Item = (usize, u64)> {
+        let end = first + count;
+        let mut f = first;
+        core::iter::from_fn(move || {
+            if f >= end {
+                return None;
+            }
+            let (w, bit) = (f / 64, f % 64);
+            let n = (64 - bit).min(end - f);
+            let mask = if n == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << n) - 1) << bit
+            };
+            f += n;
+            Some((w, mask))
+        })
+    }
+
+    /// The first frame of `[first, first + count)` that is free (`free`) or used (`!free`).
+    #[inline]
+    fn first_in_range(&self, first: usize, count: usize, free: bool) -> Option<usize> {
+        let words = self.storage.as_ref();
+        if first % 64 + count <= 64 {
+            // Within one word (the common case): one mask test.
+            let (w, bit) = (first / 64, first % 64);
+            let mask = if count == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << count) - 1) << bit
+            };
+            let bits = if free { words[w] } else { !words[w] } & mask;
+            return (bits != 0).then(|| w * 64 + bits.trailing_zeros() as usize);
+        }
+        Self::range_words(first, count).find_map(|(w, mask)| {
+            let bits = if free { words[w] } else { !words[w] } & mask;
+            (bits != 0).then(|| w * 64 + bits.trailing_zeros() as usize)
+        })
+    }
+
+    /// Marks frames `[first, first + count)` free or used, a word at a time.
+    #[inline]
+    fn set_range(&mut self, first: usize, count: usize, free: bool) {
+        let words = self.storage.as_mut();
+        if first % 64 + count <= 64 {
+            let (w, bit) = (first / 64, first % 64);
+            let mask = if count == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << count) - 1) << bit
+            };
+            if free {
+                words[w] |= mask;
+            } else {
+                words[w] &= !mask;
+            }
+            return;
+        }
+        for (w, mask) in Self::range_words(first, count) {
+            if free {
+                words[w] |= mask;
+            } else {
+                words[w] &= !mask;
+            }
+        }
     }
 
     fn is_free(&self, f: usize) -> bool {
@@ -197,6 +290,27 @@ mod tests {
         a.free(all[3]).unwrap();
         a.free(all[4]).unwrap();
         assert_eq!(a.alloc_contiguous(2, 1).unwrap(), all[3]);
+    }
+
+    #[test]
+    fn runs_across_word_boundaries() {
+        let mut a = alloc_with(300);
+        let p = a.alloc_contiguous(70, 1).unwrap();
+        let q = a.alloc_contiguous(130, 1).unwrap();
+        assert_eq!(q, p + 70 * PAGE_SIZE);
+        assert_eq!(a.free_frames(), 100);
+        a.free_contiguous(q, 130).unwrap();
+        assert_eq!(
+            a.free_contiguous(q + 64 * PAGE_SIZE, 2),
+            Err(FrameError::DoubleFree(q + 64 * PAGE_SIZE))
+        );
+        assert_eq!(
+            a.free_contiguous(p, 71),
+            Err(FrameError::DoubleFree(p + 70 * PAGE_SIZE))
+        );
+        a.free_contiguous(p, 70).unwrap();
+        assert_eq!(a.free_frames(), 300);
+        assert_eq!(a.alloc_contiguous(300, 1).unwrap(), 0);
     }
 
     #[test]

@@ -599,6 +599,31 @@ mod tests {
     }
 
     #[test]
+    fn unmap_range_crosses_table_boundaries() {
+        let mem = SimMem::default();
+        let mut fa = frames();
+        let mut pt = PageTables::create(&mem, &mut fa).unwrap();
+        // 8 pages straddling the end of one level-1 table and the start of the next, with a
+        // hole, plus one page just past the range.
+        let start = 0x0000_1000_0040_0000 - 4 * PAGE_SIZE;
+        for i in (0..9u64).filter(|i| *i != 2) {
+            pt.map(
+                start + i * PAGE_SIZE,
+                0x10_0000 + i * PAGE_SIZE,
+                Flags::USER,
+                &mut fa,
+            )
+            .unwrap();
+        }
+        assert_eq!(pt.unmap_range(start + 1, 8 * PAGE_SIZE - 1), 7);
+        for i in 0..8u64 {
+            assert!(pt.translate(start + i * PAGE_SIZE).is_none());
+        }
+        assert!(pt.translate(start + 8 * PAGE_SIZE).is_some());
+        assert_eq!(pt.unmap_range(u64::MAX - PAGE_SIZE, PAGE_SIZE), 0);
+    }
+
+    #[test]
     fn out_of_memory_is_reported() {
         let mem = SimMem::default();
         let mut fa = Frames {

@@ -12,6 +12,9 @@ use crate::error::{Error, Result};
 use crate::pd_id::{MAX_PDS, PdId};
 use crate::vaddr::VmaId;
 
+/// Owned and granted VMAs each PD slot has room for without allocating.
+const SET_RESERVE: usize = 4;
+
 #[derive(Clone, Debug)]
 struct PdEntry {
     live: bool,
@@ -51,7 +54,14 @@ impl PdTable {
             return Err(Error::InvalidArgs);
         }
         let mut entries = Vec::with_capacity(max_pds);
-        entries.resize_with(max_pds, PdEntry::dead);
+        // Every slot gets room for a few owned and granted VMAs up front: PD ids are reused
+        // FIFO, so without this each of the first `max_pds` PDs would allocate its sets.
+        entries.resize_with(max_pds, || {
+            let mut e = PdEntry::dead();
+            e.owned.reserve(SET_RESERVE);
+            e.granted.reserve(SET_RESERVE);
+            e
+        });
         entries[0].live = true;
         Ok(PdTable {
             entries,
@@ -161,35 +171,61 @@ impl PdTable {
         Ok(pd)
     }
 
+    /// Takes the owned and granted sets of `pd` out of the table (empty sets for a dead PD).
+    /// Give them back with [`PdTable::restore_sets`].
+    pub(crate) fn take_sets(&mut self, pd: PdId) -> (Vec<VmaId>, Vec<VmaId>) {
+        match self.entry_mut(pd) {
+            Some(e) => (
+                core::mem::take(&mut e.owned),
+                core::mem::take(&mut e.granted),
+            ),
+            None => (Vec::new(), Vec::new()),
+        }
+    }
+
+    /// Puts sets taken with [`PdTable::take_sets`] back, emptied (their storage is kept).
+    pub(crate) fn restore_sets(
+        &mut self,
+        pd: PdId,
+        mut owned: Vec<VmaId>,
+        mut granted: Vec<VmaId>,
+    ) {
+        owned.clear();
+        granted.clear();
+        if let Some(e) = self.entries.get_mut(pd.index()) {
+            e.owned = owned;
+            e.granted = granted;
+        }
+    }
+
     /// Frees the id of `pd` (not the kernel), which the caller has already stripped of owned
     /// VMAs and permissions. Its children are handed to the kernel.
     pub(crate) fn release(&mut self, pd: PdId) {
         if pd == PdId::KERNEL || !self.is_live(pd) {
             return;
         }
-        // Keep the sets' storage for the next PD that gets this slot: no allocation on reuse.
-        let (mut owned, mut granted) = {
-            let e = &mut self.entries[pd.index()];
-            (
-                core::mem::take(&mut e.owned),
-                core::mem::take(&mut e.granted),
-            )
-        };
-        owned.clear();
-        granted.clear();
-        let mut entry = core::mem::replace(&mut self.entries[pd.index()], PdEntry::dead());
-        self.entries[pd.index()].owned = owned;
-        self.entries[pd.index()].granted = granted;
-        entry.owned = Vec::new();
-        if let Some(p) = self.entry_mut(entry.parent) {
-            p.children.retain(|c| *c != pd);
+        // The slot keeps the storage of its sets for the next PD that gets it: no allocation
+        // on reuse.
+        let e = &mut self.entries[pd.index()];
+        e.live = false;
+        e.call = CallState::Idle;
+        e.owned.clear();
+        e.granted.clear();
+        let parent = core::mem::replace(&mut e.parent, PdId::KERNEL);
+        let mut children = core::mem::take(&mut e.children);
+        if let Some(p) = self.entry_mut(parent)
+            && let Some(i) = p.children.iter().position(|c| *c == pd)
+        {
+            p.children.remove(i);
         }
-        for c in entry.children {
+        for &c in &children {
             if let Some(e) = self.entry_mut(c) {
                 e.parent = PdId::KERNEL;
             }
             self.entries[0].children.push(c);
         }
+        children.clear();
+        self.entries[pd.index()].children = children;
         self.free.push_back(pd.raw());
     }
 

@@ -99,27 +99,20 @@ impl PrivLib {
         Ok((id, *vte))
     }
 
-    /// Leaves of `base..base + len` for every PD holding `id` (all PDs for a Global VMA or
-    /// under Jord_NI), except `skip`.
-    fn holder_leaves(
-        &self,
-        id: VmaId,
-        vte: &Vte,
-        base: u64,
-        len: u64,
-        skip: Option<PdId>,
-    ) -> Shootdown {
+    /// Leaves of `base..base + len` for every PD holding the VMA whose VTE is `vte` (all PDs
+    /// for a Global VMA or under Jord_NI), except `skip`.
+    fn holder_leaves(&self, vte: &Vte, base: u64, len: u64, skip: Option<PdId>) -> Shootdown {
         let mut s = Shootdown::new();
         if vte.is_global() || !self.checks() {
             s.push(Target::AllPds, base, len);
         } else if vte.is_privileged() {
             s.push(Target::Pd(PdId::KERNEL), base, len);
         } else {
-            for h in self.vmas.holders(id) {
+            self.vmas.for_each_holder(vte, |h| {
                 if Some(h.pd) != skip {
                     s.push(Target::Pd(h.pd), base, len);
                 }
-            }
+            });
         }
         s
     }
@@ -129,11 +122,21 @@ impl PrivLib {
         let Some(vte) = self.vmas.vte(id).copied() else {
             return Shootdown::new();
         };
-        let s = self.holder_leaves(id, &vte, id.base(), vte.len(), skip);
-        let holders: Vec<PdId> = self.vmas.holders(id).map(|h| h.pd).collect();
-        for pd in holders {
-            self.pds.note_granted(pd, id, false);
-        }
+        let (base, len) = (id.base(), vte.len());
+        let per_pd = !(vte.is_global() || vte.is_privileged() || !self.checks());
+        let mut s = if per_pd {
+            Shootdown::new()
+        } else {
+            self.holder_leaves(&vte, base, len, skip)
+        };
+        // One pass over the holders: each loses the VMA and, with per-PD rights, its leaves.
+        let pds = &mut self.pds;
+        self.vmas.for_each_holder(&vte, |h| {
+            pds.note_granted(h.pd, id, false);
+            if per_pd && Some(h.pd) != skip {
+                s.push(Target::Pd(h.pd), base, len);
+            }
+        });
         self.pds.note_owned(vte.owner(), id, false);
         self.vmas.release(id);
         s
@@ -142,7 +145,11 @@ impl PrivLib {
     /// Sets `pd`'s per-PD permission on `id` and keeps the PD table's bookkeeping in step.
     fn set_perm(&mut self, id: VmaId, pd: PdId, perm: Perm) -> Result<Perm> {
         let old = self.vmas.set_perm(id, pd, perm)?;
-        self.pds.note_granted(pd, id, !perm.is_empty());
+        // The PD lists exactly the VMAs it holds a right on: only a change between no right
+        // and some right changes its list.
+        if old.is_empty() != perm.is_empty() {
+            self.pds.note_granted(pd, id, !perm.is_empty());
+        }
         Ok(old)
     }
 
@@ -197,7 +204,7 @@ impl PrivLib {
         if d.offset == 0 {
             return Ok(self.free_vma(d.vma, None));
         }
-        let s = self.holder_leaves(d.vma, &vte, addr, mapped - d.offset, None);
+        let s = self.holder_leaves(&vte, addr, mapped - d.offset, None);
         if let Some(v) = self.vmas.vte_mut(d.vma) {
             v.set_len(d.offset);
         }
@@ -225,18 +232,24 @@ impl PrivLib {
                 return Err(Error::AccessDenied);
             }
             if vte.attr_perm().narrowed_by(prot) {
-                s = self.holder_leaves(id, &vte, addr, mapped, None);
+                s = self.holder_leaves(&vte, addr, mapped, None);
             }
             if let Some(v) = self.vmas.vte_mut(id) {
                 v.set_attr_perm(prot);
             }
             return Ok(s);
         }
-        let old = self.vmas.perm_of(id, caller).unwrap_or(Perm::NONE);
-        if !owner && (old.is_empty() || !old.contains(prot)) {
-            return Err(Error::AccessDenied);
-        }
-        self.set_perm(id, caller, prot)?;
+        let old = if owner {
+            // The owner may set any permission: one pass over the VTE sets it and returns the
+            // old one.
+            self.set_perm(id, caller, prot)?
+        } else {
+            let old = self.vmas.perm_of(id, caller).unwrap_or(Perm::NONE);
+            if old.is_empty() || !old.contains(prot) {
+                return Err(Error::AccessDenied);
+            }
+            self.set_perm(id, caller, prot)?
+        };
         if old.narrowed_by(prot) {
             s.push(Target::Pd(caller), addr, mapped);
         }
@@ -275,6 +288,15 @@ impl PrivLib {
         let Some((id, vte, mine, new)) = self.transfer_checks(caller, addr, cid, prot)? else {
             return Ok(Shootdown::new());
         };
+        // Common case: the target holds nothing yet, so the caller's pair becomes the
+        // target's in place.
+        if self.vmas.replace_holder(id, caller, cid, new) {
+            self.pds.note_granted(caller, id, false);
+            self.pds.note_granted(cid, id, true);
+            let mut s = Shootdown::new();
+            s.push(Target::Pd(caller), addr, vte.len());
+            return Ok(s);
+        }
         // Drop the caller first so its slot can take the target; restoring it cannot fail
         // (it reuses the slot or overflow list just freed).
         self.set_perm(id, caller, Perm::NONE)?;
@@ -323,11 +345,9 @@ impl PrivLib {
         self.pds.create(caller)
     }
 
-    /// `cput(cid)`: destroys PD `cid` (not the kernel, not running, not waiting for a callee).
-    /// Every VMA it owns is freed, every right it holds elsewhere is dropped, and its id goes
-    /// back to the free list; PDs it created pass to the kernel. The result names `cid` as
-    /// dropped (its whole page table goes) plus the leaves of freed VMAs in other PDs.
-    pub fn cput(&mut self, caller: PdId, cid: PdId) -> Result<Shootdown> {
+    /// The checks of [`PrivLib::cput`] alone: `Ok` exactly when `cput(caller, cid)` would
+    /// succeed, so the kernel can prepare the teardown before it changes the tables.
+    pub fn check_cput(&self, caller: PdId, cid: PdId) -> Result<()> {
         self.pds.check_live(caller)?;
         self.pds.check_live(cid)?;
         if cid == PdId::KERNEL {
@@ -337,20 +357,51 @@ impl PrivLib {
             return Err(Error::AccessDenied);
         }
         match self.pds.call_state(cid) {
-            Some(CallState::Idle | CallState::Suspended { .. }) => {}
-            _ => return Err(Error::Busy),
+            Some(CallState::Idle | CallState::Suspended { .. }) => Ok(()),
+            _ => Err(Error::Busy),
         }
+    }
+
+    /// `cput(cid)`: destroys PD `cid` (not the kernel, not running, not waiting for a callee).
+    /// Every VMA it owns is freed, every right it holds elsewhere is dropped, and its id goes
+    /// back to the free list; PDs it created pass to the kernel. The result names `cid` as
+    /// dropped (its whole page table goes) plus the leaves of freed VMAs in other PDs.
+    pub fn cput(&mut self, caller: PdId, cid: PdId) -> Result<Shootdown> {
+        self.cput_with(caller, cid, |_, _, _| {})
+    }
+
+    /// [`PrivLib::cput`], calling `visit(vma, len, owned)` for every VMA `cid` owns
+    /// (`owned`) or holds a right on without owning, just before its VTE changes, so the kernel
+    /// can tear down `cid`'s own mappings of them in the same pass. `visit` is not called
+    /// when the checks fail (nothing changes then).
+    pub fn cput_with(
+        &mut self,
+        caller: PdId,
+        cid: PdId,
+        mut visit: impl FnMut(VmaId, u64, bool),
+    ) -> Result<Shootdown> {
+        self.check_cput(caller, cid)?;
         let mut s = Shootdown::new();
-        let granted: Vec<VmaId> = self.pds.granted(cid).collect();
-        for id in granted {
-            if self.vmas.vte(id).is_some_and(|v| v.owner() != cid) {
-                self.set_perm(id, cid, Perm::NONE)?;
+        // Walk the PD's own lists in place (taken out of the PD table so that the updates
+        // below need not edit them one entry at a time; they go back emptied, keeping their
+        // storage for the next PD in this slot).
+        let (owned, granted) = self.pds.take_sets(cid);
+        for &id in &granted {
+            if let Some(v) = self.vmas.vte(id)
+                && v.owner() != cid
+            {
+                visit(id, v.len(), false);
+                // Cannot fail: the VMA is valid and removing a pair needs no overflow list.
+                let _ = self.vmas.set_perm(id, cid, Perm::NONE);
             }
         }
-        let owned: Vec<VmaId> = self.pds.owned(cid).collect();
-        for id in owned {
+        for &id in &owned {
+            if let Some(v) = self.vmas.vte(id) {
+                visit(id, v.len(), true);
+            }
             s.extend(self.free_vma(id, Some(cid)));
         }
+        self.pds.restore_sets(cid, owned, granted);
         self.pds.release(cid);
         s.drop_pd(cid);
         Ok(s)

@@ -43,18 +43,20 @@ impl Leaf {
 }
 
 /// Up to `N` items stored inline, spilling to the heap beyond that. Most PrivLib operations
-/// revoke one VMA in one or two PDs, so their sets never allocate.
+/// revoke one VMA in one or two PDs, so their sets never allocate. Items are read back as one
+/// slice, so iterating costs no more than a loop over an array.
 #[derive(Clone, Debug)]
 struct SmallList<T: Copy, const N: usize> {
-    inline: [Option<T>; N],
+    inline: [T; N],
     len: usize,
     spill: Vec<T>,
 }
 
 impl<T: Copy + PartialEq, const N: usize> SmallList<T, N> {
-    const fn new() -> Self {
+    /// An empty list; `fill` only initialises the unused inline slots.
+    const fn new(fill: T) -> Self {
         SmallList {
-            inline: [None; N],
+            inline: [fill; N],
             len: 0,
             spill: Vec::new(),
         }
@@ -62,62 +64,62 @@ impl<T: Copy + PartialEq, const N: usize> SmallList<T, N> {
 
     fn push(&mut self, item: T) {
         if self.len < N {
-            self.inline[self.len] = Some(item);
-            self.len += 1;
+            self.inline[self.len] = item;
         } else {
             if self.spill.is_empty() {
-                self.spill.extend(self.inline.iter().flatten().copied());
+                self.spill.extend_from_slice(&self.inline);
             }
             self.spill.push(item);
-            self.len += 1;
         }
+        self.len += 1;
     }
 
-    fn iter(&self) -> impl Iterator<Item = T> + '_ {
-        let inline = (self.len <= N).then(|| self.inline.iter().flatten().copied());
-        let spill = (self.len > N).then(|| self.spill.iter().copied());
-        inline
-            .into_iter()
-            .flatten()
-            .chain(spill.into_iter().flatten())
+    fn as_slice(&self) -> &[T] {
+        if self.len <= N {
+            &self.inline[..self.len]
+        } else {
+            &self.spill
+        }
     }
 
     fn len(&self) -> usize {
         self.len
     }
-
-    fn to_vec(&self) -> Vec<T> {
-        self.iter().collect()
-    }
 }
 
 impl<T: Copy + PartialEq, const N: usize> PartialEq for SmallList<T, N> {
     fn eq(&self, other: &Self) -> bool {
-        self.len == other.len && self.iter().eq(other.iter())
+        self.as_slice() == other.as_slice()
     }
 }
 
 impl<T: Copy + PartialEq, const N: usize> Eq for SmallList<T, N> {}
 
-impl<T: Copy + PartialEq, const N: usize> Default for SmallList<T, N> {
+const NO_LEAF: Leaf = Leaf {
+    target: Target::AllPds,
+    base: 0,
+    len: 0,
+};
+
+/// The leaves an operation made stale, plus PDs whose whole table was dropped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shootdown {
+    leaves: SmallList<Leaf, 2>,
+    dropped: SmallList<PdId, 1>,
+}
+
+impl Default for Shootdown {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// The leaves an operation made stale, plus PDs whose whole table was dropped.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Shootdown {
-    leaves: SmallList<Leaf, 4>,
-    dropped: SmallList<PdId, 2>,
 }
 
 impl Shootdown {
     /// An empty set.
     pub const fn new() -> Shootdown {
         Shootdown {
-            leaves: SmallList::new(),
-            dropped: SmallList::new(),
+            leaves: SmallList::new(NO_LEAF),
+            dropped: SmallList::new(PdId::KERNEL),
         }
     }
 
@@ -137,17 +139,17 @@ impl Shootdown {
 
     /// Adds every entry of `other`.
     pub fn extend(&mut self, other: Shootdown) {
-        for l in other.leaves.iter() {
+        for &l in other.leaves.as_slice() {
             self.leaves.push(l);
         }
-        for d in other.dropped.iter() {
+        for &d in other.dropped.as_slice() {
             self.dropped.push(d);
         }
     }
 
     /// The leaf ranges.
     pub fn leaves(&self) -> impl Iterator<Item = Leaf> + '_ {
-        self.leaves.iter()
+        self.leaves.as_slice().iter().copied()
     }
 
     /// Number of leaf ranges.
@@ -156,8 +158,8 @@ impl Shootdown {
     }
 
     /// The PDs whose whole table was dropped.
-    pub fn dropped(&self) -> Vec<PdId> {
-        self.dropped.to_vec()
+    pub fn dropped(&self) -> &[PdId] {
+        self.dropped.as_slice()
     }
 
     /// True when a PD's whole table was dropped.
@@ -172,7 +174,8 @@ impl Shootdown {
 
     /// True when a translation of `addr` cached for `pd` is removed by this set.
     pub fn covers(&self, pd: PdId, addr: u64) -> bool {
-        self.dropped.iter().any(|d| d == pd) || self.leaves.iter().any(|l| l.covers(pd, addr))
+        self.dropped.as_slice().contains(&pd)
+            || self.leaves.as_slice().iter().any(|l| l.covers(pd, addr))
     }
 }
 

@@ -95,8 +95,10 @@ impl VmaTable {
         self.free[sc.index()].len()
     }
 
-    /// Table slot of a VMA: `class_base[SC] + index`, or `None` beyond the class's capacity.
-    fn slot(&self, id: VmaId) -> Option<usize> {
+    /// Table slot of a VMA: `class_base[SC] + index` (the VTE's position in the plain list),
+    /// or `None` beyond the class's capacity. Slots are dense in `0..slot_count()`, so the
+    /// kernel can keep per-VMA data in an array indexed by them.
+    pub fn slot(&self, id: VmaId) -> Option<usize> {
         (id.index < self.capacity(id.sc))
             .then(|| (self.class_base[id.sc.index()] + id.index) as usize)
     }
@@ -105,6 +107,11 @@ impl VmaTable {
     /// the class's capacity.
     pub fn vte_offset(&self, sc: SizeClass, index: u32) -> Option<usize> {
         self.slot(VmaId { sc, index }).map(|s| s * VTE_SIZE)
+    }
+
+    /// Number of slots (VTEs) in the table.
+    pub fn slot_count(&self) -> usize {
+        self.vtes.len()
     }
 
     /// Size of the whole table in bytes (what the kernel reserves at `A_base`).
@@ -182,6 +189,18 @@ impl VmaTable {
             .map(|e| e.perm)
     }
 
+    /// Calls `f` on every (PD, permission) pair of `vte`, the VTE of a VMA of this table:
+    /// sub-array then overflow list. The loop form of [`VmaTable::holders`], for a VTE the
+    /// caller has already read.
+    pub fn for_each_holder(&self, vte: &Vte, mut f: impl FnMut(PdPerm)) {
+        vte.for_each_sub(&mut f);
+        if let Some(n) = vte.overflow() {
+            for &e in self.overflow.get(n) {
+                f(e);
+            }
+        }
+    }
+
     /// Every (PD, permission) pair of a VMA: sub-array then overflow list.
     pub fn holders(&self, id: VmaId) -> impl Iterator<Item = PdPerm> + '_ {
         let v = self.vte(id);
@@ -246,6 +265,28 @@ impl VmaTable {
             list.push(entry);
         }
         Ok(Perm::NONE)
+    }
+
+    /// Hands `from`'s sub-array pair on a valid VMA to `to` with `perm`, in place, when `to`
+    /// holds no pair on it and the VMA has no overflow list: the same result as removing
+    /// `from`'s pair and then adding `to`'s, in one step. Returns false, changing nothing,
+    /// when those conditions do not hold (use [`VmaTable::set_perm`] twice then).
+    pub(crate) fn replace_holder(&mut self, id: VmaId, from: PdId, to: PdId, perm: Perm) -> bool {
+        let Some(s) = self.slot(id) else {
+            return false;
+        };
+        let v = &mut self.vtes[s];
+        if !v.is_valid() || perm.is_empty() || v.overflow().is_some() {
+            return false;
+        }
+        let Some((i, _)) = v.find_sub(from) else {
+            return false;
+        };
+        if from == to || v.find_sub(to).is_some() {
+            return false;
+        }
+        v.set_sub(i, Some(PdPerm { pd: to, perm }));
+        true
     }
 
     /// After a sub-array slot was emptied, moves one overflow pair into it so that the common

@@ -38,6 +38,54 @@ struct Activation {
     ctx: UserContext,
 }
 
+/// The activations of one call, outermost first. The outermost lives in place; only nested
+/// calls use the heap, so a plain invocation allocates nothing.
+struct Stack {
+    bottom: Option<Activation>,
+    nested: Vec<Activation>,
+}
+
+impl Stack {
+    fn len(&self) -> usize {
+        usize::from(self.bottom.is_some()) + self.nested.len()
+    }
+
+    fn last_mut(&mut self) -> Option<&mut Activation> {
+        match self.nested.last_mut() {
+            Some(a) => Some(a),
+            None => self.bottom.as_mut(),
+        }
+    }
+
+    fn last_pd(&self) -> Option<PdId> {
+        match self.nested.last() {
+            Some(a) => Some(a.pd),
+            None => self.bottom.as_ref().map(|a| a.pd),
+        }
+    }
+
+    fn push(&mut self, a: Activation) {
+        if self.bottom.is_none() {
+            self.bottom = Some(a);
+        } else {
+            self.nested.push(a);
+        }
+    }
+
+    fn pop(&mut self) -> Option<Activation> {
+        self.nested.pop().or_else(|| self.bottom.take())
+    }
+
+    /// The PDs of the activations, innermost first.
+    fn pds_innermost_first(&self) -> impl Iterator<Item = PdId> + '_ {
+        self.nested
+            .iter()
+            .rev()
+            .chain(self.bottom.iter())
+            .map(|a| a.pd)
+    }
+}
+
 /// Contexts of PDs suspended with `cexit`, by PD.
 static SUSPENDED: spin::Mutex<BTreeMap<u16, UserContext>> = spin::Mutex::new(BTreeMap::new());
 
@@ -47,6 +95,9 @@ fn cpu() -> u32 {
 
 /// Calls `entry(args)` in `pd` (from the kernel, PD 0) and runs every nested call it makes,
 /// until it returns with `creturn` (or `exit`). `deadline` is a TSC value.
+///
+/// Every PD transition (entry, return, suspension) updates PrivLib's call state and loads the
+/// PD that runs next in one pass over the Jord state.
 pub fn call(
     pd: PdId,
     entry: u64,
@@ -54,34 +105,40 @@ pub fn call(
     deadline: Option<u64>,
 ) -> Result<u64, InvokeError> {
     let stack_top = with(|j: &mut Jord| {
-        j.privlib
-            .ccall(PdId::KERNEL, pd, cpu())
-            .map(|_| j.stack_top(pd))
+        j.privlib.ccall(PdId::KERNEL, pd, cpu())?;
+        j.switch_to(pd);
+        Ok(j.stack_top(pd))
     })
     .map_err(InvokeError::Refused)?;
-    let mut stack = Vec::with_capacity(4);
-    stack.push(Activation {
-        pd,
-        ctx: UserContext::new(entry, stack_top, args),
-    });
+    let mut stack = Stack {
+        bottom: Some(Activation {
+            pd,
+            ctx: UserContext::new(entry, stack_top, args),
+        }),
+        nested: Vec::new(),
+    };
     let result = run_stack(&mut stack, deadline);
-    // Whatever happened, unwind call states and return this CPU to the kernel's tables.
-    with(|j| {
-        for a in stack.iter().rev() {
-            let _ = j.privlib.creturn(a.pd, cpu());
-        }
-        j.switch_to(PdId::KERNEL);
-    });
+    // On success the last return already switched back to the kernel's tables. Otherwise
+    // unwind the call states and return this CPU to the kernel's tables.
+    if stack.len() != 0 {
+        with(|j| {
+            for p in stack.pds_innermost_first() {
+                let _ = j.privlib.creturn(p, cpu());
+            }
+            j.switch_to(PdId::KERNEL);
+        });
+    }
     result
 }
 
-fn run_stack(stack: &mut Vec<Activation>, deadline: Option<u64>) -> Result<u64, InvokeError> {
+/// Runs the top activation until the stack empties. The top activation's PD is loaded on
+/// entry and after every transition.
+fn run_stack(stack: &mut Stack, deadline: Option<u64>) -> Result<u64, InvokeError> {
     loop {
         let Some(top) = stack.last_mut() else {
             unreachable!("the loop returns when the last activation returns")
         };
         let pd = top.pd;
-        with(|j| j.switch_to(pd));
         match user::run(&mut top.ctx, deadline) {
             UserExit::Exited(v) => {
                 if let Some(v) = finish_top(stack, v) {
@@ -97,9 +154,9 @@ fn run_stack(stack: &mut Vec<Activation>, deadline: Option<u64>) -> Result<u64, 
                 Some(Sysno::Ccall) => {
                     let entered = PdId::from_raw(args[0]).and_then(|cid| {
                         with(|j| {
-                            j.privlib
-                                .ccall(pd, cid, cpu())
-                                .map(|_| (cid, j.stack_top(cid)))
+                            j.privlib.ccall(pd, cid, cpu())?;
+                            j.switch_to(cid);
+                            Ok((cid, j.stack_top(cid)))
                         })
                     });
                     match entered {
@@ -116,8 +173,12 @@ fn run_stack(stack: &mut Vec<Activation>, deadline: Option<u64>) -> Result<u64, 
                         set_result(stack, Err(AbiError::InvalidArgs));
                         continue;
                     }
-                    let _ = with(|j| j.privlib.cexit(pd, cpu()));
                     let a = stack.pop().expect("checked non-empty");
+                    let below = stack.last_pd().expect("checked two activations");
+                    with(|j| {
+                        let _ = j.privlib.cexit(pd, cpu());
+                        j.switch_to(below);
+                    });
                     SUSPENDED.lock().insert(a.pd.raw(), a.ctx);
                     set_result(stack, Ok(args[0]));
                 }
@@ -128,6 +189,7 @@ fn run_stack(stack: &mut Vec<Activation>, deadline: Option<u64>) -> Result<u64, 
                         Ok(cid) => match SUSPENDED.lock().remove(&cid.raw()) {
                             Some(mut ctx) => {
                                 ctx.frame.rax = 0;
+                                with(|j| j.switch_to(cid));
                                 stack.push(Activation { pd: cid, ctx });
                             }
                             None => set_result(stack, Err(AbiError::InvalidArgs)),
@@ -143,18 +205,23 @@ fn run_stack(stack: &mut Vec<Activation>, deadline: Option<u64>) -> Result<u64, 
     }
 }
 
-/// Ends the top activation with `value`; returns it when that was the outermost one.
-fn finish_top(stack: &mut Vec<Activation>, value: u64) -> Option<u64> {
-    let done = stack.pop().expect("the loop runs only with activations");
-    let _ = with(|j| j.privlib.creturn(done.pd, cpu()));
-    if stack.is_empty() {
+/// Ends the top activation with `value` and loads the PD that runs next (the kernel's tables
+/// when none); returns the value when that was the outermost activation.
+fn finish_top(stack: &mut Stack, value: u64) -> Option<u64> {
+    let done = stack.pop().expect("the loop runs only with activations").pd;
+    let next = stack.last_pd().unwrap_or(PdId::KERNEL);
+    with(|j| {
+        let _ = j.privlib.creturn(done, cpu());
+        j.switch_to(next);
+    });
+    if next == PdId::KERNEL {
         return Some(value);
     }
     set_result(stack, Ok(value));
     None
 }
 
-fn set_result(stack: &mut [Activation], r: Result<u64, AbiError>) {
+fn set_result(stack: &mut Stack, r: Result<u64, AbiError>) {
     if let Some(top) = stack.last_mut() {
         top.ctx.frame.rax = encode(r);
     }

@@ -4,7 +4,6 @@
 use crate::arch::{cpu, percpu};
 use crate::mm::frames::{self, DIRECT, KernelFrames};
 use crate::mm::kernel_tables;
-use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 use fjord_kernel::layout::PAGE_SIZE;
@@ -22,41 +21,71 @@ const OVERFLOW_LISTS: u32 = 256;
 /// Size of the stack VMA each PD gets at creation.
 pub const PD_STACK_SIZE: u64 = 16 * 1024;
 
-/// A list of (base, length) address ranges.
-type Ranges = Vec<(u64, u64)>;
-
 /// Most recycled PD root tables kept for reuse.
 const ROOT_CACHE: usize = 64;
 
+/// Which pages of a backing have been initialised: one bit per page, in place for VMAs of up
+/// to 64 pages (almost all of them), on the heap beyond.
+enum InitBits {
+    Inline(u64),
+    Heap(Vec<u64>),
+}
+
 /// The frames behind one VMA and which of its pages have been initialised. Pages are zeroed
 /// on their first fill rather than at `mmap`, so memory a function never touches costs nothing.
+/// `pages == 0` marks a VMA slot without backing.
 struct Backing {
+    base: u64,
     phys: u64,
     pages: usize,
-    initialised: Vec<u64>,
+    initialised: InitBits,
 }
 
 impl Backing {
-    fn new(phys: u64, pages: usize) -> Backing {
+    const NONE: Backing = Backing {
+        base: 0,
+        phys: 0,
+        pages: 0,
+        initialised: InitBits::Inline(0),
+    };
+
+    fn new(base: u64, phys: u64, pages: usize) -> Backing {
+        let initialised = if pages <= 64 {
+            InitBits::Inline(0)
+        } else {
+            InitBits::Heap(vec![0; pages.div_ceil(64)])
+        };
         Backing {
+            base,
             phys,
             pages,
-            initialised: vec![0; pages.div_ceil(64)],
+            initialised,
         }
     }
 
     /// Zeroes page `i` unless it was initialised before; marks it initialised.
     fn initialise(&mut self, i: usize) {
+        if i >= self.pages {
+            return;
+        }
         let (w, b) = (i / 64, 1u64 << (i % 64));
-        if let Some(word) = self.initialised.get_mut(w)
-            && *word & b == 0
-        {
+        let word = match &mut self.initialised {
+            InitBits::Inline(word) => word,
+            InitBits::Heap(words) => &mut words[w],
+        };
+        if *word & b == 0 {
             frames::zero(self.phys + i as u64 * PAGE_SIZE, 1);
             *word |= b;
         }
     }
 
     fn initialise_all(&mut self) {
+        if let InitBits::Inline(w) = self.initialised
+            && self.pages <= 64
+            && w == u64::MAX >> (64 - self.pages.max(1))
+        {
+            return;
+        }
         for i in 0..self.pages {
             self.initialise(i);
         }
@@ -91,8 +120,10 @@ pub struct Jord {
     roots: Vec<u64>,
     /// Under Jord_NI, the one root every PD shares.
     shared_root: u64,
-    /// Physical backing of each VMA, by base address.
-    backing: BTreeMap<u64, Backing>,
+    /// Physical backing of each VMA, by VMA table slot.
+    backing: Vec<Backing>,
+    /// Scratch list of VMA bases (kept to avoid allocating per operation).
+    scratch: Vec<u64>,
     /// Root tables of destroyed PDs, emptied of every non-Global leaf, ready for reuse.
     root_cache: Vec<u64>,
     /// Each PD's stack VMA: (base, length).
@@ -158,17 +189,20 @@ impl Jord {
         } else {
             0
         };
+        let slots = privlib.vmas().slot_count();
         let mut j = Jord {
             privlib,
             roots: vec![0; MAX_LIVE_PDS],
             shared_root,
-            backing: BTreeMap::new(),
+            backing: Vec::new(),
+            scratch: Vec::new(),
             root_cache: Vec::new(),
             stacks: vec![(0, 0); MAX_LIVE_PDS],
             sharers: Sharers::new(MAX_LIVE_PDS, crate::arch::smp::MAX_CPUS),
             code_base: 0,
             stats: JordStats::default(),
         };
+        j.backing.resize_with(slots, || Backing::NONE);
         // The built-in programs: code is one Global read-execute VMA shared by every PD.
         let blob = crate::arch::user_programs::blob();
         let global = MapFlags {
@@ -209,7 +243,12 @@ impl Jord {
         for pd in live {
             let _ = self.cput(PdId::KERNEL, pd);
         }
-        let bases: Vec<u64> = self.backing.keys().copied().collect();
+        let bases: Vec<u64> = self
+            .backing
+            .iter()
+            .filter(|b| b.pages != 0)
+            .map(|b| b.base)
+            .collect();
         for b in bases {
             let _ = self.munmap(PdId::KERNEL, b, u64::MAX);
             self.free_backing(b);
@@ -239,22 +278,40 @@ impl Jord {
         base + len
     }
 
-    /// Physical backing of the VMA at `base` as (address, pages), if it has any. Pages no PD
-    /// has touched yet are not initialised: use [`Self::initialised_backing`] to write them.
-    pub fn backing_of(&self, base: u64) -> Option<(u64, usize)> {
-        self.backing.get(&base).map(|b| (b.phys, b.pages))
+    /// The backing slot of the VMA based at `base` (whether or not it is backed).
+    fn slot_of(&self, base: u64) -> Option<usize> {
+        let d = fjord_pd::vaddr::decode(base).ok()?;
+        if d.offset != 0 {
+            return None;
+        }
+        self.privlib.vmas().slot(d.vma)
+    }
+
+    fn backing_mut(&mut self, base: u64) -> Option<&mut Backing> {
+        let slot = self.slot_of(base)?;
+        self.backing
+            .get_mut(slot)
+            .filter(|b| b.pages != 0 && b.base == base)
+    }
+
+    /// Physical backing of the VMA at `base` as (address, pages), if it has any, with every
+    /// page initialised first: the kernel never reads what the frames held before the VMA.
+    pub fn backing_of(&mut self, base: u64) -> Option<(u64, usize)> {
+        let b = self.backing_mut(base)?;
+        b.initialise_all();
+        Some((b.phys, b.pages))
     }
 
     /// Physical address of the VMA at `base` with every page initialised, for kernel access.
     pub fn initialised_backing(&mut self, base: u64) -> Option<u64> {
-        let b = self.backing.get_mut(&base)?;
+        let b = self.backing_mut(base)?;
         b.initialise_all();
         Some(b.phys)
     }
 
     /// Initialises (zeroes on first use) page `index` of the VMA at `base` before it is mapped.
     pub(super) fn initialise_page(&mut self, base: u64, index: usize) {
-        if let Some(b) = self.backing.get_mut(&base) {
+        if let Some(b) = self.backing_mut(base) {
             b.initialise(index);
         }
     }
@@ -278,12 +335,15 @@ impl Jord {
             }
         };
         self.privlib.set_backing(PdId::KERNEL, base, phys)?;
-        self.backing.insert(base, Backing::new(phys, pages));
+        if let Some(slot) = self.slot_of(base) {
+            self.backing[slot] = Backing::new(base, phys, pages);
+        }
         Ok(base)
     }
 
     fn free_backing(&mut self, base: u64) {
-        if let Some(b) = self.backing.remove(&base) {
+        if let Some(b) = self.backing_mut(base) {
+            let b = core::mem::replace(b, Backing::NONE);
             let _ = frames::free_contiguous(b.phys, b.pages);
         }
     }
@@ -300,7 +360,7 @@ impl Jord {
             None => self.free_backing(base),
             Some(len) => {
                 let keep = len.div_ceil(PAGE_SIZE) as usize;
-                if let Some(b) = self.backing.get_mut(&base)
+                if let Some(b) = self.backing_mut(base)
                     && keep < b.pages
                 {
                     let _ =
@@ -314,8 +374,14 @@ impl Jord {
     /// `munmap`.
     pub fn munmap(&mut self, caller: PdId, addr: u64, len: u64) -> Result<Pending, Error> {
         let s = self.privlib.munmap(caller, addr, len)?;
-        let p = self.apply(s);
-        self.trim_backing(addr);
+        let p = self.apply(&s);
+        match fjord_pd::vaddr::decode(addr) {
+            // The whole VMA went: free all its frames.
+            Ok(d) if d.offset == 0 => self.free_backing(addr),
+            // The VMA shrank: free the frames beyond its new end.
+            Ok(d) => self.trim_backing(d.vma.base()),
+            Err(_) => {}
+        }
         Ok(p)
     }
 
@@ -328,7 +394,7 @@ impl Jord {
         prot: Perm,
     ) -> Result<Pending, Error> {
         let s = self.privlib.mprotect(caller, addr, len, prot)?;
-        Ok(self.apply(s))
+        Ok(self.apply(&s))
     }
 
     /// `pmove`.
@@ -340,7 +406,7 @@ impl Jord {
         prot: Perm,
     ) -> Result<Pending, Error> {
         let s = self.privlib.pmove(caller, addr, cid, prot)?;
-        Ok(self.apply(s))
+        Ok(self.apply(&s))
     }
 
     /// `pcopy`.
@@ -351,7 +417,7 @@ impl Jord {
     /// Takes `cid`'s permission on the VMA at `addr` away (owner only).
     pub fn revoke(&mut self, caller: PdId, addr: u64, cid: PdId) -> Result<Pending, Error> {
         let s = self.privlib.revoke(caller, addr, cid)?;
-        Ok(self.apply(s))
+        Ok(self.apply(&s))
     }
 
     /// `cget`: a new PD with its own root table (unless Jord_NI) and a stack VMA.
@@ -386,61 +452,116 @@ impl Jord {
         Ok(cid)
     }
 
-    /// The (base, length) of every VMA `cid` owns, and of every VMA it was granted.
-    fn vmas_of(&self, cid: PdId) -> (Ranges, Ranges) {
-        if !self.privlib.pds().is_live(cid) {
-            return (Vec::new(), Vec::new());
-        }
-        let range =
-            |v: fjord_pd::VmaId| (v.base(), self.privlib.vmas().vte(v).map_or(0, |e| e.len()));
-        (
-            self.privlib.pds().owned(cid).map(range).collect(),
-            self.privlib.pds().granted(cid).map(range).collect(),
-        )
-    }
-
     /// `cput`: destroys `cid` and its VMAs, and recycles its root table.
     pub fn cput(&mut self, caller: PdId, cid: PdId) -> Result<Pending, Error> {
-        let (owned, granted) = self.vmas_of(cid);
-        let s = self.privlib.cput(caller, cid)?;
-        let p = self.apply(s);
-        // Recycle the root table: clear exactly the leaves the PD could have had (what it owned
-        // or was granted; Global leaves stay valid for any PD) and keep its tables for reuse.
-        let root = core::mem::replace(&mut self.roots[cid.index()], 0);
-        if root != 0 {
-            let mut pt = PageTables::new(root, &DIRECT);
-            for &(base, len) in owned.iter().chain(granted.iter()) {
-                pt.unmap_range(base, len.next_multiple_of(PAGE_SIZE));
+        // The PD's root table is recycled: as PrivLib walks what the PD owned or was granted,
+        // clear exactly those leaves from it (Global leaves stay valid for any PD) and keep
+        // its tables for reuse. Note which VMAs it owns: their frames are freed once the
+        // shootdown let them go.
+        let root = self.roots[cid.index()];
+        self.scratch.clear();
+        let scratch = &mut self.scratch;
+        let mut pt = PageTables::new(root, &DIRECT);
+        let s = self.privlib.cput_with(caller, cid, |id, len, owned| {
+            if owned {
+                scratch.push(id.base());
             }
+            if root != 0 {
+                pt.unmap_range(id.base(), len.next_multiple_of(PAGE_SIZE));
+            }
+        })?;
+        self.roots[cid.index()] = 0;
+        let p = self.apply(&s);
+        if root != 0 {
             if self.root_cache.len() < ROOT_CACHE {
                 self.root_cache.push(root);
             } else {
-                pt.free_user_tables(&mut KernelFrames);
+                PageTables::new(root, &DIRECT).free_user_tables(&mut KernelFrames);
             }
         }
-        for (b, _) in owned {
+        let mut owned = core::mem::take(&mut self.scratch);
+        for &b in &owned {
             self.free_backing(b);
         }
+        owned.clear();
+        self.scratch = owned;
         self.stacks[cid.index()] = (0, 0);
         self.stats.pds_destroyed += 1;
         Ok(p)
     }
 
+    /// Removes the stale leaves of `s` from the PD tables, flushes this CPU, and returns the
+    /// other CPUs that must flush before the operation completes (see [`Pending::finish`]).
+    fn apply(&mut self, s: &Shootdown) -> Pending {
+        let mut pending = Pending::default();
+        if s.is_empty() {
+            return pending;
+        }
+        let me = percpu::cpu_index() as u32;
+        let current_root = cpu::read_cr3() & !0xfff;
+        let mut removed = 0usize;
+        let mut ctx = Clear {
+            roots: &self.roots,
+            shared_root: self.shared_root,
+            sharers: &mut self.sharers,
+            current_root,
+            me,
+            pending: &mut pending,
+        };
+        for leaf in s.leaves() {
+            match leaf.target {
+                fjord_pd::Target::Pd(pd) => {
+                    removed += ctx.clear_leaves(pd, leaf.base, leaf.len);
+                }
+                fjord_pd::Target::AllPds if self.shared_root != 0 => {
+                    // Jord_NI: one shared table.
+                    removed += ctx.clear_leaves(PdId::KERNEL, leaf.base, leaf.len);
+                }
+                fjord_pd::Target::AllPds => {
+                    for pd in self.privlib.pds().live() {
+                        if pd != PdId::KERNEL {
+                            removed += ctx.clear_leaves(pd, leaf.base, leaf.len);
+                        }
+                    }
+                    for &root in &self.root_cache {
+                        removed += PageTables::new(root, &DIRECT).unmap_range(leaf.base, leaf.len);
+                    }
+                }
+            }
+        }
+        for &pd in s.dropped() {
+            let t = ctx.sharers.take_targets(pd, me);
+            ctx.pending.cpus = ctx.pending.cpus.union(&t);
+        }
+        if removed > 0 || s.drops_any() {
+            self.stats.shootdowns += 1;
+            self.stats.leaves_removed += removed as u64;
+        }
+        if !pending.cpus.is_empty() {
+            self.stats.ipis += pending.cpus.len() as u64;
+        }
+        pending
+    }
+}
+
+/// What clearing leaves needs from [`Jord`], borrowed apart from the PD table.
+struct Clear<'a> {
+    roots: &'a [u64],
+    shared_root: u64,
+    sharers: &'a mut Sharers,
+    current_root: u64,
+    me: u32,
+    pending: &'a mut Pending,
+}
+
+impl Clear<'_> {
     /// Clears `[base, base + len)` in `pd`'s table (the shared table when `pd` is the kernel
     /// under Jord_NI), flushing locally and collecting the CPUs to IPI.
-    fn clear_leaves(
-        &mut self,
-        pd: PdId,
-        base: u64,
-        len: u64,
-        current_root: u64,
-        me: u32,
-        pending: &mut Pending,
-    ) -> usize {
-        let root = if pd == PdId::KERNEL {
+    fn clear_leaves(&mut self, pd: PdId, base: u64, len: u64) -> usize {
+        let root = if pd == PdId::KERNEL || self.shared_root != 0 {
             self.shared_root
         } else {
-            self.root_of(pd)
+            self.roots[pd.index()]
         };
         if root == 0 {
             return 0;
@@ -449,77 +570,20 @@ impl Jord {
         if n == 0 {
             return 0;
         }
-        if root == current_root {
+        if root == self.current_root {
             if len <= 16 * PAGE_SIZE {
                 for va in (base..base + len).step_by(PAGE_SIZE as usize) {
                     cpu::invlpg(va);
                 }
             } else {
-                pending.reload_local = true;
+                self.pending.reload_local = true;
             }
         }
         if pd != PdId::KERNEL {
-            pending.cpus = pending.cpus.union(&self.sharers.take_targets(pd, me));
+            let t = self.sharers.take_targets(pd, self.me);
+            self.pending.cpus = self.pending.cpus.union(&t);
         }
         n
-    }
-
-    /// Removes the stale leaves of `s` from the PD tables, flushes this CPU, and returns the
-    /// other CPUs that must flush before the operation completes (see [`Pending::finish`]).
-    fn apply(&mut self, s: Shootdown) -> Pending {
-        let me = percpu::cpu_index() as u32;
-        let current_root = cpu::read_cr3() & !0xfff;
-        let mut pending = Pending::default();
-        let mut removed = 0usize;
-        for leaf in s.leaves() {
-            match leaf.target {
-                fjord_pd::Target::Pd(pd) => {
-                    removed +=
-                        self.clear_leaves(pd, leaf.base, leaf.len, current_root, me, &mut pending);
-                }
-                fjord_pd::Target::AllPds if self.shared_root != 0 => {
-                    // Jord_NI: one shared table.
-                    removed += self.clear_leaves(
-                        PdId::KERNEL,
-                        leaf.base,
-                        leaf.len,
-                        current_root,
-                        me,
-                        &mut pending,
-                    );
-                }
-                fjord_pd::Target::AllPds => {
-                    let all: Vec<PdId> = self
-                        .privlib
-                        .pds()
-                        .live()
-                        .filter(|p| *p != PdId::KERNEL)
-                        .collect();
-                    for pd in all {
-                        removed += self.clear_leaves(
-                            pd,
-                            leaf.base,
-                            leaf.len,
-                            current_root,
-                            me,
-                            &mut pending,
-                        );
-                    }
-                    for &root in &self.root_cache {
-                        removed += PageTables::new(root, &DIRECT).unmap_range(leaf.base, leaf.len);
-                    }
-                }
-            }
-        }
-        for pd in s.dropped() {
-            pending.cpus = pending.cpus.union(&self.sharers.take_targets(pd, me));
-        }
-        if removed > 0 || s.drops_any() {
-            self.stats.shootdowns += 1;
-            self.stats.leaves_removed += removed as u64;
-        }
-        self.stats.ipis += pending.cpus.len() as u64;
-        pending
     }
 }
 

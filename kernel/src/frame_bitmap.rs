@@ -173,18 +173,24 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
         })
     }
 
+    /// The word index and bit mask of `[first, first + count)` when it lies within one word.
+    #[inline]
+    fn single_word_mask(first: usize, count: usize) -> (usize, u64) {
+        let mask = if count == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << count) - 1) << (first % 64)
+        };
+        (first / 64, mask)
+    }
+
     /// The first frame of `[first, first + count)` that is free (`free`) or used (`!free`).
     #[inline]
     fn first_in_range(&self, first: usize, count: usize, free: bool) -> Option<usize> {
         let words = self.storage.as_ref();
         if first % 64 + count <= 64 {
             // Within one word (the common case): one mask test.
-            let (w, bit) = (first / 64, first % 64);
-            let mask = if count == 64 {
-                u64::MAX
-            } else {
-                ((1u64 << count) - 1) << bit
-            };
+            let (w, mask) = Self::single_word_mask(first, count);
             let bits = if free { words[w] } else { !words[w] } & mask;
             return (bits != 0).then(|| w * 64 + bits.trailing_zeros() as usize);
         }
@@ -199,12 +205,7 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
     fn set_range(&mut self, first: usize, count: usize, free: bool) {
         let words = self.storage.as_mut();
         if first % 64 + count <= 64 {
-            let (w, bit) = (first / 64, first % 64);
-            let mask = if count == 64 {
-                u64::MAX
-            } else {
-                ((1u64 << count) - 1) << bit
-            };
+            let (w, mask) = Self::single_word_mask(first, count);
             if free {
                 words[w] |= mask;
             } else {

@@ -170,6 +170,15 @@ impl<R> Jbsq<R> {
     }
 }
 
+impl<R> Jbsq<R> {
+    /// Queues a later step of a request that was already admitted (a caller resumed after its
+    /// nested call finished) in the internal queue. It is never refused: the request was
+    /// bounded when it was first submitted, and dropping it would lose a suspended caller.
+    pub fn resume(&mut self, request: R) {
+        self.internal.push_back(request);
+    }
+}
+
 impl<R> Dispatcher<R> for Jbsq<R> {
     fn submit(&mut self, class: RequestClass, request: R) -> Result<(), QueueFull<R>> {
         let queue = match class {
@@ -405,5 +414,24 @@ mod tests {
                 prop_assert_eq!(dispatched + waiting, next_id as usize);
             }
         }
+    }
+
+    #[test]
+    fn resumed_steps_bypass_the_bound_and_go_first() {
+        let mut config = JbsqConfig::new(1);
+        config.max_waiting = 1;
+        let mut d = Jbsq::new(config).unwrap();
+        d.submit(RequestClass::External, 1).unwrap();
+        d.submit(RequestClass::Internal, 2).unwrap();
+        assert!(d.submit(RequestClass::Internal, 3).is_err());
+        d.resume(4);
+        assert_eq!(d.waiting(RequestClass::Internal), 2);
+        let order: Vec<i32> = core::iter::from_fn(|| {
+            let r = d.next_dispatch().map(|x| x.request);
+            let _ = d.complete(0);
+            r
+        })
+        .collect();
+        assert_eq!(order, vec![2, 4, 1]);
     }
 }

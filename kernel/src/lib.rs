@@ -10,6 +10,7 @@
 //! - [`paging`]: x86_64 four-level page tables over an abstract physical memory;
 //! - [`madt`]: the ACPI MADT parser that finds the CPUs;
 //! - [`cpio`]: the `newc` archive reader used for the initrd;
+//! - [`kv_store`]: the bounded key-value store behind the `kv_get`/`kv_put` system calls;
 //! - [`stats`]: medians and extremes of benchmark samples;
 //! - [`virtio_mmio`]: decoding probes of the microvm board's virtio-mmio slots;
 //! - [`ktest`]: the in-kernel test descriptor and assertion macros.
@@ -24,6 +25,7 @@ pub mod cmdline;
 pub mod cpio;
 pub mod frame_bitmap;
 pub mod ktest;
+pub mod kv_store;
 pub mod layout;
 pub mod madt;
 pub mod memmap;

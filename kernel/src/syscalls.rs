@@ -7,6 +7,7 @@
 use crate::arch::{cpu, percpu};
 use crate::jord::{self, state::abi_error};
 use crate::mm::frames::DIRECT;
+use fjord_kernel::kv_store::{self, KvError, KvStore};
 use fjord_kernel::layout::{PAGE_SIZE, align_down, is_user_range};
 use fjord_kernel::paging::{Flags, PageTables};
 use fjord_libos::abi::{Error, Sysno, encode};
@@ -35,7 +36,14 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         Sysno::Ucid => Ok(percpu::current().current_pd),
         // Outside any PD (the kernel's own test spaces) a function's return ends the run.
         Sysno::Creturn if percpu::current().current_pd == 0 => return Action::Exit(args[0]),
-        Sysno::Ccall | Sysno::Center | Sysno::Cexit | Sysno::Creturn => {
+        Sysno::KvGet => kv_get(args),
+        Sysno::KvPut => kv_put(args),
+        Sysno::Ccall
+        | Sysno::Center
+        | Sysno::Cexit
+        | Sysno::Creturn
+        | Sysno::AsyncCall
+        | Sysno::Wait => {
             if percpu::current().current_pd == 0 {
                 Err(Error::AccessDenied)
             } else {
@@ -104,20 +112,91 @@ pub const MAX_LOG_LEN: u64 = 4096;
 /// Checks that `[addr, addr + len)` is user memory the current address space lets ring 3 read,
 /// filling VLB misses on the way as a ring-3 access would.
 pub fn check_user_readable(addr: u64, len: u64) -> Result<(), Error> {
+    check_user(addr, len, false)
+}
+
+/// Checks that `[addr, addr + len)` is user memory ring 3 may write, as for
+/// [`check_user_readable`].
+pub fn check_user_writable(addr: u64, len: u64) -> Result<(), Error> {
+    check_user(addr, len, true)
+}
+
+fn check_user(addr: u64, len: u64, write: bool) -> Result<(), Error> {
     if !is_user_range(addr, len) {
         return Err(Error::BadAddress);
     }
+    let need = if write {
+        Flags::USER.union(Flags::WRITABLE)
+    } else {
+        Flags::USER
+    };
+    // Error code of the equivalent ring-3 fault: user (bit 2), write (bit 1).
+    let error = if write { 6 } else { 4 };
     let mut page = align_down(addr, PAGE_SIZE);
     while page < addr + len {
         let pt = PageTables::new(cpu::read_cr3() & !0xfff, &DIRECT);
         match pt.translate(page) {
-            Some(t) if t.flags.contains(Flags::USER) => {}
-            _ if on_user_page_fault(page, 4) => {}
+            Some(t) if t.flags.contains(need) => {}
+            _ if on_user_page_fault(page, error) => {}
             _ => return Err(Error::BadAddress),
         }
         page += PAGE_SIZE;
     }
     Ok(())
+}
+
+/// The key-value store of `kv_get` / `kv_put`.
+static KV: spin::Mutex<KvStore> = spin::Mutex::new(KvStore::new());
+
+/// Reads `len` bytes of user memory at `addr` after checking the caller may read them.
+fn user_bytes<'a>(addr: u64, len: u64) -> Result<&'a [u8], Error> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    check_user_readable(addr, len)?;
+    // SAFETY: the range was just checked to be mapped user-readable in this address space,
+    // which cannot change while this CPU runs the system call with interrupts off.
+    Ok(unsafe { core::slice::from_raw_parts(addr as *const u8, len as usize) })
+}
+
+fn kv_error(e: KvError) -> Error {
+    match e {
+        KvError::TooLarge => Error::TooLarge,
+        KvError::Full => Error::NoMemory,
+    }
+}
+
+/// `kv_get(key, key_len, out, out_len)`.
+fn kv_get(a: [u64; 4]) -> Result<u64, Error> {
+    if a[1] == 0 || a[1] > kv_store::MAX_KEY as u64 {
+        return Err(Error::TooLarge);
+    }
+    let key = user_bytes(a[0], a[1])?;
+    let out_len = a[3].min(kv_store::MAX_VALUE as u64);
+    if out_len > 0 {
+        check_user_writable(a[2], out_len)?;
+    }
+    let kv = KV.lock();
+    let value = kv.get(key).ok_or(Error::NotFound)?;
+    let n = value.len().min(out_len as usize);
+    if n > 0 {
+        // SAFETY: `[a[2], a[2] + out_len)` was checked to be user-writable in this address
+        // space above, and `n <= out_len`; the kernel's own data never lies in user ranges.
+        let out = unsafe { core::slice::from_raw_parts_mut(a[2] as *mut u8, n) };
+        out.copy_from_slice(&value[..n]);
+    }
+    Ok(value.len() as u64)
+}
+
+/// `kv_put(key, key_len, value, value_len)`.
+fn kv_put(a: [u64; 4]) -> Result<u64, Error> {
+    if a[1] == 0 || a[1] > kv_store::MAX_KEY as u64 || a[3] > kv_store::MAX_VALUE as u64 {
+        return Err(Error::TooLarge);
+    }
+    let key = user_bytes(a[0], a[1])?;
+    let value = user_bytes(a[2], a[3])?;
+    KV.lock().put(key, value).map_err(kv_error)?;
+    Ok(0)
 }
 
 /// `log(ptr, len)`: prints a UTF-8 message from user memory on the console.

@@ -41,11 +41,23 @@ pub enum Sysno {
     Creturn = 26,
     /// Returns the caller's PD id (`ucid`).
     Ucid = 27,
+    /// `async_call(name, name_len, argbuf, request_len)`: starts a nested invocation of the
+    /// deployed function `name` on the caller's ArgBuf VMA at `argbuf` (moved to the callee by
+    /// `pmove`, never copied); returns a call handle for [`Sysno::Wait`].
+    AsyncCall = 28,
+    /// `wait(handle)`: suspends the caller until the nested call `handle` finished; returns the
+    /// callee's response length (the ArgBuf is the caller's again) or an error.
+    Wait = 29,
+    /// `kv_get(key, key_len, out, out_len)`: copies the value stored under `key` into `out`;
+    /// returns its full length (which may exceed `out_len`), or [`Error::NotFound`].
+    KvGet = 30,
+    /// `kv_put(key, key_len, value, value_len)`: stores `value` under `key` (replacing it).
+    KvPut = 31,
 }
 
 impl Sysno {
     /// Every defined system call, in number order.
-    pub const ALL: [Sysno; 16] = [
+    pub const ALL: [Sysno; 20] = [
         Sysno::Null,
         Sysno::Exit,
         Sysno::Log,
@@ -62,6 +74,10 @@ impl Sysno {
         Sysno::Cexit,
         Sysno::Creturn,
         Sysno::Ucid,
+        Sysno::AsyncCall,
+        Sysno::Wait,
+        Sysno::KvGet,
+        Sysno::KvPut,
     ];
 
     /// The call with number `n`, if one is defined.
@@ -90,11 +106,21 @@ pub enum Error {
     NoSuchPd = 7,
     /// The protection domain is running or blocked in a call.
     Busy = 8,
+    /// No function of that name is deployed.
+    NoSuchFunction = 9,
+    /// No outstanding nested call of the caller has this handle.
+    NoSuchCall = 10,
+    /// The callee faulted, ran past its time limit or returned a malformed value.
+    CalleeFailed = 11,
+    /// No value is stored under the key.
+    NotFound = 12,
+    /// A key or value is larger than the store accepts.
+    TooLarge = 13,
 }
 
 impl Error {
     /// Every defined error, in code order.
-    pub const ALL: [Error; 8] = [
+    pub const ALL: [Error; 13] = [
         Error::NoSys,
         Error::InvalidArgs,
         Error::BadAddress,
@@ -103,6 +129,11 @@ impl Error {
         Error::NotMapped,
         Error::NoSuchPd,
         Error::Busy,
+        Error::NoSuchFunction,
+        Error::NoSuchCall,
+        Error::CalleeFailed,
+        Error::NotFound,
+        Error::TooLarge,
     ];
 
     /// The value placed in `rax` for this error.
@@ -120,6 +151,10 @@ impl Error {
         }
     }
 }
+
+/// [`Sysno::Wait`] returns `-(CALLEE_ERROR_BASE + code)` when the callee returned the function
+/// error `code` (a [`crate::function::FnError`]).
+pub const CALLEE_ERROR_BASE: i64 = 64;
 
 /// Encodes a kernel result as the `rax` value the caller sees.
 pub fn encode(result: Result<u64, Error>) -> u64 {

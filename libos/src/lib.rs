@@ -4,14 +4,21 @@
 //! - [`syscall`]: raw `syscall` wrappers for ring-3 code (x86_64 only);
 //! - [`privlib`]: the Jord PrivLib calls (`mmap`, `pmove`, `ccall`, ...) for function code;
 //! - [`function`]: the function entry ABI, the [`function!`] macro, ArgBuf views and
-//!   [`function::FnError`].
+//!   [`function::FnError`];
+//! - [`call`]: nested calls to other functions ([`call::call`], [`call::async_call`],
+//!   [`call::wait`]) over zero-copy [`call::ArgBuf`]s;
+//! - [`kv`]: the kernel's key-value store, for state that outlives an invocation;
+//! - [`text`]: formatting and parsing on fixed buffers (functions have no heap allocator).
 //!
 //! Cargo features: none.
 #![no_std]
 
 pub mod abi;
+pub mod call;
 pub mod function;
+pub mod kv;
 #[cfg(target_arch = "x86_64")]
 pub mod privlib;
 #[cfg(target_arch = "x86_64")]
 pub mod syscall;
+pub mod text;

@@ -22,6 +22,12 @@ pub fn syscall3(no: Sysno, a0: u64, a1: u64, a2: u64) -> Result<u64, Option<Erro
 
 /// Issues system call `no` with up to four arguments and decodes the result.
 pub fn syscall4(no: Sysno, a0: u64, a1: u64, a2: u64, a3: u64) -> Result<u64, Option<Error>> {
+    Error::from_ret(syscall4_raw(no, a0, a1, a2, a3))
+}
+
+/// Issues system call `no` with up to four arguments and returns `rax` undecoded (for calls
+/// whose negative values carry more than an [`Error`]).
+pub fn syscall4_raw(no: Sysno, a0: u64, a1: u64, a2: u64, a3: u64) -> i64 {
     let ret: i64;
     // SAFETY: as for `syscall3`; the fourth argument travels in r10.
     unsafe {
@@ -33,7 +39,7 @@ pub fn syscall4(no: Sysno, a0: u64, a1: u64, a2: u64, a3: u64) -> Result<u64, Op
             options(nostack),
         );
     }
-    Error::from_ret(ret)
+    ret
 }
 
 /// Writes `msg` to the kernel console.

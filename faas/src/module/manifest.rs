@@ -13,6 +13,7 @@
 //! | `heap_size` | bytes, multiple of 4096 | 1 MiB |
 //! | `groundhog` | `on` / `off`: restore a snapshot between requests | `off` |
 //! | `isolation` | `full` / `none` (Jord_NI, for measuring isolation cost) | `full` |
+//! | `time_limit_ms` | wall-clock limit of one invocation, nested calls included (1 ms to 10 min) | 1000 |
 //!
 //! Numbers are decimal or `0x` hexadecimal, optionally followed by `K` or `M` (KiB, MiB).
 //! A module embeds the manifest with a static such as
@@ -30,6 +31,10 @@ pub const DEFAULT_STACK_SIZE: u64 = 64 * 1024;
 pub const DEFAULT_HEAP_SIZE: u64 = 1024 * 1024;
 /// Largest stack or heap size a manifest may ask for (1 GiB).
 pub const MAX_REGION_SIZE: u64 = 1 << 30;
+/// Default time limit of one invocation, in milliseconds.
+pub const DEFAULT_TIME_LIMIT_MS: u64 = 1000;
+/// Largest time limit a manifest may ask for (10 minutes), in milliseconds.
+pub const MAX_TIME_LIMIT_MS: u64 = 600_000;
 
 /// How strongly instances of the function are isolated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,6 +60,8 @@ pub struct Manifest {
     pub groundhog: bool,
     /// Isolation mode.
     pub isolation: Isolation,
+    /// Time limit of one invocation in milliseconds (the APIC timer preempts it then).
+    pub time_limit_ms: u64,
 }
 
 /// Why a manifest was rejected; `line` numbers count from 1.
@@ -163,7 +170,13 @@ impl Manifest {
             heap_size: DEFAULT_HEAP_SIZE,
             groundhog: false,
             isolation: Isolation::Full,
+            time_limit_ms: DEFAULT_TIME_LIMIT_MS,
         }
+    }
+
+    /// The time limit of one invocation, in milliseconds.
+    pub fn time_limit_ms(&self) -> u64 {
+        self.time_limit_ms
     }
 
     /// Parses the raw bytes of a `.fjord_manifest` section.
@@ -191,7 +204,8 @@ impl Manifest {
         let (mut entry, mut stack_size, mut heap_size) =
             (None, DEFAULT_STACK_SIZE, DEFAULT_HEAP_SIZE);
         let (mut groundhog, mut isolation) = (false, Isolation::Full);
-        let mut seen = [false; 6];
+        let mut time_limit_ms = DEFAULT_TIME_LIMIT_MS;
+        let mut seen = [false; 7];
         for (line, l) in lines {
             let (key, value) = l
                 .split_once('=')
@@ -204,6 +218,7 @@ impl Manifest {
                 "heap_size" => 3,
                 "groundhog" => 4,
                 "isolation" => 5,
+                "time_limit_ms" => 6,
                 _ => return Err(ManifestError::UnknownKey { line }),
             };
             if core::mem::replace(&mut seen[slot], true) {
@@ -222,6 +237,11 @@ impl Manifest {
                         _ => return Err(bad),
                     }
                 }
+                6 => {
+                    time_limit_ms = parse_number(value)
+                        .filter(|n| (1..=MAX_TIME_LIMIT_MS).contains(n))
+                        .ok_or(bad)?
+                }
                 _ => {
                     isolation = match value {
                         "full" => Isolation::Full,
@@ -239,6 +259,7 @@ impl Manifest {
             heap_size,
             groundhog,
             isolation,
+            time_limit_ms,
         })
     }
 
@@ -260,6 +281,7 @@ impl Manifest {
             Isolation::None => "none",
         };
         let _ = writeln!(s, "isolation={iso}");
+        let _ = writeln!(s, "time_limit_ms={}", self.time_limit_ms);
         s
     }
 }
@@ -278,6 +300,17 @@ mod tests {
         assert_eq!((m.stack_size, m.heap_size), (128 * 1024, 2 * 1024 * 1024));
         assert!(m.groundhog);
         assert_eq!(m.isolation, Isolation::None);
+        assert_eq!(m.time_limit_ms, DEFAULT_TIME_LIMIT_MS);
+        let m = Manifest::parse(b"fjord-manifest=1\nname=f\ntime_limit_ms=250\n").unwrap();
+        assert_eq!(m.time_limit_ms(), 250);
+        for bad in [&b"0"[..], b"600001", b"x"] {
+            let mut t = b"fjord-manifest=1\nname=f\ntime_limit_ms=".to_vec();
+            t.extend_from_slice(bad);
+            assert_eq!(
+                Manifest::parse(&t),
+                Err(ManifestError::BadValue { line: 3 })
+            );
+        }
     }
 
     #[test]
@@ -352,7 +385,8 @@ mod tests {
         #[test]
         fn round_trips(name in "[a-z0-9_-]{1,64}", entry in any::<Option<u64>>(),
                        stack in 1u64..=(1 << 18), heap in 0u64..=(1 << 18),
-                       groundhog in any::<bool>(), none in any::<bool>()) {
+                       groundhog in any::<bool>(), none in any::<bool>(),
+                       limit in 1u64..=MAX_TIME_LIMIT_MS) {
             let m = Manifest {
                 name: FunctionName::new(&name).unwrap(),
                 entry,
@@ -360,6 +394,7 @@ mod tests {
                 heap_size: heap * 4096,
                 groundhog,
                 isolation: if none { Isolation::None } else { Isolation::Full },
+                time_limit_ms: limit,
             };
             prop_assert_eq!(Manifest::parse(m.to_text().as_bytes()), Ok(m));
         }

@@ -38,6 +38,37 @@ struct Activation {
     ctx: UserContext,
 }
 
+/// What the executor's owner answers to a system call it handles ([`Sysno::AsyncCall`],
+/// [`Sysno::Wait`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Return this `rax` value to the caller and go on running it.
+    Value(u64),
+    /// Suspend the caller (`cexit` to the kernel); the run ends with [`Outcome::Parked`].
+    Park,
+}
+
+/// Handles the system calls the executor delegates to its owner: `(pd, call, args, can_park)`,
+/// where `can_park` says whether the caller may be suspended (only the outermost activation
+/// of a run can be).
+pub type Hook<'a> = &'a mut dyn FnMut(PdId, Sysno, [u64; 4], bool) -> Reply;
+
+/// A PD suspended by the executor with `cexit`, resumed by [`resume`] (on any CPU).
+#[derive(Debug)]
+pub struct Continuation {
+    pd: PdId,
+    ctx: UserContext,
+}
+
+/// How a run ended without failing.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The outermost activation returned this value (`creturn` or `exit`).
+    Returned(u64),
+    /// The outermost activation was suspended on the owner's request ([`Reply::Park`]).
+    Parked(Continuation),
+}
+
 /// The activations of one call, outermost first. The outermost lives in place; only nested
 /// calls use the heap, so a plain invocation allocates nothing.
 struct Stack {
@@ -104,20 +135,61 @@ pub fn call(
     args: [u64; 4],
     deadline: Option<u64>,
 ) -> Result<u64, InvokeError> {
+    let mut refuse =
+        |_: PdId, _: Sysno, _: [u64; 4], _: bool| Reply::Value(encode(Err(AbiError::NoSys)));
+    match call_with(pd, entry, args, deadline, &mut refuse)? {
+        Outcome::Returned(v) => Ok(v),
+        Outcome::Parked(_) => unreachable!("the hook never parks"),
+    }
+}
+
+/// [`call`], with `hook` handling the nested-call system calls; the run may end parked.
+pub fn call_with(
+    pd: PdId,
+    entry: u64,
+    args: [u64; 4],
+    deadline: Option<u64>,
+    hook: Hook<'_>,
+) -> Result<Outcome, InvokeError> {
     let stack_top = with(|j: &mut Jord| {
         j.privlib.ccall(PdId::KERNEL, pd, cpu())?;
         j.switch_to(pd);
         Ok(j.stack_top(pd))
     })
     .map_err(InvokeError::Refused)?;
+    let ctx = UserContext::new(entry, stack_top, args);
+    run_from(Activation { pd, ctx }, deadline, hook)
+}
+
+/// Resumes the parked `cont` (`center` from the kernel) with `value` in `rax`, and runs it as
+/// [`call_with`] does.
+pub fn resume(
+    cont: Continuation,
+    value: u64,
+    deadline: Option<u64>,
+    hook: Hook<'_>,
+) -> Result<Outcome, InvokeError> {
+    let Continuation { pd, mut ctx } = cont;
+    with(|j| {
+        j.privlib.center(PdId::KERNEL, pd, cpu())?;
+        j.switch_to(pd);
+        Ok(())
+    })
+    .map_err(InvokeError::Refused)?;
+    ctx.frame.rax = value;
+    run_from(Activation { pd, ctx }, deadline, hook)
+}
+
+fn run_from(
+    bottom: Activation,
+    deadline: Option<u64>,
+    hook: Hook<'_>,
+) -> Result<Outcome, InvokeError> {
     let mut stack = Stack {
-        bottom: Some(Activation {
-            pd,
-            ctx: UserContext::new(entry, stack_top, args),
-        }),
+        bottom: Some(bottom),
         nested: Vec::new(),
     };
-    let result = run_stack(&mut stack, deadline);
+    let result = run_stack(&mut stack, deadline, hook);
     // On success the last return already switched back to the kernel's tables. Otherwise
     // unwind the call states and return this CPU to the kernel's tables.
     if stack.len() != 0 {
@@ -131,9 +203,13 @@ pub fn call(
     result
 }
 
-/// Runs the top activation until the stack empties. The top activation's PD is loaded on
-/// entry and after every transition.
-fn run_stack(stack: &mut Stack, deadline: Option<u64>) -> Result<u64, InvokeError> {
+/// Runs the top activation until the stack empties (or the outermost activation parks). The
+/// top activation's PD is loaded on entry and after every transition.
+fn run_stack(
+    stack: &mut Stack,
+    deadline: Option<u64>,
+    hook: Hook<'_>,
+) -> Result<Outcome, InvokeError> {
     loop {
         let Some(top) = stack.last_mut() else {
             unreachable!("the loop returns when the last activation returns")
@@ -142,13 +218,28 @@ fn run_stack(stack: &mut Stack, deadline: Option<u64>) -> Result<u64, InvokeErro
         match user::run(&mut top.ctx, deadline) {
             UserExit::Exited(v) => {
                 if let Some(v) = finish_top(stack, v) {
-                    return Ok(v);
+                    return Ok(Outcome::Returned(v));
                 }
             }
             UserExit::Request { no, args } => match Sysno::from_raw(no) {
                 Some(Sysno::Creturn) => {
                     if let Some(v) = finish_top(stack, args[0]) {
-                        return Ok(v);
+                        return Ok(Outcome::Returned(v));
+                    }
+                }
+                Some(call @ (Sysno::AsyncCall | Sysno::Wait)) => {
+                    let can_park = stack.len() == 1;
+                    match hook(pd, call, args, can_park) {
+                        Reply::Value(v) => set_result(stack, Ok(v)),
+                        Reply::Park if can_park => {
+                            let a = stack.pop().expect("one activation");
+                            with(|j| {
+                                let _ = j.privlib.cexit(pd, cpu());
+                                j.switch_to(PdId::KERNEL);
+                            });
+                            return Ok(Outcome::Parked(Continuation { pd, ctx: a.ctx }));
+                        }
+                        Reply::Park => set_result(stack, Err(AbiError::Busy)),
                     }
                 }
                 Some(Sysno::Ccall) => {

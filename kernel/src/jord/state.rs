@@ -302,6 +302,12 @@ impl Jord {
         Some((b.phys, b.pages))
     }
 
+    /// Length of the VMA based at `base`, rounded up to whole pages.
+    pub fn vma_len(&self, base: u64) -> Result<u64, Error> {
+        let (_, v) = self.privlib.vmas().resolve_base(base)?;
+        Ok(v.len().next_multiple_of(PAGE_SIZE))
+    }
+
     /// Physical address of the VMA at `base` with every page initialised, for kernel access.
     pub fn initialised_backing(&mut self, base: u64) -> Option<u64> {
         let b = self.backing_mut(base)?;

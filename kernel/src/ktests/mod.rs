@@ -7,6 +7,7 @@
 mod jord;
 mod memory;
 mod modules;
+mod nested;
 mod orchestrator;
 mod smp;
 mod traps;

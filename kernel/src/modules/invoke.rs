@@ -118,17 +118,67 @@ pub fn invoke(name: &str, request: &[u8]) -> Result<Vec<u8>, InvokeFailure> {
 }
 
 /// What the setup built: everything the teardown must release.
-struct Instance {
-    pd: PdId,
-    argbuf: u64,
-    capacity: u64,
+pub(super) struct Instance {
+    /// The invocation's PD.
+    pub pd: PdId,
+    /// The ArgBuf VMA (kernel-owned).
+    pub argbuf: u64,
+    /// The ArgBuf's size.
+    pub capacity: u64,
     /// Physical address of the ArgBuf's (contiguous) backing.
-    argbuf_phys: u64,
+    pub argbuf_phys: u64,
     /// The memory boundary: stack below, heap above.
-    boundary: u64,
+    pub boundary: u64,
 }
 
-fn setup(f: &LoadedFunction, capacity: u64) -> Result<Instance, InvokeFailure> {
+/// The ArgBuf capacity for a request of `request_len` bytes and `room` bytes of response.
+pub(super) fn capacity_for(request_len: usize, room: usize) -> u64 {
+    let capacity = (response_offset(request_len) + room).next_multiple_of(PAGE_SIZE as usize);
+    capacity.max(PAGE_SIZE as usize) as u64
+}
+
+/// Creates a PD for `f` with its instance VMA (stack and heap); returns the PD and the memory
+/// boundary.
+pub(super) fn create_pd(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure> {
+    let m = &f.manifest;
+    let mut owed = None;
+    let r = jord::with(|j| {
+        let pd = j.cget(PdId::KERNEL)?;
+        match j.mmap(
+            pd,
+            m.stack_size + m.heap_size,
+            Perm::RW,
+            MapFlags::default(),
+        ) {
+            Ok(instance) => Ok((pd, instance + m.stack_size)),
+            Err(e) => {
+                owed = j.cput(PdId::KERNEL, pd).ok();
+                Err(e)
+            }
+        }
+    });
+    if let Some(p) = owed {
+        p.finish();
+    }
+    r.map_err(pd_failure)
+}
+
+/// Destroys `pd` (with everything it owns).
+pub(super) fn destroy_pd(pd: PdId) {
+    if let Ok(p) = jord::with(|j| j.cput(PdId::KERNEL, pd)) {
+        p.finish();
+    }
+}
+
+fn pd_failure(e: PdError) -> InvokeFailure {
+    match e {
+        PdError::NoMemory => InvokeFailure::OutOfMemory,
+        e => InvokeFailure::Refused(e),
+    }
+}
+
+/// Builds a PD and a kernel-owned ArgBuf of `capacity` bytes for `f`.
+pub(super) fn setup(f: &LoadedFunction, capacity: u64) -> Result<Instance, InvokeFailure> {
     let m = &f.manifest;
     // Remote flushes owed by the clean-up of a failed setup, finished after the lock is gone.
     let mut owed = Vec::new();
@@ -166,14 +216,11 @@ fn setup(f: &LoadedFunction, capacity: u64) -> Result<Instance, InvokeFailure> {
     for p in owed {
         p.finish();
     }
-    r.map_err(|e| match e {
-        PdError::NoMemory => InvokeFailure::OutOfMemory,
-        e => InvokeFailure::Refused(e),
-    })
+    r.map_err(pd_failure)
 }
 
 /// Releases the PD and the ArgBuf.
-fn teardown(inst: &Instance) {
+pub(super) fn teardown(inst: &Instance) {
     let (a, b) = jord::with(|j| {
         (
             j.cput(PdId::KERNEL, inst.pd).ok(),
@@ -187,7 +234,7 @@ fn teardown(inst: &Instance) {
 
 impl Instance {
     /// The ArgBuf's bytes through the kernel's direct map.
-    fn argbuf_mut(&mut self) -> &mut [u8] {
+    pub(super) fn argbuf_mut(&mut self) -> &mut [u8] {
         // SAFETY: the ArgBuf's backing is `capacity` physically contiguous, initialised bytes
         // that stay allocated until `teardown`. The kernel touches them only before the `pmove`
         // to the PD and after `exec::call` returned, when no code of this invocation runs; no
@@ -217,9 +264,7 @@ pub fn invoke_function(
         .response_room
         .unwrap_or(request.len() + DEFAULT_RESPONSE_ROOM)
         .min(MAX_REQUEST);
-    let capacity = (response_offset(request.len()) + room).next_multiple_of(PAGE_SIZE as usize);
-    let capacity = capacity.max(PAGE_SIZE as usize) as u64;
-    let mut inst = setup(f, capacity)?;
+    let mut inst = setup(f, capacity_for(request.len(), room))?;
     inst.argbuf_mut()[..request.len()].copy_from_slice(request);
     let moved = jord::with(|j| j.pmove(PdId::KERNEL, inst.argbuf, inst.pd, Perm::RW));
     let moved = match moved {
@@ -238,11 +283,7 @@ pub fn invoke_function(
             inst.capacity,
             inst.boundary,
         ];
-        exec::call(inst.pd, f.entry, args, Some(deadline)).map_err(|e| match e {
-            exec::InvokeError::Faulted { pd, fault } => InvokeFailure::Faulted { pd, fault },
-            exec::InvokeError::TimedOut { pd } => InvokeFailure::TimedOut { pd },
-            exec::InvokeError::Refused(e) => InvokeFailure::Refused(e),
-        })
+        exec::call(inst.pd, f.entry, args, Some(deadline)).map_err(exec_failure)
     });
     let t2 = cpu::rdtsc();
     let result = called.and_then(|value| {
@@ -264,8 +305,21 @@ pub fn invoke_function(
     result
 }
 
+/// The invocation failure for an executor error.
+pub(super) fn exec_failure(e: exec::InvokeError) -> InvokeFailure {
+    match e {
+        exec::InvokeError::Faulted { pd, fault } => InvokeFailure::Faulted { pd, fault },
+        exec::InvokeError::TimedOut { pd } => InvokeFailure::TimedOut { pd },
+        exec::InvokeError::Refused(e) => InvokeFailure::Refused(e),
+    }
+}
+
 /// Decodes the function's return value and copies the response out of the ArgBuf.
-fn response(inst: &mut Instance, request_len: usize, value: u64) -> Result<Vec<u8>, InvokeFailure> {
+pub(super) fn response(
+    inst: &mut Instance,
+    request_len: usize,
+    value: u64,
+) -> Result<Vec<u8>, InvokeFailure> {
     match FnReturn::decode(value) {
         FnReturn::Response(n) => {
             let start = response_offset(request_len);

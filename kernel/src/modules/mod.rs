@@ -4,6 +4,8 @@
 //! - [`loader`]: one Global read-execute code VMA per module, relocated once;
 //! - [`invoke`]: the Jord invocation sequence (`cget`, ArgBuf `pmove`, `ccall`, `pmove` back,
 //!   `cput`) and its typed failures;
+//! - [`task`]: requests as tasks that call other functions (`async_call`/`wait`), suspend and
+//!   resume through the orchestrator's internal queue;
 //! - [`bench`]: the `faas` benchmark group.
 //!
 //! The function entry ABI is defined in [`fjord_libos::function`]. The registry keeps each
@@ -14,6 +16,7 @@ pub mod bench;
 pub mod invoke;
 pub mod loader;
 pub mod service;
+pub mod task;
 
 use crate::kprintln;
 use alloc::collections::BTreeMap;

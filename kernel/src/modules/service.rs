@@ -50,12 +50,14 @@ impl Default for RuntimeService {
 
 impl FunctionService for RuntimeService {
     fn invoke(&mut self, name: &FunctionName, input: &[u8]) -> Result<Vec<u8>, InvokeError> {
-        if super::lookup(name.as_str()).is_none() {
+        let Some(f) = super::lookup(name.as_str()) else {
             return Err(InvokeError::NotFound);
-        }
-        let (name, input) = (String::from(name.as_str()), input.to_vec());
-        let work = Box::new(move || super::invoke(&name, &input).map_err(|e| format!("{e}")));
-        match orchestrator::run_external(work) {
+        };
+        let input = input.to_vec();
+        let work = Box::new(move |info| {
+            super::task::run_root(f, &input, info).map(|r| r.map_err(|e| format!("{e}")))
+        });
+        match orchestrator::run_external_task(work) {
             Ok(done) => done.result.map_err(InvokeError::Failed),
             Err(SubmitError::QueueFull) => Err(InvokeError::Unavailable),
         }

@@ -23,11 +23,29 @@ pub type Work = Box<dyn FnOnce() -> Result<Vec<u8>, String> + Send>;
 /// A request's identity, returned by [`submit`].
 pub type Ticket = u64;
 
+/// The identity of the request a [`TaskWork`] step belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobInfo {
+    /// The request's ticket (kept by every step of the request).
+    pub ticket: Ticket,
+    /// TSC when the orchestrator first received the request.
+    pub arrived: u64,
+}
+
+/// One step of a request that may suspend: it returns the request's result when the request
+/// finished, or `None` when it continues in a later step (submitted with [`resume`]) or belongs
+/// to another request (a nested call).
+pub type TaskWork = Box<dyn FnOnce(JobInfo) -> Option<Result<Vec<u8>, String>> + Send>;
+
+enum JobWork {
+    Simple(Work),
+    Task(TaskWork),
+}
+
 struct Job {
-    ticket: Ticket,
-    arrived: u64,
+    info: JobInfo,
     dispatched: u64,
-    work: Work,
+    work: JobWork,
 }
 
 /// A finished request.
@@ -57,6 +75,8 @@ pub struct OrchestratorStats {
     pub dispatched: u64,
     /// Requests completed.
     pub completed: u64,
+    /// Steps that ended with their request suspended or handed on (nested calls).
+    pub suspended: u64,
 }
 
 struct State {
@@ -109,24 +129,27 @@ fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     })
 }
 
-/// Queues `work` in the central queue of `class`.
-pub fn submit(class: RequestClass, work: Work) -> Result<Ticket, SubmitError> {
+fn enqueue(
+    class: RequestClass,
+    info: Option<JobInfo>,
+    work: JobWork,
+) -> Result<Ticket, SubmitError> {
     let arrived = cpu::rdtsc();
     with(|s| {
-        let ticket = s.next;
-        s.next += 1;
-        match s.jbsq.submit(
-            class,
-            Job {
-                ticket,
-                arrived,
-                dispatched: 0,
-                work,
-            },
-        ) {
+        let info = info.unwrap_or_else(|| {
+            let ticket = s.next;
+            s.next += 1;
+            JobInfo { ticket, arrived }
+        });
+        let job = Job {
+            info,
+            dispatched: 0,
+            work,
+        };
+        match s.jbsq.submit(class, job) {
             Ok(()) => {
                 s.stats.submitted += 1;
-                Ok(ticket)
+                Ok(info.ticket)
             }
             Err(_) => {
                 s.stats.rejected += 1;
@@ -134,6 +157,43 @@ pub fn submit(class: RequestClass, work: Work) -> Result<Ticket, SubmitError> {
             }
         }
     })
+}
+
+/// Queues `work` in the central queue of `class`.
+pub fn submit(class: RequestClass, work: Work) -> Result<Ticket, SubmitError> {
+    enqueue(class, None, JobWork::Simple(work))
+}
+
+/// Queues the first step of a request that may suspend (see [`TaskWork`]); a nested call
+/// (internal class) submitted from an executor wakes the orchestrator core to dispatch it.
+pub fn submit_task(class: RequestClass, work: TaskWork) -> Result<Ticket, SubmitError> {
+    let t = enqueue(class, None, JobWork::Task(work))?;
+    if class == RequestClass::Internal {
+        wake_orchestrator();
+    }
+    Ok(t)
+}
+
+/// Queues a later step of the request `info` in the internal queue (strict priority over
+/// external requests), to run on whichever executor JBSQ picks. Never refused (see
+/// `Jbsq::resume`).
+pub fn resume(info: JobInfo, work: TaskWork) {
+    let job = Job {
+        info,
+        dispatched: 0,
+        work: JobWork::Task(work),
+    };
+    with(|s| s.jbsq.resume(job));
+    wake_orchestrator();
+}
+
+/// Interrupts the orchestrator core (CPU 0) if it halted waiting for work.
+fn wake_orchestrator() {
+    if percpu::cpu_index() != 0
+        && let Some(id) = smp::apic_id_of(0)
+    {
+        crate::arch::apic::send_ipi(id, crate::arch::trap::WORK_IPI_VECTOR);
+    }
 }
 
 /// Pushes every request JBSQ allows to its executor. Returns how many were dispatched.
@@ -162,29 +222,33 @@ pub fn poll() -> usize {
 
 fn execute(executor: usize, job: Job) {
     let started = cpu::rdtsc();
-    let result = (job.work)();
+    let result = match job.work {
+        JobWork::Simple(work) => Some(work()),
+        JobWork::Task(work) => work(job.info),
+    };
     let finished = cpu::rdtsc();
-    let done = Done {
+    let done = result.map(|result| Done {
         result,
-        arrived: job.arrived,
+        arrived: job.info.arrived,
         dispatched: job.dispatched,
         started,
         finished,
         cpu: percpu::cpu_index(),
-    };
+    });
     with(|s| {
-        s.done.insert(job.ticket, done);
-        s.stats.completed += 1;
+        match done {
+            Some(done) => {
+                s.done.insert(job.info.ticket, done);
+                s.stats.completed += 1;
+            }
+            None => s.stats.suspended += 1,
+        }
         if let Err(e) = s.jbsq.complete(executor) {
             log::error!("orchestrator: completion for executor {executor}: {e}");
         }
     });
     // Wake the orchestrator core if it halted waiting for work to finish.
-    if percpu::cpu_index() != 0
-        && let Some(id) = smp::apic_id_of(0)
-    {
-        crate::arch::apic::send_ipi(id, crate::arch::trap::WORK_IPI_VECTOR);
-    }
+    wake_orchestrator();
 }
 
 /// Takes the result of `ticket` if it has finished.
@@ -201,6 +265,11 @@ pub fn wait(ticket: Ticket) -> Done {
         }
         core::hint::spin_loop();
     }
+}
+
+/// Submits the request `work` (which may suspend) as an external request and waits for it.
+pub fn run_external_task(work: TaskWork) -> Result<Done, SubmitError> {
+    submit_task(RequestClass::External, work).map(wait)
 }
 
 /// Submits `work` as an external request and waits for it.

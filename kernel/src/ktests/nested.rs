@@ -1,0 +1,152 @@
+//! Nested calls between function modules (boot with `modules=initrd`): synchronous chains,
+//! asynchronous fan-out, zero-copy ArgBuf passing, the copying baseline, failing callees, and
+//! teardown without leaks.
+
+use crate::jord;
+use crate::ktest;
+use crate::modules::{self, task};
+use crate::orchestrator;
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+use fjord_kernel::{kassert, kassert_eq};
+
+type R<T> = Result<T, String>;
+
+/// Invokes `name` as an external request through the orchestrator, as the gateway does.
+fn request(name: &str, req: &[u8]) -> R<Vec<u8>> {
+    let f = modules::lookup(name).ok_or_else(|| format!("{name} is not deployed"))?;
+    let req = req.to_vec();
+    let work =
+        Box::new(move |info| task::run_root(f, &req, info).map(|r| r.map_err(|e| format!("{e}"))));
+    let done = orchestrator::run_external_task(work).map_err(|_| String::from("queue full"))?;
+    done.result
+}
+
+fn needs_modules() -> R<()> {
+    let names = modules::list();
+    for f in ["relay", "fanout", "hostile"] {
+        kassert!(names.iter().any(|n| n == f), "function {f} is not deployed");
+    }
+    Ok(())
+}
+
+/// The addresses in a relay response: (own ArgBuf, ArgBuf sent to the callee) per level,
+/// then the leaf's own ArgBuf.
+fn relay_addresses(resp: &str) -> R<(Vec<(u64, u64)>, u64)> {
+    let hex =
+        |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|e| format!("{e}"));
+    let mut levels = Vec::new();
+    for part in resp.split(';').filter(|p| !p.is_empty()) {
+        if let Some(rest) = part.strip_prefix("relay@") {
+            let (own, sent) = rest.split_once(" sent@").ok_or("malformed relay level")?;
+            levels.push((hex(own)?, hex(sent)?));
+        } else if let Some(rest) = part.strip_prefix("leaf@") {
+            let own = rest.split(' ').next().ok_or("malformed leaf")?;
+            return Ok((levels, hex(own)?));
+        }
+    }
+    Err(format!("no leaf in {resp:?}"))
+}
+
+ktest! {
+    fn chain_moves_the_argbuf_without_copying() {
+        needs_modules()?;
+        task::set_hop_mode(task::HopMode::Move);
+        let copied = task::HOP_BYTES_COPIED.load(Ordering::Relaxed);
+        let calls = task::NESTED_CALLS.load(Ordering::Relaxed);
+        let resp = request("relay", b"3 abc")?;
+        let resp = String::from_utf8(resp).map_err(|_| "not UTF-8")?;
+        let (levels, leaf) = relay_addresses(&resp)?;
+        kassert!(levels.len() == 3, "{resp}");
+        kassert!(resp.ends_with("sum=294;"), "{resp}");
+        // Each callee ran on exactly the buffer its caller filled: the same VMA, moved.
+        for w in levels.windows(2) {
+            kassert_eq!(w[0].1, w[1].0);
+        }
+        kassert_eq!(levels[2].1, leaf);
+        kassert_eq!(task::HOP_BYTES_COPIED.load(Ordering::Relaxed), copied);
+        kassert_eq!(task::NESTED_CALLS.load(Ordering::Relaxed), calls + 3);
+        kassert_eq!(task::outstanding(), (0, 0));
+        Ok(())
+    }
+}
+
+ktest! {
+    fn async_fanout_waits_for_every_callee() {
+        needs_modules()?;
+        let suspended = task::SUSPENSIONS.load(Ordering::Relaxed);
+        let resp = request("fanout", b"8")?;
+        let resp = String::from_utf8(resp).map_err(|_| "not UTF-8")?;
+        kassert!(resp.starts_with("fanout k=8;"), "{resp}");
+        kassert!(resp.matches("leaf@").count() == 8, "{resp}");
+        // Leaf i sums the digits of "i": responses come back in call order.
+        kassert!(resp.ends_with("sum=55;"), "{resp}");
+        kassert!(task::SUSPENSIONS.load(Ordering::Relaxed) > suspended);
+        kassert!(request("fanout", b"0").is_err());
+        kassert!(request("fanout", b"99").is_err());
+        kassert_eq!(task::outstanding(), (0, 0));
+        Ok(())
+    }
+}
+
+ktest! {
+    fn copying_baseline_copies_every_hop() {
+        needs_modules()?;
+        task::set_hop_mode(task::HopMode::Copy);
+        let copied = task::HOP_BYTES_COPIED.load(Ordering::Relaxed);
+        let r = request("relay", b"2 xyz");
+        task::set_hop_mode(task::HopMode::Move);
+        let resp = String::from_utf8(r?).map_err(|_| "not UTF-8")?;
+        let (levels, leaf) = relay_addresses(&resp)?;
+        kassert!(levels.len() == 2, "{resp}");
+        kassert!(resp.ends_with("sum=363;"), "{resp}");
+        // The callee got a fresh buffer holding a copy.
+        kassert!(levels[0].1 != levels[1].0);
+        kassert!(levels[1].1 != leaf);
+        kassert!(task::HOP_BYTES_COPIED.load(Ordering::Relaxed) > copied);
+        kassert_eq!(task::outstanding(), (0, 0));
+        Ok(())
+    }
+}
+
+ktest! {
+    fn callers_survive_failing_callees() {
+        needs_modules()?;
+        let kernel = crate::mm::phys_to_virt(0x10_0000);
+        let missing = request("relay", b"call:no-such-fn:x")?;
+        kassert_eq!(missing.as_slice(), b"err:NoSuchFunction".as_slice());
+        let attack = format!("call:hostile:read {kernel:x}");
+        let faulted = request("relay", attack.as_bytes())?;
+        kassert_eq!(faulted.as_slice(), b"err:CalleeFailed".as_slice());
+        let panicked = request("relay", b"call:hostile:panic")?;
+        kassert_eq!(panicked.as_slice(), b"err:Callee(Panicked)".as_slice());
+        kassert_eq!(request("relay", b"call:relay:0 a")?.as_slice()[..8], *b"ok:leaf@");
+        kassert_eq!(task::outstanding(), (0, 0));
+        Ok(())
+    }
+}
+
+ktest! {
+    fn nested_requests_leak_no_frames() {
+        needs_modules()?;
+        let round = || -> R<()> {
+            request("relay", b"2 leak")?;
+            request("fanout", b"3")?;
+            Ok(())
+        };
+        for _ in 0..3 {
+            round()?;
+        }
+        let before = crate::mm::frames::free_frames();
+        let pds = jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed);
+        for _ in 0..20 {
+            round()?;
+        }
+        kassert_eq!(crate::mm::frames::free_frames(), before);
+        kassert_eq!(jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed), pds);
+        Ok(())
+    }
+}

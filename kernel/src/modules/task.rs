@@ -1,0 +1,549 @@
+//! Requests that call other functions: invocation tasks, nested calls and their handles
+//! (Jord §3.4, DESIGN.md §4).
+//!
+//! Every request runs as a *task*: a function instance in its own PD with an ArgBuf. When the
+//! function calls another (`async_call`), the executor creates the callee's task, moves the
+//! caller's ArgBuf to the callee's PD with `pmove` and queues the callee in the orchestrator's
+//! internal queue, which JBSQ serves before external requests; the caller gets a handle and
+//! runs on. When the caller `wait`s for a call that has not finished, the executor suspends it
+//! (`cexit`) and the executor is free for other work. When the callee returns, its ArgBuf moves
+//! back to the caller and, if the caller is waiting, a step that resumes it (`center`) is queued
+//! internally, to run on whichever executor JBSQ picks: the address space is single, so a PD
+//! resumes on any core.
+//!
+//! [`HopMode::Copy`] is the NightCore-like baseline: the same functions and runtime, but each
+//! hop copies the request and the response through a kernel channel (caller buffer → channel →
+//! callee buffer and back), as a pipe between worker processes would.
+
+use super::LoadedFunction;
+use super::invoke::{self, Instance, InvokeFailure};
+use crate::arch::cpu;
+use crate::jord::{self, exec};
+use crate::orchestrator::{self, JobInfo, SubmitError};
+use crate::syscalls::{check_user_readable, check_user_writable};
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use fjord_faas::jbsq::RequestClass;
+use fjord_libos::abi::{CALLEE_ERROR_BASE, Error as AbiError, Sysno, encode};
+use fjord_libos::function::{FnReturn, response_offset};
+use fjord_pd::{PdId, Perm};
+use spin::Mutex;
+
+/// How a nested call hands its ArgBuf to the callee.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum HopMode {
+    /// Jord: the caller's ArgBuf VMA is `pmove`d to the callee and back; nothing is copied.
+    Move = 0,
+    /// The NightCore-like baseline: request and response are copied through a kernel channel.
+    Copy = 1,
+}
+
+static HOP_MODE: AtomicU8 = AtomicU8::new(HopMode::Move as u8);
+
+/// Bytes copied between callers and callees by nested calls (zero under [`HopMode::Move`]).
+pub static HOP_BYTES_COPIED: AtomicU64 = AtomicU64::new(0);
+/// Nested calls started.
+pub static NESTED_CALLS: AtomicU64 = AtomicU64::new(0);
+/// Callers suspended on a `wait`.
+pub static SUSPENSIONS: AtomicU64 = AtomicU64::new(0);
+
+/// Selects how nested calls pass ArgBufs from now on.
+pub fn set_hop_mode(mode: HopMode) {
+    HOP_MODE.store(mode as u8, Ordering::Relaxed);
+}
+
+/// How nested calls pass ArgBufs.
+pub fn hop_mode() -> HopMode {
+    if HOP_MODE.load(Ordering::Relaxed) == HopMode::Copy as u8 {
+        HopMode::Copy
+    } else {
+        HopMode::Move
+    }
+}
+
+type TaskId = u64;
+
+/// Where a task's result goes.
+enum Origin {
+    /// An external request: the result is the request's response.
+    Root,
+    /// A nested call: the result goes back to the caller's task.
+    Child {
+        caller: TaskId,
+        caller_pd: PdId,
+        handle: u64,
+        /// The caller's ArgBuf (under [`HopMode::Move`] it is also this task's).
+        caller_buf: u64,
+    },
+}
+
+/// One function instance serving one request.
+struct Task {
+    id: TaskId,
+    func: Arc<LoadedFunction>,
+    pd: PdId,
+    boundary: u64,
+    argbuf: u64,
+    capacity: u64,
+    /// Physical base of a kernel-owned ArgBuf (root tasks and copied hops), freed at the end.
+    kernel_buf: Option<u64>,
+    request_len: usize,
+    deadline: u64,
+    origin: Origin,
+}
+
+/// The state of a nested call.
+struct Call {
+    caller: TaskId,
+    /// The `wait` return value, once the callee finished.
+    result: Option<u64>,
+}
+
+/// A caller suspended in `wait`.
+struct Parked {
+    task: Box<Task>,
+    cont: exec::Continuation,
+    info: JobInfo,
+}
+
+struct Calls {
+    next_task: TaskId,
+    next_handle: u64,
+    calls: BTreeMap<u64, Call>,
+    parked: BTreeMap<u64, Parked>,
+}
+
+static CALLS: Mutex<Calls> = Mutex::new(Calls {
+    next_task: 1,
+    next_handle: 1,
+    calls: BTreeMap::new(),
+    parked: BTreeMap::new(),
+});
+
+fn locked<R>(f: impl FnOnce(&mut Calls) -> R) -> R {
+    cpu::without_interrupts(|| f(&mut CALLS.lock()))
+}
+
+fn new_task_id() -> TaskId {
+    locked(|c| {
+        let id = c.next_task;
+        c.next_task += 1;
+        id
+    })
+}
+
+fn deadline_of(f: &LoadedFunction) -> u64 {
+    cpu::rdtsc() + crate::arch::apic::tsc_hz() / 1000 * f.manifest.time_limit_ms()
+}
+
+/// Runs `request` as an external request of `f` (the first step of the request `info`);
+/// returns its response or failure, or `None` when it suspended in a nested call (it then
+/// finishes in a later step).
+pub fn run_root(
+    f: Arc<LoadedFunction>,
+    request: &[u8],
+    info: JobInfo,
+) -> Option<Result<Vec<u8>, InvokeFailure>> {
+    if request.len() > invoke::MAX_REQUEST {
+        return Some(Err(InvokeFailure::RequestTooLarge));
+    }
+    let room = request.len() + invoke::DEFAULT_RESPONSE_ROOM;
+    let mut inst = match invoke::setup(&f, invoke::capacity_for(request.len(), room)) {
+        Ok(i) => i,
+        Err(e) => return Some(Err(e)),
+    };
+    inst.argbuf_mut()[..request.len()].copy_from_slice(request);
+    if let Err(e) = move_to(PdId::KERNEL, inst.argbuf, inst.pd) {
+        invoke::teardown(&inst);
+        return Some(Err(InvokeFailure::Refused(e)));
+    }
+    let task = Box::new(Task {
+        id: new_task_id(),
+        deadline: deadline_of(&f),
+        func: f,
+        pd: inst.pd,
+        boundary: inst.boundary,
+        argbuf: inst.argbuf,
+        capacity: inst.capacity,
+        kernel_buf: Some(inst.argbuf_phys),
+        request_len: request.len(),
+        origin: Origin::Root,
+    });
+    step(task, None, info)
+}
+
+fn move_to(from: PdId, addr: u64, to: PdId) -> Result<(), fjord_pd::Error> {
+    jord::with(|j| j.pmove(from, addr, to, Perm::RW)).map(|p| p.finish())
+}
+
+/// Runs `task` from its entry (`resume: None`) or from a `wait` that returned `value`, until it
+/// returns, fails or suspends.
+fn step(
+    task: Box<Task>,
+    resume: Option<(exec::Continuation, u64)>,
+    info: JobInfo,
+) -> Option<Result<Vec<u8>, InvokeFailure>> {
+    let mut waited = None;
+    let outcome = {
+        let mut hook = |pd: PdId, call: Sysno, args: [u64; 4], can_park: bool| match call {
+            Sysno::AsyncCall => exec::Reply::Value(encode(start_call(&task, pd, args))),
+            Sysno::Wait => wait_reply(&task, args[0], can_park, &mut waited),
+            _ => exec::Reply::Value(encode(Err(AbiError::NoSys))),
+        };
+        let deadline = Some(task.deadline);
+        match resume {
+            None => {
+                let args = [
+                    task.argbuf,
+                    task.request_len as u64,
+                    task.capacity,
+                    task.boundary,
+                ];
+                exec::call_with(task.pd, task.func.entry, args, deadline, &mut hook)
+            }
+            Some((cont, value)) => exec::resume(cont, value, deadline, &mut hook),
+        }
+    };
+    match outcome {
+        Ok(exec::Outcome::Parked(cont)) => {
+            let handle = waited.expect("the hook parks only in wait");
+            park(task, cont, handle, info);
+            None
+        }
+        Ok(exec::Outcome::Returned(v)) => finish(task, Ok(v)),
+        Err(e) => finish(task, Err(invoke::exec_failure(e))),
+    }
+}
+
+/// `wait(handle)`: the result if the call finished, else suspend the caller.
+fn wait_reply(task: &Task, handle: u64, can_park: bool, waited: &mut Option<u64>) -> exec::Reply {
+    locked(|c| match c.calls.get(&handle) {
+        Some(call) if call.caller == task.id => match call.result {
+            Some(v) => {
+                c.calls.remove(&handle);
+                exec::Reply::Value(v)
+            }
+            None if can_park => {
+                *waited = Some(handle);
+                exec::Reply::Park
+            }
+            None => exec::Reply::Value(encode(Err(AbiError::Busy))),
+        },
+        _ => exec::Reply::Value(encode(Err(AbiError::NoSuchCall))),
+    })
+}
+
+/// Suspends `task` on `handle`, unless the call finished meanwhile (then it resumes at once).
+fn park(task: Box<Task>, cont: exec::Continuation, handle: u64, info: JobInfo) {
+    SUSPENSIONS.fetch_add(1, Ordering::Relaxed);
+    let ready = locked(|c| {
+        let finished = c.calls.get(&handle).and_then(|call| call.result);
+        match finished {
+            Some(v) => {
+                c.calls.remove(&handle);
+                Some((task, cont, v))
+            }
+            None => {
+                c.parked.insert(handle, Parked { task, cont, info });
+                None
+            }
+        }
+    });
+    if let Some((task, cont, v)) = ready {
+        resume_later(task, cont, v, info);
+    }
+}
+
+fn resume_later(task: Box<Task>, cont: exec::Continuation, value: u64, info: JobInfo) {
+    orchestrator::resume(
+        info,
+        Box::new(move |info| step(task, Some((cont, value)), info).map(|r| r.map_err(text))),
+    );
+}
+
+fn text(e: InvokeFailure) -> String {
+    format!("{e}")
+}
+
+/// `async_call(name, name_len, argbuf, request_len)` from `caller` running in `pd`.
+fn start_call(caller: &Task, pd: PdId, a: [u64; 4]) -> Result<u64, AbiError> {
+    let (name_ptr, name_len, buf, request_len) = (a[0], a[1], a[2], a[3]);
+    if name_len == 0 || name_len > fjord_faas::function_name::MAX_FUNCTION_NAME_LEN as u64 {
+        return Err(AbiError::InvalidArgs);
+    }
+    check_user_readable(name_ptr, name_len)?;
+    // SAFETY: the name was just checked to be user-readable in the caller's address space,
+    // which is loaded on this CPU and cannot change while the executor handles the call.
+    let name = unsafe { core::slice::from_raw_parts(name_ptr as *const u8, name_len as usize) };
+    let name = core::str::from_utf8(name).map_err(|_| AbiError::InvalidArgs)?;
+    let f = super::lookup(name).ok_or(AbiError::NoSuchFunction)?;
+    let capacity = jord::with(|j| j.vma_len(buf)).map_err(jord::state::abi_error)?;
+    if request_len > capacity {
+        return Err(AbiError::InvalidArgs);
+    }
+    let callee = match hop_mode() {
+        HopMode::Move => {
+            let (cpd, boundary) = invoke::create_pd(&f).map_err(failure_code)?;
+            if let Err(e) = move_to(pd, buf, cpd) {
+                invoke::destroy_pd(cpd);
+                return Err(jord::state::abi_error(e));
+            }
+            (cpd, boundary, buf, capacity, None)
+        }
+        HopMode::Copy => {
+            // A pipe write: the kernel reads the request from the caller's buffer.
+            check_user_readable(buf, request_len.max(1))?;
+            check_user_writable(buf, capacity)?;
+            // SAFETY: checked just above to be user-readable in the loaded address space.
+            let req =
+                unsafe { core::slice::from_raw_parts(buf as *const u8, request_len as usize) };
+            let channel = req.to_vec();
+            let mut inst = invoke::setup(&f, capacity)?;
+            // A pipe read: the callee's buffer gets the request from the channel.
+            inst.argbuf_mut()[..channel.len()].copy_from_slice(&channel);
+            HOP_BYTES_COPIED.fetch_add(2 * request_len, Ordering::Relaxed);
+            if let Err(e) = move_to(PdId::KERNEL, inst.argbuf, inst.pd) {
+                invoke::teardown(&inst);
+                return Err(jord::state::abi_error(e));
+            }
+            (
+                inst.pd,
+                inst.boundary,
+                inst.argbuf,
+                capacity,
+                Some(inst.argbuf_phys),
+            )
+        }
+    };
+    let (cpd, boundary, argbuf, capacity, kernel_buf) = callee;
+    let (id, handle) = locked(|c| {
+        let id = c.next_task;
+        c.next_task += 1;
+        let handle = c.next_handle;
+        c.next_handle += 1;
+        c.calls.insert(
+            handle,
+            Call {
+                caller: caller.id,
+                result: None,
+            },
+        );
+        (id, handle)
+    });
+    let task = Box::new(Task {
+        id,
+        deadline: deadline_of(&f),
+        func: f,
+        pd: cpd,
+        boundary,
+        argbuf,
+        capacity,
+        kernel_buf,
+        request_len: request_len as usize,
+        origin: Origin::Child {
+            caller: caller.id,
+            caller_pd: pd,
+            handle,
+            caller_buf: buf,
+        },
+    });
+    let work = Box::new(move |info| step(task, None, info).map(|r| r.map_err(text)));
+    match orchestrator::submit_task(RequestClass::Internal, work) {
+        Ok(_) => {
+            NESTED_CALLS.fetch_add(1, Ordering::Relaxed);
+            Ok(handle)
+        }
+        Err(SubmitError::QueueFull) => {
+            // The work (and the task in it) was dropped: undo the call.
+            locked(|c| c.calls.remove(&handle));
+            if kernel_buf.is_none() {
+                let _ = move_to(cpd, buf, pd);
+            }
+            release(cpd, argbuf, capacity, kernel_buf);
+            Err(AbiError::Busy)
+        }
+    }
+}
+
+fn failure_code(e: InvokeFailure) -> AbiError {
+    match e {
+        InvokeFailure::OutOfMemory => AbiError::NoMemory,
+        InvokeFailure::Refused(e) => jord::state::abi_error(e),
+        _ => AbiError::InvalidArgs,
+    }
+}
+
+impl From<InvokeFailure> for AbiError {
+    fn from(e: InvokeFailure) -> Self {
+        failure_code(e)
+    }
+}
+
+/// Destroys a task's PD and its kernel-owned ArgBuf, if it has one.
+fn release(pd: PdId, argbuf: u64, capacity: u64, kernel_buf: Option<u64>) {
+    match kernel_buf {
+        Some(phys) => invoke::teardown(&Instance {
+            pd,
+            argbuf,
+            capacity,
+            argbuf_phys: phys,
+            boundary: 0,
+        }),
+        None => invoke::destroy_pd(pd),
+    }
+}
+
+/// Ends `task` with the function's `creturn` value or its failure.
+fn finish(
+    task: Box<Task>,
+    result: Result<u64, InvokeFailure>,
+) -> Option<Result<Vec<u8>, InvokeFailure>> {
+    // Calls the task started and never waited for are orphaned: their results are dropped.
+    locked(|c| c.calls.retain(|_, call| call.caller != task.id));
+    match task.origin {
+        Origin::Root => {
+            let phys = task
+                .kernel_buf
+                .expect("a root task's ArgBuf is the kernel's");
+            let mut inst = Instance {
+                pd: task.pd,
+                argbuf: task.argbuf,
+                capacity: task.capacity,
+                argbuf_phys: phys,
+                boundary: task.boundary,
+            };
+            let r = result.and_then(|v| {
+                // If the function gave its right away, this fails; the teardown's munmap
+                // revokes every right that is left.
+                let _ = move_to(task.pd, task.argbuf, PdId::KERNEL);
+                invoke::response(&mut inst, task.request_len, v)
+            });
+            invoke::teardown(&inst);
+            Some(r)
+        }
+        Origin::Child {
+            caller,
+            caller_pd,
+            handle,
+            caller_buf,
+        } => {
+            let value = match result {
+                Ok(v) => callee_value(&task, v),
+                Err(e) => {
+                    log::warn!("nested call to {}: {e}", task.func.manifest.name.as_str());
+                    encode(Err(AbiError::CalleeFailed))
+                }
+            };
+            let value = match task.kernel_buf {
+                None => match move_to(task.pd, task.argbuf, caller_pd) {
+                    Ok(()) => value,
+                    Err(_) => encode(Err(AbiError::CalleeFailed)),
+                },
+                Some(phys) => copy_back(&task, phys, caller, caller_buf, value),
+            };
+            release(task.pd, task.argbuf, task.capacity, task.kernel_buf);
+            deliver(handle, value);
+            None
+        }
+    }
+}
+
+/// The `wait` value for a callee's `creturn` value `v`.
+fn callee_value(task: &Task, v: u64) -> u64 {
+    match FnReturn::decode(v) {
+        FnReturn::Response(n) => {
+            let end = (response_offset(task.request_len) as u64).checked_add(n);
+            if end.is_some_and(|end| end <= task.capacity) {
+                n
+            } else {
+                encode(Err(AbiError::CalleeFailed))
+            }
+        }
+        FnReturn::Error(e) => (-(CALLEE_ERROR_BASE + e as i64)) as u64,
+        FnReturn::UnknownError(_) => encode(Err(AbiError::CalleeFailed)),
+    }
+}
+
+/// Copies a copied hop's response back through the channel into the caller's buffer (a pipe
+/// write by the callee, then a read by the caller), while the caller is known to be alive.
+fn copy_back(task: &Task, phys: u64, caller: TaskId, caller_buf: u64, value: u64) -> u64 {
+    let Ok(n) = usize::try_from(value) else {
+        return value;
+    };
+    if (value as i64) < 0 {
+        return value;
+    }
+    let start = response_offset(task.request_len);
+    let _ = move_to(task.pd, task.argbuf, PdId::KERNEL);
+    // SAFETY: the callee's ArgBuf is kernel-owned, `capacity` contiguous initialised bytes
+    // that stay allocated until `release`; the callee has finished and no longer runs.
+    let src = unsafe {
+        core::slice::from_raw_parts(
+            crate::mm::phys_to_virt(phys) as *const u8,
+            task.capacity as usize,
+        )
+    };
+    let channel = src[start..start + n].to_vec();
+    locked(|c| {
+        // The caller's buffer exists while its call record does (a caller removes its records
+        // before its PD, and with it the buffer, is destroyed).
+        if !c.calls.contains_key(&task_handle(task)) || c.calls[&task_handle(task)].caller != caller
+        {
+            return value;
+        }
+        let Some((base, pages)) = jord::with(|j| j.backing_of(caller_buf)) else {
+            return encode(Err(AbiError::CalleeFailed));
+        };
+        if start + n > pages * fjord_kernel::layout::PAGE_SIZE as usize {
+            return encode(Err(AbiError::CalleeFailed));
+        }
+        // SAFETY: the caller's buffer is backed by `pages` contiguous frames owned by the
+        // caller's VMA, alive while the call record exists (held under this lock); the caller
+        // does not touch its buffer while the call is outstanding (the libos keeps it inside
+        // the pending call), and a caller that does only corrupts its own memory.
+        let dst = unsafe {
+            core::slice::from_raw_parts_mut(crate::mm::phys_to_virt(base) as *mut u8, start + n)
+        };
+        dst[start..].copy_from_slice(&channel);
+        HOP_BYTES_COPIED.fetch_add(2 * n as u64, Ordering::Relaxed);
+        value
+    })
+}
+
+fn task_handle(task: &Task) -> u64 {
+    match task.origin {
+        Origin::Child { handle, .. } => handle,
+        Origin::Root => 0,
+    }
+}
+
+/// Records the result of the call `handle` and resumes its caller if it is waiting for it.
+fn deliver(handle: u64, value: u64) {
+    let parked = locked(|c| {
+        let call = c.calls.get_mut(&handle)?;
+        match c.parked.remove(&handle) {
+            Some(p) => {
+                c.calls.remove(&handle);
+                Some(p)
+            }
+            None => {
+                call.result = Some(value);
+                None
+            }
+        }
+    });
+    if let Some(p) = parked {
+        resume_later(p.task, p.cont, value, p.info);
+    }
+}
+
+/// Nested calls outstanding or finished but not yet waited for, and callers suspended.
+pub fn outstanding() -> (usize, usize) {
+    locked(|c| (c.calls.len(), c.parked.len()))
+}

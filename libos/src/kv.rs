@@ -1,0 +1,91 @@
+//! The kernel's key-value store: the small persistent state of the workloads (reservations,
+//! posts, carts) that outlives one invocation.
+//!
+//! Function instances keep no state between requests (each runs in a fresh protection domain),
+//! so data that must persist lives here, as it would in the memcached/MongoDB tier of the
+//! original applications. Keys are at most [`MAX_KEY`] bytes, values at most [`MAX_VALUE`];
+//! both are copied through the kernel, like a request to a storage service.
+
+use crate::abi::Error;
+
+/// Longest key, in bytes.
+pub const MAX_KEY: usize = 128;
+/// Longest value, in bytes.
+pub const MAX_VALUE: usize = 4096;
+
+/// Why a store operation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvError {
+    /// The key or value is too large.
+    TooLarge,
+    /// The store is full.
+    NoMemory,
+    /// The kernel refused the call with this error.
+    Kernel(Error),
+    /// Not running on Fjord (the host build of a function).
+    Unsupported,
+}
+
+impl From<KvError> for crate::function::FnError {
+    fn from(e: KvError) -> Self {
+        match e {
+            KvError::NoMemory => crate::function::FnError::OutOfMemory,
+            _ => crate::function::FnError::Failed,
+        }
+    }
+}
+
+#[cfg(target_os = "none")]
+fn decode(r: Result<u64, Option<Error>>) -> Result<Option<u64>, KvError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(Some(Error::NotFound)) => Ok(None),
+        Err(Some(Error::TooLarge)) => Err(KvError::TooLarge),
+        Err(Some(Error::NoMemory)) => Err(KvError::NoMemory),
+        Err(Some(e)) => Err(KvError::Kernel(e)),
+        Err(None) => Err(KvError::Kernel(Error::InvalidArgs)),
+    }
+}
+
+/// Copies the value under `key` into `out` (as much as fits); returns the value's full length,
+/// or `None` when the key has no value.
+pub fn get(key: &[u8], out: &mut [u8]) -> Result<Option<usize>, KvError> {
+    #[cfg(target_os = "none")]
+    {
+        use crate::abi::Sysno;
+        let r = crate::syscall::syscall4(
+            Sysno::KvGet,
+            key.as_ptr() as u64,
+            key.len() as u64,
+            out.as_mut_ptr() as u64,
+            out.len() as u64,
+        );
+        decode(r).map(|v| v.map(|n| n as usize))
+    }
+    #[cfg(not(target_os = "none"))]
+    {
+        let _ = (key, out);
+        Err(KvError::Unsupported)
+    }
+}
+
+/// Stores `value` under `key`, replacing any value it had.
+pub fn put(key: &[u8], value: &[u8]) -> Result<(), KvError> {
+    #[cfg(target_os = "none")]
+    {
+        use crate::abi::Sysno;
+        let r = crate::syscall::syscall4(
+            Sysno::KvPut,
+            key.as_ptr() as u64,
+            key.len() as u64,
+            value.as_ptr() as u64,
+            value.len() as u64,
+        );
+        decode(r).map(drop)
+    }
+    #[cfg(not(target_os = "none"))]
+    {
+        let _ = (key, value);
+        Err(KvError::Unsupported)
+    }
+}

@@ -69,7 +69,8 @@ pub fn run(kernel: &Path, machine: Machine) -> Result<Vec<Outcome>> {
             .map(|a| a.bytes.clone())
             .with_context(|| format!("app {n} was not built"))
     };
-    let outcomes = checks(addr, &app("hello")?, &app("echo")?, &app("hostile")?);
+    let mut outcomes = checks(addr, &app("hello")?, &app("echo")?, &app("hostile")?);
+    outcomes.extend(nested_checks(addr, &apps));
     qemu.kill();
     Ok(outcomes)
 }
@@ -209,6 +210,76 @@ fn checks(addr: SocketAddr, hello: &[u8], echo: &[u8], hostile: &[u8]) -> Vec<Ou
                 t[0],
                 t[t.len() - 1]
             );
+        })
+    });
+    out
+}
+
+/// Nested calls over HTTP: chains, asynchronous fan-out, a failing callee, concurrent chains.
+/// Runs after [`checks`] (which deployed `hostile`).
+fn nested_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    let mut check = |label: &str, result: Result<(), String>| {
+        out.push((format!("http: {label}"), result));
+    };
+    for name in ["relay", "fanout"] {
+        check(&format!("PUT the {name} module is 201"), {
+            apps.iter()
+                .find(|a| a.name == name)
+                .ok_or_else(|| format!("{name} was not built"))
+                .and_then(|a| one(addr, "PUT", &format!("/functions/{name}"), &a.bytes))
+                .and_then(|r| r.expect(201))
+        });
+    }
+    check("a chain of 4 nested calls answers through every level", {
+        one(addr, "POST", "/invoke/relay", b"3 abc").and_then(|r| {
+            r.expect(200)?;
+            if r.text().matches("relay@").count() != 3 {
+                return Err(format!("expected 3 relay levels: {}", r.text()));
+            }
+            r.expect_body_contains("sum=294;")
+        })
+    });
+    check("async fan-out to 8 callees collects 8 responses", {
+        one(addr, "POST", "/invoke/fanout", b"8").and_then(|r| {
+            r.expect(200)?;
+            if r.text().matches("leaf@").count() != 8 {
+                return Err(format!("expected 8 leaves: {}", r.text()));
+            }
+            Ok(())
+        })
+    });
+    check("a faulting callee is reported to its caller, which answers", {
+        one(addr, "POST", "/invoke/relay", b"call:hostile:read ffff800000100000")
+            .and_then(|r| {
+                r.expect(200)?;
+                r.expect_body_eq("err:CalleeFailed")
+            })
+    });
+    check("calling an unknown function is reported to the caller", {
+        one(addr, "POST", "/invoke/relay", b"call:nope:x").and_then(|r| {
+            r.expect(200)?;
+            r.expect_body_eq("err:NoSuchFunction")
+        })
+    });
+    check("4 concurrent clients run nested chains", {
+        let threads: Vec<_> = (0..4)
+            .map(|i| {
+                thread::spawn(move || -> Result<(), String> {
+                    let mut c = Client::connect(addr)?;
+                    for j in 0..5u8 {
+                        let r = c.request("POST", "/invoke/relay", format!("2 {i}{j}").as_bytes())?;
+                        r.expect(200)?;
+                        let sum = u32::from(b'0' + i as u8) + u32::from(b'0' + j);
+                        r.expect_body_contains(&format!("sum={sum};"))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        threads.into_iter().try_for_each(|t| {
+            t.join()
+                .map_err(|_| "a client thread panicked".to_owned())?
         })
     });
     out

@@ -57,7 +57,111 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
         labels,
         value,
     };
-    alloc::vec![
+    let o = crate::orchestrator::stats();
+    let j = crate::jord::with(|j| j.stats);
+    let nested = |c: &core::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    use crate::modules::task;
+    let mut v = alloc::vec![
+        s(
+            "fjord_dispatch_total",
+            Counter,
+            "Orchestrator dispatch events.",
+            &[("event", "submitted")],
+            o.submitted
+        ),
+        s(
+            "fjord_dispatch_total",
+            Counter,
+            "Orchestrator dispatch events.",
+            &[("event", "dispatched")],
+            o.dispatched
+        ),
+        s(
+            "fjord_dispatch_total",
+            Counter,
+            "Orchestrator dispatch events.",
+            &[("event", "completed")],
+            o.completed
+        ),
+        s(
+            "fjord_dispatch_total",
+            Counter,
+            "Orchestrator dispatch events.",
+            &[("event", "rejected")],
+            o.rejected
+        ),
+        s(
+            "fjord_dispatch_total",
+            Counter,
+            "Orchestrator dispatch events.",
+            &[("event", "suspended")],
+            o.suspended
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            "Jord isolation events.",
+            &[("kind", "pd_created")],
+            j.pds_created
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            "Jord isolation events.",
+            &[("kind", "pd_destroyed")],
+            j.pds_destroyed
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            "Jord isolation events.",
+            &[("kind", "pd_switch")],
+            j.pd_switches
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            "Jord isolation events.",
+            &[("kind", "vlb_fill")],
+            j.fills
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            "Jord isolation events.",
+            &[("kind", "protection_fault")],
+            j.protection_faults
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            "Jord isolation events.",
+            &[("kind", "shootdown")],
+            j.shootdowns
+        ),
+        s(
+            "fjord_nested_calls_total",
+            Counter,
+            "Nested function calls started.",
+            &[],
+            nested(&task::NESTED_CALLS)
+        ),
+        s(
+            "fjord_nested_suspensions_total",
+            Counter,
+            "Callers suspended waiting for a nested call.",
+            &[],
+            nested(&task::SUSPENSIONS)
+        ),
+        s(
+            "fjord_nested_copied_bytes_total",
+            Counter,
+            "Payload bytes copied by nested calls (zero unless the copying baseline is on).",
+            &[],
+            nested(&task::HOP_BYTES_COPIED)
+        ),
+    ];
+    v.extend([
         s(
             "fjord_kernel_timer_ticks_total",
             Counter,
@@ -128,7 +232,8 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             &[],
             net.errors,
         ),
-    ]
+    ]);
+    v
 }
 
 /// Brings up the network and serves HTTP forever; returns (after a warning) only if there is no

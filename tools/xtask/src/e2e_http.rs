@@ -249,13 +249,21 @@ fn nested_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Vec<
             Ok(())
         })
     });
-    check("a faulting callee is reported to its caller, which answers", {
-        one(addr, "POST", "/invoke/relay", b"call:hostile:read ffff800000100000")
+    check(
+        "a faulting callee is reported to its caller, which answers",
+        {
+            one(
+                addr,
+                "POST",
+                "/invoke/relay",
+                b"call:hostile:read ffff800000100000",
+            )
             .and_then(|r| {
                 r.expect(200)?;
                 r.expect_body_eq("err:CalleeFailed")
             })
-    });
+        },
+    );
     check("calling an unknown function is reported to the caller", {
         one(addr, "POST", "/invoke/relay", b"call:nope:x").and_then(|r| {
             r.expect(200)?;
@@ -268,7 +276,8 @@ fn nested_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Vec<
                 thread::spawn(move || -> Result<(), String> {
                     let mut c = Client::connect(addr)?;
                     for j in 0..5u8 {
-                        let r = c.request("POST", "/invoke/relay", format!("2 {i}{j}").as_bytes())?;
+                        let r =
+                            c.request("POST", "/invoke/relay", format!("2 {i}{j}").as_bytes())?;
                         r.expect(200)?;
                         let sum = u32::from(b'0' + i as u8) + u32::from(b'0' + j);
                         r.expect_body_contains(&format!("sum={sum};"))?;
@@ -280,6 +289,25 @@ fn nested_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Vec<
         threads.into_iter().try_for_each(|t| {
             t.join()
                 .map_err(|_| "a client thread panicked".to_owned())?
+        })
+    });
+    check("GET /metrics has dispatch, isolation and nested-call counters", {
+        one(addr, "GET", "/metrics", b"").and_then(|r| {
+            r.expect(200)?;
+            r.expect_body_contains("fjord_dispatch_total{event=\"dispatched\"} ")?;
+            r.expect_body_contains("fjord_isolation_events_total{kind=\"pd_created\"} ")?;
+            r.expect_body_contains("fjord_nested_copied_bytes_total 0\n")?;
+            let calls = r
+                .text()
+                .lines()
+                .find_map(|l| l.strip_prefix("fjord_nested_calls_total "))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or("no fjord_nested_calls_total sample")?;
+            // 4 + 8 + 1 + 4 clients x 5 chains x 2 calls at least.
+            if calls < 50 {
+                return Err(format!("only {calls} nested calls counted"));
+            }
+            Ok(())
         })
     });
     out

@@ -151,6 +151,12 @@ pub fn run_all(filter: Option<&str>) -> ! {
         kprintln!("fjord: bench error: faas: {e}");
         ok = false;
     }
+    if wants("workloads")
+        && let Err(e) = crate::bench_workloads::run_group()
+    {
+        kprintln!("fjord: bench error: workloads: {e}");
+        ok = false;
+    }
     kprintln!("fjord: bench done");
     exit_qemu(if ok {
         ExitCode::Success

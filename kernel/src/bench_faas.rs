@@ -80,7 +80,7 @@ impl Rng {
 }
 
 /// Halts the orchestrator core until `deadline` (TSC) or an interrupt, whichever comes first.
-fn halt_until(deadline: u64) {
+pub fn halt_until(deadline: u64) {
     cpu::disable_interrupts();
     let now = cpu::rdtsc();
     if now < deadline {
@@ -91,9 +91,27 @@ fn halt_until(deadline: u64) {
     }
 }
 
+/// Submits one request of the load and returns its ticket.
+pub type Submitter<'a> = &'a dyn Fn() -> Result<Ticket, orchestrator::SubmitError>;
+
+fn submit_invocation() -> Result<Ticket, orchestrator::SubmitError> {
+    orchestrator::submit(RequestClass::External, invocation())
+}
+
 /// Latencies (TSC ticks, sorted) and the span of one open-loop run at `mean_gap` ticks between
-/// arrivals.
+/// arrivals of the work-function request.
 fn run_load(mean_gap: f64, requests: usize, seed: u64) -> R<(Vec<u64>, u64)> {
+    run_open_loop(mean_gap, requests, seed, &submit_invocation)
+}
+
+/// Latencies (TSC ticks, sorted) and the span of one open-loop run at `mean_gap` ticks between
+/// Poisson arrivals, each request submitted by `submit`.
+pub fn run_open_loop(
+    mean_gap: f64,
+    requests: usize,
+    seed: u64,
+    submit: Submitter<'_>,
+) -> R<(Vec<u64>, u64)> {
     let mut rng = Rng(seed);
     let mut tickets: Vec<Ticket> = Vec::with_capacity(requests);
     let mut latencies = Vec::with_capacity(requests);
@@ -121,8 +139,7 @@ fn run_load(mean_gap: f64, requests: usize, seed: u64) -> R<(Vec<u64>, u64)> {
             collect(&mut tickets, &mut latencies, &mut end)?;
             halt_until(next);
         }
-        let t =
-            orchestrator::submit(RequestClass::External, invocation()).map_err(|_| "queue full")?;
+        let t = submit().map_err(|_| "queue full")?;
         tickets.push(t);
         orchestrator::poll();
         next += rng.exponential(mean_gap).max(1);
@@ -151,7 +168,7 @@ fn min_load_dispatch(requests: usize) -> R<Vec<u64>> {
     Ok(v)
 }
 
-fn system_name(sys: Sys) -> &'static str {
+pub fn system_name(sys: Sys) -> &'static str {
     match sys {
         Sys::Fjord => "Jord",
         Sys::FjordNi => "Jord_NI",

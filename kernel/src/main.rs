@@ -24,6 +24,8 @@ mod bench_faas;
 #[cfg(target_os = "none")]
 mod bench_pd;
 #[cfg(target_os = "none")]
+mod bench_workloads;
+#[cfg(target_os = "none")]
 mod console;
 #[cfg(target_os = "none")]
 mod jord;

@@ -48,7 +48,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
     if options
         .group
         .as_deref()
-        .is_none_or(|g| !"faas".contains(g) || g.is_empty())
+        .is_none_or(|g| !(g.contains("faas") || g.contains("workloads")) || g.is_empty())
     {
         boots.push((1, single));
     }
@@ -59,6 +59,14 @@ pub fn run(options: &BenchOptions) -> Result<()> {
     {
         // The faas group also invokes the demo function modules, packed in the initrd.
         boots.push((2, "mode=bench bench=faas modules=initrd".to_owned()));
+    }
+    if options
+        .group
+        .as_deref()
+        .is_none_or(|g| "workloads".contains(g) || g.contains("workloads"))
+    {
+        // The applications' functions come from the initrd too.
+        boots.push((2, "mode=bench bench=workloads modules=initrd".to_owned()));
     }
     let mut measurements = Vec::new();
     let mut total_wall = Duration::ZERO;
@@ -89,7 +97,11 @@ pub fn run(options: &BenchOptions) -> Result<()> {
             bail!("the benchmark boot did not succeed: {exit}");
         }
         for line in run.lines() {
-            if line.starts_with("fjord: faas:") || line.starts_with("fjord: pd events") {
+            if line.starts_with("fjord: faas:")
+                || line.starts_with("fjord: workloads:")
+                || line.starts_with("fjord: pd events")
+                || line.starts_with("fjord: bench error")
+            {
                 println!("  {line}");
             }
         }

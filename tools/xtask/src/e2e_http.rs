@@ -291,25 +291,28 @@ fn nested_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Vec<
                 .map_err(|_| "a client thread panicked".to_owned())?
         })
     });
-    check("GET /metrics has dispatch, isolation and nested-call counters", {
-        one(addr, "GET", "/metrics", b"").and_then(|r| {
-            r.expect(200)?;
-            r.expect_body_contains("fjord_dispatch_total{event=\"dispatched\"} ")?;
-            r.expect_body_contains("fjord_isolation_events_total{kind=\"pd_created\"} ")?;
-            r.expect_body_contains("fjord_nested_copied_bytes_total 0\n")?;
-            let calls = r
-                .text()
-                .lines()
-                .find_map(|l| l.strip_prefix("fjord_nested_calls_total "))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .ok_or("no fjord_nested_calls_total sample")?;
-            // 4 + 8 + 1 + 4 clients x 5 chains x 2 calls at least.
-            if calls < 50 {
-                return Err(format!("only {calls} nested calls counted"));
-            }
-            Ok(())
-        })
-    });
+    check(
+        "GET /metrics has dispatch, isolation and nested-call counters",
+        {
+            one(addr, "GET", "/metrics", b"").and_then(|r| {
+                r.expect(200)?;
+                r.expect_body_contains("fjord_dispatch_total{event=\"dispatched\"} ")?;
+                r.expect_body_contains("fjord_isolation_events_total{kind=\"pd_created\"} ")?;
+                r.expect_body_contains("fjord_nested_copied_bytes_total 0\n")?;
+                let calls = r
+                    .text()
+                    .lines()
+                    .find_map(|l| l.strip_prefix("fjord_nested_calls_total "))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .ok_or("no fjord_nested_calls_total sample")?;
+                // 4 + 8 + 1 + 4 clients x 5 chains x 2 calls at least.
+                if calls < 50 {
+                    return Err(format!("only {calls} nested calls counted"));
+                }
+                Ok(())
+            })
+        },
+    );
     out
 }
 

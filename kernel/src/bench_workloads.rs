@@ -1,0 +1,213 @@
+//! The `workloads` benchmark group: the paper's applications (Hotel, Social, Media, Online
+//! Boutique), each operation a chain of nested function calls, under the in-guest open-loop
+//! generator, for three systems:
+//!
+//! - Jord (`fjord`): full isolation, ArgBufs moved by `pmove`;
+//! - Jord_NI (`fjord_ni`): isolation operations bypassed, ArgBufs moved;
+//! - the NightCore-like baseline (`fjord_baseline`): full isolation, and every hop copies the
+//!   request and the response through a kernel channel.
+//!
+//! For each operation: the minimal-load service time (requests one at a time, latency from the
+//! orchestrator's receipt to completion), then an open-loop sweep with Poisson arrivals at
+//! rising fractions of the system's capacity, reporting the highest achieved throughput whose
+//! p99 stays within the SLO: 10x the minimal-load service time under Jord_NI, as in the paper.
+//! One executor (CPU 1) serves behind the orchestrator (CPU 0); see `bench_faas` for why.
+
+use crate::arch::{apic, smp};
+use crate::bench::{Sys, report_sys, report_unit};
+use crate::bench_faas::{run_open_loop, system_name};
+use crate::jord::state;
+use crate::kprintln;
+use crate::modules::{self, LoadedFunction, task};
+use crate::orchestrator::{self, Ticket};
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use fjord_faas::jbsq::RequestClass;
+use fjord_faas::metrics::exact_quantile;
+use fjord_pd::Isolation;
+
+type R<T> = Result<T, String>;
+
+/// Requests per load point of the sweep.
+const REQUESTS: usize = 300;
+/// Requests one at a time for the minimal-load service time.
+const MIN_LOAD_REQUESTS: usize = 40;
+/// Offered load, in percent of the system's own capacity (1 / service time).
+const LOAD_POINTS: [u64; 6] = [40, 55, 70, 80, 90, 97];
+/// The SLO is this many times the minimal-load service time under Jord_NI.
+const SLO_FACTOR: u64 = 10;
+
+/// One benchmarked operation.
+struct Op {
+    /// Metric prefix: `<workload>_<operation>`.
+    label: String,
+    entry: &'static str,
+    request: &'static [u8],
+    expect: &'static [u8],
+}
+
+fn operations() -> Vec<Op> {
+    // A plain chain of three functions (A -> B -> C), for reference.
+    alloc::vec![Op {
+        label: String::from("chain_relay3"),
+        entry: "relay",
+        request: b"2 abc",
+        expect: b"sum=294;",
+    }]
+}
+
+/// Configures Jord and the hop mode for `sys`.
+fn set_system(sys: Sys) -> R<()> {
+    let (isolation, hops) = match sys {
+        Sys::Fjord => (Isolation::Full, task::HopMode::Move),
+        Sys::FjordNi => (Isolation::None, task::HopMode::Move),
+        Sys::Baseline => (Isolation::Full, task::HopMode::Copy),
+    };
+    state::reset(isolation).map_err(|e| format!("reset: {e:?}"))?;
+    task::set_hop_mode(hops);
+    Ok(())
+}
+
+fn submit(
+    f: &Arc<LoadedFunction>,
+    request: &'static [u8],
+) -> Result<Ticket, orchestrator::SubmitError> {
+    let f = f.clone();
+    orchestrator::submit_task(
+        RequestClass::External,
+        Box::new(move |info| {
+            task::run_root(f, request, info).map(|r| r.map_err(|e| format!("{e}")))
+        }),
+    )
+}
+
+/// Runs `op` once and checks its response.
+fn check(f: &Arc<LoadedFunction>, op: &Op) -> R<()> {
+    let t = submit(f, op.request).map_err(|_| "queue full")?;
+    let done = orchestrator::wait(t);
+    let body = done.result?;
+    if body.windows(op.expect.len()).any(|w| w == op.expect) {
+        Ok(())
+    } else {
+        Err(format!(
+            "response {:?} lacks {:?}",
+            String::from_utf8_lossy(&body),
+            String::from_utf8_lossy(op.expect)
+        ))
+    }
+}
+
+/// Minimal-load latencies: one request at a time.
+fn min_load(f: &Arc<LoadedFunction>, op: &Op) -> R<Vec<u64>> {
+    let mut v = Vec::with_capacity(MIN_LOAD_REQUESTS);
+    for _ in 0..MIN_LOAD_REQUESTS {
+        let t = submit(f, op.request).map_err(|_| "queue full")?;
+        let d = orchestrator::wait(t);
+        d.result?;
+        v.push(d.finished - d.arrived);
+    }
+    v.sort_unstable();
+    Ok(v)
+}
+
+/// The highest achieved throughput (req/s) with p99 within `slo` over the load points.
+fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> R<u64> {
+    let hz = apic::tsc_hz() as f64;
+    let capacity = hz / service as f64;
+    let mut best = 0.0f64;
+    let mut over = 0;
+    for pct in LOAD_POINTS {
+        let rate = capacity * pct as f64 / 100.0;
+        let submitter = || submit(f, op.request);
+        let (lat, span) = run_open_loop(hz / rate, REQUESTS, 7000 + pct, &submitter)?;
+        let p50 = exact_quantile(&lat, 500).unwrap_or(0);
+        let p99 = exact_quantile(&lat, 990).unwrap_or(0);
+        let p999 = exact_quantile(&lat, 999).unwrap_or(0);
+        let achieved = lat.len() as f64 * hz / span as f64;
+        let within = p99 <= slo;
+        kprintln!(
+            "fjord: workloads: {} {}: offered {:.0} req/s ({pct}%): achieved {:.0}, p50 {p50} p99 {p99} p99.9 {p999}{}",
+            op.label,
+            system_name(sys),
+            rate,
+            achieved,
+            if within { "" } else { "  (over SLO)" }
+        );
+        if within {
+            best = best.max(achieved);
+        } else {
+            over += 1;
+            if over == 2 {
+                break;
+            }
+        }
+    }
+    Ok(best as u64)
+}
+
+const SYSTEMS: [Sys; 3] = [Sys::FjordNi, Sys::Fjord, Sys::Baseline];
+
+/// Runs every operation on every system.
+pub fn run_group() -> Result<(), &'static str> {
+    if smp::cpu_count() < 2 {
+        kprintln!("fjord: bench workloads: needs 2 CPUs (orchestrator + executor); skipped");
+        return Ok(());
+    }
+    orchestrator::init(2);
+    let mut failed = false;
+    for op in operations() {
+        if let Err(e) = run_op(&op) {
+            kprintln!("fjord: bench error: workloads: {}: {e}", op.label);
+            failed = true;
+        }
+    }
+    set_system(Sys::Fjord).map_err(|_| "reset")?;
+    apic::start_periodic_timer(crate::TIMER_HZ);
+    if failed {
+        Err("an operation failed")
+    } else {
+        Ok(())
+    }
+}
+
+fn run_op(op: &Op) -> R<()> {
+    let mut service = [0u64; 3];
+    let mut slo = 0;
+    let mut throughput = [0u64; 3];
+    for (i, sys) in SYSTEMS.into_iter().enumerate() {
+        set_system(sys)?;
+        let f = modules::lookup(op.entry).ok_or_else(|| format!("{} is not deployed", op.entry))?;
+        for _ in 0..3 {
+            check(&f, op)?;
+        }
+        let mut lat = min_load(&f, op)?;
+        service[i] = exact_quantile(&lat, 500).ok_or("no samples")?;
+        report_sys("workloads", &format!("{}_service", op.label), sys, &mut lat);
+        if sys == Sys::FjordNi {
+            slo = SLO_FACTOR * service[i];
+        }
+        throughput[i] = sweep(&f, op, sys, service[i], slo)?;
+        report_unit(
+            "workloads",
+            &format!("{}_throughput_at_slo", op.label),
+            sys,
+            "req_per_s",
+            &mut [throughput[i]],
+        );
+    }
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    kprintln!(
+        "fjord: workloads: {}: service NI {} / Jord {} / baseline {} insns; at p99 <= {slo}: Jord {} req/s = {:.2}x NI, {:.2}x baseline",
+        op.label,
+        service[0],
+        service[1],
+        service[2],
+        throughput[1],
+        ratio(throughput[1], throughput[0]),
+        ratio(throughput[1], throughput[2]),
+    );
+    Ok(())
+}

@@ -115,7 +115,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
     if options
         .group
         .as_deref()
-        .is_none_or(|g| "http".contains(g) || g.contains("http"))
+        .is_none_or(|g| "http".contains(g) || g.contains("http") || g.contains("faas"))
     {
         step(
             2,
@@ -167,42 +167,87 @@ fn http_gateway(kernel: &std::path::Path, qemu: &std::path::Path) -> Result<Vec<
     let (mut run, addr) = crate::e2e_http::boot_gateway(kernel, Some(qemu), Machine::Microvm)?;
     let mut out = Vec::new();
     for &rate in HTTP_RATES {
-        let load = crate::loadgen::Load {
+        out.extend(http_load(
             addr,
-            method: "GET".into(),
-            path: "/metrics".into(),
-            body: Vec::new(),
-            rate: rate as f64,
-            requests: (rate as usize * 3).max(600),
-            connections: 4,
-            seed: rate,
-            expect_status: 200,
-        };
-        let r = crate::loadgen::run(&load)?;
-        println!(
-            "  http GET /metrics offered {rate} req/s: achieved {:.0} req/s, p50 {:.0} µs, p99 {:.0} µs, p99.9 {:.0} µs, {} errors",
-            r.achieved_rps,
-            r.p50_ns as f64 / 1e3,
-            r.p99_ns as f64 / 1e3,
-            r.p999_ns as f64 / 1e3,
-            r.errors
-        );
-        for (q, v) in [("p50", r.p50_ns), ("p99", r.p99_ns), ("p999", r.p999_ns)] {
-            out.push(Measurement {
-                group: "http".into(),
-                metric: format!("get_metrics_{q}_at_{rate}rps"),
-                system: System::Fjord,
-                unit: "ns".into(),
-                median: v as f64,
-                min: v as f64,
-                max: v as f64,
-                runs: load.requests as u64,
-                wall_ns: Some(v as f64),
-            });
+            "http",
+            "get_metrics",
+            "GET",
+            "/metrics",
+            b"",
+            rate,
+        )?);
+    }
+    // End-to-end invocations from the host, beside the in-guest generator's numbers.
+    let apps = crate::apps_build::build_apps()?;
+    for (name, body) in HTTP_INVOKES {
+        let app = apps
+            .iter()
+            .find(|a| a.name == *name)
+            .with_context(|| format!("app {name} was not built"))?;
+        let r = crate::e2e_http::deploy(addr, name, &app.bytes)
+            .map_err(|e| anyhow::anyhow!("deploying {name}: {e}"))?;
+        if !(200..300).contains(&r) {
+            bail!("deploying {name} answered {r}");
+        }
+        for &rate in HTTP_INVOKE_RATES {
+            let path = format!("/invoke/{name}");
+            let metric = format!("http_invoke_{}", name.replace('-', "_"));
+            out.extend(http_load(addr, "faas", &metric, "POST", &path, body, rate)?);
         }
     }
     run.kill();
     Ok(out)
+}
+
+/// Functions invoked over HTTP by the host-side generator, with their request bodies.
+const HTTP_INVOKES: &[(&str, &[u8])] = &[("hello", b"world"), ("relay", b"2 abc")];
+/// Offered loads of the host-side invocation runs (requests per second).
+const HTTP_INVOKE_RATES: &[u64] = &[100, 400];
+
+/// One open-loop run of the host-side generator; p50/p99/p99.9 as measurements of `group`.
+fn http_load(
+    addr: std::net::SocketAddr,
+    group: &str,
+    metric: &str,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    rate: u64,
+) -> Result<Vec<Measurement>> {
+    let load = crate::loadgen::Load {
+        addr,
+        method: method.into(),
+        path: path.into(),
+        body: body.to_vec(),
+        rate: rate as f64,
+        requests: (rate as usize * 3).max(600),
+        connections: 4,
+        seed: rate,
+        expect_status: 200,
+    };
+    let r = crate::loadgen::run(&load)?;
+    println!(
+        "  http {method} {path} offered {rate} req/s: achieved {:.0} req/s, p50 {:.0} µs, p99 {:.0} µs, p99.9 {:.0} µs, {} errors",
+        r.achieved_rps,
+        r.p50_ns as f64 / 1e3,
+        r.p99_ns as f64 / 1e3,
+        r.p999_ns as f64 / 1e3,
+        r.errors
+    );
+    Ok([("p50", r.p50_ns), ("p99", r.p99_ns), ("p999", r.p999_ns)]
+        .into_iter()
+        .map(|(q, v)| Measurement {
+            group: group.into(),
+            metric: format!("{metric}_{q}_at_{rate}rps"),
+            system: System::Fjord,
+            unit: "ns".into(),
+            median: v as f64,
+            min: v as f64,
+            max: v as f64,
+            runs: load.requests as u64,
+            wall_ns: Some(v as f64),
+        })
+        .collect())
 }
 
 /// The measurements in the serial lines (`BENCH {json}`), in order; a malformed record is an

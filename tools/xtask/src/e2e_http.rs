@@ -316,6 +316,11 @@ fn nested_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Vec<
     out
 }
 
+/// Deploys the module `bytes` as `name`; returns the HTTP status.
+pub fn deploy(addr: SocketAddr, name: &str, bytes: &[u8]) -> Result<u16, String> {
+    one(addr, "PUT", &format!("/functions/{name}"), bytes).map(|r| r.status)
+}
+
 /// `clients` threads each invoking `path` five times on their own connection.
 fn concurrent_invokes(addr: SocketAddr, path: &str, clients: usize) -> Result<(), String> {
     let threads: Vec<_> = (0..clients)

@@ -69,9 +69,20 @@ fn privlib(call: Sysno, a: [u64; 4]) -> Result<u64, Error> {
             if a[2] != 0 {
                 return Err(Error::InvalidArgs);
             }
-            return jord::with(|j| j.mmap(me, a[0], prot, MapFlags::default())).map_err(abi_error);
+            return jord::with(|j| {
+                j.charge(me, a[0])?;
+                j.mmap(me, a[0], prot, MapFlags::default())
+                    .inspect_err(|_| {
+                        j.uncharge(me, a[0]);
+                    })
+            })
+            .map_err(abi_error);
         }
-        Sysno::Munmap => jord::with(|j| j.munmap(me, a[0], a[1])),
+        Sysno::Munmap => jord::with(|j| {
+            let p = j.munmap(me, a[0], a[1])?;
+            j.uncharge(me, a[1]);
+            Ok(p)
+        }),
         Sysno::Mprotect => {
             let prot = perm(a[2])?;
             jord::with(|j| j.mprotect(me, a[0], a[1], prot))

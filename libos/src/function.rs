@@ -226,7 +226,7 @@ pub const fn manifest_bytes<const N: usize>(text: &str) -> [u8; N] {
 
 /// The manifest text for `name` and further `key = value` pairs, as a `&'static str`:
 /// `fjord-manifest=1`, then one `key=value` line each. Only the keys of manifest version 1 are
-/// accepted (`entry`, `stack_size`, `heap_size`, `groundhog`, `isolation`, `time_limit_ms`); values are
+/// accepted (`entry`, `stack_size`, `heap_size`, `groundhog`, `isolation`, `time_limit_ms`, `memory_limit`); values are
 /// literals (`stack_size = "128K"`, `heap_size = 65536`, `groundhog = "on"`).
 #[macro_export]
 macro_rules! manifest_text {
@@ -259,6 +259,9 @@ macro_rules! __manifest_key {
     };
     (time_limit_ms) => {
         "time_limit_ms"
+    };
+    (memory_limit) => {
+        "memory_limit"
     };
 }
 

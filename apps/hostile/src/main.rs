@@ -4,7 +4,9 @@
 //!   ...) and responds with them; outside what this PD may read, it faults;
 //! - `write <hex address>`: writes zero there;
 //! - `loop`: spins forever (the executor's deadline must stop it);
-//! - `panic`: panics (the panic handler reports and returns an error).
+//! - `panic`: panics (the panic handler reports and returns an error);
+//! - `alloc`: maps and touches 1 MiB after 1 MiB until `mmap` fails (the PD's memory limit),
+//!   then returns [`FnError::OutOfMemory`].
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 use fjord_libos::function::FnError;
@@ -29,6 +31,19 @@ fn hostile(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
     }
     if req == b"panic" {
         panic!("asked to panic");
+    }
+    if req == b"alloc" {
+        use fjord_libos::privlib::{PROT_READ, PROT_WRITE, mmap};
+        const CHUNK: u64 = 1 << 20;
+        loop {
+            let Ok(base) = mmap(CHUNK, PROT_READ | PROT_WRITE) else {
+                return Err(FnError::OutOfMemory);
+            };
+            for page in (0..CHUNK).step_by(4096) {
+                // SAFETY: `base .. base + CHUNK` was just mapped read-write for this PD.
+                unsafe { ((base + page) as *mut u8).write_volatile(1) };
+            }
+        }
     }
     if let Some(addr) = req.strip_prefix(b"read ") {
         let p = parse_hex(addr)? as *const u64;

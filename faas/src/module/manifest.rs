@@ -13,6 +13,7 @@
 //! | `heap_size` | bytes, multiple of 4096 | 1 MiB |
 //! | `groundhog` | `on` / `off`: restore a snapshot between requests | `off` |
 //! | `isolation` | `full` / `none` (Jord_NI, for measuring isolation cost) | `full` |
+//! | `memory_limit` | bytes the function may `mmap` at run time (ArgBufs for calls, buffers), multiple of 4096 | 16 MiB |
 //! | `time_limit_ms` | wall-clock limit of one invocation, nested calls included (1 ms to 10 min) | 1000 |
 //!
 //! Numbers are decimal or `0x` hexadecimal, optionally followed by `K` or `M` (KiB, MiB).
@@ -31,6 +32,8 @@ pub const DEFAULT_STACK_SIZE: u64 = 64 * 1024;
 pub const DEFAULT_HEAP_SIZE: u64 = 1024 * 1024;
 /// Largest stack or heap size a manifest may ask for (1 GiB).
 pub const MAX_REGION_SIZE: u64 = 1 << 30;
+/// Default run-time `mmap` allowance of one invocation (16 MiB).
+pub const DEFAULT_MEMORY_LIMIT: u64 = 16 << 20;
 /// Default time limit of one invocation, in milliseconds.
 pub const DEFAULT_TIME_LIMIT_MS: u64 = 1000;
 /// Largest time limit a manifest may ask for (10 minutes), in milliseconds.
@@ -62,6 +65,8 @@ pub struct Manifest {
     pub isolation: Isolation,
     /// Time limit of one invocation in milliseconds (the APIC timer preempts it then).
     pub time_limit_ms: u64,
+    /// Bytes one invocation may map with `mmap` at run time.
+    pub memory_limit: u64,
 }
 
 /// Why a manifest was rejected; `line` numbers count from 1.
@@ -171,6 +176,7 @@ impl Manifest {
             groundhog: false,
             isolation: Isolation::Full,
             time_limit_ms: DEFAULT_TIME_LIMIT_MS,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
         }
     }
 
@@ -205,7 +211,8 @@ impl Manifest {
             (None, DEFAULT_STACK_SIZE, DEFAULT_HEAP_SIZE);
         let (mut groundhog, mut isolation) = (false, Isolation::Full);
         let mut time_limit_ms = DEFAULT_TIME_LIMIT_MS;
-        let mut seen = [false; 7];
+        let mut memory_limit = DEFAULT_MEMORY_LIMIT;
+        let mut seen = [false; 8];
         for (line, l) in lines {
             let (key, value) = l
                 .split_once('=')
@@ -219,6 +226,7 @@ impl Manifest {
                 "groundhog" => 4,
                 "isolation" => 5,
                 "time_limit_ms" => 6,
+                "memory_limit" => 7,
                 _ => return Err(ManifestError::UnknownKey { line }),
             };
             if core::mem::replace(&mut seen[slot], true) {
@@ -237,6 +245,7 @@ impl Manifest {
                         _ => return Err(bad),
                     }
                 }
+                7 => memory_limit = parse_size(value, line, 0)?,
                 6 => {
                     time_limit_ms = parse_number(value)
                         .filter(|n| (1..=MAX_TIME_LIMIT_MS).contains(n))
@@ -260,6 +269,7 @@ impl Manifest {
             groundhog,
             isolation,
             time_limit_ms,
+            memory_limit,
         })
     }
 
@@ -282,6 +292,7 @@ impl Manifest {
         };
         let _ = writeln!(s, "isolation={iso}");
         let _ = writeln!(s, "time_limit_ms={}", self.time_limit_ms);
+        let _ = writeln!(s, "memory_limit={:#x}", self.memory_limit);
         s
     }
 }
@@ -386,7 +397,7 @@ mod tests {
         fn round_trips(name in "[a-z0-9_-]{1,64}", entry in any::<Option<u64>>(),
                        stack in 1u64..=(1 << 18), heap in 0u64..=(1 << 18),
                        groundhog in any::<bool>(), none in any::<bool>(),
-                       limit in 1u64..=MAX_TIME_LIMIT_MS) {
+                       limit in 1u64..=MAX_TIME_LIMIT_MS, mem in 0u64..=(1 << 18)) {
             let m = Manifest {
                 name: FunctionName::new(&name).unwrap(),
                 entry,
@@ -395,6 +406,7 @@ mod tests {
                 groundhog,
                 isolation: if none { Isolation::None } else { Isolation::Full },
                 time_limit_ms: limit,
+                memory_limit: mem * 4096,
             };
             prop_assert_eq!(Manifest::parse(m.to_text().as_bytes()), Ok(m));
         }

@@ -128,6 +128,8 @@ pub struct Jord {
     root_cache: Vec<u64>,
     /// Each PD's stack VMA: (base, length).
     stacks: Vec<(u64, u64)>,
+    /// Each PD's memory quota for its own `mmap` calls: (bytes used, limit).
+    quotas: Vec<(u64, u64)>,
     pub(super) sharers: Sharers,
     /// Base of the Global read-execute VMA holding the built-in user programs.
     code_base: u64,
@@ -198,6 +200,7 @@ impl Jord {
             scratch: Vec::new(),
             root_cache: Vec::new(),
             stacks: vec![(0, 0); MAX_LIVE_PDS],
+            quotas: vec![(0, u64::MAX); MAX_LIVE_PDS],
             sharers: Sharers::new(MAX_LIVE_PDS, crate::arch::smp::MAX_CPUS),
             code_base: 0,
             stats: JordStats::default(),
@@ -300,6 +303,33 @@ impl Jord {
         let b = self.backing_mut(base)?;
         b.initialise_all();
         Some((b.phys, b.pages))
+    }
+
+    /// Limits the bytes `pd` may map with its own `mmap` calls (see [`Jord::charge`]).
+    pub fn set_memory_limit(&mut self, pd: PdId, limit: u64) {
+        if let Some(q) = self.quotas.get_mut(pd.index()) {
+            *q = (0, limit);
+        }
+    }
+
+    /// Charges `len` bytes (rounded up to pages) of a system-call `mmap` to `pd`'s quota;
+    /// [`Error::NoMemory`] when it would exceed the limit.
+    pub fn charge(&mut self, pd: PdId, len: u64) -> Result<(), Error> {
+        let len = len.next_multiple_of(PAGE_SIZE);
+        let q = self.quotas.get_mut(pd.index()).ok_or(Error::NoSuchPd)?;
+        let used =
+            q.0.checked_add(len)
+                .filter(|&u| u <= q.1)
+                .ok_or(Error::NoMemory)?;
+        q.0 = used;
+        Ok(())
+    }
+
+    /// Returns `len` bytes (rounded up to pages) to `pd`'s quota.
+    pub fn uncharge(&mut self, pd: PdId, len: u64) {
+        if let Some(q) = self.quotas.get_mut(pd.index()) {
+            q.0 = q.0.saturating_sub(len.next_multiple_of(PAGE_SIZE));
+        }
     }
 
     /// Length of the VMA based at `base`, rounded up to whole pages.
@@ -448,7 +478,10 @@ impl Jord {
             }
         }
         match self.mmap(cid, PD_STACK_SIZE, Perm::RW, MapFlags::default()) {
-            Ok(base) => self.stacks[cid.index()] = (base, PD_STACK_SIZE),
+            Ok(base) => {
+                self.stacks[cid.index()] = (base, PD_STACK_SIZE);
+                self.quotas[cid.index()] = (0, u64::MAX);
+            }
             Err(e) => {
                 let _ = self.cput(PdId::KERNEL, cid);
                 return Err(e);
@@ -492,6 +525,7 @@ impl Jord {
         owned.clear();
         self.scratch = owned;
         self.stacks[cid.index()] = (0, 0);
+        self.quotas[cid.index()] = (0, u64::MAX);
         self.stats.pds_destroyed += 1;
         Ok(p)
     }

@@ -118,6 +118,22 @@ ktest! {
 }
 
 ktest! {
+    fn memory_hog_hits_its_limit_and_gives_everything_back() {
+        needs_modules()?;
+        kassert!(hostile("alloc").is_err());
+        let before = crate::mm::frames::free_frames();
+        let r = hostile("alloc");
+        kassert!(
+            matches!(r, Err(InvokeFailure::Function(FnError::OutOfMemory))),
+            "got {r:?}"
+        );
+        kassert_eq!(crate::mm::frames::free_frames(), before);
+        kassert_eq!(call("hello", b"x").as_deref(), Ok(b"hello, x!".as_slice()));
+        Ok(())
+    }
+}
+
+ktest! {
     fn fifty_invocations_leak_no_frames() {
         needs_modules()?;
         let kernel = crate::mm::phys_to_virt(0x10_0000);

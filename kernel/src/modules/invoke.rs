@@ -144,6 +144,7 @@ pub(super) fn create_pd(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure
     let mut owed = None;
     let r = jord::with(|j| {
         let pd = j.cget(PdId::KERNEL)?;
+        j.set_memory_limit(pd, m.memory_limit);
         match j.mmap(
             pd,
             m.stack_size + m.heap_size,
@@ -184,6 +185,7 @@ pub(super) fn setup(f: &LoadedFunction, capacity: u64) -> Result<Instance, Invok
     let mut owed = Vec::new();
     let r = jord::with(|j| {
         let pd = j.cget(PdId::KERNEL)?;
+        j.set_memory_limit(pd, m.memory_limit);
         let argbuf = j.mmap(PdId::KERNEL, capacity, Perm::RW, MapFlags::default());
         let argbuf = argbuf.and_then(|argbuf| match j.initialised_backing(argbuf) {
             Some(phys) => Ok((argbuf, phys)),

@@ -9,7 +9,8 @@
 //! - [`registry`]: deployed functions by name, with generations;
 //! - [`gateway`]: request handling of the HTTP gateway over a pluggable
 //!   [`gateway::FunctionService`], and one connection's request/response stream;
-//! - [`function_name`]: the validated [`FunctionName`] type they share.
+//! - [`function_name`]: the validated [`FunctionName`] type they share;
+//! - [`workloads`]: the ported Jord workloads' operations, with sample requests.
 //!
 //! Cargo features: none. The crate is `no_std` + `alloc` and free of `unsafe`; the kernel drives
 //! it, host tests (`cargo test -p fjord-faas`) check it.
@@ -25,5 +26,6 @@ pub mod jbsq;
 pub mod metrics;
 pub mod module;
 pub mod registry;
+pub mod workloads;
 
 pub use function_name::FunctionName;

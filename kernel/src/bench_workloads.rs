@@ -50,13 +50,23 @@ struct Op {
 }
 
 fn operations() -> Vec<Op> {
+    let mut ops: Vec<Op> = fjord_faas::workloads::OPERATIONS
+        .iter()
+        .map(|o| Op {
+            label: format!("{}_{}", o.workload, o.name),
+            entry: o.entry,
+            request: o.request,
+            expect: o.expect,
+        })
+        .collect();
     // A plain chain of three functions (A -> B -> C), for reference.
-    alloc::vec![Op {
+    ops.push(Op {
         label: String::from("chain_relay3"),
         entry: "relay",
         request: b"2 abc",
         expect: b"sum=294;",
-    }]
+    });
+    ops
 }
 
 /// Configures Jord and the hop mode for `sys`.

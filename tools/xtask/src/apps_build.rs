@@ -21,6 +21,42 @@ pub const APPS: &[(&str, &str)] = &[
     ("fjord-app-hostile", "hostile"),
     ("fjord-app-chain", "relay"),
     ("fjord-app-chain", "fanout"),
+    // DeathStarBench Hotel Reservation (apps/WORKLOADS.md).
+    ("fjord-app-hotel", "hotel-frontend"),
+    ("fjord-app-hotel", "hotel-search"),
+    ("fjord-app-hotel", "hotel-geo"),
+    ("fjord-app-hotel", "hotel-rate"),
+    ("fjord-app-hotel", "hotel-profile"),
+    ("fjord-app-hotel", "hotel-user"),
+    ("fjord-app-hotel", "hotel-reservation"),
+    // DeathStarBench Social Network.
+    ("fjord-app-social", "social-frontend"),
+    ("fjord-app-social", "social-compose"),
+    ("fjord-app-social", "social-text"),
+    ("fjord-app-social", "social-unique-id"),
+    ("fjord-app-social", "social-user"),
+    ("fjord-app-social", "social-graph"),
+    ("fjord-app-social", "social-storage"),
+    ("fjord-app-social", "social-timeline"),
+    // DeathStarBench Media Service.
+    ("fjord-app-media", "media-frontend"),
+    ("fjord-app-media", "media-unique-id"),
+    ("fjord-app-media", "media-compose-review"),
+    ("fjord-app-media", "media-page"),
+    ("fjord-app-media", "media-movie-info"),
+    ("fjord-app-media", "media-cast-info"),
+    ("fjord-app-media", "media-plot"),
+    ("fjord-app-media", "media-movie-review"),
+    ("fjord-app-media", "media-review-storage"),
+    // Google Online Boutique ("Hipster").
+    ("fjord-app-hipster", "hipster-frontend"),
+    ("fjord-app-hipster", "hipster-cart"),
+    ("fjord-app-hipster", "hipster-catalog"),
+    ("fjord-app-hipster", "hipster-currency"),
+    ("fjord-app-hipster", "hipster-shipping"),
+    ("fjord-app-hipster", "hipster-payment"),
+    ("fjord-app-hipster", "hipster-email"),
+    ("fjord-app-hipster", "hipster-checkout"),
 ];
 
 /// Compiler flags of a function module.

@@ -71,6 +71,7 @@ pub fn run(kernel: &Path, machine: Machine) -> Result<Vec<Outcome>> {
     };
     let mut outcomes = checks(addr, &app("hello")?, &app("echo")?, &app("hostile")?);
     outcomes.extend(nested_checks(addr, &apps));
+    outcomes.extend(workload_checks(addr, &apps));
     qemu.kill();
     Ok(outcomes)
 }
@@ -169,6 +170,12 @@ fn checks(addr: SocketAddr, hello: &[u8], echo: &[u8], hostile: &[u8]) -> Vec<Ou
                 })
         },
     );
+    check("a function exhausting its memory gets 500 'OutOfMemory'", {
+        one(addr, "POST", "/invoke/hostile", b"alloc").and_then(|r| {
+            r.expect(500)?;
+            r.expect_body_contains("OutOfMemory")
+        })
+    });
     check("a runaway function gets 500 'timed out'", {
         one(addr, "POST", "/invoke/hostile", b"loop").and_then(|r| {
             r.expect(500)?;
@@ -310,6 +317,49 @@ fn nested_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Vec<
                     return Err(format!("only {calls} nested calls counted"));
                 }
                 Ok(())
+            })
+        },
+    );
+    out
+}
+
+/// The paper's workloads over HTTP: deploys every function of the four applications, then runs
+/// each operation of `fjord_faas::workloads::OPERATIONS` three times and checks its response.
+fn workload_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Vec<Outcome> {
+    use fjord_faas::workloads::{OPERATIONS, WORKLOADS};
+    let mut out = Vec::new();
+    let mut check = |label: &str, result: Result<(), String>| {
+        out.push((format!("http: {label}"), result));
+    };
+    for workload in WORKLOADS {
+        let prefix = format!("{workload}-");
+        check(&format!("PUT every {workload} function"), {
+            apps.iter()
+                .filter(|a| a.name.starts_with(&prefix))
+                .try_for_each(|a| match deploy(addr, &a.name, &a.bytes)? {
+                    201 | 200 => Ok(()),
+                    s => Err(format!("deploying {} answered {s}", a.name)),
+                })
+        });
+    }
+    for op in OPERATIONS {
+        check(&format!("{} {} answers (3 times)", op.workload, op.name), {
+            let path = format!("/invoke/{}", op.entry);
+            let expect = String::from_utf8_lossy(op.expect).into_owned();
+            (0..3).try_for_each(|_| {
+                one(addr, "POST", &path, op.request).and_then(|r| {
+                    r.expect(200)?;
+                    r.expect_body_contains(&expect)
+                })
+            })
+        });
+    }
+    check(
+        "a malformed workload request is a 500 with the function's error",
+        {
+            one(addr, "POST", "/invoke/hotel-frontend", b"op=nonsense").and_then(|r| {
+                r.expect(500)?;
+                r.expect_body_contains("BadRequest")
             })
         },
     );

@@ -1,0 +1,17 @@
+//! The `hipster-shipping` function: shipping quotes and shipments; see [`fjord_app_hipster::shipping`].
+#![cfg_attr(target_os = "none", no_std, no_main)]
+
+use fjord_app_kit::Fjord;
+use fjord_libos::function::FnError;
+
+/// Serves one request on Fjord.
+fn handler(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
+    fjord_app_hipster::shipping::serve(&mut Fjord, req, resp)
+}
+
+fjord_libos::function!(
+    handler,
+    name = "hipster-shipping",
+    stack_size = "16K",
+    heap_size = 0
+);

@@ -1,0 +1,17 @@
+//! The `hotel-frontend` function: the entry of search_nearby and make_reservation; see [`fjord_app_hotel::frontend`].
+#![cfg_attr(target_os = "none", no_std, no_main)]
+
+use fjord_app_kit::Fjord;
+use fjord_libos::function::FnError;
+
+/// Serves one request on Fjord.
+fn handler(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
+    fjord_app_hotel::frontend::serve(&mut Fjord, req, resp)
+}
+
+fjord_libos::function!(
+    handler,
+    name = "hotel-frontend",
+    stack_size = "64K",
+    heap_size = 0
+);

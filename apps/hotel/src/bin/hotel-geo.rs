@@ -1,0 +1,17 @@
+//! The `hotel-geo` function: the hotels nearest a point; see [`fjord_app_hotel::geo`].
+#![cfg_attr(target_os = "none", no_std, no_main)]
+
+use fjord_app_kit::Fjord;
+use fjord_libos::function::FnError;
+
+/// Serves one request on Fjord.
+fn handler(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
+    fjord_app_hotel::geo::serve(&mut Fjord, req, resp)
+}
+
+fjord_libos::function!(
+    handler,
+    name = "hotel-geo",
+    stack_size = "32K",
+    heap_size = 0
+);

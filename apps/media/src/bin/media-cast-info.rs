@@ -1,0 +1,17 @@
+//! The `media-cast-info` function: cast member records; see [`fjord_app_media::info`].
+#![cfg_attr(target_os = "none", no_std, no_main)]
+
+use fjord_app_kit::Fjord;
+use fjord_libos::function::FnError;
+
+/// Serves one request on Fjord.
+fn handler(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
+    fjord_app_media::info::cast_info(&mut Fjord, req, resp)
+}
+
+fjord_libos::function!(
+    handler,
+    name = "media-cast-info",
+    stack_size = "16K",
+    heap_size = 0
+);

@@ -1,0 +1,17 @@
+//! The `media-movie-review` function: a movie's review list; see [`fjord_app_media::reviews`].
+#![cfg_attr(target_os = "none", no_std, no_main)]
+
+use fjord_app_kit::Fjord;
+use fjord_libos::function::FnError;
+
+/// Serves one request on Fjord.
+fn handler(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
+    fjord_app_media::reviews::movie_review(&mut Fjord, req, resp)
+}
+
+fjord_libos::function!(
+    handler,
+    name = "media-movie-review",
+    stack_size = "32K",
+    heap_size = 0
+);

@@ -1,0 +1,17 @@
+//! The `media-unique-id` function: review ids; see [`fjord_app_media::compose`].
+#![cfg_attr(target_os = "none", no_std, no_main)]
+
+use fjord_app_kit::Fjord;
+use fjord_libos::function::FnError;
+
+/// Serves one request on Fjord.
+fn handler(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
+    fjord_app_media::compose::unique_id(&mut Fjord, req, resp)
+}
+
+fjord_libos::function!(
+    handler,
+    name = "media-unique-id",
+    stack_size = "32K",
+    heap_size = 0
+);

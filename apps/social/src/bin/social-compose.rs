@@ -1,0 +1,17 @@
+//! The `social-compose` function: composes and publishes a post; see [`fjord_app_social::compose`].
+#![cfg_attr(target_os = "none", no_std, no_main)]
+
+use fjord_app_kit::Fjord;
+use fjord_libos::function::FnError;
+
+/// Serves one request on Fjord.
+fn handler(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
+    fjord_app_social::compose::serve(&mut Fjord, req, resp)
+}
+
+fjord_libos::function!(
+    handler,
+    name = "social-compose",
+    stack_size = "64K",
+    heap_size = 0
+);

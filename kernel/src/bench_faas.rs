@@ -79,15 +79,35 @@ impl Rng {
     }
 }
 
-/// Halts the orchestrator core until `deadline` (TSC) or an interrupt, whichever comes first.
-pub fn halt_until(deadline: u64) {
+/// Dispatches what the orchestrator can, then halts the orchestrator core until `deadline` or
+/// an interrupt, unless something was dispatched or `done()` holds. Interrupts stay off from
+/// the dispatch to the halt (`sti; hlt` is atomic), so a wake-up IPI that arrives meanwhile
+/// ends the halt at once instead of being lost.
+pub fn idle_until(deadline: u64, done: &mut dyn FnMut() -> bool) {
     cpu::disable_interrupts();
+    let dispatched = orchestrator::poll();
     let now = cpu::rdtsc();
-    if now < deadline {
+    if dispatched == 0 && !done() && now < deadline {
         apic::arm_oneshot(deadline - now);
         cpu::enable_and_halt();
     } else {
         cpu::enable_interrupts();
+    }
+}
+
+/// Waits for `ticket` with the orchestrator core halted between events (completions and
+/// nested submissions wake it with an IPI), so that it spends no virtual time spinning: under
+/// icount every vCPU's instructions advance the one clock the latency is read from.
+pub fn wait_halting(ticket: Ticket) -> orchestrator::Done {
+    let mut done = None;
+    loop {
+        idle_until(cpu::rdtsc() + apic::tsc_hz() / 1000, &mut || {
+            done = done.take().or_else(|| orchestrator::take(ticket));
+            done.is_some()
+        });
+        if let Some(d) = done.take().or_else(|| orchestrator::take(ticket)) {
+            return d;
+        }
     }
 }
 
@@ -135,9 +155,8 @@ pub fn run_open_loop(
     };
     for _ in 0..requests {
         while cpu::rdtsc() < next {
-            orchestrator::poll();
             collect(&mut tickets, &mut latencies, &mut end)?;
-            halt_until(next);
+            idle_until(next, &mut || false);
         }
         let t = submit().map_err(|_| "queue full")?;
         tickets.push(t);
@@ -145,10 +164,9 @@ pub fn run_open_loop(
         next += rng.exponential(mean_gap).max(1);
     }
     while !tickets.is_empty() {
-        orchestrator::poll();
         collect(&mut tickets, &mut latencies, &mut end)?;
         if !tickets.is_empty() {
-            halt_until(cpu::rdtsc() + apic::tsc_hz() / 1000);
+            idle_until(cpu::rdtsc() + apic::tsc_hz() / 1000, &mut || false);
         }
     }
     latencies.sort_unstable();
@@ -161,7 +179,7 @@ fn min_load_dispatch(requests: usize) -> R<Vec<u64>> {
     for _ in 0..requests {
         let t =
             orchestrator::submit(RequestClass::External, invocation()).map_err(|_| "queue full")?;
-        let d = orchestrator::wait(t);
+        let d = wait_halting(t);
         d.result.map_err(|_| "an invocation failed")?;
         v.push(d.started - d.arrived);
     }

@@ -9,13 +9,14 @@
 //!
 //! For each operation: the minimal-load service time (requests one at a time, latency from the
 //! orchestrator's receipt to completion), then an open-loop sweep with Poisson arrivals at
-//! rising fractions of the system's capacity, reporting the highest achieved throughput whose
-//! p99 stays within the SLO: 10x the minimal-load service time under Jord_NI, as in the paper.
+//! rising fractions of Jord_NI's capacity (the same offered loads for every system), reporting
+//! the highest achieved throughput whose p99 stays within the SLO: 10x the minimal-load service
+//! time under Jord_NI, as in the paper.
 //! One executor (CPU 1) serves behind the orchestrator (CPU 0); see `bench_faas` for why.
 
 use crate::arch::{apic, smp};
 use crate::bench::{Sys, report_sys, report_unit};
-use crate::bench_faas::{run_open_loop, system_name};
+use crate::bench_faas::{run_open_loop, system_name, wait_halting};
 use crate::jord::state;
 use crate::kprintln;
 use crate::modules::{self, LoadedFunction, task};
@@ -32,11 +33,12 @@ use fjord_pd::Isolation;
 type R<T> = Result<T, String>;
 
 /// Requests per load point of the sweep.
-const REQUESTS: usize = 300;
+const REQUESTS: usize = 500;
 /// Requests one at a time for the minimal-load service time.
 const MIN_LOAD_REQUESTS: usize = 40;
-/// Offered load, in percent of the system's own capacity (1 / service time).
-const LOAD_POINTS: [u64; 6] = [40, 55, 70, 80, 90, 97];
+/// Offered load, in percent of Jord_NI's capacity (1 / its minimal-load service time); every
+/// system gets the same offered loads.
+const LOAD_POINTS: [u64; 8] = [30, 45, 60, 70, 78, 85, 92, 97];
 /// The SLO is this many times the minimal-load service time under Jord_NI.
 const SLO_FACTOR: u64 = 10;
 
@@ -97,7 +99,7 @@ fn submit(
 /// Runs `op` once and checks its response.
 fn check(f: &Arc<LoadedFunction>, op: &Op) -> R<()> {
     let t = submit(f, op.request).map_err(|_| "queue full")?;
-    let done = orchestrator::wait(t);
+    let done = wait_halting(t);
     let body = done.result?;
     if body.windows(op.expect.len()).any(|w| w == op.expect) {
         Ok(())
@@ -115,7 +117,7 @@ fn min_load(f: &Arc<LoadedFunction>, op: &Op) -> R<Vec<u64>> {
     let mut v = Vec::with_capacity(MIN_LOAD_REQUESTS);
     for _ in 0..MIN_LOAD_REQUESTS {
         let t = submit(f, op.request).map_err(|_| "queue full")?;
-        let d = orchestrator::wait(t);
+        let d = wait_halting(t);
         d.result?;
         v.push(d.finished - d.arrived);
     }
@@ -123,7 +125,8 @@ fn min_load(f: &Arc<LoadedFunction>, op: &Op) -> R<Vec<u64>> {
     Ok(v)
 }
 
-/// The highest achieved throughput (req/s) with p99 within `slo` over the load points.
+/// The highest achieved throughput (req/s) with p99 within `slo` over the load points, which
+/// are fractions of the capacity `hz / service`.
 fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> R<u64> {
     let hz = apic::tsc_hz() as f64;
     let capacity = hz / service as f64;
@@ -199,7 +202,8 @@ fn run_op(op: &Op) -> R<()> {
         if sys == Sys::FjordNi {
             slo = SLO_FACTOR * service[i];
         }
-        throughput[i] = sweep(&f, op, sys, service[i], slo)?;
+        // Every system is offered the same loads: fractions of Jord_NI's capacity.
+        throughput[i] = sweep(&f, op, sys, service[0], slo)?;
         report_unit(
             "workloads",
             &format!("{}_throughput_at_slo", op.label),

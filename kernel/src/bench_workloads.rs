@@ -33,12 +33,12 @@ use fjord_pd::Isolation;
 type R<T> = Result<T, String>;
 
 /// Requests per load point of the sweep.
-const REQUESTS: usize = 500;
+const REQUESTS: usize = 800;
 /// Requests one at a time for the minimal-load service time.
 const MIN_LOAD_REQUESTS: usize = 40;
 /// Offered load, in percent of Jord_NI's capacity (1 / its minimal-load service time); every
 /// system gets the same offered loads.
-const LOAD_POINTS: [u64; 8] = [30, 45, 60, 70, 78, 85, 92, 97];
+const LOAD_POINTS: [u64; 10] = [30, 40, 50, 58, 65, 72, 78, 85, 92, 97];
 /// The SLO is this many times the minimal-load service time under Jord_NI.
 const SLO_FACTOR: u64 = 10;
 
@@ -188,6 +188,9 @@ pub fn run_group() -> Result<(), &'static str> {
 
 fn run_op(op: &Op) -> R<()> {
     let mut service = [0u64; 3];
+    // Per request: orchestrator-to-executor hand-off ticks, and steps dispatched.
+    let mut handoff = [0u64; 3];
+    let mut steps = [0u64; 3];
     let mut slo = 0;
     let mut throughput = [0u64; 3];
     for (i, sys) in SYSTEMS.into_iter().enumerate() {
@@ -196,8 +199,13 @@ fn run_op(op: &Op) -> R<()> {
         for _ in 0..3 {
             check(&f, op)?;
         }
+        let before = orchestrator::stats();
         let mut lat = min_load(&f, op)?;
+        let after = orchestrator::stats();
         service[i] = exact_quantile(&lat, 500).ok_or("no samples")?;
+        let n = MIN_LOAD_REQUESTS as u64;
+        handoff[i] = (after.handoff_ticks - before.handoff_ticks) / n;
+        steps[i] = (after.dispatched - before.dispatched) / n;
         report_sys("workloads", &format!("{}_service", op.label), sys, &mut lat);
         if sys == Sys::FjordNi {
             slo = SLO_FACTOR * service[i];
@@ -213,6 +221,24 @@ fn run_op(op: &Op) -> R<()> {
         );
     }
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    // Dispatch plus isolation, as a share of Jord's service time: the hand-off of every step
+    // (dispatch) and what full isolation adds over Jord_NI.
+    let isolation = service[1].saturating_sub(service[0]);
+    let share = 100.0 * (handoff[1] + isolation) as f64 / service[1].max(1) as f64;
+    report_unit(
+        "workloads",
+        &format!("{}_dispatch_isolation_share", op.label),
+        Sys::Fjord,
+        "percent",
+        &mut [(share + 0.5) as u64],
+    );
+    kprintln!(
+        "fjord: workloads: {}: {} steps per request, hand-off {} + isolation {} insns = {share:.1}% of Jord's service time",
+        op.label,
+        steps[1],
+        handoff[1],
+        isolation,
+    );
     kprintln!(
         "fjord: workloads: {}: service NI {} / Jord {} / baseline {} insns; at p99 <= {slo}: Jord {} req/s = {:.2}x NI, {:.2}x baseline",
         op.label,

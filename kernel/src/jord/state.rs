@@ -135,7 +135,12 @@ pub struct Jord {
     code_base: u64,
     /// Event counters.
     pub stats: JordStats,
+    /// Which state this is: every [`reset`] makes a state with a new generation.
+    generation: u64,
 }
+
+/// The generation of the next Jord state.
+static NEXT_GENERATION: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
 
 static JORD: Mutex<Option<Jord>> = Mutex::new(None);
 
@@ -199,6 +204,7 @@ impl Jord {
             backing: Vec::new(),
             scratch: Vec::new(),
             root_cache: Vec::new(),
+            generation: NEXT_GENERATION.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
             stacks: vec![(0, 0); MAX_LIVE_PDS],
             quotas: vec![(0, u64::MAX); MAX_LIVE_PDS],
             sharers: Sharers::new(MAX_LIVE_PDS, crate::arch::smp::MAX_CPUS),
@@ -330,6 +336,12 @@ impl Jord {
         if let Some(q) = self.quotas.get_mut(pd.index()) {
             q.0 = q.0.saturating_sub(len.next_multiple_of(PAGE_SIZE));
         }
+    }
+
+    /// This state's generation, different for every state since boot: VMAs (such as module
+    /// code) mapped in one state do not exist in another.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Length of the VMA based at `base`, rounded up to whole pages.

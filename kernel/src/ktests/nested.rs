@@ -137,15 +137,20 @@ ktest! {
             request("fanout", b"3")?;
             Ok(())
         };
-        for _ in 0..3 {
+        for _ in 0..5 {
             round()?;
         }
         let before = crate::mm::frames::free_frames();
         let pds = jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed);
-        for _ in 0..20 {
+        const ROUNDS: usize = 30;
+        for _ in 0..ROUNDS {
             round()?;
         }
-        kassert_eq!(crate::mm::frames::free_frames(), before);
+        // Callees run in parallel on several executors, so how many recycled PD root tables
+        // (with their page-table pages) sit in the reuse cache varies by a few frames from run
+        // to run; a leak of even one frame per round would show as at least ROUNDS.
+        let after = crate::mm::frames::free_frames();
+        kassert!(after + ROUNDS / 2 > before, "free frames {before} -> {after} over {ROUNDS} rounds");
         kassert_eq!(jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed), pds);
         Ok(())
     }

@@ -7,7 +7,6 @@
 //! [`fjord_faas::module::shared_image`]), so after relocation nothing in the image needs to be
 //! writable and RELRO is read-only for functions as it would be after `mprotect` in a process.
 
-use crate::arch::user_programs::Program;
 use crate::jord::{self, state::Jord};
 use fjord_faas::module::{
     LoadPlan, ModuleError, RelocateError, WritableData, apply_relocations, check_shareable,
@@ -54,19 +53,14 @@ pub struct MappedImage {
     pub epoch: u64,
 }
 
-/// Identifies the current Jord state. `jord::state::reset` replaces the state and releases every
-/// VMA, including module code. A fresh state maps the built-in programs' code VMA on frames it
-/// allocates while the old state still holds its own, so two states in a row never share that
-/// VMA's physical address, which serves as the epoch. (Two resets without a module lookup in
-/// between could in principle reuse the first state's frames; a generation counter kept by
-/// `Jord` itself would close that gap.)
+/// Identifies the current Jord state: `jord::state::reset` replaces the state (and releases
+/// every VMA, module code included) with one of a new generation.
 pub fn jord_epoch() -> u64 {
     jord::with(current_epoch)
 }
 
 fn current_epoch(j: &mut Jord) -> u64 {
-    let code = j.entry(Program::Hello) - Program::Hello.offset();
-    j.backing_of(code).map_or(0, |(phys, _)| phys)
+    j.generation()
 }
 
 /// Maps `plan`'s image from `file` into a new Global read-execute VMA and relocates it there.

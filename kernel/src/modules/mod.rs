@@ -10,7 +10,8 @@
 //!
 //! The function entry ABI is defined in [`fjord_libos::function`]. The registry keeps each
 //! module's ELF bytes and its [`LoadPlan`] so that it can map the code again after
-//! `jord::state::reset` (switching between full isolation and Jord_NI) released it.
+//! `jord::state::reset` (switching between full isolation and Jord_NI) released it; each state
+//! has its own generation, so a stale mapping is never mistaken for a live one.
 
 pub mod bench;
 pub mod invoke;

@@ -77,6 +77,9 @@ pub struct OrchestratorStats {
     pub completed: u64,
     /// Steps that ended with their request suspended or handed on (nested calls).
     pub suspended: u64,
+    /// Sum over every step run of the TSC ticks from its dispatch by the orchestrator to its
+    /// start on the executor (the hand-off: run-on-CPU queue, IPI, wake-up).
+    pub handoff_ticks: u64,
 }
 
 struct State {
@@ -236,6 +239,7 @@ fn execute(executor: usize, job: Job) {
         cpu: percpu::cpu_index(),
     });
     with(|s| {
+        s.stats.handoff_ticks += started.saturating_sub(job.dispatched);
         match done {
             Some(done) => {
                 s.done.insert(job.info.ticket, done);

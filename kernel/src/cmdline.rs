@@ -10,6 +10,8 @@
 //! | `crash` | `panic`, `pagefault` | deliberately crash after boot, to test the failure paths |
 //! | `ip` | `A.B.C.D/N` (default `10.0.2.15/24`) | the guest's IPv4 address and prefix length |
 //! | `gw` | `A.B.C.D` (default `10.0.2.2`) | the default IPv4 gateway |
+//! | `jbsq_k` | 1 to 64 (default 2) | the JBSQ bound: most requests one executor holds at once |
+//! | `hops` | `move` (default), `copy` | nested calls move ArgBufs (Jord) or copy them through a kernel channel (the NightCore-like baseline) |
 //!
 //! Any other word is an error that names the word and lists the known options.
 
@@ -58,6 +60,20 @@ pub enum Crash {
     /// Read an unmapped kernel address after boot.
     PageFault,
 }
+
+/// How nested calls pass ArgBufs (`hops=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hops {
+    /// Jord: the ArgBuf moves to the callee by `pmove`.
+    Move,
+    /// The NightCore-like baseline: request and response are copied through a kernel channel.
+    Copy,
+}
+
+/// The default JBSQ bound.
+pub const DEFAULT_JBSQ_K: usize = 2;
+/// The largest JBSQ bound accepted.
+pub const MAX_JBSQ_K: usize = 64;
 
 /// An IPv4 address and prefix length (`ip=10.0.2.15/24`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,6 +138,10 @@ pub struct BootOptions<'a> {
     pub ip: Ipv4Cidr,
     /// The default IPv4 gateway.
     pub gateway: [u8; 4],
+    /// The JBSQ bound `k`.
+    pub jbsq_k: usize,
+    /// How nested calls pass ArgBufs.
+    pub hops: Hops,
 }
 
 impl Default for BootOptions<'_> {
@@ -135,12 +155,14 @@ impl Default for BootOptions<'_> {
             crash: None,
             ip: DEFAULT_IP,
             gateway: DEFAULT_GATEWAY,
+            jbsq_k: DEFAULT_JBSQ_K,
+            hops: Hops::Move,
         }
     }
 }
 
 /// The option names the parser knows, for error messages.
-pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, modules, crash, ip, gw";
+pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, modules, crash, ip, gw, jbsq_k, hops";
 
 /// Why a command line was rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,7 +213,7 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             None => (word, None),
         };
         let known = [
-            "mode", "log", "test", "bench", "modules", "crash", "ip", "gw",
+            "mode", "log", "test", "bench", "modules", "crash", "ip", "gw", "jbsq_k", "hops",
         ];
         if !known.contains(&key) {
             return Err(CmdlineError::UnknownOption(word));
@@ -244,6 +266,20 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             "gw" => {
                 opts.gateway = parse_ipv4(value).ok_or(bad("an IPv4 address, e.g. 10.0.2.2"))?
             }
+            "jbsq_k" => {
+                opts.jbsq_k = value
+                    .parse()
+                    .ok()
+                    .filter(|k| (1..=MAX_JBSQ_K).contains(k))
+                    .ok_or(bad("a number from 1 to 64"))?
+            }
+            "hops" => {
+                opts.hops = match value {
+                    "move" => Hops::Move,
+                    "copy" => Hops::Copy,
+                    _ => return Err(bad("move, copy")),
+                }
+            }
             _ => unreachable!("key checked against the known list"),
         }
     }
@@ -254,6 +290,19 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
 mod tests {
     use super::*;
     use alloc::string::ToString;
+
+    #[test]
+    fn runtime_options() {
+        let o = parse("jbsq_k=4 hops=copy").unwrap();
+        assert_eq!((o.jbsq_k, o.hops), (4, Hops::Copy));
+        assert_eq!(parse("").unwrap().jbsq_k, DEFAULT_JBSQ_K);
+        for bad in ["jbsq_k=0", "jbsq_k=65", "jbsq_k=x", "hops=share"] {
+            assert!(
+                matches!(parse(bad), Err(CmdlineError::BadValue { .. })),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn empty_line_gives_defaults() {

@@ -39,7 +39,7 @@ pub struct Case {
 }
 
 /// Every end-to-end case, in order.
-pub const CASES: [Case; 5] = [
+pub const CASES: [Case; 7] = [
     Case {
         name: "boot",
         append: "mode=run",
@@ -67,6 +67,20 @@ pub const CASES: [Case; 5] = [
         initrd: true,
         smp: 1,
         expect: Expect::FailsWith("PAGE FAULT"),
+    },
+    Case {
+        name: "runtime-options",
+        append: "mode=run modules=initrd jbsq_k=4 hops=copy",
+        initrd: true,
+        smp: 2,
+        expect: Expect::Ready { cpus: 2 },
+    },
+    Case {
+        name: "bad-jbsq-k",
+        append: "mode=run jbsq_k=0",
+        initrd: true,
+        smp: 1,
+        expect: Expect::FailsWith("bad value '0' for command-line option 'jbsq_k'"),
     },
     Case {
         name: "no-initrd",

@@ -2,6 +2,7 @@
 //!
 //! Modules:
 //! - [`jbsq`]: the [`jbsq::Dispatcher`] policy trait and JBSQ(k) with internal/external queues;
+//! - [`core_groups`]: how the CPUs split into orchestrator groups;
 //! - [`http`]: incremental HTTP/1.1 request parser, response writer, API router;
 //! - [`module`]: function module (static-PIE ELF64) validation, the [`module::LoadPlan`] and
 //!   relocation; [`module::manifest`] is the `.fjord_manifest` format;
@@ -19,6 +20,7 @@
 
 extern crate alloc;
 
+pub mod core_groups;
 pub mod function_name;
 pub mod gateway;
 pub mod http;

@@ -11,6 +11,7 @@
 //! | `ip` | `A.B.C.D/N` (default `10.0.2.15/24`) | the guest's IPv4 address and prefix length |
 //! | `gw` | `A.B.C.D` (default `10.0.2.2`) | the default IPv4 gateway |
 //! | `jbsq_k` | 1 to 64 (default 2) | the JBSQ bound: most requests one executor holds at once |
+//! | `orch_group` | 0 (default: one group of every CPU), or 2 to 256 | CPUs per orchestrator group (the first of each group orchestrates, the others execute) |
 //! | `hops` | `move` (default), `copy` | nested calls move ArgBufs (Jord) or copy them through a kernel channel (the NightCore-like baseline) |
 //!
 //! Any other word is an error that names the word and lists the known options.
@@ -142,6 +143,8 @@ pub struct BootOptions<'a> {
     pub jbsq_k: usize,
     /// How nested calls pass ArgBufs.
     pub hops: Hops,
+    /// CPUs per orchestrator group (0: one group).
+    pub orch_group: usize,
 }
 
 impl Default for BootOptions<'_> {
@@ -157,12 +160,14 @@ impl Default for BootOptions<'_> {
             gateway: DEFAULT_GATEWAY,
             jbsq_k: DEFAULT_JBSQ_K,
             hops: Hops::Move,
+            orch_group: 0,
         }
     }
 }
 
 /// The option names the parser knows, for error messages.
-pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, modules, crash, ip, gw, jbsq_k, hops";
+pub const KNOWN_OPTIONS: &str =
+    "mode, log, test, bench, modules, crash, ip, gw, jbsq_k, hops, orch_group";
 
 /// Why a command line was rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -213,7 +218,17 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             None => (word, None),
         };
         let known = [
-            "mode", "log", "test", "bench", "modules", "crash", "ip", "gw", "jbsq_k", "hops",
+            "mode",
+            "log",
+            "test",
+            "bench",
+            "modules",
+            "crash",
+            "ip",
+            "gw",
+            "jbsq_k",
+            "hops",
+            "orch_group",
         ];
         if !known.contains(&key) {
             return Err(CmdlineError::UnknownOption(word));
@@ -273,6 +288,13 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
                     .filter(|k| (1..=MAX_JBSQ_K).contains(k))
                     .ok_or(bad("a number from 1 to 64"))?
             }
+            "orch_group" => {
+                opts.orch_group = value
+                    .parse()
+                    .ok()
+                    .filter(|&n: &usize| n == 0 || (2..=256).contains(&n))
+                    .ok_or(bad("0, or a number from 2 to 256"))?
+            }
             "hops" => {
                 opts.hops = match value {
                     "move" => Hops::Move,
@@ -293,10 +315,16 @@ mod tests {
 
     #[test]
     fn runtime_options() {
-        let o = parse("jbsq_k=4 hops=copy").unwrap();
-        assert_eq!((o.jbsq_k, o.hops), (4, Hops::Copy));
+        let o = parse("jbsq_k=4 hops=copy orch_group=2").unwrap();
+        assert_eq!((o.jbsq_k, o.hops, o.orch_group), (4, Hops::Copy, 2));
         assert_eq!(parse("").unwrap().jbsq_k, DEFAULT_JBSQ_K);
-        for bad in ["jbsq_k=0", "jbsq_k=65", "jbsq_k=x", "hops=share"] {
+        for bad in [
+            "jbsq_k=0",
+            "jbsq_k=65",
+            "jbsq_k=x",
+            "hops=share",
+            "orch_group=1",
+        ] {
             assert!(
                 matches!(parse(bad), Err(CmdlineError::BadValue { .. })),
                 "{bad}"

@@ -137,13 +137,14 @@ extern "C" fn boot_on_stack() -> ! {
     print_banner(info, &features);
     check_initrd(info, &opts);
     crate::modules::boot(info, &opts);
-    crate::orchestrator::init(opts.jbsq_k);
+    crate::orchestrator::init_groups(opts.jbsq_k, opts.orch_group);
     crate::modules::task::set_hop_mode(match opts.hops {
         fjord_kernel::cmdline::Hops::Move => crate::modules::task::HopMode::Move,
         fjord_kernel::cmdline::Hops::Copy => crate::modules::task::HopMode::Copy,
     });
     kprintln!(
-        "fjord: orchestrator on CPU 0, {} executor(s), JBSQ({}), nested calls {}",
+        "fjord: {} orchestrator group(s), {} executor(s), JBSQ({}), nested calls {}",
+        crate::orchestrator::groups(),
         crate::orchestrator::executors(),
         opts.jbsq_k,
         match opts.hops {

@@ -155,3 +155,24 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    fn nested_calls_work_in_every_orchestrator_group() {
+        needs_modules()?;
+        orchestrator::init_groups(2, 2);
+        let run = || -> R<()> {
+            for _ in 0..orchestrator::groups() * 2 {
+                let resp = request("relay", b"2 grp")?;
+                kassert!(resp.ends_with(b"sum=329;"), "{:?}", String::from_utf8_lossy(&resp));
+                let resp = request("fanout", b"4")?;
+                kassert!(resp.starts_with(b"fanout k=4;"));
+            }
+            Ok(())
+        };
+        let r = run();
+        orchestrator::init(2);
+        r?;
+        kassert_eq!(task::outstanding(), (0, 0));
+        Ok(())
+    }
+}

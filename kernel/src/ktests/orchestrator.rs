@@ -124,3 +124,36 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    fn orchestrator_groups_share_out_external_requests() {
+        // Groups of two CPUs: on 4 CPUs, CPU 0 orchestrates CPU 1 and CPU 2 orchestrates CPU 3.
+        orchestrator::init_groups(2, 2);
+        let groups = orchestrator::groups();
+        let mut cpus = Vec::new();
+        let mut r = Ok(());
+        for i in 0..8u8 {
+            let d = orchestrator::run_external(Box::new(move || {
+                Ok(alloc::vec![i, crate::arch::percpu::cpu_index() as u8])
+            }));
+            match d {
+                Ok(d) if d.result == Ok(alloc::vec![i, d.cpu as u8]) => cpus.push(d.cpu),
+                other => {
+                    r = Err(format!("request {i}: {:?}", other.map(|d| d.result)));
+                    break;
+                }
+            }
+        }
+        orchestrator::init(2);
+        r?;
+        if smp::cpu_count() >= 4 {
+            kassert_eq!(groups, 2);
+            // External requests alternate between the groups: CPU 1, CPU 3, CPU 1, ...
+            kassert!(cpus.iter().all(|&c| c == 1 || c == 3), "ran on {cpus:?}");
+            kassert!(cpus.contains(&1) && cpus.contains(&3), "ran on {cpus:?}");
+        } else {
+            kassert_eq!(groups, 1);
+        }
+        Ok(())
+    }
+}

@@ -1,13 +1,17 @@
-//! The orchestrator: one central queue per group of cores with JBSQ(k) dispatch to per-core
-//! executors (Jord §3.3, DESIGN.md §4).
+//! The orchestrators: one per group of cores, each with its central queues and JBSQ(k)
+//! dispatch to the group's executors (Jord §3.3, DESIGN.md §4).
 //!
-//! CPU 0 is the orchestrator core: it runs the network poll loop (or the in-guest load
-//! generator) and calls [`poll`], which pushes requests from the central queues to executors.
-//! Every other CPU is an executor: a request runs there, in the executor's idle loop, and its
-//! completion is recorded for the submitter. With JBSQ(k) an executor holds at most `k`
-//! requests (one running, the rest queued locally); the rest wait centrally, nested (internal)
-//! requests before external ones. On a one-CPU machine CPU 0 is also the only executor and
-//! [`poll`] runs requests inline.
+//! The CPUs split into groups of consecutive cores (`fjord_faas::core_groups`; one group by
+//! default, `orch_group=N` on the command line for groups of N). The first core of a group is
+//! its orchestrator: it calls [`poll`], which pushes requests from the group's central queues to
+//! its executors. CPU 0 orchestrates group 0 from the network poll loop (or the in-guest load
+//! generator); the orchestrator cores of other groups run [`serve`]. Every other CPU is an
+//! executor: a request runs there, in the executor's idle loop, and its completion is recorded
+//! for the submitter. With JBSQ(k) an executor holds at most `k` requests (one running, the
+//! rest queued locally); the rest wait centrally, nested (internal) requests before external
+//! ones. External requests go to the groups in turn; a nested call or a resumed caller stays in
+//! the group of its request. On a one-CPU machine CPU 0 is also the only executor and [`poll`]
+//! runs requests inline.
 
 use crate::arch::{cpu, percpu, smp};
 use alloc::boxed::Box;
@@ -30,6 +34,8 @@ pub struct JobInfo {
     pub ticket: Ticket,
     /// TSC when the orchestrator first received the request.
     pub arrived: u64,
+    /// The orchestrator group serving the request.
+    pub group: usize,
 }
 
 /// One step of a request that may suspend: it returns the request's result when the request
@@ -82,9 +88,19 @@ pub struct OrchestratorStats {
     pub handoff_ticks: u64,
 }
 
-struct State {
+/// One orchestrator group: its central queues and executors.
+struct Group {
     jbsq: Jbsq<Job>,
+    orchestrator_cpu: usize,
     executor_cpus: Vec<usize>,
+}
+
+struct State {
+    groups: Vec<Group>,
+    /// The group each CPU executes for (`usize::MAX` for pure orchestrator cores).
+    group_of_cpu: Vec<usize>,
+    /// The group the next external request goes to.
+    next_group: usize,
     done: BTreeMap<Ticket, Done>,
     next: Ticket,
     stats: OrchestratorStats,
@@ -99,25 +115,76 @@ pub enum SubmitError {
     QueueFull,
 }
 
-/// (Re)creates the orchestrator with JBSQ(`k`) over every CPU but the orchestrator core.
+/// (Re)creates the orchestrators with JBSQ(`k`): one group of every CPU.
 pub fn init(k: usize) {
+    init_groups(k, 0);
+}
+
+/// (Re)creates the orchestrators with JBSQ(`k`) over groups of `group_size` CPUs (0: one group;
+/// see `fjord_faas::core_groups::layout`), and starts [`serve`] on the orchestrator core of
+/// every group but CPU 0's. Requests still queued under the previous layout are dropped.
+pub fn init_groups(k: usize, group_size: usize) {
     let n = smp::cpu_count();
-    let executor_cpus: Vec<usize> = if n > 1 {
-        (1..n).collect()
-    } else {
-        alloc::vec![0]
-    };
-    let mut config = JbsqConfig::new(executor_cpus.len());
-    config.k = k.max(1);
-    let jbsq = Jbsq::new(config).expect("at least one executor and k >= 1");
+    let layout = fjord_faas::core_groups::layout(n, group_size);
+    let mut group_of_cpu = alloc::vec![usize::MAX; n.max(1)];
+    let groups: Vec<Group> = layout
+        .into_iter()
+        .enumerate()
+        .map(|(i, g)| {
+            for &c in &g.executors {
+                group_of_cpu[c] = i;
+            }
+            let mut config = JbsqConfig::new(g.executors.len());
+            config.k = k.max(1);
+            Group {
+                jbsq: Jbsq::new(config).expect("at least one executor and k >= 1"),
+                orchestrator_cpu: g.orchestrator,
+                executor_cpus: g.executors,
+            }
+        })
+        .collect();
+    let serving: Vec<usize> = groups
+        .iter()
+        .map(|g| g.orchestrator_cpu)
+        .filter(|&c| c != 0)
+        .collect();
     let state = State {
-        jbsq,
-        executor_cpus,
+        groups,
+        group_of_cpu,
+        next_group: 0,
         done: BTreeMap::new(),
         next: 1,
         stats: OrchestratorStats::default(),
     };
     cpu::without_interrupts(|| *STATE.lock() = Some(state));
+    for c in serving {
+        if smp::run_on(c, move || serve(c)).is_err() {
+            log::error!("orchestrator: CPU {c} is offline");
+        }
+    }
+}
+
+/// The orchestrator loop of a group's orchestrator core other than CPU 0: dispatches, and halts
+/// until an IPI (a submission, a completion) or 10 ms pass. Returns when a new layout no longer
+/// makes `cpu` an orchestrator.
+pub fn serve(cpu_index: usize) {
+    let hz = crate::arch::apic::tsc_hz();
+    while with(|s| s.groups.iter().any(|g| g.orchestrator_cpu == cpu_index)) {
+        cpu::disable_interrupts();
+        if poll() == 0 {
+            crate::arch::apic::arm_oneshot(hz / 100);
+            cpu::enable_and_halt();
+        } else {
+            cpu::enable_interrupts();
+        }
+    }
+    // Back to an executor's periodic tick (time limits of user code rely on it).
+    crate::arch::apic::start_periodic_timer(crate::TIMER_HZ);
+}
+
+/// Number of orchestrator groups.
+pub fn groups() -> usize {
+    with(|s| s.groups.len())
 }
 
 fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
@@ -136,23 +203,44 @@ fn enqueue(
     class: RequestClass,
     info: Option<JobInfo>,
     work: JobWork,
-) -> Result<Ticket, SubmitError> {
+) -> Result<(Ticket, usize), SubmitError> {
     let arrived = cpu::rdtsc();
+    let here = percpu::cpu_index();
     with(|s| {
         let info = info.unwrap_or_else(|| {
             let ticket = s.next;
             s.next += 1;
-            JobInfo { ticket, arrived }
+            // A nested request stays in the group of the executor that made it; external
+            // requests go to the groups in turn.
+            let mine = s
+                .group_of_cpu
+                .get(here)
+                .copied()
+                .filter(|&g| g < s.groups.len());
+            let group = match (class, mine) {
+                (RequestClass::Internal, Some(g)) => g,
+                _ => {
+                    let g = s.next_group % s.groups.len();
+                    s.next_group = s.next_group.wrapping_add(1);
+                    g
+                }
+            };
+            JobInfo {
+                ticket,
+                arrived,
+                group,
+            }
         });
         let job = Job {
             info,
             dispatched: 0,
             work,
         };
-        match s.jbsq.submit(class, job) {
+        let group = info.group.min(s.groups.len() - 1);
+        match s.groups[group].jbsq.submit(class, job) {
             Ok(()) => {
                 s.stats.submitted += 1;
-                Ok(info.ticket)
+                Ok((info.ticket, group))
             }
             Err(_) => {
                 s.stats.rejected += 1;
@@ -164,16 +252,16 @@ fn enqueue(
 
 /// Queues `work` in the central queue of `class`.
 pub fn submit(class: RequestClass, work: Work) -> Result<Ticket, SubmitError> {
-    enqueue(class, None, JobWork::Simple(work))
+    let (t, group) = enqueue(class, None, JobWork::Simple(work))?;
+    wake_orchestrator_of(Some(group));
+    Ok(t)
 }
 
 /// Queues the first step of a request that may suspend (see [`TaskWork`]); a nested call
 /// (internal class) submitted from an executor wakes the orchestrator core to dispatch it.
 pub fn submit_task(class: RequestClass, work: TaskWork) -> Result<Ticket, SubmitError> {
-    let t = enqueue(class, None, JobWork::Task(work))?;
-    if class == RequestClass::Internal {
-        wake_orchestrator();
-    }
+    let (t, group) = enqueue(class, None, JobWork::Task(work))?;
+    wake_orchestrator_of(Some(group));
     Ok(t)
 }
 
@@ -186,35 +274,56 @@ pub fn resume(info: JobInfo, work: TaskWork) {
         dispatched: 0,
         work: JobWork::Task(work),
     };
-    with(|s| s.jbsq.resume(job));
-    wake_orchestrator();
+    let group = with(|s| {
+        let g = info.group.min(s.groups.len() - 1);
+        s.groups[g].jbsq.resume(job);
+        g
+    });
+    wake_orchestrator_of(Some(group));
 }
 
-/// Interrupts the orchestrator core (CPU 0) if it halted waiting for work.
-fn wake_orchestrator() {
-    if percpu::cpu_index() != 0
-        && let Some(id) = smp::apic_id_of(0)
+/// Interrupts the orchestrator core of `group` (of this CPU's group when `None`) if it is
+/// another CPU: it may have halted waiting for work.
+fn wake_orchestrator_of(group: Option<usize>) {
+    let here = percpu::cpu_index();
+    let target = with(|s| {
+        let g = group
+            .or_else(|| s.group_of_cpu.get(here).copied())
+            .filter(|&g| g < s.groups.len())
+            .unwrap_or(0);
+        s.groups[g].orchestrator_cpu
+    });
+    if target != here
+        && let Some(id) = smp::apic_id_of(target)
     {
         crate::arch::apic::send_ipi(id, crate::arch::trap::WORK_IPI_VECTOR);
     }
 }
 
-/// Pushes every request JBSQ allows to its executor. Returns how many were dispatched.
+/// Pushes every request JBSQ allows to its executor, in the groups this CPU orchestrates.
+/// Returns how many were dispatched.
 pub fn poll() -> usize {
+    let here = percpu::cpu_index();
     let mut n = 0;
     loop {
         let next = with(|s| {
-            s.jbsq.next_dispatch().map(|d| {
-                s.stats.dispatched += 1;
-                (d.executor, s.executor_cpus[d.executor], d.request)
-            })
+            s.groups
+                .iter_mut()
+                .enumerate()
+                .filter(|(_, g)| g.orchestrator_cpu == here)
+                .find_map(|(i, g)| {
+                    g.jbsq
+                        .next_dispatch()
+                        .map(|d| (i, d.executor, g.executor_cpus[d.executor], d.request))
+                })
+                .inspect(|_| s.stats.dispatched += 1)
         });
-        let Some((executor, cpu_index, mut job)) = next else {
+        let Some((group, executor, cpu_index, mut job)) = next else {
             return n;
         };
         job.dispatched = cpu::rdtsc();
         n += 1;
-        let run = move || execute(executor, job);
+        let run = move || execute(group, executor, job);
         if cpu_index == percpu::cpu_index() {
             run();
         } else if smp::run_on(cpu_index, run).is_err() {
@@ -223,7 +332,7 @@ pub fn poll() -> usize {
     }
 }
 
-fn execute(executor: usize, job: Job) {
+fn execute(group: usize, executor: usize, job: Job) {
     let started = cpu::rdtsc();
     let result = match job.work {
         JobWork::Simple(work) => Some(work()),
@@ -247,12 +356,15 @@ fn execute(executor: usize, job: Job) {
             }
             None => s.stats.suspended += 1,
         }
-        if let Err(e) = s.jbsq.complete(executor) {
+        // A completion from before a re-layout has no slot to release any more.
+        if let Some(g) = s.groups.get_mut(group)
+            && let Err(e) = g.jbsq.complete(executor)
+        {
             log::error!("orchestrator: completion for executor {executor}: {e}");
         }
     });
     // Wake the orchestrator core if it halted waiting for work to finish.
-    wake_orchestrator();
+    wake_orchestrator_of(Some(group));
 }
 
 /// Takes the result of `ticket` if it has finished.
@@ -286,7 +398,7 @@ pub fn stats() -> OrchestratorStats {
     with(|s| s.stats)
 }
 
-/// Number of executors.
+/// Number of executors, over every group.
 pub fn executors() -> usize {
-    with(|s| s.executor_cpus.len())
+    with(|s| s.groups.iter().map(|g| g.executor_cpus.len()).sum())
 }

@@ -42,8 +42,12 @@ pub fn boot_gateway(
         config.qemu = q.to_path_buf();
     }
     config.machine = machine;
-    config.smp = 2;
-    config.append = "mode=run".to_owned();
+    // On q35, four CPUs in two orchestrator groups (CPU 0 orchestrates CPU 1, CPU 2 CPU 3), so
+    // the HTTP checks also cover requests served by a second group.
+    (config.smp, config.append) = match machine {
+        Machine::Q35 => (4, "mode=run orch_group=2".to_owned()),
+        _ => (2, "mode=run".to_owned()),
+    };
     config.devices.push(Device::UserNet {
         hostfwd: vec![HostForward {
             host: port,

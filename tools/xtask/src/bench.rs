@@ -63,7 +63,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
     if options
         .group
         .as_deref()
-        .is_none_or(|g| "workloads".contains(g) || g.contains("workloads"))
+        .is_none_or(|g| "workloads".contains(g) || g.contains("workloads") || g.contains("faas"))
     {
         // The applications' functions come from the initrd too.
         boots.push((2, "mode=bench bench=workloads modules=initrd".to_owned()));
@@ -124,9 +124,11 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         measurements.extend(http_gateway(&kernel, &qemu)?);
     }
     if let Some(group) = &options.group {
-        // The faas boot also measures the chain microbenchmark (group `chain`).
+        // `faas` also covers the chain microbenchmark (measured in its boot) and the workloads'
+        // SLO comparison.
         measurements.retain(|m| {
-            m.group.contains(group.as_str()) || (group.contains("faas") && m.group == "chain")
+            m.group.contains(group.as_str())
+                || (group.contains("faas") && (m.group == "chain" || m.group == "workloads"))
         });
         if measurements.is_empty() && !options.report {
             bail!("no benchmark group name contains `{group}`");

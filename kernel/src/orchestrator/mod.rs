@@ -51,6 +51,8 @@ enum JobWork {
 struct Job {
     info: JobInfo,
     dispatched: u64,
+    /// Whether the executor had nothing else outstanding when it got this step.
+    to_idle: bool,
     work: JobWork,
 }
 
@@ -73,19 +75,26 @@ pub struct Done {
 /// Dispatch counters.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OrchestratorStats {
-    /// Requests accepted into a central queue.
+    /// Requests (first steps: external requests and nested calls) accepted into a central
+    /// queue; the later steps of suspended requests (resumptions) are not counted here.
     pub submitted: u64,
     /// Requests refused because the central queue was full.
     pub rejected: u64,
-    /// Requests pushed to an executor.
+    /// Steps pushed to an executor (first steps and resumptions).
     pub dispatched: u64,
-    /// Requests completed.
+    /// Requests completed (with a result for their submitter; nested calls report to their
+    /// caller instead and count as suspended).
     pub completed: u64,
     /// Steps that ended with their request suspended or handed on (nested calls).
     pub suspended: u64,
     /// Sum over every step run of the TSC ticks from its dispatch by the orchestrator to its
     /// start on the executor (the hand-off: run-on-CPU queue, IPI, wake-up).
     pub handoff_ticks: u64,
+    /// [`OrchestratorStats::handoff_ticks`] of the steps dispatched to an idle executor only:
+    /// the cost of dispatch itself, without waiting behind other work on the executor.
+    pub idle_handoff_ticks: u64,
+    /// Steps dispatched to an idle executor.
+    pub idle_handoffs: u64,
 }
 
 /// One orchestrator group: its central queues and executors.
@@ -234,6 +243,7 @@ fn enqueue(
         let job = Job {
             info,
             dispatched: 0,
+            to_idle: false,
             work,
         };
         let group = info.group.min(s.groups.len() - 1);
@@ -272,6 +282,7 @@ pub fn resume(info: JobInfo, work: TaskWork) {
     let job = Job {
         info,
         dispatched: 0,
+        to_idle: false,
         work: JobWork::Task(work),
     };
     let group = with(|s| {
@@ -312,9 +323,10 @@ pub fn poll() -> usize {
                 .enumerate()
                 .filter(|(_, g)| g.orchestrator_cpu == here)
                 .find_map(|(i, g)| {
-                    g.jbsq
-                        .next_dispatch()
-                        .map(|d| (i, d.executor, g.executor_cpus[d.executor], d.request))
+                    let d = g.jbsq.next_dispatch()?;
+                    let mut job = d.request;
+                    job.to_idle = g.jbsq.outstanding(d.executor) == 1;
+                    Some((i, d.executor, g.executor_cpus[d.executor], job))
                 })
                 .inspect(|_| s.stats.dispatched += 1)
         });
@@ -348,7 +360,12 @@ fn execute(group: usize, executor: usize, job: Job) {
         cpu: percpu::cpu_index(),
     });
     with(|s| {
-        s.stats.handoff_ticks += started.saturating_sub(job.dispatched);
+        let handoff = started.saturating_sub(job.dispatched);
+        s.stats.handoff_ticks += handoff;
+        if job.to_idle {
+            s.stats.idle_handoff_ticks += handoff;
+            s.stats.idle_handoffs += 1;
+        }
         match done {
             Some(done) => {
                 s.done.insert(job.info.ticket, done);

@@ -7,7 +7,7 @@ use crate::mm::kernel_tables;
 use alloc::vec;
 use alloc::vec::Vec;
 use fjord_kernel::layout::PAGE_SIZE;
-use fjord_kernel::paging::PageTables;
+use fjord_kernel::paging::{Flags, PageTables};
 use fjord_libos::abi::Error as AbiError;
 use fjord_pd::{Error, Isolation, MapFlags, PdId, Perm, PrivLib, Sharers, Shootdown, TableConfig};
 use spin::Mutex;
@@ -79,6 +79,16 @@ impl Backing {
         }
     }
 
+    /// Whether page `i` has been initialised.
+    fn is_initialised(&self, i: usize) -> bool {
+        let (w, b) = (i / 64, 1u64 << (i % 64));
+        let word = match &self.initialised {
+            InitBits::Inline(word) => Some(*word),
+            InitBits::Heap(words) => words.get(w).copied(),
+        };
+        i < self.pages && word.is_some_and(|word| word & b != 0)
+    }
+
     fn initialise_all(&mut self) {
         if let InitBits::Inline(w) = self.initialised
             && self.pages <= 64
@@ -91,6 +101,9 @@ impl Backing {
         }
     }
 }
+
+/// Most pages of a VMA whose leaves `pmove` installs in the receiver at once (ArgBufs).
+const PREFILL_PAGES: usize = 4;
 
 /// Event counters (reported by benchmarks and metrics).
 #[derive(Clone, Copy, Debug, Default)]
@@ -109,6 +122,8 @@ pub struct JordStats {
     pub pds_created: u64,
     /// PDs destroyed.
     pub pds_destroyed: u64,
+    /// Leaves installed by `pmove` in the receiving PD (VLB misses avoided).
+    pub prefills: u64,
     /// CR3 writes done to switch PDs.
     pub pd_switches: u64,
 }
@@ -454,7 +469,62 @@ impl Jord {
         prot: Perm,
     ) -> Result<Pending, Error> {
         let s = self.privlib.pmove(caller, addr, cid, prot)?;
-        Ok(self.apply(&s))
+        let p = self.apply(&s);
+        self.prefill(cid, addr);
+        Ok(p)
+    }
+
+    /// After a `pmove` to `pd`, installs `pd`'s leaves for the initialised pages of a small
+    /// VMA at `base` at once (an ArgBuf the callee reads first thing), so that the receiver does
+    /// not take one VLB miss per page. The rights are those the VMA table now gives `pd`, as a
+    /// fill would install them. Under Jord_NI the shared table keeps its leaves anyway.
+    fn prefill(&mut self, pd: PdId, base: u64) {
+        if pd == PdId::KERNEL || self.shared_root != 0 {
+            return;
+        }
+        let root = self.roots[pd.index()];
+        let Ok((id, vte)) = self.privlib.vmas().resolve_base(base) else {
+            return;
+        };
+        if root == 0 || vte.is_privileged() || vte.is_global() {
+            return;
+        }
+        let Some(perm) = self
+            .privlib
+            .vmas()
+            .perm_of(id, pd)
+            .filter(|p| p.contains(Perm::R))
+        else {
+            return;
+        };
+        let Some(b) = self
+            .slot_of(base)
+            .and_then(|slot| self.backing.get(slot))
+            .filter(|b| b.pages != 0 && b.base == base && b.pages <= PREFILL_PAGES)
+        else {
+            return;
+        };
+        let mut flags = Flags::USER;
+        if perm.contains(Perm::W) {
+            flags = flags | Flags::WRITABLE;
+        }
+        if !perm.contains(Perm::X) {
+            flags = flags | Flags::NO_EXECUTE;
+        }
+        let (phys, pages) = (b.phys, b.pages);
+        let ready: [bool; PREFILL_PAGES] = core::array::from_fn(|i| b.is_initialised(i));
+        let mut pt = PageTables::new(root, &DIRECT);
+        for (i, _) in ready.iter().enumerate().take(pages).filter(|(_, r)| **r) {
+            let page = base + i as u64 * PAGE_SIZE;
+            // A leaf that is not present needs no TLB flush anywhere when it appears.
+            if pt.translate(page).is_none()
+                && pt
+                    .map(page, phys + i as u64 * PAGE_SIZE, flags, &mut KernelFrames)
+                    .is_ok()
+            {
+                self.stats.prefills += 1;
+            }
+        }
     }
 
     /// `pcopy`.

@@ -6,6 +6,7 @@
 //! - [`http`]: incremental HTTP/1.1 request parser, response writer, API router;
 //! - [`module`]: function module (static-PIE ELF64) validation, the [`module::LoadPlan`] and
 //!   relocation; [`module::manifest`] is the `.fjord_manifest` format;
+//! - [`hdr`]: the HDR histogram the load generators keep latencies in;
 //! - [`metrics`]: counters, latency histograms, quantiles and Prometheus text exposition;
 //! - [`registry`]: deployed functions by name, with generations;
 //! - [`gateway`]: request handling of the HTTP gateway over a pluggable
@@ -23,6 +24,7 @@ extern crate alloc;
 pub mod core_groups;
 pub mod function_name;
 pub mod gateway;
+pub mod hdr;
 pub mod http;
 pub mod jbsq;
 pub mod metrics;

@@ -2,7 +2,8 @@
 //!
 //! Requests arrive with Poisson inter-arrival times (as wrk2 generates them) directly into the
 //! orchestrator's central queue, and latency runs from the orchestrator's receipt of a request
-//! to its completion, as in the Jord paper. Each request is a whole function invocation in its
+//! to its completion, as in the Jord paper; p50/p99/p99.9 come from an HDR histogram
+//! (`fjord_faas::hdr`), as in wrk2. Each request is a whole function invocation in its
 //! own PD (create, ArgBuf in, call, ArgBuf out, destroy) of a function doing about 20,000
 //! instructions of work. Under `-icount shift=0,sleep=off` guest time is virtual and exact.
 //!
@@ -19,6 +20,7 @@ use crate::orchestrator::{self, Ticket, Work};
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::vec::Vec;
+use fjord_faas::hdr::HdrHistogram;
 use fjord_faas::jbsq::RequestClass;
 use fjord_faas::metrics::exact_quantile;
 use fjord_kernel::layout::PAGE_SIZE;
@@ -120,9 +122,35 @@ fn submit_invocation() -> Result<Ticket, orchestrator::SubmitError> {
 
 /// Latencies (TSC ticks, sorted) and the span of one open-loop run at `mean_gap` ticks between
 /// arrivals of the work-function request.
-fn run_load(mean_gap: f64, requests: usize, seed: u64) -> R<(Vec<u64>, u64)> {
+fn run_load(mean_gap: f64, requests: usize, seed: u64) -> R<LoadRun> {
     run_open_loop(mean_gap, requests, seed, &submit_invocation)
 }
+
+/// What one open-loop run measured.
+pub struct LoadRun {
+    /// Every latency (TSC ticks, orchestrator receipt to completion), sorted.
+    pub latencies: Vec<u64>,
+    /// The same latencies in an HDR histogram (3 significant digits), as wrk2 keeps them.
+    pub hdr: HdrHistogram,
+    /// TSC ticks from the first arrival to the last completion.
+    pub span: u64,
+}
+
+impl LoadRun {
+    /// p50, p99 and p99.9 from the HDR histogram.
+    pub fn quantiles(&self) -> (u64, u64, u64) {
+        let q = |p| self.hdr.value_at_permille(p).unwrap_or(0);
+        (q(500), q(990), q(999))
+    }
+
+    /// Completed requests per second over the run.
+    pub fn achieved(&self, hz: f64) -> f64 {
+        self.latencies.len() as f64 * hz / self.span.max(1) as f64
+    }
+}
+
+/// Largest latency the HDR histogram tracks (2^40 ticks, about 18 minutes at 1 GHz).
+const HDR_MAX: u64 = 1 << 40;
 
 /// Latencies (TSC ticks, sorted) and the span of one open-loop run at `mean_gap` ticks between
 /// Poisson arrivals, each request submitted by `submit`.
@@ -131,20 +159,28 @@ pub fn run_open_loop(
     requests: usize,
     seed: u64,
     submit: Submitter<'_>,
-) -> R<(Vec<u64>, u64)> {
+) -> R<LoadRun> {
     let mut rng = Rng(seed);
+    let mut hdr = HdrHistogram::new(HDR_MAX, 3);
     let mut tickets: Vec<Ticket> = Vec::with_capacity(requests);
     let mut latencies = Vec::with_capacity(requests);
     let start = cpu::rdtsc();
     let mut next = start;
     let mut end = start;
-    let collect = |tickets: &mut Vec<Ticket>, latencies: &mut Vec<u64>, end: &mut u64| -> R<()> {
+    let collect = |tickets: &mut Vec<Ticket>,
+                   latencies: &mut Vec<u64>,
+                   hdr: &mut HdrHistogram,
+                   end: &mut u64|
+     -> R<()> {
         let mut i = 0;
         while i < tickets.len() {
             match orchestrator::take(tickets[i]) {
                 Some(d) => {
                     d.result.map_err(|_| "an invocation failed")?;
-                    latencies.push(d.finished - d.arrived);
+                    let latency = d.finished - d.arrived;
+                    latencies.push(latency);
+                    hdr.record(latency.min(HDR_MAX))
+                        .map_err(|_| "latency beyond the histogram")?;
                     *end = (*end).max(d.finished);
                     tickets.swap_remove(i);
                 }
@@ -155,7 +191,7 @@ pub fn run_open_loop(
     };
     for _ in 0..requests {
         while cpu::rdtsc() < next {
-            collect(&mut tickets, &mut latencies, &mut end)?;
+            collect(&mut tickets, &mut latencies, &mut hdr, &mut end)?;
             idle_until(next, &mut || false);
         }
         let t = submit().map_err(|_| "queue full")?;
@@ -164,13 +200,17 @@ pub fn run_open_loop(
         next += rng.exponential(mean_gap).max(1);
     }
     while !tickets.is_empty() {
-        collect(&mut tickets, &mut latencies, &mut end)?;
+        collect(&mut tickets, &mut latencies, &mut hdr, &mut end)?;
         if !tickets.is_empty() {
             idle_until(cpu::rdtsc() + apic::tsc_hz() / 1000, &mut || false);
         }
     }
     latencies.sort_unstable();
-    Ok((latencies, end - start))
+    Ok(LoadRun {
+        latencies,
+        hdr,
+        span: end - start,
+    })
 }
 
 /// Orchestrator receipt to executor start, at minimal load (no queueing).
@@ -264,25 +304,23 @@ pub fn run_group() -> R<()> {
     let hz = apic::tsc_hz() as f64;
     // Minimal-load service time under Jord_NI: arrivals far apart.
     state::reset(Isolation::None).map_err(|_| "reset")?;
-    let (probe, _) = run_load(400_000.0, 60, 7)?;
-    let service = exact_quantile(&probe, 500).ok_or("no samples")?;
+    let probe = run_load(400_000.0, 60, 7)?;
+    let service = exact_quantile(&probe.latencies, 500).ok_or("no samples")?;
     let slo = 10 * service;
     kprintln!("fjord: faas: min-load service time {service} insns (Jord_NI), SLO p99 <= {slo}");
     let capacity = hz / service as f64;
     for sys in [Sys::Fjord, Sys::FjordNi] {
         reset_for(sys)?;
-        let (mut lat, _) = run_load(400_000.0, 60, 11)?;
+        let mut lat = run_load(400_000.0, 60, 11)?.latencies;
         report_sys("faas", "work20k_min_load_latency", sys, &mut lat);
         let mut dispatch = min_load_dispatch(60)?;
         report_sys("faas", "dispatch_latency", sys, &mut dispatch);
         let mut best = 0.0f64;
         for pct in [50u64, 60, 70, 75, 80, 85, 90, 95] {
             let rate = capacity * pct as f64 / 100.0;
-            let (lat, span) = run_load(hz / rate, REQUESTS, 1000 + pct)?;
-            let p50 = exact_quantile(&lat, 500).unwrap_or(0);
-            let p99 = exact_quantile(&lat, 990).unwrap_or(0);
-            let p999 = exact_quantile(&lat, 999).unwrap_or(0);
-            let achieved = lat.len() as f64 * hz / span as f64;
+            let run = run_load(hz / rate, REQUESTS, 1000 + pct)?;
+            let (p50, p99, p999) = run.quantiles();
+            let achieved = run.achieved(hz);
             kprintln!(
                 "fjord: faas: {} offered {:.0} req/s ({pct}% of capacity): achieved {:.0} req/s, p50 {p50} p99 {p99} p99.9 {p999}{}",
                 system_name(sys),

@@ -135,11 +135,9 @@ fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> 
     for pct in LOAD_POINTS {
         let rate = capacity * pct as f64 / 100.0;
         let submitter = || submit(f, op.request);
-        let (lat, span) = run_open_loop(hz / rate, REQUESTS, 7000 + pct, &submitter)?;
-        let p50 = exact_quantile(&lat, 500).unwrap_or(0);
-        let p99 = exact_quantile(&lat, 990).unwrap_or(0);
-        let p999 = exact_quantile(&lat, 999).unwrap_or(0);
-        let achieved = lat.len() as f64 * hz / span as f64;
+        let run = run_open_loop(hz / rate, REQUESTS, 7000 + pct, &submitter)?;
+        let (p50, p99, p999) = run.quantiles();
+        let achieved = run.achieved(hz);
         let within = p99 <= slo;
         kprintln!(
             "fjord: workloads: {} {}: offered {:.0} req/s ({pct}%): achieved {:.0}, p50 {p50} p99 {p99} p99.9 {p999}{}",

@@ -129,6 +129,13 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             "fjord_isolation_events_total",
             Counter,
             "Jord isolation events.",
+            &[("kind", "pmove_prefill")],
+            j.prefills
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            "Jord isolation events.",
             &[("kind", "protection_fault")],
             j.protection_faults
         ),

@@ -102,7 +102,7 @@ impl Backing {
     }
 }
 
-/// Most pages of a VMA whose leaves `pmove` installs in the receiver at once (ArgBufs).
+/// Most pages of a VMA whose leaves [`Jord::prefill`] installs at once (ArgBufs).
 const PREFILL_PAGES: usize = 4;
 
 /// Event counters (reported by benchmarks and metrics).
@@ -122,7 +122,7 @@ pub struct JordStats {
     pub pds_created: u64,
     /// PDs destroyed.
     pub pds_destroyed: u64,
-    /// Leaves installed by `pmove` in the receiving PD (VLB misses avoided).
+    /// Leaves installed ahead of use by [`Jord::prefill`] (VLB misses avoided).
     pub prefills: u64,
     /// CR3 writes done to switch PDs.
     pub pd_switches: u64,
@@ -469,16 +469,16 @@ impl Jord {
         prot: Perm,
     ) -> Result<Pending, Error> {
         let s = self.privlib.pmove(caller, addr, cid, prot)?;
-        let p = self.apply(&s);
-        self.prefill(cid, addr);
-        Ok(p)
+        Ok(self.apply(&s))
     }
 
-    /// After a `pmove` to `pd`, installs `pd`'s leaves for the initialised pages of a small
-    /// VMA at `base` at once (an ArgBuf the callee reads first thing), so that the receiver does
-    /// not take one VLB miss per page. The rights are those the VMA table now gives `pd`, as a
-    /// fill would install them. Under Jord_NI the shared table keeps its leaves anyway.
-    fn prefill(&mut self, pd: PdId, base: u64) {
+    /// Installs `pd`'s leaves for the initialised pages of a small VMA at `base` at once, as
+    /// VLB fills would on `pd`'s first touches. The executor calls it after moving an ArgBuf to
+    /// the PD it runs next (the callee reads its request, the resumed caller its response
+    /// first thing), saving one VLB miss per page; a plain `pmove` stays lazy, since a receiver
+    /// that only passes the buffer on would not touch it. The rights are those the VMA table
+    /// gives `pd`. Under Jord_NI the shared table keeps its leaves anyway.
+    pub fn prefill(&mut self, pd: PdId, base: u64) {
         if pd == PdId::KERNEL || self.shared_root != 0 {
             return;
         }

@@ -268,7 +268,11 @@ pub fn invoke_function(
         .min(MAX_REQUEST);
     let mut inst = setup(f, capacity_for(request.len(), room))?;
     inst.argbuf_mut()[..request.len()].copy_from_slice(request);
-    let moved = jord::with(|j| j.pmove(PdId::KERNEL, inst.argbuf, inst.pd, Perm::RW));
+    let moved = jord::with(|j| {
+        let p = j.pmove(PdId::KERNEL, inst.argbuf, inst.pd, Perm::RW);
+        j.prefill(inst.pd, inst.argbuf);
+        p
+    });
     let moved = match moved {
         Ok(p) => {
             p.finish();

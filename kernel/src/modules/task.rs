@@ -178,8 +178,17 @@ pub fn run_root(
     step(task, None, info)
 }
 
+/// Moves the ArgBuf at `addr` from `from` to `to` (read-write) and, when `to` is a PD about to
+/// run, installs its leaves for the buffer at once (see `Jord::prefill`).
 fn move_to(from: PdId, addr: u64, to: PdId) -> Result<(), fjord_pd::Error> {
-    jord::with(|j| j.pmove(from, addr, to, Perm::RW)).map(|p| p.finish())
+    jord::with(|j| {
+        let p = j.pmove(from, addr, to, Perm::RW)?;
+        if to != PdId::KERNEL {
+            j.prefill(to, addr);
+        }
+        Ok(p)
+    })
+    .map(|p| p.finish())
 }
 
 /// Runs `task` from its entry (`resume: None`) or from a `wait` that returned `value`, until it

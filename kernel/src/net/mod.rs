@@ -129,7 +129,7 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             "fjord_isolation_events_total",
             Counter,
             "Jord isolation events.",
-            &[("kind", "pmove_prefill")],
+            &[("kind", "argbuf_prefill")],
             j.prefills
         ),
         s(

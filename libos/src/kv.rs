@@ -35,8 +35,15 @@ impl From<KvError> for crate::function::FnError {
     }
 }
 
+/// Issues the store call `call` on `key` and the buffer `(ptr, len)`.
 #[cfg(target_os = "none")]
-fn decode(r: Result<u64, Option<Error>>) -> Result<Option<u64>, KvError> {
+fn kv_call(
+    call: crate::abi::Sysno,
+    key: &[u8],
+    ptr: u64,
+    len: usize,
+) -> Result<Option<u64>, KvError> {
+    let r = crate::syscall::syscall4(call, key.as_ptr() as u64, key.len() as u64, ptr, len as u64);
     match r {
         Ok(v) => Ok(Some(v)),
         Err(Some(Error::NotFound)) => Ok(None),
@@ -52,15 +59,13 @@ fn decode(r: Result<u64, Option<Error>>) -> Result<Option<u64>, KvError> {
 pub fn get(key: &[u8], out: &mut [u8]) -> Result<Option<usize>, KvError> {
     #[cfg(target_os = "none")]
     {
-        use crate::abi::Sysno;
-        let r = crate::syscall::syscall4(
-            Sysno::KvGet,
-            key.as_ptr() as u64,
-            key.len() as u64,
+        let r = kv_call(
+            crate::abi::Sysno::KvGet,
+            key,
             out.as_mut_ptr() as u64,
-            out.len() as u64,
+            out.len(),
         );
-        decode(r).map(|v| v.map(|n| n as usize))
+        r.map(|v| v.map(|n| n as usize))
     }
     #[cfg(not(target_os = "none"))]
     {
@@ -73,15 +78,13 @@ pub fn get(key: &[u8], out: &mut [u8]) -> Result<Option<usize>, KvError> {
 pub fn put(key: &[u8], value: &[u8]) -> Result<(), KvError> {
     #[cfg(target_os = "none")]
     {
-        use crate::abi::Sysno;
-        let r = crate::syscall::syscall4(
-            Sysno::KvPut,
-            key.as_ptr() as u64,
-            key.len() as u64,
+        kv_call(
+            crate::abi::Sysno::KvPut,
+            key,
             value.as_ptr() as u64,
-            value.len() as u64,
-        );
-        decode(r).map(drop)
+            value.len(),
+        )
+        .map(drop)
     }
     #[cfg(not(target_os = "none"))]
     {

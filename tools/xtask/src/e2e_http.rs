@@ -175,16 +175,10 @@ fn checks(addr: SocketAddr, hello: &[u8], echo: &[u8], hostile: &[u8]) -> Vec<Ou
         },
     );
     check("a function exhausting its memory gets 500 'OutOfMemory'", {
-        one(addr, "POST", "/invoke/hostile", b"alloc").and_then(|r| {
-            r.expect(500)?;
-            r.expect_body_contains("OutOfMemory")
-        })
+        post_expect(addr, "/invoke/hostile", b"alloc", 500, "OutOfMemory")
     });
     check("a runaway function gets 500 'timed out'", {
-        one(addr, "POST", "/invoke/hostile", b"loop").and_then(|r| {
-            r.expect(500)?;
-            r.expect_body_contains("timed out")
-        })
+        post_expect(addr, "/invoke/hostile", b"loop", 500, "timed out")
     });
     check(
         "4 concurrent clients invoke hello",
@@ -350,24 +344,37 @@ fn workload_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Ve
         check(&format!("{} {} answers (3 times)", op.workload, op.name), {
             let path = format!("/invoke/{}", op.entry);
             let expect = String::from_utf8_lossy(op.expect).into_owned();
-            (0..3).try_for_each(|_| {
-                one(addr, "POST", &path, op.request).and_then(|r| {
-                    r.expect(200)?;
-                    r.expect_body_contains(&expect)
-                })
-            })
+            (0..3).try_for_each(|_| post_expect(addr, &path, op.request, 200, &expect))
         });
     }
     check(
         "a malformed workload request is a 500 with the function's error",
         {
-            one(addr, "POST", "/invoke/hotel-frontend", b"op=nonsense").and_then(|r| {
-                r.expect(500)?;
-                r.expect_body_contains("BadRequest")
-            })
+            post_expect(
+                addr,
+                "/invoke/hotel-frontend",
+                b"op=nonsense",
+                500,
+                "BadRequest",
+            )
         },
     );
     out
+}
+
+/// `POST path` with `body`; passes when the answer has `status` and its body contains
+/// `needle`.
+fn post_expect(
+    addr: SocketAddr,
+    path: &str,
+    body: &[u8],
+    status: u16,
+    needle: &str,
+) -> Result<(), String> {
+    one(addr, "POST", path, body).and_then(|r| {
+        r.expect(status)?;
+        r.expect_body_contains(needle)
+    })
 }
 
 /// Deploys the module `bytes` as `name`; returns the HTTP status.

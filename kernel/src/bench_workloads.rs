@@ -8,10 +8,10 @@
 //!   request and the response through a kernel channel.
 //!
 //! For each operation: the minimal-load service time (requests one at a time, latency from the
-//! orchestrator's receipt to completion), then an open-loop sweep with Poisson arrivals at
-//! rising fractions of Jord_NI's capacity (the same offered loads for every system), reporting
-//! the highest achieved throughput whose p99 stays within the SLO: 10x the minimal-load service
-//! time under Jord_NI, as in the paper.
+//! orchestrator's receipt to completion), then open-loop runs with Poisson arrivals whose offered
+//! load is bisected (as a fraction of Jord_NI's capacity, over the same range for every system)
+//! for the highest achieved throughput whose p99 stays within the SLO: 10x the minimal-load
+//! service time under Jord_NI, as in the paper.
 //! One executor (CPU 1) serves behind the orchestrator (CPU 0); see `bench_faas` for why.
 
 use crate::arch::{apic, smp};
@@ -36,9 +36,13 @@ type R<T> = Result<T, String>;
 const REQUESTS: usize = 800;
 /// Requests one at a time for the minimal-load service time.
 const MIN_LOAD_REQUESTS: usize = 40;
-/// Offered load, in percent of Jord_NI's capacity (1 / its minimal-load service time); every
-/// system gets the same offered loads.
-const LOAD_POINTS: [u64; 10] = [30, 40, 50, 58, 65, 72, 78, 85, 92, 97];
+/// Bounds of the offered load searched, in percent of Jord_NI's capacity (1 / its minimal-load
+/// service time); every system is searched over the same range with the same arrival seeds.
+const LOW_LOAD: f64 = 25.0;
+/// See [`LOW_LOAD`].
+const HIGH_LOAD: f64 = 105.0;
+/// Open-loop runs per search (the result is within 80% / 2^7 = 0.6% of capacity).
+const BISECTIONS: u64 = 7;
 /// The SLO is this many times the minimal-load service time under Jord_NI.
 const SLO_FACTOR: u64 = 10;
 
@@ -125,35 +129,45 @@ fn min_load(f: &Arc<LoadedFunction>, op: &Op) -> R<Vec<u64>> {
     Ok(v)
 }
 
-/// The highest achieved throughput (req/s) with p99 within `slo` over the load points, which
-/// are fractions of the capacity `hz / service`.
+/// The highest achieved throughput (req/s) whose p99 stays within `slo`, found by bisecting the
+/// offered load between [`LOW_LOAD`] and [`HIGH_LOAD`] percent of the capacity
+/// `hz / service` (Jord_NI's, for every system) in [`BISECTIONS`] open-loop runs.
 fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> R<u64> {
     let hz = apic::tsc_hz() as f64;
     let capacity = hz / service as f64;
-    let mut best = 0.0f64;
-    let mut over = 0;
-    for pct in LOAD_POINTS {
-        let rate = capacity * pct as f64 / 100.0;
+    let run_at = |pct: f64, seed: u64| -> R<(bool, f64)> {
+        let rate = capacity * pct / 100.0;
         let submitter = || submit(f, op.request);
-        let run = run_open_loop(hz / rate, REQUESTS, 7000 + pct, &submitter)?;
+        let run = run_open_loop(hz / rate, REQUESTS, seed, &submitter)?;
         let (p50, p99, p999) = run.quantiles();
         let achieved = run.achieved(hz);
         let within = p99 <= slo;
         kprintln!(
-            "fjord: workloads: {} {}: offered {:.0} req/s ({pct}%): achieved {:.0}, p50 {p50} p99 {p99} p99.9 {p999}{}",
+            "fjord: workloads: {} {}: offered {:.0} req/s ({pct:.1}%): achieved {:.0}, p50 {p50} p99 {p99} p99.9 {p999}{}",
             op.label,
             system_name(sys),
             rate,
             achieved,
             if within { "" } else { "  (over SLO)" }
         );
+        Ok((within, achieved))
+    };
+    let (mut lo, mut hi) = (LOW_LOAD, HIGH_LOAD);
+    let mut best = 0.0f64;
+    for step in 0..BISECTIONS {
+        let mid = (lo + hi) / 2.0;
+        let (within, achieved) = run_at(mid, 7000 + step)?;
         if within {
             best = best.max(achieved);
+            lo = mid;
         } else {
-            over += 1;
-            if over == 2 {
-                break;
-            }
+            hi = mid;
+        }
+    }
+    if best == 0.0 {
+        let (within, achieved) = run_at(LOW_LOAD / 2.0, 7000 + BISECTIONS)?;
+        if within {
+            best = achieved;
         }
     }
     Ok(best as u64)

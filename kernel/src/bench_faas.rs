@@ -81,29 +81,13 @@ impl Rng {
     }
 }
 
-/// Dispatches what the orchestrator can, then halts the orchestrator core until `deadline` or
-/// an interrupt, unless something was dispatched or `done()` holds. Interrupts stay off from
-/// the dispatch to the halt (`sti; hlt` is atomic), so a wake-up IPI that arrives meanwhile
-/// ends the halt at once instead of being lost.
-pub fn idle_until(deadline: u64, done: &mut dyn FnMut() -> bool) {
-    cpu::disable_interrupts();
-    let dispatched = orchestrator::poll();
-    let now = cpu::rdtsc();
-    if dispatched == 0 && !done() && now < deadline {
-        apic::arm_oneshot(deadline - now);
-        cpu::enable_and_halt();
-    } else {
-        cpu::enable_interrupts();
-    }
-}
-
 /// Waits for `ticket` with the orchestrator core halted between events (completions and
 /// nested submissions wake it with an IPI), so that it spends no virtual time spinning: under
 /// icount every vCPU's instructions advance the one clock the latency is read from.
 pub fn wait_halting(ticket: Ticket) -> orchestrator::Done {
     let mut done = None;
     loop {
-        idle_until(cpu::rdtsc() + apic::tsc_hz() / 1000, &mut || {
+        orchestrator::idle_until(cpu::rdtsc() + apic::tsc_hz() / 1000, &mut || {
             done = done.take().or_else(|| orchestrator::take(ticket));
             done.is_some()
         });
@@ -192,7 +176,7 @@ pub fn run_open_loop(
     for _ in 0..requests {
         while cpu::rdtsc() < next {
             collect(&mut tickets, &mut latencies, &mut hdr, &mut end)?;
-            idle_until(next, &mut || false);
+            orchestrator::idle_until(next, &mut || false);
         }
         let t = submit().map_err(|_| "queue full")?;
         tickets.push(t);
@@ -202,7 +186,7 @@ pub fn run_open_loop(
     while !tickets.is_empty() {
         collect(&mut tickets, &mut latencies, &mut hdr, &mut end)?;
         if !tickets.is_empty() {
-            idle_until(cpu::rdtsc() + apic::tsc_hz() / 1000, &mut || false);
+            orchestrator::idle_until(cpu::rdtsc() + apic::tsc_hz() / 1000, &mut || false);
         }
     }
     latencies.sort_unstable();

@@ -138,10 +138,7 @@ extern "C" fn boot_on_stack() -> ! {
     check_initrd(info, &opts);
     crate::modules::boot(info, &opts);
     crate::orchestrator::init_groups(opts.jbsq_k, opts.orch_group);
-    crate::modules::task::set_hop_mode(match opts.hops {
-        fjord_kernel::cmdline::Hops::Move => crate::modules::task::HopMode::Move,
-        fjord_kernel::cmdline::Hops::Copy => crate::modules::task::HopMode::Copy,
-    });
+    crate::modules::task::set_hop_mode(opts.hops);
     kprintln!(
         "fjord: {} orchestrator group(s), {} executor(s), JBSQ({}), nested calls {}",
         crate::orchestrator::groups(),

@@ -159,8 +159,9 @@ fn check_user(addr: u64, len: u64, write: bool) -> Result<(), Error> {
 /// The key-value store of `kv_get` / `kv_put`.
 static KV: spin::Mutex<KvStore> = spin::Mutex::new(KvStore::new());
 
-/// Reads `len` bytes of user memory at `addr` after checking the caller may read them.
-fn user_bytes<'a>(addr: u64, len: u64) -> Result<&'a [u8], Error> {
+/// The `len` bytes of user memory at `addr`, after checking that the address space loaded on
+/// this CPU lets ring 3 read them (VLB misses filled on the way); no check for `len == 0`.
+pub fn user_bytes<'a>(addr: u64, len: u64) -> Result<&'a [u8], Error> {
     if len == 0 {
         return Ok(&[]);
     }

@@ -109,7 +109,7 @@ ktest! {
     fn runaway_function_times_out() {
         needs_modules()?;
         let f = modules::lookup("hostile").ok_or("hostile")?;
-        let short = InvokeOptions { time_limit_ms: 20, ..InvokeOptions::default() };
+        let short = InvokeOptions { time_limit_ms: Some(20), ..InvokeOptions::default() };
         let r = invoke_function(&f, b"loop", &short, &mut Phases::default());
         kassert!(matches!(r, Err(InvokeFailure::TimedOut { .. })), "got {r:?}");
         kassert_eq!(call("hello", b"x").as_deref(), Ok(b"hello, x!".as_slice()));

@@ -20,8 +20,6 @@ use fjord_kernel::layout::PAGE_SIZE;
 use fjord_libos::function::{FnError, FnReturn, response_offset};
 use fjord_pd::{Error as PdError, MapFlags, PdId, Perm};
 
-/// Time limit of one invocation when the caller gives none (the manifest has no key for it yet).
-pub const DEFAULT_TIME_LIMIT_MS: u64 = 1000;
 /// Response room beyond the request's own size, by default.
 pub const DEFAULT_RESPONSE_ROOM: usize = 1024;
 /// Largest request accepted (bounds the ArgBuf).
@@ -76,23 +74,14 @@ impl core::fmt::Display for InvokeFailure {
 }
 
 /// Options of one invocation.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct InvokeOptions {
     /// Bytes of response region after the request; `None`: the request's size plus
     /// [`DEFAULT_RESPONSE_ROOM`]. The ArgBuf is rounded up to whole pages, so the function may
     /// get more.
     pub response_room: Option<usize>,
-    /// Time limit in milliseconds.
-    pub time_limit_ms: u64,
-}
-
-impl Default for InvokeOptions {
-    fn default() -> Self {
-        InvokeOptions {
-            response_room: None,
-            time_limit_ms: DEFAULT_TIME_LIMIT_MS,
-        }
-    }
+    /// Time limit in milliseconds; `None`: the manifest's `time_limit_ms`.
+    pub time_limit_ms: Option<u64>,
 }
 
 /// Where an invocation's time went, in TSC ticks (guest instructions under `-icount`).
@@ -178,8 +167,37 @@ fn pd_failure(e: PdError) -> InvokeFailure {
     }
 }
 
+/// Moves the ArgBuf at `addr` from `from` to `to` (read-write) and, when `to` is a PD about to
+/// run, installs its leaves for the buffer at once (see `Jord::prefill`).
+pub(super) fn move_argbuf(from: PdId, addr: u64, to: PdId) -> Result<(), PdError> {
+    jord::with(|j| {
+        let p = j.pmove(from, addr, to, Perm::RW)?;
+        if to != PdId::KERNEL {
+            j.prefill(to, addr);
+        }
+        Ok(p)
+    })
+    .map(|p| p.finish())
+}
+
+/// Builds a PD and a kernel-owned ArgBuf of `capacity` bytes for `f`, copies `request` into
+/// the ArgBuf and moves it to the PD; everything is released again on failure.
+pub(super) fn prepare(
+    f: &LoadedFunction,
+    request: &[u8],
+    capacity: u64,
+) -> Result<Instance, InvokeFailure> {
+    let mut inst = setup(f, capacity)?;
+    inst.argbuf_mut()[..request.len()].copy_from_slice(request);
+    if let Err(e) = move_argbuf(PdId::KERNEL, inst.argbuf, inst.pd) {
+        teardown(&inst);
+        return Err(InvokeFailure::Refused(e));
+    }
+    Ok(inst)
+}
+
 /// Builds a PD and a kernel-owned ArgBuf of `capacity` bytes for `f`.
-pub(super) fn setup(f: &LoadedFunction, capacity: u64) -> Result<Instance, InvokeFailure> {
+fn setup(f: &LoadedFunction, capacity: u64) -> Result<Instance, InvokeFailure> {
     let m = &f.manifest;
     // Remote flushes owed by the clean-up of a failed setup, finished after the lock is gone.
     let mut owed = Vec::new();
@@ -266,39 +284,23 @@ pub fn invoke_function(
         .response_room
         .unwrap_or(request.len() + DEFAULT_RESPONSE_ROOM)
         .min(MAX_REQUEST);
-    let mut inst = setup(f, capacity_for(request.len(), room))?;
-    inst.argbuf_mut()[..request.len()].copy_from_slice(request);
-    let moved = jord::with(|j| {
-        let p = j.pmove(PdId::KERNEL, inst.argbuf, inst.pd, Perm::RW);
-        j.prefill(inst.pd, inst.argbuf);
-        p
-    });
-    let moved = match moved {
-        Ok(p) => {
-            p.finish();
-            Ok(())
-        }
-        Err(e) => Err(InvokeFailure::Refused(e)),
-    };
+    let mut inst = prepare(f, request, capacity_for(request.len(), room))?;
     let t1 = cpu::rdtsc();
-    let called = moved.and_then(|()| {
-        let deadline = t1 + crate::arch::apic::tsc_hz() / 1000 * options.time_limit_ms;
-        let args = [
-            inst.argbuf,
-            request.len() as u64,
-            inst.capacity,
-            inst.boundary,
-        ];
-        exec::call(inst.pd, f.entry, args, Some(deadline)).map_err(exec_failure)
-    });
+    let limit_ms = options.time_limit_ms.unwrap_or(f.manifest.time_limit_ms());
+    let deadline = t1 + crate::arch::apic::tsc_hz() / 1000 * limit_ms;
+    let args = [
+        inst.argbuf,
+        request.len() as u64,
+        inst.capacity,
+        inst.boundary,
+    ];
+    let called = exec::call(inst.pd, f.entry, args, Some(deadline)).map_err(exec_failure);
     let t2 = cpu::rdtsc();
     let result = called.and_then(|value| {
         // The ArgBuf goes back to the kernel (a pmove on the PD's behalf). If the function gave
         // its right away, the pmove fails; no code of this invocation runs any more, and the
         // ArgBuf's munmap in the teardown revokes every right that is left.
-        if let Ok(p) = jord::with(|j| j.pmove(inst.pd, inst.argbuf, PdId::KERNEL, Perm::RW)) {
-            p.finish();
-        }
+        let _ = move_argbuf(inst.pd, inst.argbuf, PdId::KERNEL);
         response(&mut inst, request.len(), value)
     });
     teardown(&inst);

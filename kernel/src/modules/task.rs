@@ -20,7 +20,7 @@ use super::invoke::{self, Instance, InvokeFailure};
 use crate::arch::cpu;
 use crate::jord::{self, exec};
 use crate::orchestrator::{self, JobInfo, SubmitError};
-use crate::syscalls::{check_user_readable, check_user_writable};
+use crate::syscalls::{check_user_writable, user_bytes};
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -31,18 +31,12 @@ use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use fjord_faas::jbsq::RequestClass;
 use fjord_libos::abi::{CALLEE_ERROR_BASE, Error as AbiError, Sysno, encode};
 use fjord_libos::function::{FnReturn, response_offset};
-use fjord_pd::{PdId, Perm};
+use fjord_pd::PdId;
 use spin::Mutex;
 
-/// How a nested call hands its ArgBuf to the callee.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum HopMode {
-    /// Jord: the caller's ArgBuf VMA is `pmove`d to the callee and back; nothing is copied.
-    Move = 0,
-    /// The NightCore-like baseline: request and response are copied through a kernel channel.
-    Copy = 1,
-}
+/// How a nested call hands its ArgBuf to the callee (the `hops=` boot option): `Move` (Jord,
+/// `pmove` there and back, nothing copied) or `Copy` (the NightCore-like baseline).
+pub use fjord_kernel::cmdline::Hops as HopMode;
 
 static HOP_MODE: AtomicU8 = AtomicU8::new(HopMode::Move as u8);
 
@@ -126,16 +120,16 @@ static CALLS: Mutex<Calls> = Mutex::new(Calls {
     parked: BTreeMap::new(),
 });
 
-fn locked<R>(f: impl FnOnce(&mut Calls) -> R) -> R {
-    cpu::without_interrupts(|| f(&mut CALLS.lock()))
+impl Calls {
+    fn new_task_id(&mut self) -> TaskId {
+        let id = self.next_task;
+        self.next_task += 1;
+        id
+    }
 }
 
-fn new_task_id() -> TaskId {
-    locked(|c| {
-        let id = c.next_task;
-        c.next_task += 1;
-        id
-    })
+fn locked<R>(f: impl FnOnce(&mut Calls) -> R) -> R {
+    cpu::without_interrupts(|| f(&mut CALLS.lock()))
 }
 
 fn deadline_of(f: &LoadedFunction) -> u64 {
@@ -154,17 +148,12 @@ pub fn run_root(
         return Some(Err(InvokeFailure::RequestTooLarge));
     }
     let room = request.len() + invoke::DEFAULT_RESPONSE_ROOM;
-    let mut inst = match invoke::setup(&f, invoke::capacity_for(request.len(), room)) {
+    let inst = match invoke::prepare(&f, request, invoke::capacity_for(request.len(), room)) {
         Ok(i) => i,
         Err(e) => return Some(Err(e)),
     };
-    inst.argbuf_mut()[..request.len()].copy_from_slice(request);
-    if let Err(e) = move_to(PdId::KERNEL, inst.argbuf, inst.pd) {
-        invoke::teardown(&inst);
-        return Some(Err(InvokeFailure::Refused(e)));
-    }
     let task = Box::new(Task {
-        id: new_task_id(),
+        id: locked(Calls::new_task_id),
         deadline: deadline_of(&f),
         func: f,
         pd: inst.pd,
@@ -176,19 +165,6 @@ pub fn run_root(
         origin: Origin::Root,
     });
     step(task, None, info)
-}
-
-/// Moves the ArgBuf at `addr` from `from` to `to` (read-write) and, when `to` is a PD about to
-/// run, installs its leaves for the buffer at once (see `Jord::prefill`).
-fn move_to(from: PdId, addr: u64, to: PdId) -> Result<(), fjord_pd::Error> {
-    jord::with(|j| {
-        let p = j.pmove(from, addr, to, Perm::RW)?;
-        if to != PdId::KERNEL {
-            j.prefill(to, addr);
-        }
-        Ok(p)
-    })
-    .map(|p| p.finish())
 }
 
 /// Runs `task` from its entry (`resume: None`) or from a `wait` that returned `value`, until it
@@ -286,10 +262,8 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4]) -> Result<u64, AbiError> {
     if name_len == 0 || name_len > fjord_faas::function_name::MAX_FUNCTION_NAME_LEN as u64 {
         return Err(AbiError::InvalidArgs);
     }
-    check_user_readable(name_ptr, name_len)?;
-    // SAFETY: the name was just checked to be user-readable in the caller's address space,
-    // which is loaded on this CPU and cannot change while the executor handles the call.
-    let name = unsafe { core::slice::from_raw_parts(name_ptr as *const u8, name_len as usize) };
+    // The caller's address space is loaded on this CPU while the executor handles the call.
+    let name = user_bytes(name_ptr, name_len)?;
     let name = core::str::from_utf8(name).map_err(|_| AbiError::InvalidArgs)?;
     let f = super::lookup(name).ok_or(AbiError::NoSuchFunction)?;
     let capacity = jord::with(|j| j.vma_len(buf)).map_err(jord::state::abi_error)?;
@@ -298,8 +272,8 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4]) -> Result<u64, AbiError> {
     }
     let callee = match hop_mode() {
         HopMode::Move => {
-            let (cpd, boundary) = invoke::create_pd(&f).map_err(failure_code)?;
-            if let Err(e) = move_to(pd, buf, cpd) {
+            let (cpd, boundary) = invoke::create_pd(&f)?;
+            if let Err(e) = invoke::move_argbuf(pd, buf, cpd) {
                 invoke::destroy_pd(cpd);
                 return Err(jord::state::abi_error(e));
             }
@@ -307,20 +281,11 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4]) -> Result<u64, AbiError> {
         }
         HopMode::Copy => {
             // A pipe write: the kernel reads the request from the caller's buffer.
-            check_user_readable(buf, request_len.max(1))?;
             check_user_writable(buf, capacity)?;
-            // SAFETY: checked just above to be user-readable in the loaded address space.
-            let req =
-                unsafe { core::slice::from_raw_parts(buf as *const u8, request_len as usize) };
-            let channel = req.to_vec();
-            let mut inst = invoke::setup(&f, capacity)?;
+            let channel = user_bytes(buf, request_len)?.to_vec();
             // A pipe read: the callee's buffer gets the request from the channel.
-            inst.argbuf_mut()[..channel.len()].copy_from_slice(&channel);
+            let inst = invoke::prepare(&f, &channel, capacity)?;
             HOP_BYTES_COPIED.fetch_add(2 * request_len, Ordering::Relaxed);
-            if let Err(e) = move_to(PdId::KERNEL, inst.argbuf, inst.pd) {
-                invoke::teardown(&inst);
-                return Err(jord::state::abi_error(e));
-            }
             (
                 inst.pd,
                 inst.boundary,
@@ -332,8 +297,7 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4]) -> Result<u64, AbiError> {
     };
     let (cpd, boundary, argbuf, capacity, kernel_buf) = callee;
     let (id, handle) = locked(|c| {
-        let id = c.next_task;
-        c.next_task += 1;
+        let id = c.new_task_id();
         let handle = c.next_handle;
         c.next_handle += 1;
         c.calls.insert(
@@ -372,7 +336,7 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4]) -> Result<u64, AbiError> {
             // The work (and the task in it) was dropped: undo the call.
             locked(|c| c.calls.remove(&handle));
             if kernel_buf.is_none() {
-                let _ = move_to(cpd, buf, pd);
+                let _ = invoke::move_argbuf(cpd, buf, pd);
             }
             release(cpd, argbuf, capacity, kernel_buf);
             Err(AbiError::Busy)
@@ -380,17 +344,13 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4]) -> Result<u64, AbiError> {
     }
 }
 
-fn failure_code(e: InvokeFailure) -> AbiError {
-    match e {
-        InvokeFailure::OutOfMemory => AbiError::NoMemory,
-        InvokeFailure::Refused(e) => jord::state::abi_error(e),
-        _ => AbiError::InvalidArgs,
-    }
-}
-
 impl From<InvokeFailure> for AbiError {
     fn from(e: InvokeFailure) -> Self {
-        failure_code(e)
+        match e {
+            InvokeFailure::OutOfMemory => AbiError::NoMemory,
+            InvokeFailure::Refused(e) => jord::state::abi_error(e),
+            _ => AbiError::InvalidArgs,
+        }
     }
 }
 
@@ -430,7 +390,7 @@ fn finish(
             let r = result.and_then(|v| {
                 // If the function gave its right away, this fails; the teardown's munmap
                 // revokes every right that is left.
-                let _ = move_to(task.pd, task.argbuf, PdId::KERNEL);
+                let _ = invoke::move_argbuf(task.pd, task.argbuf, PdId::KERNEL);
                 invoke::response(&mut inst, task.request_len, v)
             });
             invoke::teardown(&inst);
@@ -450,11 +410,11 @@ fn finish(
                 }
             };
             let value = match task.kernel_buf {
-                None => match move_to(task.pd, task.argbuf, caller_pd) {
+                None => match invoke::move_argbuf(task.pd, task.argbuf, caller_pd) {
                     Ok(()) => value,
                     Err(_) => encode(Err(AbiError::CalleeFailed)),
                 },
-                Some(phys) => copy_back(&task, phys, caller, caller_buf, value),
+                Some(phys) => copy_back(&task, phys, (caller, handle), caller_buf, value),
             };
             release(task.pd, task.argbuf, task.capacity, task.kernel_buf);
             deliver(handle, value);
@@ -479,9 +439,16 @@ fn callee_value(task: &Task, v: u64) -> u64 {
     }
 }
 
-/// Copies a copied hop's response back through the channel into the caller's buffer (a pipe
-/// write by the callee, then a read by the caller), while the caller is known to be alive.
-fn copy_back(task: &Task, phys: u64, caller: TaskId, caller_buf: u64, value: u64) -> u64 {
+/// Copies a copied hop's response back through the channel into the buffer of the caller that
+/// made call `handle` (a pipe write by the callee, then a read by the caller), while the caller
+/// is known to be alive.
+fn copy_back(
+    task: &Task,
+    phys: u64,
+    (caller, handle): (TaskId, u64),
+    caller_buf: u64,
+    value: u64,
+) -> u64 {
     let Ok(n) = usize::try_from(value) else {
         return value;
     };
@@ -489,7 +456,7 @@ fn copy_back(task: &Task, phys: u64, caller: TaskId, caller_buf: u64, value: u64
         return value;
     }
     let start = response_offset(task.request_len);
-    let _ = move_to(task.pd, task.argbuf, PdId::KERNEL);
+    let _ = invoke::move_argbuf(task.pd, task.argbuf, PdId::KERNEL);
     // SAFETY: the callee's ArgBuf is kernel-owned, `capacity` contiguous initialised bytes
     // that stay allocated until `release`; the callee has finished and no longer runs.
     let src = unsafe {
@@ -502,7 +469,9 @@ fn copy_back(task: &Task, phys: u64, caller: TaskId, caller_buf: u64, value: u64
     locked(|c| {
         // The caller's buffer exists while its call record does (a caller removes its records
         // before its PD, and with it the buffer, is destroyed).
-        if !c.calls.contains_key(&task_handle(task)) || c.calls[&task_handle(task)].caller != caller
+        if c.calls
+            .get(&handle)
+            .is_none_or(|call| call.caller != caller)
         {
             return value;
         }
@@ -523,13 +492,6 @@ fn copy_back(task: &Task, phys: u64, caller: TaskId, caller_buf: u64, value: u64
         HOP_BYTES_COPIED.fetch_add(2 * n as u64, Ordering::Relaxed);
         value
     })
-}
-
-fn task_handle(task: &Task) -> u64 {
-    match task.origin {
-        Origin::Child { handle, .. } => handle,
-        Origin::Root => 0,
-    }
 }
 
 /// Records the result of the call `handle` and resumes its caller if it is waiting for it.

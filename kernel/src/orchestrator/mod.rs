@@ -179,16 +179,26 @@ pub fn init_groups(k: usize, group_size: usize) {
 pub fn serve(cpu_index: usize) {
     let hz = crate::arch::apic::tsc_hz();
     while with(|s| s.groups.iter().any(|g| g.orchestrator_cpu == cpu_index)) {
-        cpu::disable_interrupts();
-        if poll() == 0 {
-            crate::arch::apic::arm_oneshot(hz / 100);
-            cpu::enable_and_halt();
-        } else {
-            cpu::enable_interrupts();
-        }
+        idle_until(cpu::rdtsc() + hz / 100, &mut || false);
     }
     // Back to an executor's periodic tick (time limits of user code rely on it).
     crate::arch::apic::start_periodic_timer(crate::TIMER_HZ);
+}
+
+/// Dispatches what the orchestrator can, then halts the orchestrator core until `deadline` or
+/// an interrupt, unless something was dispatched or `done()` holds. Interrupts stay off from
+/// the dispatch to the halt (`sti; hlt` is atomic), so a wake-up IPI that arrives meanwhile
+/// ends the halt at once instead of being lost.
+pub fn idle_until(deadline: u64, done: &mut dyn FnMut() -> bool) {
+    cpu::disable_interrupts();
+    let dispatched = poll();
+    let now = cpu::rdtsc();
+    if dispatched == 0 && !done() && now < deadline {
+        crate::arch::apic::arm_oneshot(deadline - now);
+        cpu::enable_and_halt();
+    } else {
+        cpu::enable_interrupts();
+    }
 }
 
 /// Number of orchestrator groups.

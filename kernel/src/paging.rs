@@ -343,9 +343,22 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
                 if e & Flags::PRESENT.0 == 0 {
                     break next;
                 }
-                if level == 1 || e & Flags::HUGE.0 != 0 {
+                if e & Flags::HUGE.0 != 0 {
                     self.mem.write_entry(table, i, 0);
                     removed += 1;
+                    break next;
+                }
+                if level == 2 {
+                    // One level-1 table: clear its entries for the pages of the range in it
+                    // without walking down again for each.
+                    let leaves = e & ADDR_MASK;
+                    let stop = next.map_or(end, |n| n.min(end));
+                    for j in index(va, 1)..=index(stop - 1, 1) {
+                        if self.mem.read_entry(leaves, j) & Flags::PRESENT.0 != 0 {
+                            self.mem.write_entry(leaves, j, 0);
+                            removed += 1;
+                        }
+                    }
                     break next;
                 }
                 table = e & ADDR_MASK;
@@ -621,6 +634,47 @@ mod tests {
         }
         assert!(pt.translate(start + 8 * PAGE_SIZE).is_some());
         assert_eq!(pt.unmap_range(u64::MAX - PAGE_SIZE, PAGE_SIZE), 0);
+    }
+
+    #[test]
+    fn unmap_range_matches_page_by_page_removal() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for _ in 0..50 {
+            let (m1, m2) = (SimMem::default(), SimMem::default());
+            let (mut f1, mut f2) = (frames(), frames());
+            let mut a = PageTables::create(&m1, &mut f1).unwrap();
+            let mut b = PageTables::create(&m2, &mut f2).unwrap();
+            // Pages scattered over three level-1 tables.
+            let origin = 0x0000_1000_0040_0000 - 600 * PAGE_SIZE;
+            let mut mapped = Vec::new();
+            for _ in 0..300 {
+                let va = origin + rand(1400) * PAGE_SIZE;
+                if a.map(va, 0x10_0000, Flags::USER, &mut f1).is_ok() {
+                    b.map(va, 0x10_0000, Flags::USER, &mut f2).unwrap();
+                    mapped.push(va);
+                }
+            }
+            let base = origin + rand(1400 * PAGE_SIZE);
+            let len = rand(900 * PAGE_SIZE);
+            let mut expect = 0;
+            for &va in &mapped {
+                // A page is removed when any byte of it is in the range.
+                if len > 0 && va + PAGE_SIZE > base && va < base + len {
+                    b.unmap(va).unwrap();
+                    expect += 1;
+                }
+            }
+            assert_eq!(a.unmap_range(base, len), expect);
+            for &va in &mapped {
+                assert_eq!(a.translate(va), b.translate(va));
+            }
+        }
     }
 
     #[test]

@@ -37,7 +37,7 @@ use crate::shootdown::{Shootdown, Target};
 use crate::size_class::{PAGE_SIZE, SizeClass, page_round_up};
 use crate::vaddr::{self, VmaId};
 use crate::vma_table::{TableConfig, VmaTable};
-use crate::vte::{VmaAttrs, Vte};
+use crate::vte::{PdPerm, VmaAttrs, Vte};
 
 /// Whether PrivLib enforces isolation between PDs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +57,17 @@ pub struct PrivLib {
     vmas: VmaTable,
     pds: PdTable,
     isolation: Isolation,
+}
+
+/// What the checks of `pmove`/`pcopy` found: the VMA, the caller's permission (and its
+/// sub-array slot), the target's current and new permissions.
+struct Transfer {
+    id: VmaId,
+    len: u64,
+    mine: Perm,
+    mine_slot: Option<usize>,
+    theirs: Option<Perm>,
+    new: Perm,
 }
 
 impl PrivLib {
@@ -256,15 +267,15 @@ impl PrivLib {
         Ok(s)
     }
 
-    /// Common checks of `pmove`/`pcopy`: returns the VMA, the caller's current permission and
-    /// the target's new one, or `None` under Jord_NI after argument validation.
+    /// Common checks of `pmove`/`pcopy`, or `None` under Jord_NI after argument
+    /// validation.
     fn transfer_checks(
         &self,
         caller: PdId,
         addr: u64,
         cid: PdId,
         prot: Perm,
-    ) -> Result<Option<(VmaId, Vte, Perm, Perm)>> {
+    ) -> Result<Option<Transfer>> {
         let (id, vte) = self.resolve(caller, addr)?;
         self.pds.check_live(cid)?;
         if cid == caller || prot.is_empty() || vte.is_global() || vte.is_privileged() {
@@ -273,49 +284,62 @@ impl PrivLib {
         if !self.checks() {
             return Ok(None);
         }
-        let mine = self.vmas.perm_of(id, caller).ok_or(Error::AccessDenied)?;
+        let found = self.vmas.perms_of_pair(&vte, caller, cid);
+        let mine = found.a.ok_or(Error::AccessDenied)?;
         if !mine.contains(prot) {
             return Err(Error::AccessDenied);
         }
-        let theirs = self.vmas.perm_of(id, cid).unwrap_or(Perm::NONE);
-        Ok(Some((id, vte, mine, theirs.union(prot))))
+        Ok(Some(Transfer {
+            id,
+            len: vte.len(),
+            mine,
+            mine_slot: found.a_slot,
+            theirs: found.b,
+            new: found.b.unwrap_or(Perm::NONE).union(prot),
+        }))
     }
 
     /// `pmove(addr, cid, prot)`: atomically moves `caller`'s permission on the VMA at `addr` to
     /// PD `cid`: the caller loses all its rights on it and `cid` gains `prot` (a subset of what
     /// the caller held). Ownership stays. Returns the caller's leaves to shoot down.
     pub fn pmove(&mut self, caller: PdId, addr: u64, cid: PdId, prot: Perm) -> Result<Shootdown> {
-        let Some((id, vte, mine, new)) = self.transfer_checks(caller, addr, cid, prot)? else {
+        let Some(t) = self.transfer_checks(caller, addr, cid, prot)? else {
             return Ok(Shootdown::new());
         };
-        // Common case: the target holds nothing yet, so the caller's pair becomes the
-        // target's in place.
-        if self.vmas.replace_holder(id, caller, cid, new) {
-            self.pds.note_granted(caller, id, false);
-            self.pds.note_granted(cid, id, true);
-            let mut s = Shootdown::new();
-            s.push(Target::Pd(caller), addr, vte.len());
+        let mut s = Shootdown::new();
+        s.push(Target::Pd(caller), addr, t.len);
+        // Common case: the caller's pair is in the sub-array and the target holds nothing
+        // yet, so the caller's pair becomes the target's in place.
+        if let (Some(slot), None) = (t.mine_slot, t.theirs) {
+            self.vmas.overwrite_sub(
+                t.id,
+                slot,
+                PdPerm {
+                    pd: cid,
+                    perm: t.new,
+                },
+            );
+            self.pds.note_granted(caller, t.id, false);
+            self.pds.note_granted(cid, t.id, true);
             return Ok(s);
         }
         // Drop the caller first so its slot can take the target; restoring it cannot fail
         // (it reuses the slot or overflow list just freed).
-        self.set_perm(id, caller, Perm::NONE)?;
-        if let Err(e) = self.set_perm(id, cid, new) {
-            self.set_perm(id, caller, mine)?;
+        self.set_perm(t.id, caller, Perm::NONE)?;
+        if let Err(e) = self.set_perm(t.id, cid, t.new) {
+            self.set_perm(t.id, caller, t.mine)?;
             return Err(e);
         }
-        let mut s = Shootdown::new();
-        s.push(Target::Pd(caller), addr, vte.len());
         Ok(s)
     }
 
     /// `pcopy(addr, cid, prot)`: gives PD `cid` the rights `prot` (a subset of `caller`'s) on
     /// the VMA at `addr`, keeping the caller's. Nothing is revoked, so nothing is shot down.
     pub fn pcopy(&mut self, caller: PdId, addr: u64, cid: PdId, prot: Perm) -> Result<()> {
-        let Some((id, _, _, new)) = self.transfer_checks(caller, addr, cid, prot)? else {
+        let Some(t) = self.transfer_checks(caller, addr, cid, prot)? else {
             return Ok(());
         };
-        self.set_perm(id, cid, new).map(|_| ())
+        self.set_perm(t.id, cid, t.new).map(|_| ())
     }
 
     /// Takes every right PD `cid` holds on the VMA at `addr` away; only the owner may. Not in

@@ -135,10 +135,16 @@ impl Sharers {
         };
         let mut targets = *m;
         targets.remove(this_cpu);
+        // Only a sharer can have `pd` loaded (`note_ran` adds both), so look at sharers only.
         let mut still = CpuMask::EMPTY;
-        for (cpu, l) in self.loaded.iter().enumerate() {
-            if *l == Some(pd) {
-                still.insert(cpu as u32);
+        for (k, &word) in m.0.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let cpu = k as u32 * 64 + bits.trailing_zeros();
+                bits &= bits - 1;
+                if self.loaded.get(cpu as usize) == Some(&Some(pd)) {
+                    still.insert(cpu);
+                }
             }
         }
         *m = still;

@@ -58,6 +58,17 @@ pub struct VmaTable {
     overflow: OverflowPool,
 }
 
+/// What [`VmaTable::perms_of_pair`] finds for two PDs on one VMA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PairPerms {
+    /// The first PD's permission, if it holds any.
+    pub a: Option<Perm>,
+    /// The sub-array slot of the first PD's pair, when it is in the sub-array.
+    pub a_slot: Option<usize>,
+    /// The second PD's permission, if it holds any.
+    pub b: Option<Perm>,
+}
+
 impl VmaTable {
     /// Builds an empty table. [`Error::InvalidArgs`] when a class's capacity exceeds what its
     /// index field can name or the table would have more than `u32::MAX` slots.
@@ -267,26 +278,26 @@ impl VmaTable {
         Ok(Perm::NONE)
     }
 
-    /// Hands `from`'s sub-array pair on a valid VMA to `to` with `perm`, in place, when `to`
-    /// holds no pair on it and the VMA has no overflow list: the same result as removing
-    /// `from`'s pair and then adding `to`'s, in one step. Returns false, changing nothing,
-    /// when those conditions do not hold (use [`VmaTable::set_perm`] twice then).
-    pub(crate) fn replace_holder(&mut self, id: VmaId, from: PdId, to: PdId, perm: Perm) -> bool {
-        let Some(s) = self.slot(id) else {
-            return false;
-        };
-        let v = &mut self.vtes[s];
-        if !v.is_valid() || perm.is_empty() || v.overflow().is_some() {
-            return false;
+    /// The permissions `a` and `b` hold on the VMA whose VTE is `vte` (a VTE of this table),
+    /// found in one pass over its sub-array, plus the sub-array slot of `a`'s pair when it is
+    /// there (the overflow list is searched only for a PD the sub-array lacks).
+    pub(crate) fn perms_of_pair(&self, vte: &Vte, a: PdId, b: PdId) -> PairPerms {
+        let (sa, sb) = vte.find_pair(a, b);
+        let list = vte.overflow().map_or(&[][..], |n| self.overflow.get(n));
+        let in_list = |pd: PdId| list.iter().find(|e| e.pd == pd).map(|e| e.perm);
+        PairPerms {
+            a: sa.map(|(_, p)| p).or_else(|| in_list(a)),
+            a_slot: sa.map(|(i, _)| i),
+            b: sb.map(|(_, p)| p).or_else(|| in_list(b)),
         }
-        let Some((i, _)) = v.find_sub(from) else {
-            return false;
-        };
-        if from == to || v.find_sub(to).is_some() {
-            return false;
+    }
+
+    /// Overwrites sub-array slot `slot` of the valid VMA `id` with `entry`: how `pmove` hands
+    /// the caller's pair to a target that holds none, in place.
+    pub(crate) fn overwrite_sub(&mut self, id: VmaId, slot: usize, entry: PdPerm) {
+        if let Some(v) = self.vte_mut(id).filter(|v| v.is_valid()) {
+            v.set_sub(slot, Some(entry));
         }
-        v.set_sub(i, Some(PdPerm { pd: to, perm }));
-        true
     }
 
     /// After a sub-array slot was emptied, moves one overflow pair into it so that the common

@@ -19,8 +19,14 @@
 use crate::pd_id::{PD_ID_BITS, PdId};
 use crate::perm::Perm;
 
+/// A sub-array hit: the slot number and the permission stored there.
+pub type SubHit = (usize, Perm);
+
 /// Number of (PD id, permission) slots in a VTE (the paper's 20).
 pub const SUB_SLOTS: usize = 20;
+
+/// Words of four slots the sub-array is stored in.
+const SUB_WORDS: usize = SUB_SLOTS / 4;
 
 /// Size of a VTE in bytes: one cache block.
 pub const VTE_SIZE: usize = 64;
@@ -101,7 +107,9 @@ pub struct Vte {
     overflow: u32,
     len: u64,
     phys: u64,
-    sub: [u16; SUB_SLOTS],
+    /// The sub-array, four slots per word: slot `4k + i` is bits `16i..16i + 16` of word `k`
+    /// (on a little-endian machine, the same bytes as 20 consecutive u16 slots).
+    sub: [u64; SUB_WORDS],
 }
 
 const _: () = assert!(core::mem::size_of::<Vte>() == VTE_SIZE);
@@ -115,7 +123,7 @@ impl Vte {
         overflow: 0,
         len: 0,
         phys: 0,
-        sub: [0; SUB_SLOTS],
+        sub: [0; SUB_WORDS],
     };
 
     /// A fresh valid entry for a VMA of `len` bytes owned by `owner`. `perm` goes to the attr
@@ -132,7 +140,7 @@ impl Vte {
         if attrs.global || attrs.privileged {
             attr |= (perm.bits() as u16) << ATTR_PERM_SHIFT;
         } else if !perm.is_empty() {
-            vte.sub[0] = PdPerm { pd: owner, perm }.encode();
+            vte.set_sub(0, Some(PdPerm { pd: owner, perm }));
         }
         vte.attr = attr;
         vte.owner = owner.raw();
@@ -203,7 +211,7 @@ impl Vte {
                     i += 4;
                     continue;
                 }
-                let s = self.sub[i];
+                let s = self.slot(i);
                 i += 1;
                 if let Some(e) = PdPerm::decode(s) {
                     return Some(e);
@@ -213,11 +221,15 @@ impl Vte {
         })
     }
 
+    /// Sub-array slot `i`.
+    fn slot(&self, i: usize) -> u16 {
+        (self.sub[i / 4] >> (16 * (i % 4))) as u16
+    }
+
     /// Slots `4k..4k + 4` of the sub-array as one 64-bit word (slot `4k + i` in bits
     /// `16i..16i + 16`), for scanning four slots at a time.
     fn sub_word(&self, k: usize) -> u64 {
-        let s = &self.sub[4 * k..4 * k + 4];
-        u64::from(s[0]) | u64::from(s[1]) << 16 | u64::from(s[2]) << 32 | u64::from(s[3]) << 48
+        self.sub[k]
     }
 
     /// Calls `f` on every occupied sub-array slot, in slot order (skipping empty groups of
@@ -227,8 +239,8 @@ impl Vte {
             if self.sub_word(k) == 0 {
                 continue;
             }
-            for &s in &self.sub[4 * k..4 * k + 4] {
-                if let Some(e) = PdPerm::decode(s) {
+            for i in 4 * k..4 * k + 4 {
+                if let Some(e) = PdPerm::decode(self.slot(i)) {
                     f(e);
                 }
             }
@@ -246,10 +258,43 @@ impl Vte {
             let m = zero_lanes(id) & nonzero_lanes(w & PERM_BITS);
             if m != 0 {
                 let i = 4 * k + (m.trailing_zeros() / 16) as usize;
-                return Some((i, Perm::from_bits_truncate((self.sub[i] & 7) as u8)));
+                return Some((i, Perm::from_bits_truncate((self.slot(i) & 7) as u8)));
             }
         }
         None
+    }
+
+    /// [`Vte::find_sub`] for two PDs in one pass over the sub-array: the permission (and slot)
+    /// of `a` and of `b`, as `pmove` needs for the caller and the target.
+    pub fn find_pair(&self, a: PdId, b: PdId) -> (Option<SubHit>, Option<SubHit>) {
+        let want_a = u64::from(a.raw() << 3) * LANES;
+        let want_b = u64::from(b.raw() << 3) * LANES;
+        let (mut found_a, mut found_b) = (None, None);
+        for k in 0..SUB_SLOTS / 4 {
+            let w = self.sub_word(k);
+            if w == 0 {
+                continue;
+            }
+            let full = nonzero_lanes(w & PERM_BITS);
+            let hit = |want: u64| zero_lanes((w ^ want) & ID_BITS) & full;
+            let at = |m: u64| {
+                let i = 4 * k + (m.trailing_zeros() / 16) as usize;
+                (i, Perm::from_bits_truncate((self.slot(i) & 7) as u8))
+            };
+            if found_a.is_none() {
+                let m = hit(want_a);
+                if m != 0 {
+                    found_a = Some(at(m));
+                }
+            }
+            if found_b.is_none() {
+                let m = hit(want_b);
+                if m != 0 {
+                    found_b = Some(at(m));
+                }
+            }
+        }
+        (found_a, found_b)
     }
 
     /// A free sub-array slot, if any.
@@ -265,7 +310,9 @@ impl Vte {
     }
 
     pub(crate) fn set_sub(&mut self, slot: usize, entry: Option<PdPerm>) {
-        self.sub[slot] = entry.map_or(0, PdPerm::encode);
+        let shift = 16 * (slot % 4);
+        let w = &mut self.sub[slot / 4];
+        *w = (*w & !(0xffff << shift)) | u64::from(entry.map_or(0, PdPerm::encode)) << shift;
     }
 
     pub(crate) fn set_attr_perm(&mut self, perm: Perm) {
@@ -294,7 +341,7 @@ impl Vte {
         b[4..8].copy_from_slice(&self.overflow.to_le_bytes());
         b[8..16].copy_from_slice(&self.len.to_le_bytes());
         b[16..24].copy_from_slice(&self.phys.to_le_bytes());
-        for (i, s) in self.sub.iter().enumerate() {
+        for (i, s) in (0..SUB_SLOTS).map(|i| self.slot(i)).enumerate() {
             b[24 + 2 * i..26 + 2 * i].copy_from_slice(&s.to_le_bytes());
         }
         b
@@ -308,9 +355,9 @@ impl Vte {
             w.copy_from_slice(&b[i..i + 8]);
             u64::from_le_bytes(w)
         };
-        let mut sub = [0u16; SUB_SLOTS];
-        for (i, s) in sub.iter_mut().enumerate() {
-            *s = u16_at(24 + 2 * i);
+        let mut sub = [0u64; SUB_WORDS];
+        for (k, w) in sub.iter_mut().enumerate() {
+            *w = u64_at(24 + 8 * k);
         }
         Vte {
             attr: u16_at(0),
@@ -418,17 +465,19 @@ mod tests {
             let e = (!perm.is_empty()).then(|| PdPerm { pd: pd(id), perm });
             v.set_sub(slot, e);
             for &q in &ids {
-                let plain = v
-                    .sub
-                    .iter()
+                let plain = (0..SUB_SLOTS)
+                    .map(|i| v.slot(i))
                     .enumerate()
-                    .find_map(|(i, s)| match PdPerm::decode(*s) {
+                    .find_map(|(i, s)| match PdPerm::decode(s) {
                         Some(e) if e.pd == pd(q) => Some((i, e.perm)),
                         _ => None,
                     });
                 assert_eq!(v.find_sub(pd(q)), plain, "round {round}");
+                for &r in &ids {
+                    assert_eq!(v.find_pair(pd(q), pd(r)), (plain, v.find_sub(pd(r))));
+                }
             }
-            let free = v.sub.iter().position(|s| PdPerm::decode(*s).is_none());
+            let free = (0..SUB_SLOTS).position(|i| PdPerm::decode(v.slot(i)).is_none());
             assert_eq!(v.free_sub(), free);
         }
     }

@@ -4,8 +4,12 @@
 //! [`Connection::output`] as the socket accepts it ([`Connection::sent`]), and closes the socket
 //! once [`Connection::finished`] says so. Pipelined requests are answered in order; after a parse
 //! error or a request with `Connection: close` the answer is sent and the connection ends.
+//!
+//! An invocation the runtime runs elsewhere leaves the connection [`Connection::waiting`]: the
+//! requests behind it stay unparsed until [`Connection::poll`] finds the invocation finished,
+//! so one slow function holds up only its own connection.
 
-use super::{FunctionService, Gateway, Sample};
+use super::{Answer, FunctionService, Gateway, PendingAnswer, Sample};
 use crate::http::{Limits, RequestReader};
 use alloc::vec::Vec;
 
@@ -16,6 +20,7 @@ pub struct Connection {
     out: Vec<u8>,
     sent: usize,
     closing: bool,
+    pending: Option<PendingAnswer>,
 }
 
 impl Connection {
@@ -26,10 +31,12 @@ impl Connection {
             out: Vec::new(),
             sent: 0,
             closing: false,
+            pending: None,
         }
     }
 
-    /// Takes received bytes and queues the responses to every request they complete.
+    /// Takes received bytes and queues the responses to every request they complete (up to
+    /// the first one whose invocation keeps running).
     pub fn receive<S: FunctionService>(
         &mut self,
         bytes: &[u8],
@@ -40,16 +47,57 @@ impl Connection {
             return;
         }
         self.reader.feed(bytes);
-        loop {
+        self.answer_requests(gateway, kernel);
+    }
+
+    /// Whether a request's answer waits for a running invocation.
+    pub fn waiting(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Queues the response of the running invocation if it has finished, then answers the
+    /// requests received behind it; returns whether the invocation had finished.
+    pub fn poll<S: FunctionService>(
+        &mut self,
+        gateway: &mut Gateway<S>,
+        kernel: &impl Fn() -> Vec<Sample>,
+    ) -> bool {
+        let Some(p) = &self.pending else {
+            return false;
+        };
+        let Some(resp) = gateway.poll_answer(p) else {
+            return false;
+        };
+        self.pending = None;
+        if self.emit(&resp) {
+            self.answer_requests(gateway, kernel);
+        }
+        true
+    }
+
+    /// Ends the connection without its answers: a running invocation is abandoned.
+    pub fn abandon<S: FunctionService>(&mut self, gateway: &mut Gateway<S>) {
+        if let Some(p) = self.pending.take() {
+            gateway.abandon(p);
+        }
+        self.closing = true;
+    }
+
+    fn answer_requests<S: FunctionService>(
+        &mut self,
+        gateway: &mut Gateway<S>,
+        kernel: &impl Fn() -> Vec<Sample>,
+    ) {
+        while self.pending.is_none() {
             match self.reader.next_request() {
-                Ok(Some(req)) => {
-                    let resp = gateway.handle(&req, kernel);
-                    resp.write_to(&mut self.out);
-                    if !resp.keep_alive {
-                        self.closing = true;
-                        break;
+                Ok(Some(req)) => match gateway.answer(&req, kernel) {
+                    Answer::Ready(resp) => {
+                        if !self.emit(&resp) {
+                            break;
+                        }
                     }
-                }
+                    Answer::Pending(p) => self.pending = Some(p),
+                },
                 Ok(None) => {
                     if self.reader.is_closed() {
                         self.closing = true;
@@ -63,6 +111,15 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// Queues `resp`; returns whether the connection stays open for more requests.
+    fn emit(&mut self, resp: &crate::http::Response) -> bool {
+        resp.write_to(&mut self.out);
+        if !resp.keep_alive {
+            self.closing = true;
+        }
+        resp.keep_alive
     }
 
     /// Bytes waiting to be sent.
@@ -81,6 +138,6 @@ impl Connection {
 
     /// Whether everything is sent and the connection should now be closed.
     pub fn finished(&self) -> bool {
-        self.closing && self.output().is_empty()
+        self.closing && self.pending.is_none() && self.output().is_empty()
     }
 }

@@ -22,8 +22,8 @@ pub mod service;
 
 pub use connection::Connection;
 pub use service::{
-    DeployError, DeployOutcome, FunctionInfo, FunctionService, InvokeError, RegistryService,
-    StoredModule,
+    Completion, DeployError, DeployOutcome, FunctionInfo, FunctionService, InvocationId,
+    InvokeError, RegistryService, Started, StoredModule,
 };
 
 use crate::http::{HttpError, Request, Response, Route, RouteError, Status, route};
@@ -59,6 +59,30 @@ pub struct Sample {
     pub labels: &'static [(&'static str, &'static str)],
     /// The value.
     pub value: u64,
+}
+
+/// A request whose response waits for a running invocation (see [`Gateway::answer`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingAnswer {
+    id: InvocationId,
+    function: crate::FunctionName,
+    keep_alive: bool,
+}
+
+impl PendingAnswer {
+    /// The running invocation.
+    pub fn id(&self) -> InvocationId {
+        self.id
+    }
+}
+
+/// The gateway's answer to one request.
+#[derive(Clone, Debug)]
+pub enum Answer {
+    /// The response, ready to send.
+    Ready(Response),
+    /// An invocation runs; [`Gateway::poll_answer`] gives the response once it has finished.
+    Pending(PendingAnswer),
 }
 
 /// The gateway: request handling over a [`FunctionService`], plus its counters.
@@ -160,8 +184,22 @@ impl<S: FunctionService> Gateway<S> {
         r
     }
 
-    /// Answers one request; `kernel` supplies the kernel's samples for `/metrics`.
+    /// Answers one request, waiting for an invocation to finish; `kernel` supplies the kernel's
+    /// samples for `/metrics`.
     pub fn handle(&mut self, req: &Request, kernel: impl FnOnce() -> Vec<Sample>) -> Response {
+        match self.answer(req, kernel) {
+            Answer::Ready(r) => r,
+            Answer::Pending(p) => loop {
+                if let Some(r) = self.poll_answer(&p) {
+                    return r;
+                }
+                core::hint::spin_loop();
+            },
+        }
+    }
+
+    /// Answers one request, or starts the invocation it asks for and returns at once.
+    pub fn answer(&mut self, req: &Request, kernel: impl FnOnce() -> Vec<Sample>) -> Answer {
         let (label, mut response) = match route(req.method, &req.target) {
             Err(e) => ("unmatched", route_error(e)),
             Ok(Route::Metrics) => ("metrics", self.metrics_response(&kernel())),
@@ -179,11 +217,43 @@ impl<S: FunctionService> Gateway<S> {
                 };
                 ("remove", r)
             }
-            Ok(Route::Invoke(name)) => ("invoke", self.invoke(&name, &req.body)),
+            Ok(Route::Invoke(name)) => {
+                return match self.service.start(&name, &req.body) {
+                    Started::Done(c) => Answer::Ready(self.finish(&name, c, req.keep_alive)),
+                    Started::Running(id) => Answer::Pending(PendingAnswer {
+                        id,
+                        function: name,
+                        keep_alive: req.keep_alive,
+                    }),
+                };
+            }
         };
         response.keep_alive = req.keep_alive;
         self.count_request(label, response.status);
-        response
+        Answer::Ready(response)
+    }
+
+    /// The response to a pending answer once its invocation has finished.
+    pub fn poll_answer(&mut self, p: &PendingAnswer) -> Option<Response> {
+        let c = self.service.poll(p.id)?;
+        Some(self.finish(&p.function, c, p.keep_alive))
+    }
+
+    /// Gives up a pending answer (its connection is gone).
+    pub fn abandon(&mut self, p: PendingAnswer) {
+        self.service.forget(p.id);
+    }
+
+    /// The response to a finished invocation of `name`, counted and timed.
+    fn finish(&mut self, name: &crate::FunctionName, c: Completion, keep_alive: bool) -> Response {
+        if let Some(latency) = c.latency {
+            self.metrics
+                .record_invocation(name, latency, c.result.is_ok());
+        }
+        let mut r = invoke_response(c.result);
+        r.keep_alive = keep_alive;
+        self.count_request("invoke", r.status);
+        r
     }
 
     fn deploy(&mut self, name: crate::FunctionName, image: &[u8]) -> Response {
@@ -206,27 +276,6 @@ impl<S: FunctionService> Gateway<S> {
                     DeployError::Full => Status::ServiceUnavailable,
                 };
                 Response::text(status, &alloc::format!("{e}\n"))
-            }
-        }
-    }
-
-    fn invoke(&mut self, name: &crate::FunctionName, input: &[u8]) -> Response {
-        match self.service.invoke(name, input) {
-            Ok(output) => {
-                let mut r = Response::new(Status::Ok);
-                r.body = output;
-                r.header("Content-Type", "application/octet-stream")
-                    .unwrap_or_else(|_| Response::new(Status::InternalServerError))
-            }
-            Err(InvokeError::NotFound) => Response::text(Status::NotFound, "no such function\n"),
-            Err(InvokeError::NotImplemented) => {
-                Response::text(Status::NotImplemented, NOT_IMPLEMENTED_BODY)
-            }
-            Err(InvokeError::Unavailable) => {
-                Response::text(Status::ServiceUnavailable, "no capacity, retry later\n")
-            }
-            Err(InvokeError::Failed(why)) => {
-                Response::text(Status::InternalServerError, &alloc::format!("{why}\n"))
             }
         }
     }
@@ -254,6 +303,28 @@ impl<S: FunctionService> Gateway<S> {
         r.body = self.render_metrics(kernel).into_bytes();
         r.header("Content-Type", metrics::CONTENT_TYPE)
             .unwrap_or_else(|_| Response::new(Status::InternalServerError))
+    }
+}
+
+/// The response carrying an invocation's result.
+fn invoke_response(result: Result<Vec<u8>, InvokeError>) -> Response {
+    match result {
+        Ok(output) => {
+            let mut r = Response::new(Status::Ok);
+            r.body = output;
+            r.header("Content-Type", "application/octet-stream")
+                .unwrap_or_else(|_| Response::new(Status::InternalServerError))
+        }
+        Err(InvokeError::NotFound) => Response::text(Status::NotFound, "no such function\n"),
+        Err(InvokeError::NotImplemented) => {
+            Response::text(Status::NotImplemented, NOT_IMPLEMENTED_BODY)
+        }
+        Err(InvokeError::Unavailable) => {
+            Response::text(Status::ServiceUnavailable, "no capacity, retry later\n")
+        }
+        Err(InvokeError::Failed(why)) => {
+            Response::text(Status::InternalServerError, &alloc::format!("{why}\n"))
+        }
     }
 }
 

@@ -73,12 +73,55 @@ pub struct FunctionInfo {
     pub generation: Generation,
 }
 
+/// Names an invocation a runtime has started and not yet reported finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct InvocationId(pub u64);
+
+/// A finished invocation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The function's output, or why there is none.
+    pub result: Result<Vec<u8>, InvokeError>,
+    /// How long it took, in the gateway's latency unit, when the runtime measured it (only
+    /// measured invocations enter the per-function metrics).
+    pub latency: Option<u64>,
+}
+
+/// What starting an invocation gave.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Started {
+    /// It finished (or failed) at once.
+    Done(Completion),
+    /// It runs; [`FunctionService::poll`] reports its completion.
+    Running(InvocationId),
+}
+
 /// The runtime behind the gateway: deploy, list, remove and invoke functions.
 ///
-/// The gateway maps each result to a status code; the runtime never sees HTTP.
+/// The gateway maps each result to a status code; the runtime never sees HTTP. A runtime that
+/// executes functions elsewhere (on executor cores) implements [`FunctionService::start`] and
+/// [`FunctionService::poll`] so that the gateway keeps serving other connections meanwhile.
 pub trait FunctionService {
-    /// Runs `name` with `input` and returns its output.
+    /// Runs `name` with `input` to completion and returns its output.
     fn invoke(&mut self, name: &FunctionName, input: &[u8]) -> Result<Vec<u8>, InvokeError>;
+    /// Starts `name` with `input`. The default runs it to completion with
+    /// [`FunctionService::invoke`].
+    fn start(&mut self, name: &FunctionName, input: &[u8]) -> Started {
+        Started::Done(Completion {
+            result: self.invoke(name, input),
+            latency: None,
+        })
+    }
+    /// The completion of the started invocation `id` once it has finished (reported once);
+    /// `None` while it runs.
+    fn poll(&mut self, id: InvocationId) -> Option<Completion> {
+        let _ = id;
+        None
+    }
+    /// Nobody waits for `id` any more (its connection went away): discard its completion.
+    fn forget(&mut self, id: InvocationId) {
+        let _ = id;
+    }
     /// Validates `image` and deploys it as `name` (replacing any older version).
     fn deploy(&mut self, name: FunctionName, image: &[u8]) -> Result<DeployOutcome, DeployError>;
     /// The deployed functions in name order.

@@ -202,3 +202,133 @@ fn metrics_have_gateway_kernel_and_function_series() {
         assert!(body.contains(want), "missing {want:?} in\n{body}");
     }
 }
+
+/// A runtime whose invocations finish only after a few polls (as on executor cores), echoing
+/// their input; `fail` fails them.
+#[derive(Default)]
+struct SlowService {
+    running: alloc::collections::BTreeMap<u64, (Vec<u8>, u32)>,
+    next: u64,
+    forgotten: Vec<InvocationId>,
+}
+
+impl FunctionService for SlowService {
+    fn invoke(&mut self, _: &crate::FunctionName, input: &[u8]) -> Result<Vec<u8>, InvokeError> {
+        Ok(input.to_vec())
+    }
+    fn start(&mut self, name: &crate::FunctionName, input: &[u8]) -> Started {
+        if name.as_str() == "missing" {
+            return Started::Done(Completion {
+                result: Err(InvokeError::NotFound),
+                latency: None,
+            });
+        }
+        self.next += 1;
+        self.running.insert(self.next, (input.to_vec(), 3));
+        Started::Running(InvocationId(self.next))
+    }
+    fn poll(&mut self, id: InvocationId) -> Option<Completion> {
+        let (_, left) = self.running.get_mut(&id.0)?;
+        *left -= 1;
+        if *left > 0 {
+            return None;
+        }
+        let (input, _) = self.running.remove(&id.0)?;
+        let result = if input == b"fail" {
+            Err(InvokeError::Failed("it failed".into()))
+        } else {
+            Ok(input)
+        };
+        Some(Completion {
+            result,
+            latency: Some(2_000),
+        })
+    }
+    fn forget(&mut self, id: InvocationId) {
+        self.running.remove(&id.0);
+        self.forgotten.push(id);
+    }
+    fn deploy(&mut self, _: crate::FunctionName, _: &[u8]) -> Result<DeployOutcome, DeployError> {
+        Err(DeployError::Full)
+    }
+    fn list(&self) -> Vec<FunctionInfo> {
+        Vec::new()
+    }
+    fn remove(&mut self, _: &crate::FunctionName) -> bool {
+        false
+    }
+}
+
+#[test]
+fn a_running_invocation_holds_only_its_own_connection() {
+    let mut gw = Gateway::new(SlowService::default(), LatencyUnit::Nanoseconds);
+    let mut a = Connection::new(Limits::default());
+    let mut b = Connection::new(Limits::default());
+    // A pipelines two invocations; the second waits unparsed behind the first.
+    let mut two = request("POST", "/invoke/echo", b"one");
+    two.extend(request("POST", "/invoke/echo", b"two"));
+    a.receive(&two, &mut gw, &no_samples);
+    assert!(a.waiting() && a.output().is_empty());
+    // Meanwhile B is served: a request that needs no invocation, and a failing one.
+    b.receive(
+        &request("POST", "/invoke/missing", b""),
+        &mut gw,
+        &no_samples,
+    );
+    assert!(!b.waiting());
+    assert_eq!(parse_response(b.output()).0, 404);
+    let n = b.output().len();
+    b.sent(n);
+    b.receive(
+        &request("POST", "/invoke/echo", b"fail"),
+        &mut gw,
+        &no_samples,
+    );
+    let mut polls = 0;
+    while a.waiting() || b.waiting() {
+        a.poll(&mut gw, &no_samples);
+        b.poll(&mut gw, &no_samples);
+        polls += 1;
+        assert!(polls < 20, "the invocations never finished");
+    }
+    let (code, body) = parse_response(b.output());
+    assert_eq!((code, body.as_str()), (500, "it failed\n"));
+    // A's answers come in request order.
+    let out = String::from_utf8_lossy(a.output()).to_string();
+    let one = out.find("\r\n\r\none").expect("first answer");
+    let two = out.find("\r\n\r\ntwo").expect("second answer");
+    assert!(one < two, "{out}");
+    // Every finished invocation is in the per-function metrics, failures as errors.
+    let m = gw.render_metrics(&[]);
+    for want in [
+        "fjord_function_invocations_total{function=\"echo\"} 3",
+        "fjord_function_errors_total{function=\"echo\"} 1",
+        "fjord_gateway_requests_total{route=\"invoke\",status=\"200\"} 2",
+        "fjord_gateway_requests_total{route=\"invoke\",status=\"404\"} 1",
+        "fjord_gateway_requests_total{route=\"invoke\",status=\"500\"} 1",
+    ] {
+        assert!(m.contains(want), "missing {want:?} in\n{m}");
+    }
+}
+
+#[test]
+fn a_connection_that_goes_away_abandons_its_invocation() {
+    let mut gw = Gateway::new(SlowService::default(), LatencyUnit::Nanoseconds);
+    let mut c = Connection::new(Limits::default());
+    c.receive(&request("POST", "/invoke/echo", b"x"), &mut gw, &no_samples);
+    assert!(c.waiting() && !c.finished());
+    c.abandon(&mut gw);
+    assert!(!c.waiting() && c.finished());
+    assert_eq!(gw.service().forgotten, vec![InvocationId(1)]);
+}
+
+#[test]
+fn handle_waits_for_a_running_invocation() {
+    let mut gw = Gateway::new(SlowService::default(), LatencyUnit::Nanoseconds);
+    let mut reader = crate::http::RequestReader::new(Limits::default());
+    reader.feed(&request("POST", "/invoke/echo", b"hi"));
+    let r = reader.next_request().unwrap().unwrap();
+    let resp = gw.handle(&r, no_samples);
+    assert_eq!(resp.status, crate::http::Status::Ok);
+    assert_eq!(resp.body, b"hi");
+}

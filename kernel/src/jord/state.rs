@@ -472,31 +472,29 @@ impl Jord {
         Ok(self.apply(&s))
     }
 
-    /// Installs `pd`'s leaves for the initialised pages of a small VMA at `base` at once, as
-    /// VLB fills would on `pd`'s first touches. The executor calls it after moving an ArgBuf to
-    /// the PD it runs next (the callee reads its request, the resumed caller its response
-    /// first thing), saving one VLB miss per page; a plain `pmove` stays lazy, since a receiver
-    /// that only passes the buffer on would not touch it. The rights are those the VMA table
-    /// gives `pd`. Under Jord_NI the shared table keeps its leaves anyway.
-    pub fn prefill(&mut self, pd: PdId, base: u64) {
-        if pd == PdId::KERNEL || self.shared_root != 0 {
-            return;
+    /// `pmove` to a PD about to run, installing `cid`'s leaves for the initialised pages of a
+    /// small VMA (an ArgBuf) at once, as VLB fills would on its first touches. The executor
+    /// uses it when it hands an ArgBuf to the PD it runs next (the callee reads its request,
+    /// the resumed caller its response, first thing), saving one VLB miss per page; a plain
+    /// [`Jord::pmove`] stays lazy, since a receiver that only passes the buffer on would not
+    /// touch it. The leaves carry `prot`, the rights just moved (a subset of what the VMA table
+    /// now gives `cid`). Under Jord_NI the shared table keeps its leaves anyway.
+    pub fn pmove_prefilled(
+        &mut self,
+        caller: PdId,
+        addr: u64,
+        cid: PdId,
+        prot: Perm,
+    ) -> Result<Pending, Error> {
+        let p = self.pmove(caller, addr, cid, prot)?;
+        if cid != PdId::KERNEL && self.shared_root == 0 && prot.contains(Perm::R) {
+            self.prefill(cid, addr, prot);
         }
+        Ok(p)
+    }
+
+    fn prefill(&mut self, pd: PdId, base: u64, perm: Perm) {
         let root = self.roots[pd.index()];
-        let Ok((id, vte)) = self.privlib.vmas().resolve_base(base) else {
-            return;
-        };
-        if root == 0 || vte.is_privileged() || vte.is_global() {
-            return;
-        }
-        let Some(perm) = self
-            .privlib
-            .vmas()
-            .perm_of(id, pd)
-            .filter(|p| p.contains(Perm::R))
-        else {
-            return;
-        };
         let Some(b) = self
             .slot_of(base)
             .and_then(|slot| self.backing.get(slot))
@@ -504,6 +502,9 @@ impl Jord {
         else {
             return;
         };
+        if root == 0 {
+            return;
+        }
         let mut flags = Flags::USER;
         if perm.contains(Perm::W) {
             flags = flags | Flags::WRITABLE;
@@ -511,20 +512,26 @@ impl Jord {
         if !perm.contains(Perm::X) {
             flags = flags | Flags::NO_EXECUTE;
         }
-        let (phys, pages) = (b.phys, b.pages);
-        let ready: [bool; PREFILL_PAGES] = core::array::from_fn(|i| b.is_initialised(i));
         let mut pt = PageTables::new(root, &DIRECT);
-        for (i, _) in ready.iter().enumerate().take(pages).filter(|(_, r)| **r) {
-            let page = base + i as u64 * PAGE_SIZE;
-            // A leaf that is not present needs no TLB flush anywhere when it appears.
-            if pt.translate(page).is_none()
+        let mut installed = 0;
+        for i in 0..b.pages {
+            // A page never touched stays for its first fill (which zeroes it); a leaf that is
+            // already present stays as it is. A leaf that was not present needs no TLB flush
+            // anywhere when it appears.
+            if b.is_initialised(i)
                 && pt
-                    .map(page, phys + i as u64 * PAGE_SIZE, flags, &mut KernelFrames)
+                    .map(
+                        base + i as u64 * PAGE_SIZE,
+                        b.phys + i as u64 * PAGE_SIZE,
+                        flags,
+                        &mut KernelFrames,
+                    )
                     .is_ok()
             {
-                self.stats.prefills += 1;
+                installed += 1;
             }
         }
+        self.stats.prefills += installed;
     }
 
     /// `pcopy`.

@@ -168,16 +168,9 @@ fn pd_failure(e: PdError) -> InvokeFailure {
 }
 
 /// Moves the ArgBuf at `addr` from `from` to `to` (read-write) and, when `to` is a PD about to
-/// run, installs its leaves for the buffer at once (see `Jord::prefill`).
+/// run, installs its leaves for the buffer at once (see `Jord::pmove_prefilled`).
 pub(super) fn move_argbuf(from: PdId, addr: u64, to: PdId) -> Result<(), PdError> {
-    jord::with(|j| {
-        let p = j.pmove(from, addr, to, Perm::RW)?;
-        if to != PdId::KERNEL {
-            j.prefill(to, addr);
-        }
-        Ok(p)
-    })
-    .map(|p| p.finish())
+    jord::with(|j| j.pmove_prefilled(from, addr, to, Perm::RW)).map(|p| p.finish())
 }
 
 /// Builds a PD and a kernel-owned ArgBuf of `capacity` bytes for `f`, copies `request` into

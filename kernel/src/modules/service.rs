@@ -8,7 +8,11 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use fjord_faas::FunctionName;
-use fjord_faas::gateway::{DeployError, DeployOutcome, FunctionInfo, FunctionService, InvokeError};
+use fjord_faas::gateway::{
+    Completion, DeployError, DeployOutcome, FunctionInfo, FunctionService, InvocationId,
+    InvokeError, Started,
+};
+use fjord_faas::jbsq::RequestClass;
 use fjord_faas::module::{ModuleLimits, validate};
 use fjord_faas::registry::Generation;
 
@@ -19,6 +23,8 @@ pub const MAX_FUNCTIONS: usize = 64;
 pub struct RuntimeService {
     generations: BTreeMap<String, Generation>,
     next: Generation,
+    /// Invocations whose connection went away: their completions are discarded.
+    abandoned: Vec<orchestrator::Ticket>,
 }
 
 impl RuntimeService {
@@ -27,6 +33,7 @@ impl RuntimeService {
         let mut s = RuntimeService {
             generations: BTreeMap::new(),
             next: 1,
+            abandoned: Vec::new(),
         };
         for name in super::list() {
             let g = s.bump();
@@ -42,6 +49,15 @@ impl RuntimeService {
     }
 }
 
+/// The root task of an external invocation of `name` with `input`.
+fn root_task(name: &FunctionName, input: &[u8]) -> Result<orchestrator::TaskWork, InvokeError> {
+    let f = super::lookup(name.as_str()).ok_or(InvokeError::NotFound)?;
+    let input = input.to_vec();
+    Ok(Box::new(move |info| {
+        super::task::run_root(f, &input, info).map(|r| r.map_err(|e| format!("{e}")))
+    }))
+}
+
 impl Default for RuntimeService {
     fn default() -> Self {
         Self::new()
@@ -50,16 +66,47 @@ impl Default for RuntimeService {
 
 impl FunctionService for RuntimeService {
     fn invoke(&mut self, name: &FunctionName, input: &[u8]) -> Result<Vec<u8>, InvokeError> {
-        let Some(f) = super::lookup(name.as_str()) else {
-            return Err(InvokeError::NotFound);
-        };
-        let input = input.to_vec();
-        let work = Box::new(move |info| {
-            super::task::run_root(f, &input, info).map(|r| r.map_err(|e| format!("{e}")))
-        });
+        let work = root_task(name, input)?;
         match orchestrator::run_external_task(work) {
             Ok(done) => done.result.map_err(InvokeError::Failed),
             Err(SubmitError::QueueFull) => Err(InvokeError::Unavailable),
+        }
+    }
+
+    /// Queues the invocation on the orchestrator and returns at once: the gateway keeps serving
+    /// other connections while executors run it.
+    fn start(&mut self, name: &FunctionName, input: &[u8]) -> Started {
+        let submitted = root_task(name, input).and_then(|work| {
+            orchestrator::submit_task(RequestClass::External, work)
+                .map_err(|SubmitError::QueueFull| InvokeError::Unavailable)
+        });
+        match submitted {
+            Ok(ticket) => Started::Running(InvocationId(ticket)),
+            Err(e) => Started::Done(Completion {
+                result: Err(e),
+                latency: None,
+            }),
+        }
+    }
+
+    /// Dispatches what the orchestrator holds, then reports `id` if it has finished, with its
+    /// latency from the orchestrator's receipt to its completion, in nanoseconds.
+    fn poll(&mut self, id: InvocationId) -> Option<Completion> {
+        orchestrator::poll();
+        self.abandoned.retain(|&t| orchestrator::take(t).is_none());
+        let done = orchestrator::take(id.0)?;
+        let ticks = done.finished.saturating_sub(done.arrived);
+        let hz = u128::from(crate::arch::apic::tsc_hz().max(1));
+        let nanos = (u128::from(ticks) * 1_000_000_000 / hz) as u64;
+        Some(Completion {
+            result: done.result.map_err(InvokeError::Failed),
+            latency: Some(nanos),
+        })
+    }
+
+    fn forget(&mut self, id: InvocationId) {
+        if orchestrator::take(id.0).is_none() {
+            self.abandoned.push(id.0);
         }
     }
 

@@ -1,4 +1,7 @@
 //! The HTTP server: a pool of listening TCP sockets, each carrying one gateway [`Connection`].
+//!
+//! Invocations do not block the server: each runs on an executor core while the server keeps
+//! moving bytes for every other connection and polls for its completion.
 
 use alloc::vec::Vec;
 use fjord_faas::gateway::{Connection, FunctionService, Gateway, Sample};
@@ -80,7 +83,10 @@ impl<S: FunctionService> Server<S> {
                 sock.abort();
             }
             if sock.state() == State::Closed {
-                slot.conn = None;
+                // A connection reset or closed under a running invocation: nobody waits for it.
+                if let Some(mut conn) = slot.conn.take() {
+                    conn.abandon(gateway);
+                }
                 configure(sock);
                 if let Err(e) = sock.listen(*port) {
                     log::error!("net: listen on port {port}: {e:?}");
@@ -95,8 +101,14 @@ impl<S: FunctionService> Server<S> {
             let Some(conn) = slot.conn.as_mut() else {
                 continue;
             };
+            // A finished invocation's answer, then the requests queued behind it.
+            if conn.poll(gateway, kernel) {
+                busy = true;
+            }
             let (mut received, mut sent) = (0, 0);
-            while sock.can_recv() {
+            // While an invocation runs, later requests wait in the socket (TCP flow control
+            // holds the peer back).
+            while sock.can_recv() && !conn.waiting() {
                 let r = sock.recv(|buf| {
                     conn.receive(buf, gateway, kernel);
                     (buf.len(), buf.len())
@@ -115,7 +127,7 @@ impl<S: FunctionService> Server<S> {
                     }
                 }
             }
-            let peer_done = !sock.may_recv() && conn.output().is_empty();
+            let peer_done = !sock.may_recv() && !conn.waiting() && conn.output().is_empty();
             if (conn.finished() || peer_done) && sock.may_send() {
                 sock.close();
                 busy = true;
@@ -124,6 +136,8 @@ impl<S: FunctionService> Server<S> {
                 gateway.count_bytes(received, sent);
                 busy = true;
             }
+            // The network loop keeps polling (it does not halt) while an invocation runs.
+            busy |= conn.waiting();
         }
         busy
     }

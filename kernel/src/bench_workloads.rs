@@ -33,7 +33,7 @@ use fjord_pd::Isolation;
 type R<T> = Result<T, String>;
 
 /// Requests per load point of the sweep.
-const REQUESTS: usize = 800;
+const REQUESTS: usize = 1600;
 /// Requests one at a time for the minimal-load service time.
 const MIN_LOAD_REQUESTS: usize = 40;
 /// Bounds of the offered load searched, in percent of Jord_NI's capacity (1 / its minimal-load

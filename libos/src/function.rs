@@ -12,7 +12,8 @@
 //! | `rsi` | request length in bytes; the request is `ArgBuf[0 .. rsi]` |
 //! | `rdx` | ArgBuf capacity in bytes (a multiple of 4096) |
 //! | `rcx` | the *memory boundary* of the PD's instance VMA: the stack is the manifest's `stack_size` bytes below it (growing down), the heap the manifest's `heap_size` bytes above it |
-//! | `rsp` | top of the PD's small creation stack; the entry stub switches to `rcx` at once |
+//! | `rsp` | top of the PD's small creation stack; the entry stub switches to the instance stack at once |
+//! | FS base | the heap header: the top [`HEADER_BYTES`](crate::heap::HEADER_BYTES) bytes below the boundary, where the executor wrote the [`heap`](crate::heap) allocator's state; the stack starts below it |
 //!
 //! The response goes to `ArgBuf[response_offset(rsi) .. rdx]`, a region that never overlaps the
 //! request, so the handler gets both as plain slices without copying. The function ends with
@@ -26,8 +27,8 @@
 //! RIP-relative references to statics name the same bytes in every PD. Per-instance state can
 //! therefore only live on the stack, in the heap and in the ArgBuf; the loader rejects modules
 //! with writable data outside `PT_GNU_RELRO` (relocated once at load, then read-only). Nothing
-//! in this module keeps state in a static. There is no global allocator yet: `alloc` would need
-//! its state in the heap VMA, found through the boundary the entry receives.
+//! in this module keeps state in a static: the global allocator ([`crate::heap`]) finds its
+//! state through the thread pointer.
 
 /// The request/response ABI version the loader and [`function!`](crate::function!) agree on.
 pub const ABI_VERSION: u32 = 1;
@@ -295,18 +296,23 @@ macro_rules! function {
                 $crate::privlib::creturn(value)
             }
 
-            /// The entry point: switch to the instance stack below the memory boundary (rcx),
-            /// keep the ArgBuf registers, and serve the request.
+            /// `alloc` in functions: the heap of the PD's instance VMA.
+            #[global_allocator]
+            static HEAP: $crate::heap::FunctionHeap = $crate::heap::FunctionHeap;
+
+            /// The entry point: switch to the instance stack below the heap header under the
+            /// memory boundary (rcx), keep the ArgBuf registers, and serve the request.
             #[unsafe(no_mangle)]
             #[unsafe(naked)]
             extern "C" fn _start() -> ! {
                 ::core::arch::naked_asm!(
-                    "mov rsp, rcx",
+                    "lea rsp, [rcx - {header}]",
                     "and rsp, -16",
                     "xor ebp, ebp",
                     "call {main}",
                     "ud2",
                     main = sym fjord_function_main,
+                    header = const $crate::heap::HEADER_BYTES,
                 )
             }
 

@@ -8,7 +8,8 @@
 //! - [`call`]: nested calls to other functions ([`call::call`], [`call::async_call`],
 //!   [`call::wait`]) over zero-copy [`call::ArgBuf`]s;
 //! - [`kv`]: the kernel's key-value store, for state that outlives an invocation;
-//! - [`text`]: formatting and parsing on fixed buffers (functions have no heap allocator).
+//! - [`heap`]: the global allocator of function modules (`alloc` works in functions);
+//! - [`text`]: formatting and parsing on fixed buffers, for code that avoids the heap.
 //!
 //! Cargo features: none.
 #![no_std]
@@ -16,6 +17,7 @@
 pub mod abi;
 pub mod call;
 pub mod function;
+pub mod heap;
 pub mod kv;
 #[cfg(target_arch = "x86_64")]
 pub mod privlib;

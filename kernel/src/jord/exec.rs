@@ -135,19 +135,32 @@ pub fn call(
     args: [u64; 4],
     deadline: Option<u64>,
 ) -> Result<u64, InvokeError> {
+    call_tp(pd, entry, args, 0, deadline)
+}
+
+/// [`call`] with `thread_pointer` as the FS base of the run (a function module's heap header,
+/// see `fjord_libos::heap`).
+pub fn call_tp(
+    pd: PdId,
+    entry: u64,
+    args: [u64; 4],
+    thread_pointer: u64,
+    deadline: Option<u64>,
+) -> Result<u64, InvokeError> {
     let mut refuse =
         |_: PdId, _: Sysno, _: [u64; 4], _: bool| Reply::Value(encode(Err(AbiError::NoSys)));
-    match call_with(pd, entry, args, deadline, &mut refuse)? {
+    match call_with(pd, entry, args, thread_pointer, deadline, &mut refuse)? {
         Outcome::Returned(v) => Ok(v),
         Outcome::Parked(_) => unreachable!("the hook never parks"),
     }
 }
 
-/// [`call`], with `hook` handling the nested-call system calls; the run may end parked.
+/// [`call_tp`], with `hook` handling the nested-call system calls; the run may end parked.
 pub fn call_with(
     pd: PdId,
     entry: u64,
     args: [u64; 4],
+    thread_pointer: u64,
     deadline: Option<u64>,
     hook: Hook<'_>,
 ) -> Result<Outcome, InvokeError> {
@@ -157,7 +170,8 @@ pub fn call_with(
         Ok(j.stack_top(pd))
     })
     .map_err(InvokeError::Refused)?;
-    let ctx = UserContext::new(entry, stack_top, args);
+    let mut ctx = UserContext::new(entry, stack_top, args);
+    ctx.fs_base = thread_pointer;
     run_from(Activation { pd, ctx }, deadline, hook)
 }
 

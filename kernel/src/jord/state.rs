@@ -326,6 +326,27 @@ impl Jord {
         Some((b.phys, b.pages))
     }
 
+    /// Writes `words` at byte `offset` (8-aligned, within one page) of the VMA at `base`,
+    /// initialising (zeroing) only that page first: how the executor lays out a PD's heap
+    /// header without touching the rest of its memory.
+    pub fn write_words(&mut self, base: u64, offset: u64, words: &[u64]) -> Result<(), Error> {
+        let bytes = words.len() as u64 * 8;
+        let page = offset / PAGE_SIZE;
+        if !offset.is_multiple_of(8) || (offset + bytes).div_ceil(PAGE_SIZE) > page + 1 {
+            return Err(Error::InvalidArgs);
+        }
+        let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
+        if page as usize >= b.pages {
+            return Err(Error::InvalidArgs);
+        }
+        b.initialise(page as usize);
+        let at = crate::mm::phys_to_virt(b.phys + offset) as *mut u64;
+        // SAFETY: the bytes lie in one initialised page of the VMA's backing frames, reached
+        // through the direct map; no code of the PD runs while the executor sets it up.
+        unsafe { core::ptr::copy_nonoverlapping(words.as_ptr(), at, words.len()) };
+        Ok(())
+    }
+
     /// Limits the bytes `pd` may map with its own `mmap` calls (see [`Jord::charge`]).
     pub fn set_memory_limit(&mut self, pd: PdId, limit: u64) {
         if let Some(q) = self.quotas.get_mut(pd.index()) {

@@ -84,7 +84,11 @@ ktest! {
         kassert!(resp.matches("leaf@").count() == 8, "{resp}");
         // Leaf i sums the digits of "i": responses come back in call order.
         kassert!(resp.ends_with("sum=55;"), "{resp}");
-        kassert!(task::SUSPENSIONS.load(Ordering::Relaxed) > suspended);
+        // With one executor the callees can only run while the caller is suspended in `wait`;
+        // with more, they may all have finished before it waits.
+        if orchestrator::executors() == 1 {
+            kassert!(task::SUSPENSIONS.load(Ordering::Relaxed) > suspended);
+        }
         kassert!(request("fanout", b"0").is_err());
         kassert!(request("fanout", b"99").is_err());
         kassert_eq!(task::outstanding(), (0, 0));

@@ -4,7 +4,7 @@
 //! 2. `mmap` an ArgBuf VMA owned by the kernel, copy the request in (the one copy, from the
 //!    network buffer), and `pmove` it to the PD: a permission move, no copy;
 //! 3. `mmap` the PD's instance VMA: the manifest's stack, then its heap (see the entry ABI in
-//!    [`fjord_libos::function`]);
+//!    [`fjord_libos::function`]), and write the heap allocator's header below the boundary;
 //! 4. `ccall` the entry (`exec::call`) with a deadline;
 //! 5. `pmove` the ArgBuf back to the kernel, read the response;
 //! 6. `cput` the PD (its stack and instance VMA go with it) and `munmap` the ArgBuf.
@@ -134,13 +134,8 @@ pub(super) fn create_pd(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure
     let r = jord::with(|j| {
         let pd = j.cget(PdId::KERNEL)?;
         j.set_memory_limit(pd, m.memory_limit);
-        match j.mmap(
-            pd,
-            m.stack_size + m.heap_size,
-            Perm::RW,
-            MapFlags::default(),
-        ) {
-            Ok(instance) => Ok((pd, instance + m.stack_size)),
+        match map_instance(j, pd, m) {
+            Ok(boundary) => Ok((pd, boundary)),
             Err(e) => {
                 owed = j.cput(PdId::KERNEL, pd).ok();
                 Err(e)
@@ -151,6 +146,34 @@ pub(super) fn create_pd(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure
         p.finish();
     }
     r.map_err(pd_failure)
+}
+
+/// Maps `pd`'s instance VMA for a function with manifest `m` (its stack, then its heap) and
+/// writes the heap allocator's header at the top of the stack region; returns the memory
+/// boundary. On failure the VMA goes with the PD.
+fn map_instance(
+    j: &mut jord::state::Jord,
+    pd: PdId,
+    m: &fjord_faas::module::Manifest,
+) -> Result<u64, PdError> {
+    let instance = j.mmap(
+        pd,
+        m.stack_size + m.heap_size,
+        Perm::RW,
+        MapFlags::default(),
+    )?;
+    let boundary = instance + m.stack_size;
+    let header = heap_header(boundary);
+    let words = fjord_libos::heap::header_words(header, boundary, m.heap_size);
+    j.write_words(instance, header - instance, &words)?;
+    Ok(boundary)
+}
+
+/// Where the heap header of an instance whose memory boundary is `boundary` lives: the top
+/// [`HEADER_BYTES`](fjord_libos::heap::HEADER_BYTES) of its stack region. The function runs
+/// with it as its thread pointer.
+pub(super) fn heap_header(boundary: u64) -> u64 {
+    boundary - fjord_libos::heap::HEADER_BYTES
 }
 
 /// Destroys `pd` (with everything it owns).
@@ -205,20 +228,17 @@ fn setup(f: &LoadedFunction, capacity: u64) -> Result<Instance, InvokeFailure> {
                 Err(PdError::NoMemory)
             }
         });
-        let built = argbuf.and_then(|(argbuf, phys)| {
-            let len = m.stack_size + m.heap_size;
-            match j.mmap(pd, len, Perm::RW, MapFlags::default()) {
-                Ok(instance) => Ok(Instance {
-                    pd,
-                    argbuf,
-                    capacity,
-                    argbuf_phys: phys,
-                    boundary: instance + m.stack_size,
-                }),
-                Err(e) => {
-                    owed.extend(j.munmap(PdId::KERNEL, argbuf, capacity).ok());
-                    Err(e)
-                }
+        let built = argbuf.and_then(|(argbuf, phys)| match map_instance(j, pd, m) {
+            Ok(boundary) => Ok(Instance {
+                pd,
+                argbuf,
+                capacity,
+                argbuf_phys: phys,
+                boundary,
+            }),
+            Err(e) => {
+                owed.extend(j.munmap(PdId::KERNEL, argbuf, capacity).ok());
+                Err(e)
             }
         });
         if built.is_err() {
@@ -287,7 +307,8 @@ pub fn invoke_function(
         inst.capacity,
         inst.boundary,
     ];
-    let called = exec::call(inst.pd, f.entry, args, Some(deadline)).map_err(exec_failure);
+    let tp = heap_header(inst.boundary);
+    let called = exec::call_tp(inst.pd, f.entry, args, tp, Some(deadline)).map_err(exec_failure);
     let t2 = cpu::rdtsc();
     let result = called.and_then(|value| {
         // The ArgBuf goes back to the kernel (a pmove on the PD's behalf). If the function gave

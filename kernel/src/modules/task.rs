@@ -190,7 +190,8 @@ fn step(
                     task.capacity,
                     task.boundary,
                 ];
-                exec::call_with(task.pd, task.func.entry, args, deadline, &mut hook)
+                let tp = invoke::heap_header(task.boundary);
+                exec::call_with(task.pd, task.func.entry, args, tp, deadline, &mut hook)
             }
             Some((cont, value)) => exec::resume(cont, value, deadline, &mut hook),
         }

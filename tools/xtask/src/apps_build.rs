@@ -19,6 +19,7 @@ pub const APPS: &[(&str, &str)] = &[
     ("fjord-app-echo", "echo"),
     ("fjord-app-hello", "hello"),
     ("fjord-app-hostile", "hostile"),
+    ("fjord-app-wordfreq", "wordfreq"),
     ("fjord-app-chain", "relay"),
     ("fjord-app-chain", "fanout"),
     // DeathStarBench Hotel Reservation (apps/WORKLOADS.md).

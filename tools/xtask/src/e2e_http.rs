@@ -75,6 +75,7 @@ pub fn run(kernel: &Path, machine: Machine) -> Result<Vec<Outcome>> {
             .with_context(|| format!("app {n} was not built"))
     };
     let mut outcomes = checks(addr, &app("hello")?, &app("echo")?, &app("hostile")?);
+    outcomes.extend(heap_checks(addr, &app("wordfreq")?));
     outcomes.extend(nested_checks(addr, &apps));
     outcomes.extend(workload_checks(addr, &apps));
     qemu.kill();
@@ -234,6 +235,46 @@ fn checks(addr: SocketAddr, hello: &[u8], echo: &[u8], hostile: &[u8]) -> Vec<Ou
             );
         })
     });
+    out
+}
+
+/// A function using the heap (`alloc` types from the libos allocator), and one whose heap
+/// runs out.
+fn heap_checks(addr: SocketAddr, wordfreq: &[u8]) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    let mut check = |label: &str, result: Result<(), String>| {
+        out.push((format!("http: {label}"), result));
+    };
+    check("PUT the wordfreq module is 201", {
+        one(addr, "PUT", "/functions/wordfreq", wordfreq).and_then(|r| r.expect(201))
+    });
+    check("wordfreq counts words with a BTreeMap on its heap", {
+        one(
+            addr,
+            "POST",
+            "/invoke/wordfreq",
+            b"The cat, the DOG; the cat!",
+        )
+        .and_then(|r| {
+            r.expect(200)?;
+            r.expect_body_eq("the 3\ncat 2\ndog 1")
+        })
+    });
+    check(
+        "a function exhausting its heap gets 500; the next call works",
+        {
+            // 60,000 distinct words need far more than the module's 256 KiB heap.
+            let words: String = (0..60_000).map(|i| format!("w{i} ")).collect();
+            post_expect(addr, "/invoke/wordfreq", words.as_bytes(), 500, "Panicked").and_then(
+                |()| {
+                    one(addr, "POST", "/invoke/wordfreq", b"b a b").and_then(|r| {
+                        r.expect(200)?;
+                        r.expect_body_eq("b 2\na 1")
+                    })
+                },
+            )
+        },
+    );
     out
 }
 

@@ -97,6 +97,8 @@ pub const IA32_STAR: u32 = 0xc000_0081;
 pub const IA32_LSTAR: u32 = 0xc000_0082;
 /// MSR: RFLAGS bits cleared on SYSCALL.
 pub const IA32_FMASK: u32 = 0xc000_0084;
+/// MSR: the FS base (ring 3's thread pointer).
+pub const IA32_FS_BASE: u32 = 0xc000_0100;
 /// MSR: the active GS base.
 pub const IA32_GS_BASE: u32 = 0xc000_0101;
 /// MSR: the GS base SWAPGS exchanges with.

@@ -64,6 +64,8 @@ pub struct PerCpu {
     pub ipis: AtomicU64,
     /// The protection domain whose code this CPU runs (`ucid`; 0 = the kernel).
     pub current_pd: u64,
+    /// The FS base last loaded for ring 3 (the kernel itself never uses FS).
+    pub user_fs_base: u64,
 }
 
 /// Offset of [`PerCpu::trap_stack_top`].
@@ -95,6 +97,7 @@ impl PerCpu {
             timer_ticks: AtomicU64::new(0),
             ipis: AtomicU64::new(0),
             current_pd: 0,
+            user_fs_base: 0,
         }
     }
 }

@@ -139,6 +139,8 @@ pub fn init_cpu() {
 pub struct UserContext {
     /// Saved registers; `rip`, `rsp` and the argument registers are set by the caller.
     pub frame: TrapFrame,
+    /// The thread pointer (FS base) while this context runs; ring 3 cannot change it.
+    pub fs_base: u64,
 }
 
 impl UserContext {
@@ -157,7 +159,7 @@ impl UserContext {
             rcx: args[3],
             ..TrapFrame::default()
         };
-        UserContext { frame }
+        UserContext { frame, fs_base: 0 }
     }
 }
 
@@ -221,6 +223,12 @@ pub fn run(ctx: &mut UserContext, deadline: Option<u64>) -> UserExit {
     let pc = percpu::current();
     pc.user_deadline = deadline.unwrap_or(0);
     pc.exit = RawExit::default();
+    if pc.user_fs_base != ctx.fs_base {
+        // SAFETY: IA32_FS_BASE exists on every x86_64 CPU and only affects FS-relative
+        // accesses, which only ring-3 code makes.
+        unsafe { cpu::wrmsr(cpu::IA32_FS_BASE, ctx.fs_base) };
+        pc.user_fs_base = ctx.fs_base;
+    }
     // SAFETY: `ctx.frame` is a valid user frame (ring-3 selectors, set by `UserContext::new` or
     // left by a previous run); user_enter returns here once the run ends.
     unsafe { user_enter(&mut ctx.frame) };

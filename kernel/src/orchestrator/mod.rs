@@ -15,7 +15,7 @@
 
 use crate::arch::{cpu, percpu, smp};
 use alloc::boxed::Box;
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 use fjord_faas::jbsq::{Dispatcher, Jbsq, JbsqConfig, RequestClass};
@@ -117,6 +117,24 @@ struct State {
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
 
+/// A step pushed to an executor CPU: (group, executor within the group, the job).
+type Step = (usize, usize, Job);
+
+/// Each executor CPU's queue of dispatched steps, run by its idle loop ([`run_queued`]). Typed
+/// rather than boxed closures, so a dispatch allocates nothing once a queue has grown.
+static STEPS: [Mutex<VecDeque<Step>>; smp::MAX_CPUS] =
+    [const { Mutex::new(VecDeque::new()) }; smp::MAX_CPUS];
+
+/// The executors' [`smp::IdleHook`]: runs the next step queued for CPU `index`, if any.
+fn run_queued(index: usize) -> bool {
+    let Some((group, executor, job)) = STEPS.get(index).and_then(|q| q.lock().pop_front()) else {
+        return false;
+    };
+    cpu::enable_interrupts();
+    execute(group, executor, job);
+    true
+}
+
 /// Why a request was not accepted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SubmitError {
@@ -165,7 +183,17 @@ pub fn init_groups(k: usize, group_size: usize) {
         next: 1,
         stats: OrchestratorStats::default(),
     };
-    cpu::without_interrupts(|| *STATE.lock() = Some(state));
+    cpu::without_interrupts(|| {
+        for g in &state.groups {
+            for &c in &g.executor_cpus {
+                if let Some(q) = STEPS.get(c) {
+                    q.lock().reserve(2 * k.max(1) + 4);
+                }
+            }
+        }
+        *STATE.lock() = Some(state);
+    });
+    smp::set_idle_hook(run_queued);
     for c in serving {
         if smp::run_on(c, move || serve(c)).is_err() {
             log::error!("orchestrator: CPU {c} is offline");
@@ -345,11 +373,15 @@ pub fn poll() -> usize {
         };
         job.dispatched = cpu::rdtsc();
         n += 1;
-        let run = move || execute(group, executor, job);
-        if cpu_index == percpu::cpu_index() {
-            run();
-        } else if smp::run_on(cpu_index, run).is_err() {
-            log::error!("orchestrator: executor CPU {cpu_index} is offline");
+        if cpu_index == here {
+            execute(group, executor, job);
+        } else if let Some(q) = STEPS.get(cpu_index) {
+            cpu::without_interrupts(|| q.lock().push_back((group, executor, job)));
+            if smp::wake(cpu_index).is_err() {
+                log::error!("orchestrator: executor CPU {cpu_index} is offline");
+            }
+        } else {
+            log::error!("orchestrator: executor CPU {cpu_index} is beyond the CPU limit");
         }
     }
 }

@@ -158,6 +158,19 @@ pub extern "C" fn ap_main() -> ! {
     idle_loop(index)
 }
 
+/// Work an idle CPU looks for besides its [`run_on`] queue (the orchestrator's executor
+/// queues): called with interrupts disabled, it either takes one unit of work for CPU `index`,
+/// enables interrupts, runs it and returns true, or returns false with interrupts still
+/// disabled (the CPU then halts until an interrupt).
+pub type IdleHook = fn(index: usize) -> bool;
+
+static IDLE_HOOK: spin::Once<IdleHook> = spin::Once::new();
+
+/// Installs the [`IdleHook`] of every CPU (once; later calls are ignored).
+pub fn set_idle_hook(hook: IdleHook) {
+    IDLE_HOOK.call_once(|| hook);
+}
+
 /// Runs queued work for CPU `index` forever, halting while there is none.
 pub fn idle_loop(index: usize) -> ! {
     loop {
@@ -168,9 +181,23 @@ pub fn idle_loop(index: usize) -> ! {
                 cpu::enable_interrupts();
                 f();
             }
-            None => cpu::enable_and_halt(),
+            None => {
+                if !IDLE_HOOK.get().is_some_and(|hook| hook(index)) {
+                    cpu::enable_and_halt();
+                }
+            }
         }
     }
+}
+
+/// Wakes CPU `index` (from [`idle_loop`]'s halt) to look for work.
+pub fn wake(index: usize) -> Result<(), SmpError> {
+    if !is_online(index) {
+        return Err(SmpError::NoSuchCpu(index));
+    }
+    let id = apic_id_of(index).ok_or(SmpError::NoSuchCpu(index))?;
+    apic::send_ipi(id, trap::WORK_IPI_VECTOR);
+    Ok(())
 }
 
 /// Queues `f` to run on CPU `index` (in its idle loop) and wakes it with an IPI.

@@ -7,7 +7,7 @@ use crate::mm::kernel_tables;
 use alloc::vec;
 use alloc::vec::Vec;
 use fjord_kernel::layout::PAGE_SIZE;
-use fjord_kernel::paging::{Flags, PageTables};
+use fjord_kernel::paging::PageTables;
 use fjord_libos::abi::Error as AbiError;
 use fjord_pd::{Error, Isolation, MapFlags, PdId, Perm, PrivLib, Sharers, Shootdown, TableConfig};
 use spin::Mutex;
@@ -526,13 +526,7 @@ impl Jord {
         if root == 0 {
             return;
         }
-        let mut flags = Flags::USER;
-        if perm.contains(Perm::W) {
-            flags = flags | Flags::WRITABLE;
-        }
-        if !perm.contains(Perm::X) {
-            flags = flags | Flags::NO_EXECUTE;
-        }
+        let flags = super::vlb::leaf_flags(perm);
         let mut pt = PageTables::new(root, &DIRECT);
         let mut installed = 0;
         for i in 0..b.pages {

@@ -19,6 +19,18 @@ pub fn access_of(error: u64) -> Perm {
     }
 }
 
+/// The page-table flags of a user leaf carrying `perm`.
+pub(super) fn leaf_flags(perm: Perm) -> Flags {
+    let mut flags = Flags::USER;
+    if perm.contains(Perm::W) {
+        flags = flags | Flags::WRITABLE;
+    }
+    if !perm.contains(Perm::X) {
+        flags = flags | Flags::NO_EXECUTE;
+    }
+    flags
+}
+
 impl Jord {
     /// Handles a VLB miss of `pd` at `addr`: installs the leaf if the VMA table grants the
     /// access, and returns false (a protection fault) otherwise.
@@ -39,13 +51,7 @@ impl Jord {
         let page = align_down(addr, PAGE_SIZE);
         let pa = phys + (page - grant.base);
         self.initialise_page(grant.base, ((page - grant.base) / PAGE_SIZE) as usize);
-        let mut flags = Flags::USER;
-        if grant.perm.contains(Perm::W) {
-            flags = flags | Flags::WRITABLE;
-        }
-        if !grant.perm.contains(Perm::X) {
-            flags = flags | Flags::NO_EXECUTE;
-        }
+        let flags = leaf_flags(grant.perm);
         let mut pt = PageTables::new(self.root_of(pd), &DIRECT);
         let ok = match pt.translate(page) {
             // Present with fewer rights than now granted (e.g. after pcopy): upgrade in place.

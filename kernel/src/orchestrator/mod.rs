@@ -342,10 +342,9 @@ fn wake_orchestrator_of(group: Option<usize>) {
             .unwrap_or(0);
         s.groups[g].orchestrator_cpu
     });
-    if target != here
-        && let Some(id) = smp::apic_id_of(target)
-    {
-        crate::arch::apic::send_ipi(id, crate::arch::trap::WORK_IPI_VECTOR);
+    if target != here {
+        // An orchestrator core is online; there is nothing to do if it were not.
+        let _ = smp::wake(target);
     }
 }
 

@@ -139,12 +139,10 @@ fn checks(addr: SocketAddr, hello: &[u8], echo: &[u8], hostile: &[u8]) -> Vec<Ou
     check("POST /invoke/nope is 404", {
         one(addr, "POST", "/invoke/nope", b"x").and_then(|r| r.expect(404))
     });
-    check(&format!("POST {invoke} runs the function"), {
-        one(addr, "POST", &invoke, b"world").and_then(|r| {
-            r.expect(200)?;
-            r.expect_body_eq("hello, world!")
-        })
-    });
+    check(
+        &format!("POST {invoke} runs the function"),
+        post_answers(addr, &invoke, b"world", "hello, world!"),
+    );
     check("echo returns 3000 bytes unchanged", {
         let body: Vec<u8> = (0..3000u32).map(|i| b'a' + (i % 26) as u8).collect();
         one(addr, "PUT", "/functions/echo", echo)
@@ -169,11 +167,7 @@ fn checks(addr: SocketAddr, hello: &[u8], echo: &[u8], hostile: &[u8]) -> Vec<Ou
                     r.expect(500)?;
                     r.expect_body_contains("fault")
                 })
-                .and_then(|()| one(addr, "POST", &invoke, b"again"))
-                .and_then(|r| {
-                    r.expect(200)?;
-                    r.expect_body_eq("hello, again!")
-                })
+                .and_then(|()| post_answers(addr, &invoke, b"again", "hello, again!"))
         },
     );
     check("a function exhausting its memory gets 500 'OutOfMemory'", {
@@ -248,31 +242,22 @@ fn heap_checks(addr: SocketAddr, wordfreq: &[u8]) -> Vec<Outcome> {
     check("PUT the wordfreq module is 201", {
         one(addr, "PUT", "/functions/wordfreq", wordfreq).and_then(|r| r.expect(201))
     });
-    check("wordfreq counts words with a BTreeMap on its heap", {
-        one(
+    check(
+        "wordfreq counts words with a BTreeMap on its heap",
+        post_answers(
             addr,
-            "POST",
             "/invoke/wordfreq",
             b"The cat, the DOG; the cat!",
-        )
-        .and_then(|r| {
-            r.expect(200)?;
-            r.expect_body_eq("the 3\ncat 2\ndog 1")
-        })
-    });
+            "the 3\ncat 2\ndog 1",
+        ),
+    );
     check(
         "a function exhausting its heap gets 500; the next call works",
         {
             // 60,000 distinct words need far more than the module's 256 KiB heap.
             let words: String = (0..60_000).map(|i| format!("w{i} ")).collect();
-            post_expect(addr, "/invoke/wordfreq", words.as_bytes(), 500, "Panicked").and_then(
-                |()| {
-                    one(addr, "POST", "/invoke/wordfreq", b"b a b").and_then(|r| {
-                        r.expect(200)?;
-                        r.expect_body_eq("b 2\na 1")
-                    })
-                },
-            )
+            post_expect(addr, "/invoke/wordfreq", words.as_bytes(), 500, "Panicked")
+                .and_then(|()| post_answers(addr, "/invoke/wordfreq", b"b a b", "b 2\na 1"))
         },
     );
     out
@@ -314,25 +299,17 @@ fn nested_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Vec<
     });
     check(
         "a faulting callee is reported to its caller, which answers",
-        {
-            one(
-                addr,
-                "POST",
-                "/invoke/relay",
-                b"call:hostile:read ffff800000100000",
-            )
-            .and_then(|r| {
-                r.expect(200)?;
-                r.expect_body_eq("err:CalleeFailed")
-            })
-        },
+        post_answers(
+            addr,
+            "/invoke/relay",
+            b"call:hostile:read ffff800000100000",
+            "err:CalleeFailed",
+        ),
     );
-    check("calling an unknown function is reported to the caller", {
-        one(addr, "POST", "/invoke/relay", b"call:nope:x").and_then(|r| {
-            r.expect(200)?;
-            r.expect_body_eq("err:NoSuchFunction")
-        })
-    });
+    check(
+        "calling an unknown function is reported to the caller",
+        post_answers(addr, "/invoke/relay", b"call:nope:x", "err:NoSuchFunction"),
+    );
     check("4 concurrent clients run nested chains", {
         let threads: Vec<_> = (0..4)
             .map(|i| {
@@ -420,6 +397,15 @@ fn workload_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Ve
     out
 }
 
+/// `POST path` with `body`; passes when the answer is 200 with exactly `want` as its body
+/// (ignoring a trailing newline).
+fn post_answers(addr: SocketAddr, path: &str, body: &[u8], want: &str) -> Result<(), String> {
+    one(addr, "POST", path, body).and_then(|r| {
+        r.expect(200)?;
+        r.expect_body_eq(want)
+    })
+}
+
 /// `POST path` with `body`; passes when the answer has `status` and its body contains
 /// `needle`.
 fn post_expect(
@@ -449,9 +435,7 @@ fn runaway_holds_only_its_connection(addr: SocketAddr, path: &str) -> Result<(),
         b"POST /invoke/hostile HTTP/1.1\r\nHost: fjord\r\nContent-Length: 4\r\n\r\nloop",
     )?;
     thread::sleep(Duration::from_millis(100));
-    let r = one(addr, "POST", path, b"meanwhile")?;
-    r.expect(200)?;
-    r.expect_body_eq("hello, meanwhile!")?;
+    post_answers(addr, path, b"meanwhile", "hello, meanwhile!")?;
     if slow.has_bytes()? {
         return Err("the runaway function was answered first: the server waited for it".into());
     }

@@ -206,9 +206,7 @@ pub fn run_on(index: usize, f: impl FnOnce() + Send + 'static) -> Result<(), Smp
         return Err(SmpError::NoSuchCpu(index));
     }
     cpu::without_interrupts(|| WORK[index].lock().push_back(Box::new(f)));
-    let id = apic_id_of(index).ok_or(SmpError::NoSuchCpu(index))?;
-    apic::send_ipi(id, trap::WORK_IPI_VECTOR);
-    Ok(())
+    wake(index)
 }
 
 /// Runs `f` on CPU `index` and waits for its result. On the calling CPU it runs directly.

@@ -247,6 +247,50 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
             return Err(PagingError::Misaligned);
         }
         let leaf_level = if size == PageSize::Small { 1 } else { 2 };
+        let (table, i) = self.walk_creating(va, leaf_level, flags, alloc)?;
+        if self.mem.read_entry(table, i) & Flags::PRESENT.0 != 0 {
+            return Err(PagingError::AlreadyMapped);
+        }
+        let mut f = flags | Flags::PRESENT;
+        if size == PageSize::Large {
+            f = f | Flags::HUGE;
+        }
+        self.mem.write_entry(table, i, pa | f.0);
+        Ok(())
+    }
+
+    /// Maps the 4 KiB page at `va` to `pa` with `flags` (PRESENT is added), replacing the leaf
+    /// that is there, if any, in one walk: a fill that may find a stale or narrower leaf. The
+    /// caller flushes `va` from the TLB.
+    pub fn install(
+        &mut self,
+        va: u64,
+        pa: u64,
+        flags: Flags,
+        alloc: &mut impl TableAllocator,
+    ) -> Result<(), PagingError> {
+        if !is_canonical(va) {
+            return Err(PagingError::NonCanonical);
+        }
+        if !va.is_multiple_of(PAGE_SIZE) || !pa.is_multiple_of(PAGE_SIZE) || pa & !ADDR_MASK != 0 {
+            return Err(PagingError::Misaligned);
+        }
+        let (table, i) = self.walk_creating(va, 1, flags, alloc)?;
+        self.mem
+            .write_entry(table, i, pa | (flags | Flags::PRESENT).0);
+        Ok(())
+    }
+
+    /// Walks from the root down to the table holding `va`'s entry at `leaf_level`, creating
+    /// missing tables (user-accessible when `flags` makes a user leaf below `USER_END`).
+    /// Returns that table and the entry's index. `va` must be canonical.
+    fn walk_creating(
+        &mut self,
+        va: u64,
+        leaf_level: u32,
+        flags: Flags,
+        alloc: &mut impl TableAllocator,
+    ) -> Result<(u64, usize), PagingError> {
         let user = va < USER_END && flags.contains(Flags::USER);
         let mut table = self.root;
         for level in (leaf_level + 1..=4).rev() {
@@ -269,16 +313,7 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
                 table = e & ADDR_MASK;
             }
         }
-        let i = index(va, leaf_level);
-        if self.mem.read_entry(table, i) & Flags::PRESENT.0 != 0 {
-            return Err(PagingError::AlreadyMapped);
-        }
-        let mut f = flags | Flags::PRESENT;
-        if size == PageSize::Large {
-            f = f | Flags::HUGE;
-        }
-        self.mem.write_entry(table, i, pa | f.0);
-        Ok(())
+        Ok((table, index(va, leaf_level)))
     }
 
     /// Finds the leaf entry for `va`: (table, index, entry, size).
@@ -580,6 +615,31 @@ mod tests {
         assert_eq!(
             kernel.translate(0xffff_8000_0000_0000).unwrap().phys,
             0x9000
+        );
+    }
+
+    #[test]
+    fn install_maps_or_replaces_in_one_walk() {
+        let mem = SimMem::default();
+        let mut fa = frames();
+        let mut pt = PageTables::create(&mem, &mut fa).unwrap();
+        pt.install(UVA, 0x10_0000, Flags::USER, &mut fa).unwrap();
+        let t = pt.translate(UVA).unwrap();
+        assert_eq!(t.phys, 0x10_0000);
+        assert!(!t.flags.contains(Flags::WRITABLE));
+        // Wider rights on the same frame, then another frame: the leaf is replaced.
+        pt.install(UVA, 0x10_0000, Flags::USER | Flags::WRITABLE, &mut fa)
+            .unwrap();
+        assert!(pt.translate(UVA).unwrap().flags.contains(Flags::WRITABLE));
+        pt.install(UVA, 0x20_0000, Flags::USER, &mut fa).unwrap();
+        assert_eq!(pt.translate(UVA).unwrap().phys, 0x20_0000);
+        assert_eq!(
+            pt.install(UVA + 8, 0x20_0000, Flags::USER, &mut fa),
+            Err(PagingError::Misaligned)
+        );
+        assert_eq!(
+            pt.install(0x0000_8000_0000_0000, 0, Flags::USER, &mut fa),
+            Err(PagingError::NonCanonical)
         );
     }
 

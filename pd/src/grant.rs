@@ -67,7 +67,10 @@ impl VmaTable {
         if vte.is_global() {
             return Ok(grant);
         }
-        grant.perm = self.perm_of(d.vma, pd).ok_or(Fault::NoPermission)?;
+        grant.perm = match vte.find_sub(pd) {
+            Some((_, perm)) => perm,
+            None => self.overflow_perm(vte, pd).ok_or(Fault::NoPermission)?,
+        };
         Ok(grant)
     }
 }

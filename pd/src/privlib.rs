@@ -33,7 +33,7 @@ use crate::grant::Grant;
 use crate::pd_id::PdId;
 use crate::pd_table::PdTable;
 use crate::perm::Perm;
-use crate::shootdown::{Shootdown, Target};
+use crate::shootdown::{Leaf, Shootdown, Target};
 use crate::size_class::{PAGE_SIZE, SizeClass, page_round_up};
 use crate::vaddr::{self, VmaId};
 use crate::vma_table::{TableConfig, VmaTable};
@@ -303,13 +303,37 @@ impl PrivLib {
     /// PD `cid`: the caller loses all its rights on it and `cid` gains `prot` (a subset of what
     /// the caller held). Ownership stays. Returns the caller's leaves to shoot down.
     pub fn pmove(&mut self, caller: PdId, addr: u64, cid: PdId, prot: Perm) -> Result<Shootdown> {
-        let Some(t) = self.transfer_checks(caller, addr, cid, prot)? else {
-            return Ok(Shootdown::new());
-        };
         let mut s = Shootdown::new();
-        s.push(Target::Pd(caller), addr, t.len);
-        // Common case: the caller's pair is in the sub-array and the target holds nothing
-        // yet, so the caller's pair becomes the target's in place.
+        if let Some(leaf) = self.pmove_revoking(caller, addr, cid, prot)? {
+            s.push(leaf.target, leaf.base, leaf.len);
+        }
+        Ok(s)
+    }
+
+    /// [`PrivLib::pmove`] in the form the kernel's hot path takes: the one leaf range it
+    /// revokes (the caller's, page-rounded), `None` when nothing is revoked (Jord_NI).
+    pub fn pmove_revoking(
+        &mut self,
+        caller: PdId,
+        addr: u64,
+        cid: PdId,
+        prot: Perm,
+    ) -> Result<Option<Leaf>> {
+        if self.checks()
+            && let Some(leaf) = self.pmove_in_place(caller, addr, cid, prot)
+        {
+            return Ok(Some(leaf));
+        }
+        let Some(t) = self.transfer_checks(caller, addr, cid, prot)? else {
+            return Ok(None);
+        };
+        let leaf = Leaf {
+            target: Target::Pd(caller),
+            base: addr,
+            len: page_round_up(t.len),
+        };
+        // The caller's pair is in the sub-array and the target holds nothing yet: the
+        // caller's pair becomes the target's in place.
         if let (Some(slot), None) = (t.mine_slot, t.theirs) {
             self.vmas.overwrite_sub(
                 t.id,
@@ -321,7 +345,7 @@ impl PrivLib {
             );
             self.pds.note_granted(caller, t.id, false);
             self.pds.note_granted(cid, t.id, true);
-            return Ok(s);
+            return Ok(Some(leaf));
         }
         // Drop the caller first so its slot can take the target; restoring it cannot fail
         // (it reuses the slot or overflow list just freed).
@@ -330,7 +354,44 @@ impl PrivLib {
             self.set_perm(t.id, caller, t.mine)?;
             return Err(e);
         }
-        Ok(s)
+        Ok(Some(leaf))
+    }
+
+    /// The common `pmove` (an ArgBuf handed on) in one pass, when every check passes at once:
+    /// both PDs live and distinct, a plain VMA based at `addr` with no overflow list, the
+    /// caller's pair in the sub-array holding `prot`, the target holding nothing. The
+    /// caller's slot becomes the target's. `None` (nothing changed) sends every other case,
+    /// errors included, down the general path.
+    fn pmove_in_place(&mut self, caller: PdId, addr: u64, cid: PdId, prot: Perm) -> Option<Leaf> {
+        if cid == caller || prot.is_empty() || !self.pds.is_live(caller) || !self.pds.is_live(cid) {
+            return None;
+        }
+        let d = vaddr::decode(addr).ok().filter(|d| d.offset == 0)?;
+        let vte = self.vmas.vte_mut(d.vma)?;
+        if !vte.is_valid() || vte.is_global() || vte.is_privileged() || vte.overflow().is_some() {
+            return None;
+        }
+        let (Some((slot, mine)), None) = vte.find_pair(caller, cid) else {
+            return None;
+        };
+        if !mine.contains(prot) {
+            return None;
+        }
+        vte.set_sub(
+            slot,
+            Some(PdPerm {
+                pd: cid,
+                perm: prot,
+            }),
+        );
+        let len = page_round_up(vte.len());
+        self.pds.note_granted(caller, d.vma, false);
+        self.pds.note_granted(cid, d.vma, true);
+        Some(Leaf {
+            target: Target::Pd(caller),
+            base: addr,
+            len,
+        })
     }
 
     /// `pcopy(addr, cid, prot)`: gives PD `cid` the rights `prot` (a subset of `caller`'s) on

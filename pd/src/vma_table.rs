@@ -192,7 +192,12 @@ impl VmaTable {
         if let Some((_, p)) = v.find_sub(pd) {
             return Some(p);
         }
-        let n = v.overflow()?;
+        self.overflow_perm(v, pd)
+    }
+
+    /// The permission `pd` holds in the overflow list of `vte` (a VTE of this table), if any.
+    pub(crate) fn overflow_perm(&self, vte: &Vte, pd: PdId) -> Option<Perm> {
+        let n = vte.overflow()?;
         self.overflow
             .get(n)
             .iter()

@@ -489,8 +489,11 @@ impl Jord {
         cid: PdId,
         prot: Perm,
     ) -> Result<Pending, Error> {
-        let s = self.privlib.pmove(caller, addr, cid, prot)?;
-        Ok(self.apply(&s))
+        let leaf = self.privlib.pmove_revoking(caller, addr, cid, prot)?;
+        Ok(match leaf {
+            Some(l) => self.revoke_leaves(caller, l.base, l.len),
+            None => Pending::default(),
+        })
     }
 
     /// `pmove` to a PD about to run, installing `cid`'s leaves for the initialised pages of a
@@ -636,6 +639,28 @@ impl Jord {
 
     /// Removes the stale leaves of `s` from the PD tables, flushes this CPU, and returns the
     /// other CPUs that must flush before the operation completes (see [`Pending::finish`]).
+    /// [`Jord::apply`] for one PD's leaves, `pmove`'s whole shootdown.
+    fn revoke_leaves(&mut self, pd: PdId, base: u64, len: u64) -> Pending {
+        let mut pending = Pending::default();
+        let mut ctx = Clear {
+            roots: &self.roots,
+            shared_root: self.shared_root,
+            sharers: &mut self.sharers,
+            current_root: cpu::read_cr3() & !0xfff,
+            me: percpu::cpu_index() as u32,
+            pending: &mut pending,
+        };
+        let removed = ctx.clear_leaves(pd, base, len);
+        if removed > 0 {
+            self.stats.shootdowns += 1;
+            self.stats.leaves_removed += removed as u64;
+        }
+        if !pending.cpus.is_empty() {
+            self.stats.ipis += pending.cpus.len() as u64;
+        }
+        pending
+    }
+
     fn apply(&mut self, s: &Shootdown) -> Pending {
         let mut pending = Pending::default();
         if s.is_empty() {

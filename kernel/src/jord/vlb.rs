@@ -52,13 +52,11 @@ impl Jord {
         let pa = phys + (page - grant.base);
         self.initialise_page(grant.base, ((page - grant.base) / PAGE_SIZE) as usize);
         let flags = leaf_flags(grant.perm);
-        let mut pt = PageTables::new(self.root_of(pd), &DIRECT);
-        let ok = match pt.translate(page) {
-            // Present with fewer rights than now granted (e.g. after pcopy): upgrade in place.
-            Some(t) if t.phys == pa => pt.protect(page, flags).is_ok(),
-            Some(_) => pt.unmap(page).is_ok() && pt.map(page, pa, flags, &mut KernelFrames).is_ok(),
-            None => pt.map(page, pa, flags, &mut KernelFrames).is_ok(),
-        };
+        // A leaf that is present already (with fewer rights than now granted, e.g. after
+        // pcopy, or stale) is replaced: one walk either way.
+        let ok = PageTables::new(self.root_of(pd), &DIRECT)
+            .install(page, pa, flags, &mut KernelFrames)
+            .is_ok();
         if ok {
             cpu::invlpg(page);
             self.stats.fills += 1;

@@ -50,6 +50,19 @@ pub fn report_unit(group: &str, metric: &str, sys: Sys, unit: &str, samples: &mu
     }
 }
 
+/// Reports a value derived from other measurements (a share, a ratio) as one run, with one
+/// decimal so that a value just under a threshold does not round onto it.
+pub fn report_derived(group: &str, metric: &str, sys: Sys, unit: &str, value: f64) {
+    let system = match sys {
+        Sys::Fjord => "fjord",
+        Sys::FjordNi => "fjord_ni",
+        Sys::Baseline => "fjord_baseline",
+    };
+    kprintln!(
+        "BENCH {{\"group\":\"{group}\",\"metric\":\"{metric}\",\"system\":\"{system}\",\"unit\":\"{unit}\",\"median\":{value:.1},\"min\":{value:.1},\"max\":{value:.1},\"runs\":1}}"
+    );
+}
+
 fn report(group: &str, metric: &str, samples: &mut [u64]) {
     report_sys(group, metric, Sys::Fjord, samples);
 }

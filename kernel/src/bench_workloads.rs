@@ -15,7 +15,7 @@
 //! One executor (CPU 1) serves behind the orchestrator (CPU 0); see `bench_faas` for why.
 
 use crate::arch::{apic, smp};
-use crate::bench::{Sys, report_sys, report_unit};
+use crate::bench::{Sys, report_derived, report_sys, report_unit};
 use crate::bench_faas::{run_open_loop, system_name, wait_halting};
 use crate::jord::state;
 use crate::kprintln;
@@ -241,12 +241,12 @@ fn run_op(op: &Op) -> R<()> {
     let isolation = service[1].saturating_sub(service[0]);
     let dispatch = handoff[1] * steps[1];
     let share = 100.0 * (dispatch + isolation) as f64 / service[1].max(1) as f64;
-    report_unit(
+    report_derived(
         "workloads",
         &format!("{}_dispatch_isolation_share", op.label),
         Sys::Fjord,
         "percent",
-        &mut [(share + 0.5) as u64],
+        share,
     );
     kprintln!(
         "fjord: workloads: {}: dispatch {} steps x {} + isolation {} insns = {share:.1}% of Jord's service time",

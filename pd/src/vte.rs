@@ -58,6 +58,15 @@ const fn nonzero_lanes(x: u64) -> u64 {
     (x + LANE_LOW) & LANE_HIGH
 }
 
+/// The sub-array hit for the lowest lane flagged in `mask` (high lane bits) of word `k`, `w`.
+fn lane_hit(k: usize, w: u64, mask: u64) -> SubHit {
+    let lane = (mask.trailing_zeros() / 16) as usize;
+    (
+        4 * k + lane,
+        Perm::from_bits_truncate(((w >> (16 * lane)) & 7) as u8),
+    )
+}
+
 /// One (PD id, permission) pair of a VTE's sub-array or overflow list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PdPerm {
@@ -266,32 +275,24 @@ impl Vte {
 
     /// [`Vte::find_sub`] for two PDs in one pass over the sub-array: the permission (and slot)
     /// of `a` and of `b`, as `pmove` needs for the caller and the target.
+    #[inline]
     pub fn find_pair(&self, a: PdId, b: PdId) -> (Option<SubHit>, Option<SubHit>) {
         let want_a = u64::from(a.raw() << 3) * LANES;
         let want_b = u64::from(b.raw() << 3) * LANES;
         let (mut found_a, mut found_b) = (None, None);
-        for k in 0..SUB_SLOTS / 4 {
-            let w = self.sub_word(k);
+        // From the last word down, so that the lowest matching slot is the one kept.
+        for (k, &w) in self.sub.iter().enumerate().rev() {
             if w == 0 {
                 continue;
             }
             let full = nonzero_lanes(w & PERM_BITS);
-            let hit = |want: u64| zero_lanes((w ^ want) & ID_BITS) & full;
-            let at = |m: u64| {
-                let i = 4 * k + (m.trailing_zeros() / 16) as usize;
-                (i, Perm::from_bits_truncate((self.slot(i) & 7) as u8))
-            };
-            if found_a.is_none() {
-                let m = hit(want_a);
-                if m != 0 {
-                    found_a = Some(at(m));
-                }
+            let hit_a = zero_lanes((w ^ want_a) & ID_BITS) & full;
+            let hit_b = zero_lanes((w ^ want_b) & ID_BITS) & full;
+            if hit_a != 0 {
+                found_a = Some(lane_hit(k, w, hit_a));
             }
-            if found_b.is_none() {
-                let m = hit(want_b);
-                if m != 0 {
-                    found_b = Some(at(m));
-                }
+            if hit_b != 0 {
+                found_b = Some(lane_hit(k, w, hit_b));
             }
         }
         (found_a, found_b)

@@ -275,7 +275,7 @@ impl Vte {
 
     /// [`Vte::find_sub`] for two PDs in one pass over the sub-array: the permission (and slot)
     /// of `a` and of `b`, as `pmove` needs for the caller and the target.
-    #[inline]
+    #[inline(always)]
     pub fn find_pair(&self, a: PdId, b: PdId) -> (Option<SubHit>, Option<SubHit>) {
         let want_a = u64::from(a.raw() << 3) * LANES;
         let want_b = u64::from(b.raw() << 3) * LANES;

@@ -205,6 +205,10 @@ impl<R> Dispatcher<R> for Jbsq<R> {
     }
 
     fn next_dispatch(&mut self) -> Option<Dispatch<R>> {
+        // Nothing waits (the orchestrator's usual last look): skip the executor scan.
+        if self.internal.is_empty() && self.external.is_empty() {
+            return None;
+        }
         let executor = self.shortest_eligible()?;
         let (class, request) = if let Some(r) = self.internal.pop_front() {
             (RequestClass::Internal, r)

@@ -86,13 +86,22 @@ impl Rng {
 /// icount every vCPU's instructions advance the one clock the latency is read from.
 pub fn wait_halting(ticket: Ticket) -> orchestrator::Done {
     let mut done = None;
+    // Look for the result only after a completion (any request's) since the last look.
+    let mut seen = None;
+    let mut look = |done: &mut Option<orchestrator::Done>| {
+        let now = orchestrator::completions();
+        if done.is_none() && seen != Some(now) {
+            seen = Some(now);
+            *done = orchestrator::take(ticket);
+        }
+        done.is_some()
+    };
     loop {
         orchestrator::idle_until(cpu::rdtsc() + apic::tsc_hz() / 1000, &mut || {
-            done = done.take().or_else(|| orchestrator::take(ticket));
-            done.is_some()
+            look(&mut done)
         });
-        if let Some(d) = done.take().or_else(|| orchestrator::take(ticket)) {
-            return d;
+        if look(&mut done) {
+            return done.expect("look found it");
         }
     }
 }
@@ -151,11 +160,18 @@ pub fn run_open_loop(
     let start = cpu::rdtsc();
     let mut next = start;
     let mut end = start;
-    let collect = |tickets: &mut Vec<Ticket>,
-                   latencies: &mut Vec<u64>,
-                   hdr: &mut HdrHistogram,
-                   end: &mut u64|
+    // Completions seen by the last collection: a collection with none since looks no further.
+    let mut seen = u64::MAX;
+    let mut collect = |tickets: &mut Vec<Ticket>,
+                       latencies: &mut Vec<u64>,
+                       hdr: &mut HdrHistogram,
+                       end: &mut u64|
      -> R<()> {
+        let now = orchestrator::completions();
+        if now == seen {
+            return Ok(());
+        }
+        seen = now;
         let mut i = 0;
         while i < tickets.len() {
             match orchestrator::take(tickets[i]) {

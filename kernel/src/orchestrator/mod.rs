@@ -18,6 +18,7 @@ use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
 use fjord_faas::jbsq::{Dispatcher, Jbsq, JbsqConfig, RequestClass};
 use spin::Mutex;
 
@@ -116,6 +117,9 @@ struct State {
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
+
+/// Requests completed with a result, for [`completions`].
+static COMPLETIONS: AtomicU64 = AtomicU64::new(0);
 
 /// A step pushed to an executor CPU: (group, executor within the group, the job).
 type Step = (usize, usize, Job);
@@ -411,6 +415,7 @@ fn execute(group: usize, executor: usize, job: Job) {
             Some(done) => {
                 s.done.insert(job.info.ticket, done);
                 s.stats.completed += 1;
+                COMPLETIONS.fetch_add(1, Ordering::Release);
             }
             None => s.stats.suspended += 1,
         }
@@ -423,6 +428,12 @@ fn execute(group: usize, executor: usize, job: Job) {
     });
     // Wake the orchestrator core if it halted waiting for work to finish.
     wake_orchestrator_of(Some(group));
+}
+
+/// Requests completed so far (with a result for their submitter), readable without the
+/// orchestrator's lock: a waiter compares it with its last look before calling [`take`].
+pub fn completions() -> u64 {
+    COMPLETIONS.load(Ordering::Acquire)
 }
 
 /// Takes the result of `ticket` if it has finished.

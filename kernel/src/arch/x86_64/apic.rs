@@ -164,8 +164,13 @@ pub fn start_periodic_timer(hz: u64) {
 pub fn arm_oneshot(tsc_ticks: u64) {
     let per_ms = apic_ticks_per_ms().max(1);
     let tsc_per_ms = (tsc_hz() / 1000).max(1);
-    let count = (u128::from(tsc_ticks) * u128::from(per_ms) / u128::from(tsc_per_ms))
-        .clamp(1, u128::from(u32::MAX)) as u32;
+    // 64-bit arithmetic when the product fits (waits of days at the usual rates), a 128-bit
+    // division only beyond.
+    let count = match tsc_ticks.checked_mul(per_ms) {
+        Some(p) => (p / tsc_per_ms).clamp(1, u64::from(u32::MAX)) as u32,
+        None => (u128::from(tsc_ticks) * u128::from(per_ms) / u128::from(tsc_per_ms))
+            .clamp(1, u128::from(u32::MAX)) as u32,
+    };
     write(REG_TIMER_DIVIDE, 0b0011);
     write(REG_LVT_TIMER, u32::from(TIMER_VECTOR)); // one-shot
     write(REG_TIMER_INIT, count);

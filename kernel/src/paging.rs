@@ -175,6 +175,19 @@ pub const fn is_canonical(va: u64) -> bool {
     top == 0 || top == 0x1_ffff
 }
 
+/// The argument checks of a mapping: `va` canonical, `va` and `pa` aligned to `size`, `pa`
+/// within the physical address bits.
+fn check_map_args(va: u64, pa: u64, size: PageSize) -> Result<(), PagingError> {
+    if !is_canonical(va) {
+        return Err(PagingError::NonCanonical);
+    }
+    if !va.is_multiple_of(size.bytes()) || !pa.is_multiple_of(size.bytes()) || pa & !ADDR_MASK != 0
+    {
+        return Err(PagingError::Misaligned);
+    }
+    Ok(())
+}
+
 fn index(va: u64, level: u32) -> usize {
     ((va >> (12 + 9 * (level - 1))) & 511) as usize
 }
@@ -237,15 +250,7 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
         size: PageSize,
         alloc: &mut impl TableAllocator,
     ) -> Result<(), PagingError> {
-        if !is_canonical(va) {
-            return Err(PagingError::NonCanonical);
-        }
-        if !va.is_multiple_of(size.bytes())
-            || !pa.is_multiple_of(size.bytes())
-            || pa & !ADDR_MASK != 0
-        {
-            return Err(PagingError::Misaligned);
-        }
+        check_map_args(va, pa, size)?;
         let leaf_level = if size == PageSize::Small { 1 } else { 2 };
         let (table, i) = self.walk_creating(va, leaf_level, flags, alloc)?;
         if self.mem.read_entry(table, i) & Flags::PRESENT.0 != 0 {
@@ -269,12 +274,7 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
         flags: Flags,
         alloc: &mut impl TableAllocator,
     ) -> Result<(), PagingError> {
-        if !is_canonical(va) {
-            return Err(PagingError::NonCanonical);
-        }
-        if !va.is_multiple_of(PAGE_SIZE) || !pa.is_multiple_of(PAGE_SIZE) || pa & !ADDR_MASK != 0 {
-            return Err(PagingError::Misaligned);
-        }
+        check_map_args(va, pa, PageSize::Small)?;
         let (table, i) = self.walk_creating(va, 1, flags, alloc)?;
         self.mem
             .write_entry(table, i, pa | (flags | Flags::PRESENT).0);

@@ -139,7 +139,8 @@ impl PdTable {
             .flat_map(|e| e.owned.iter().copied())
     }
 
-    /// The VMAs on which `pd` holds a per-PD permission.
+    /// The VMAs on which `pd` holds a per-PD permission (none listed for the kernel, PD 0,
+    /// which is never destroyed; see `note_granted`).
     pub fn granted(&self, pd: PdId) -> impl Iterator<Item = VmaId> + '_ {
         self.entry(pd)
             .into_iter()
@@ -235,7 +236,13 @@ impl PdTable {
         }
     }
 
+    /// Adds `vma` to or removes it from `pd`'s granted list. The kernel's list is not kept:
+    /// only `cput` reads the lists, and PD 0 is never destroyed, while every ArgBuf that moves
+    /// to or from the kernel would otherwise search its long list.
     pub(crate) fn note_granted(&mut self, pd: PdId, vma: VmaId, granted: bool) {
+        if pd == PdId::KERNEL {
+            return;
+        }
         if let Some(e) = self.entry_mut(pd) {
             set_membership(&mut e.granted, vma, granted);
         }

@@ -239,6 +239,7 @@ impl PdTable {
     /// Adds `vma` to or removes it from `pd`'s granted list. The kernel's list is not kept:
     /// only `cput` reads the lists, and PD 0 is never destroyed, while every ArgBuf that moves
     /// to or from the kernel would otherwise search its long list.
+    #[inline]
     pub(crate) fn note_granted(&mut self, pd: PdId, vma: VmaId, granted: bool) {
         if pd == PdId::KERNEL {
             return;
@@ -252,6 +253,7 @@ impl PdTable {
 /// Adds `vma` to `set` (once) or removes it. Searches from the newest end: the VMAs that come
 /// and go most (ArgBufs moving between PDs) are the recently added ones, while the kernel's set
 /// also holds long-lived VMAs.
+#[inline]
 fn set_membership(set: &mut Vec<VmaId>, vma: VmaId, member: bool) {
     let at = set.iter().rposition(|v| *v == vma);
     match (member, at) {

@@ -135,6 +135,7 @@ impl VmaTable {
         self.slot(id).map(|s| &self.vtes[s])
     }
 
+    #[inline]
     pub(crate) fn vte_mut(&mut self, id: VmaId) -> Option<&mut Vte> {
         self.slot(id).map(|s| &mut self.vtes[s])
     }

@@ -135,6 +135,7 @@ pub fn calibrate() -> Result<(), &'static str> {
     let hz = super::pit::measure_tsc_hz(10).ok_or("the PIT did not count down")?;
     TSC_HZ.store(hz, Ordering::Relaxed);
     // APIC timer: divide by 16, count down from the maximum for 10 ms of TSC time.
+    super::percpu::current().timer_oneshot = false;
     write(REG_TIMER_DIVIDE, 0b0011);
     write(REG_LVT_TIMER, 1 << 16); // masked, one-shot
     write(REG_TIMER_INIT, u32::MAX);
@@ -154,6 +155,7 @@ pub fn apic_ticks_per_ms() -> u64 {
 pub fn start_periodic_timer(hz: u64) {
     let per_ms = apic_ticks_per_ms().max(1);
     let count = (per_ms * 1000 / hz.max(1)).clamp(1, u64::from(u32::MAX)) as u32;
+    super::percpu::current().timer_oneshot = false;
     write(REG_TIMER_DIVIDE, 0b0011);
     write(REG_LVT_TIMER, (1 << 17) | u32::from(TIMER_VECTOR)); // periodic
     write(REG_TIMER_INIT, count);
@@ -171,7 +173,11 @@ pub fn arm_oneshot(tsc_ticks: u64) {
         None => (u128::from(tsc_ticks) * u128::from(per_ms) / u128::from(tsc_per_ms))
             .clamp(1, u128::from(u32::MAX)) as u32,
     };
-    write(REG_TIMER_DIVIDE, 0b0011);
-    write(REG_LVT_TIMER, u32::from(TIMER_VECTOR)); // one-shot
+    let pc = super::percpu::current();
+    if !pc.timer_oneshot {
+        write(REG_TIMER_DIVIDE, 0b0011);
+        write(REG_LVT_TIMER, u32::from(TIMER_VECTOR)); // one-shot
+        pc.timer_oneshot = true;
+    }
     write(REG_TIMER_INIT, count);
 }

@@ -66,6 +66,9 @@ pub struct PerCpu {
     pub current_pd: u64,
     /// The FS base last loaded for ring 3 (the kernel itself never uses FS).
     pub user_fs_base: u64,
+    /// The local APIC timer is in one-shot mode with its divider set (by `apic::arm_oneshot`),
+    /// so re-arming it takes only the initial count.
+    pub timer_oneshot: bool,
 }
 
 /// Offset of [`PerCpu::trap_stack_top`].
@@ -98,6 +101,7 @@ impl PerCpu {
             ipis: AtomicU64::new(0),
             current_pd: 0,
             user_fs_base: 0,
+            timer_oneshot: false,
         }
     }
 }

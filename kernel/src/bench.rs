@@ -50,8 +50,8 @@ pub fn report_unit(group: &str, metric: &str, sys: Sys, unit: &str, samples: &mu
     }
 }
 
-/// Reports a value derived from other measurements (a share, a ratio) as one run, with one
-/// decimal so that a value just under a threshold does not round onto it.
+/// Reports a value derived from other measurements (a share, a ratio) as one run, with two
+/// decimals so that a value near a threshold does not round onto it.
 pub fn report_derived(group: &str, metric: &str, sys: Sys, unit: &str, value: f64) {
     let system = match sys {
         Sys::Fjord => "fjord",
@@ -59,7 +59,7 @@ pub fn report_derived(group: &str, metric: &str, sys: Sys, unit: &str, value: f6
         Sys::Baseline => "fjord_baseline",
     };
     kprintln!(
-        "BENCH {{\"group\":\"{group}\",\"metric\":\"{metric}\",\"system\":\"{system}\",\"unit\":\"{unit}\",\"median\":{value:.1},\"min\":{value:.1},\"max\":{value:.1},\"runs\":1}}"
+        "BENCH {{\"group\":\"{group}\",\"metric\":\"{metric}\",\"system\":\"{system}\",\"unit\":\"{unit}\",\"median\":{value:.2},\"min\":{value:.2},\"max\":{value:.2},\"runs\":1}}"
     );
 }
 

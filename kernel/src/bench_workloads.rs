@@ -249,7 +249,7 @@ fn run_op(op: &Op) -> R<()> {
         share,
     );
     kprintln!(
-        "fjord: workloads: {}: dispatch {} steps x {} + isolation {} insns = {share:.1}% of Jord's service time",
+        "fjord: workloads: {}: dispatch {} steps x {} + isolation {} insns = {share:.2}% of Jord's service time",
         op.label,
         steps[1],
         handoff[1],

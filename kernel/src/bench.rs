@@ -25,6 +25,17 @@ pub enum Sys {
     Baseline,
 }
 
+impl Sys {
+    /// The `system` field of a `BENCH` line.
+    pub fn label(self) -> &'static str {
+        match self {
+            Sys::Fjord => "fjord",
+            Sys::FjordNi => "fjord_ni",
+            Sys::Baseline => "fjord_baseline",
+        }
+    }
+}
+
 /// Prints one `BENCH` line for `samples` (sorted in place).
 pub fn report_sys(group: &str, metric: &str, sys: Sys, samples: &mut [u64]) {
     report_unit(group, metric, sys, "insns", samples);
@@ -32,11 +43,7 @@ pub fn report_sys(group: &str, metric: &str, sys: Sys, samples: &mut [u64]) {
 
 /// Prints one `BENCH` line for `samples` in `unit` (sorted in place).
 pub fn report_unit(group: &str, metric: &str, sys: Sys, unit: &str, samples: &mut [u64]) {
-    let system = match sys {
-        Sys::Fjord => "fjord",
-        Sys::FjordNi => "fjord_ni",
-        Sys::Baseline => "fjord_baseline",
-    };
+    let system = sys.label();
     match summarize(samples) {
         Some(Summary {
             median,
@@ -53,11 +60,7 @@ pub fn report_unit(group: &str, metric: &str, sys: Sys, unit: &str, samples: &mu
 /// Reports a value derived from other measurements (a share, a ratio) as one run, with two
 /// decimals so that a value near a threshold does not round onto it.
 pub fn report_derived(group: &str, metric: &str, sys: Sys, unit: &str, value: f64) {
-    let system = match sys {
-        Sys::Fjord => "fjord",
-        Sys::FjordNi => "fjord_ni",
-        Sys::Baseline => "fjord_baseline",
-    };
+    let system = sys.label();
     kprintln!(
         "BENCH {{\"group\":\"{group}\",\"metric\":\"{metric}\",\"system\":\"{system}\",\"unit\":\"{unit}\",\"median\":{value:.2},\"min\":{value:.2},\"max\":{value:.2},\"runs\":1}}"
     );

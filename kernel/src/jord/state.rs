@@ -128,6 +128,20 @@ pub struct JordStats {
     pub pd_switches: u64,
 }
 
+impl JordStats {
+    /// Counts one shootdown that removed `removed` leaves (or `dropped_pd` whole tables) and
+    /// owes the remote flushes in `pending`.
+    fn count_shootdown(&mut self, removed: usize, dropped_pd: bool, pending: &Pending) {
+        if removed > 0 || dropped_pd {
+            self.shootdowns += 1;
+            self.leaves_removed += removed as u64;
+        }
+        if !pending.cpus.is_empty() {
+            self.ipis += pending.cpus.len() as u64;
+        }
+    }
+}
+
 /// The Jord state of the machine.
 pub struct Jord {
     pub(super) privlib: PrivLib,
@@ -642,22 +656,14 @@ impl Jord {
     /// [`Jord::apply`] for one PD's leaves, `pmove`'s whole shootdown.
     fn revoke_leaves(&mut self, pd: PdId, base: u64, len: u64) -> Pending {
         let mut pending = Pending::default();
-        let mut ctx = Clear {
-            roots: &self.roots,
-            shared_root: self.shared_root,
-            sharers: &mut self.sharers,
-            current_root: cpu::read_cr3() & !0xfff,
-            me: percpu::cpu_index() as u32,
-            pending: &mut pending,
-        };
+        let mut ctx = Clear::new(
+            &self.roots,
+            self.shared_root,
+            &mut self.sharers,
+            &mut pending,
+        );
         let removed = ctx.clear_leaves(pd, base, len);
-        if removed > 0 {
-            self.stats.shootdowns += 1;
-            self.stats.leaves_removed += removed as u64;
-        }
-        if !pending.cpus.is_empty() {
-            self.stats.ipis += pending.cpus.len() as u64;
-        }
+        self.stats.count_shootdown(removed, false, &pending);
         pending
     }
 
@@ -666,17 +672,13 @@ impl Jord {
         if s.is_empty() {
             return pending;
         }
-        let me = percpu::cpu_index() as u32;
-        let current_root = cpu::read_cr3() & !0xfff;
         let mut removed = 0usize;
-        let mut ctx = Clear {
-            roots: &self.roots,
-            shared_root: self.shared_root,
-            sharers: &mut self.sharers,
-            current_root,
-            me,
-            pending: &mut pending,
-        };
+        let mut ctx = Clear::new(
+            &self.roots,
+            self.shared_root,
+            &mut self.sharers,
+            &mut pending,
+        );
         for leaf in s.leaves() {
             match leaf.target {
                 fjord_pd::Target::Pd(pd) => {
@@ -699,16 +701,10 @@ impl Jord {
             }
         }
         for &pd in s.dropped() {
-            let t = ctx.sharers.take_targets(pd, me);
+            let t = ctx.sharers.take_targets(pd, ctx.me);
             ctx.pending.cpus = ctx.pending.cpus.union(&t);
         }
-        if removed > 0 || s.drops_any() {
-            self.stats.shootdowns += 1;
-            self.stats.leaves_removed += removed as u64;
-        }
-        if !pending.cpus.is_empty() {
-            self.stats.ipis += pending.cpus.len() as u64;
-        }
+        self.stats.count_shootdown(removed, s.drops_any(), &pending);
         pending
     }
 }
@@ -723,7 +719,24 @@ struct Clear<'a> {
     pending: &'a mut Pending,
 }
 
-impl Clear<'_> {
+impl<'a> Clear<'a> {
+    /// A context for clearing leaves on this CPU, whose loaded root it reads.
+    fn new(
+        roots: &'a [u64],
+        shared_root: u64,
+        sharers: &'a mut Sharers,
+        pending: &'a mut Pending,
+    ) -> Clear<'a> {
+        Clear {
+            roots,
+            shared_root,
+            sharers,
+            current_root: cpu::read_cr3() & !0xfff,
+            me: percpu::cpu_index() as u32,
+            pending,
+        }
+    }
+
     /// Clears `[base, base + len)` in `pd`'s table (the shared table when `pd` is the kernel
     /// under Jord_NI), flushing locally and collecting the CPUs to IPI.
     fn clear_leaves(&mut self, pd: PdId, base: u64, len: u64) -> usize {

@@ -121,6 +121,19 @@ static STATE: Mutex<Option<State>> = Mutex::new(None);
 /// Requests completed with a result, for [`completions`].
 static COMPLETIONS: AtomicU64 = AtomicU64::new(0);
 
+/// Advanced, under the state lock, by every change that may let a step be dispatched: a step
+/// queued, an executor's slot freed, a new layout.
+static DISPATCH_EPOCH: AtomicU64 = AtomicU64::new(1);
+
+/// Per CPU: the [`DISPATCH_EPOCH`] at which its last [`poll`] scan found nothing to dispatch
+/// (0: none yet). Read and written only by that CPU.
+static IDLE_AT: [AtomicU64; smp::MAX_CPUS] = [const { AtomicU64::new(0) }; smp::MAX_CPUS];
+
+/// Notes, under the state lock, a change that may make a step dispatchable.
+fn dispatch_may_change() {
+    DISPATCH_EPOCH.fetch_add(1, Ordering::Release);
+}
+
 /// A step pushed to an executor CPU: (group, executor within the group, the job).
 type Step = (usize, usize, Job);
 
@@ -196,6 +209,7 @@ pub fn init_groups(k: usize, group_size: usize) {
             }
         }
         *STATE.lock() = Some(state);
+        dispatch_may_change();
     });
     smp::set_idle_hook(run_queued);
     for c in serving {
@@ -291,6 +305,7 @@ fn enqueue(
         let group = info.group.min(s.groups.len() - 1);
         match s.groups[group].jbsq.submit(class, job) {
             Ok(()) => {
+                dispatch_may_change();
                 s.stats.submitted += 1;
                 Ok((info.ticket, group))
             }
@@ -330,6 +345,7 @@ pub fn resume(info: JobInfo, work: TaskWork) {
     let group = with(|s| {
         let g = info.group.min(s.groups.len() - 1);
         s.groups[g].jbsq.resume(job);
+        dispatch_may_change();
         g
     });
     wake_orchestrator_of(Some(group));
@@ -354,37 +370,62 @@ fn wake_orchestrator_of(group: Option<usize>) {
 
 /// Pushes every request JBSQ allows to its executor, in the groups this CPU orchestrates.
 /// Returns how many were dispatched.
+///
+/// One scan under the state lock dispatches everything it can; the executors are woken once
+/// the lock is released. A poll that finds the dispatch epoch where this CPU's last scan found
+/// nothing to dispatch returns at once, without the lock: nothing has been queued or freed
+/// since.
 pub fn poll() -> usize {
     let here = percpu::cpu_index();
+    let Some(idle_at) = IDLE_AT.get(here) else {
+        return 0;
+    };
+    if idle_at.load(Ordering::Relaxed) == DISPATCH_EPOCH.load(Ordering::Acquire) {
+        return 0;
+    }
     let mut n = 0;
     loop {
-        let next = with(|s| {
-            s.groups
-                .iter_mut()
-                .enumerate()
-                .filter(|(_, g)| g.orchestrator_cpu == here)
-                .find_map(|(i, g)| {
-                    let d = g.jbsq.next_dispatch()?;
+        let mut woken = 0u64;
+        let local = with(|s| {
+            let epoch = DISPATCH_EPOCH.load(Ordering::Relaxed);
+            for (i, g) in s.groups.iter_mut().enumerate() {
+                if g.orchestrator_cpu != here {
+                    continue;
+                }
+                while let Some(d) = g.jbsq.next_dispatch() {
+                    s.stats.dispatched += 1;
+                    n += 1;
                     let mut job = d.request;
                     job.to_idle = g.jbsq.outstanding(d.executor) == 1;
-                    Some((i, d.executor, g.executor_cpus[d.executor], job))
-                })
-                .inspect(|_| s.stats.dispatched += 1)
-        });
-        let Some((group, executor, cpu_index, mut job)) = next else {
-            return n;
-        };
-        job.dispatched = cpu::rdtsc();
-        n += 1;
-        if cpu_index == here {
-            execute(group, executor, job);
-        } else if let Some(q) = STEPS.get(cpu_index) {
-            cpu::without_interrupts(|| q.lock().push_back((group, executor, job)));
-            if smp::wake(cpu_index).is_err() {
-                log::error!("orchestrator: executor CPU {cpu_index} is offline");
+                    job.dispatched = cpu::rdtsc();
+                    let target = g.executor_cpus[d.executor];
+                    if target == here {
+                        return Some((i, d.executor, job));
+                    }
+                    match STEPS.get(target) {
+                        Some(q) => {
+                            q.lock().push_back((i, d.executor, job));
+                            woken |= 1 << target;
+                        }
+                        None => log::error!(
+                            "orchestrator: executor CPU {target} is beyond the CPU limit"
+                        ),
+                    }
+                }
             }
-        } else {
-            log::error!("orchestrator: executor CPU {cpu_index} is beyond the CPU limit");
+            idle_at.store(epoch, Ordering::Relaxed);
+            None
+        });
+        while woken != 0 {
+            let target = woken.trailing_zeros() as usize;
+            woken &= woken - 1;
+            if smp::wake(target).is_err() {
+                log::error!("orchestrator: executor CPU {target} is offline");
+            }
+        }
+        match local {
+            Some((group, executor, job)) => execute(group, executor, job),
+            None => return n,
         }
     }
 }
@@ -425,6 +466,7 @@ fn execute(group: usize, executor: usize, job: Job) {
         {
             log::error!("orchestrator: completion for executor {executor}: {e}");
         }
+        dispatch_may_change();
     });
     // Wake the orchestrator core if it halted waiting for work to finish.
     wake_orchestrator_of(Some(group));

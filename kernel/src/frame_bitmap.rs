@@ -76,6 +76,17 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
         if count == 1 && align == 1 {
             return self.alloc_one();
         }
+        if count <= 64 && align <= 64 {
+            for from in [self.hint, 0] {
+                if let Some(f) = self.first_fit_small(from, count, align) {
+                    self.set_range(f, count, false);
+                    self.free -= count;
+                    self.hint = f + count;
+                    return Ok(f as u64 * PAGE_SIZE);
+                }
+            }
+            return Err(FrameError::OutOfFrames);
+        }
         for from in [self.hint, 0] {
             let mut f = from.next_multiple_of(align);
             while f + count <= self.frames {
@@ -96,6 +107,38 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
             }
         }
         Err(FrameError::OutOfFrames)
+    }
+
+    /// The first frame at or after `from`, a multiple of `align`, that starts `count` free
+    /// frames (both at most 64): a word of candidate starts at a time, each word seen through a
+    /// two-word window so that runs may cross into the next word.
+    fn first_fit_small(&self, from: usize, count: usize, align: usize) -> Option<usize> {
+        let words = self.storage.as_ref();
+        let used_words = self.frames.div_ceil(64).min(words.len());
+        // Bits at the multiples of `align` within a word (words start at multiples of 64).
+        let aligned = if align == 64 {
+            1
+        } else {
+            (u64::MAX as u128 / ((1u128 << align) - 1)) as u64
+        };
+        let mut w = from / 64;
+        let mut at_or_after = u64::MAX.checked_shl((from % 64) as u32).unwrap_or(0);
+        while w < used_words {
+            let cur = words[w];
+            if cur & at_or_after & aligned != 0 {
+                let next = words.get(w + 1).copied().unwrap_or(0);
+                let starts = run_starts(u128::from(cur) | (u128::from(next) << 64), count);
+                let starts = (starts as u64) & at_or_after & aligned;
+                if starts != 0 {
+                    let f = w * 64 + starts.trailing_zeros() as usize;
+                    // Free bits never lie beyond `frames`, so neither does a free run.
+                    return (f + count <= self.frames).then_some(f);
+                }
+            }
+            w += 1;
+            at_or_after = u64::MAX;
+        }
+        None
     }
 
     /// One frame: the first free one at or after the hint, else from the start (what the
@@ -236,6 +279,19 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
     }
 }
 
+/// Bit `i` of the result is set when bits `i..i + n` of `window` are all set (`1 <= n <= 64`).
+#[inline]
+fn run_starts(window: u128, n: usize) -> u128 {
+    let mut m = window;
+    let mut have = 1;
+    while have < n {
+        let s = have.min(n - have);
+        m &= m >> s;
+        have += s;
+    }
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,6 +368,61 @@ mod tests {
         a.free_contiguous(p, 70).unwrap();
         assert_eq!(a.free_frames(), 300);
         assert_eq!(a.alloc_contiguous(300, 1).unwrap(), 0);
+    }
+
+    /// The first fit the search must find: every candidate start, one at a time.
+    fn naive_first_fit(
+        a: &FrameBitmap<Vec<u64>>,
+        from: usize,
+        count: usize,
+        align: usize,
+    ) -> Option<usize> {
+        let mut f = from.next_multiple_of(align);
+        while f + count <= a.frames {
+            if (f..f + count).all(|x| a.is_free(x)) {
+                return Some(f);
+            }
+            f += align;
+        }
+        None
+    }
+
+    #[test]
+    fn word_search_matches_a_frame_by_frame_search() {
+        // xorshift64*: many random bitmaps, densities, sizes, alignments and starting points.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        for round in 0..4000 {
+            let frames = 1 + (next() % 400) as usize;
+            let mut a = FrameBitmap::new(vec![0u64; frames.div_ceil(64) + (round % 2)]);
+            a.add_free_range(0, frames as u64 * PAGE_SIZE);
+            // Mark a random share of the frames used: sparse, dense or in long runs.
+            let density = next() % 4;
+            for f in 0..frames {
+                let used = match density {
+                    0 => next() % 8 == 0,
+                    1 => next() % 2 == 0,
+                    2 => next() % 8 != 0,
+                    _ => (f / 37) % 3 == 1,
+                };
+                if used {
+                    a.set(f, false);
+                }
+            }
+            let count = 1 + (next() % 64) as usize;
+            let align = 1usize << (next() % 7);
+            let from = (next() % (frames as u64 + 64)) as usize;
+            assert_eq!(
+                a.first_fit_small(from, count, align),
+                naive_first_fit(&a, from, count, align),
+                "round {round}: frames {frames} count {count} align {align} from {from}"
+            );
+        }
     }
 
     #[test]

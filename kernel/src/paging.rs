@@ -192,6 +192,16 @@ fn index(va: u64, level: u32) -> usize {
     ((va >> (12 + 9 * (level - 1))) & 511) as usize
 }
 
+/// Where a walk that creates nothing stopped (see `PageTables::short_walk`).
+enum ShortWalk {
+    /// Every table down to level 1 is present; this is the level-1 table.
+    Table(u64),
+    /// A table on the way is absent: nothing is mapped there.
+    Absent,
+    /// A large page, or a table entry without the user bit a user walk needs.
+    Other,
+}
+
 /// One tree of page tables rooted at a physical address.
 pub struct PageTables<'m, M: PhysMemory> {
     root: u64,
@@ -292,6 +302,11 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
         alloc: &mut impl TableAllocator,
     ) -> Result<(u64, usize), PagingError> {
         let user = va < USER_END && flags.contains(Flags::USER);
+        if leaf_level == 1
+            && let Some(table) = self.leaf_table(va, user)
+        {
+            return Ok((table, index(va, 1)));
+        }
         let mut table = self.root;
         for level in (leaf_level + 1..=4).rev() {
             let i = index(va, level);
@@ -314,6 +329,39 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
             }
         }
         Ok((table, index(va, leaf_level)))
+    }
+
+    /// The level-1 table covering `va` when every table above it is present (and
+    /// user-accessible, if `user`) and none is a large page: the common walk, without creating.
+    #[inline(always)]
+    fn leaf_table(&self, va: u64, user: bool) -> Option<u64> {
+        match self.short_walk(va, user) {
+            ShortWalk::Table(t) => Some(t),
+            ShortWalk::Absent | ShortWalk::Other => None,
+        }
+    }
+
+    /// Walks down to `va`'s level-1 table, stopping at the first entry that is not a present
+    /// (and, if `user`, user-accessible) table entry.
+    #[inline(always)]
+    fn short_walk(&self, va: u64, user: bool) -> ShortWalk {
+        let need = if user {
+            Flags::PRESENT.0 | Flags::USER.0
+        } else {
+            Flags::PRESENT.0
+        };
+        let mut table = self.root;
+        for level in [4, 3, 2] {
+            let e = self.mem.read_entry(table, index(va, level));
+            if e & Flags::PRESENT.0 == 0 {
+                return ShortWalk::Absent;
+            }
+            if e & (need | Flags::HUGE.0) != need {
+                return ShortWalk::Other;
+            }
+            table = e & ADDR_MASK;
+        }
+        ShortWalk::Table(table)
     }
 
     /// Finds the leaf entry for `va`: (table, index, entry, size).
@@ -364,6 +412,21 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
     /// Removes every leaf in `[base, base + len)`, skipping absent tables, and returns how many
     /// leaves were removed. A large page is removed whole if any part of it is in the range.
     pub fn unmap_range(&mut self, base: u64, len: u64) -> usize {
+        // One small page (an ArgBuf's revocation): one walk down, no range arithmetic.
+        if len == PAGE_SIZE && base.is_multiple_of(PAGE_SIZE) && is_canonical(base) {
+            match self.short_walk(base, false) {
+                ShortWalk::Absent => return 0,
+                ShortWalk::Table(table) => {
+                    let i = index(base, 1);
+                    if self.mem.read_entry(table, i) & Flags::PRESENT.0 == 0 {
+                        return 0;
+                    }
+                    self.mem.write_entry(table, i, 0);
+                    return 1;
+                }
+                ShortWalk::Other => {}
+            }
+        }
         let end = base.saturating_add(len);
         let mut va = base;
         let mut removed = 0;
@@ -669,6 +732,29 @@ mod tests {
         assert!(pt.translate(far).is_none());
         assert_eq!(pt.unmap_range(UVA, 0), 0);
         assert_eq!(pt.unmap_range(UVA, 5 * PAGE_SIZE), 5);
+    }
+
+    #[test]
+    fn unmap_of_one_page_takes_the_short_walk_or_the_general_one() {
+        let mem = SimMem::default();
+        let mut fa = frames();
+        let mut pt = PageTables::create(&mem, &mut fa).unwrap();
+        pt.map(UVA, 0x10_0000, Flags::USER, &mut fa).unwrap();
+        pt.map(UVA + PAGE_SIZE, 0x11_0000, Flags::USER, &mut fa)
+            .unwrap();
+        assert_eq!(pt.unmap_range(UVA, PAGE_SIZE), 1);
+        assert_eq!(pt.unmap_range(UVA, PAGE_SIZE), 0);
+        assert!(pt.translate(UVA + PAGE_SIZE).is_some());
+        // No tables at all below the root, and a large page: the general walk.
+        assert_eq!(pt.unmap_range(UVA + (1 << 39), PAGE_SIZE), 0);
+        let big = 0x4000_0000;
+        pt.map_sized(big, 0x20_0000, Flags::KERNEL_RW, PageSize::Large, &mut fa)
+            .unwrap();
+        assert_eq!(pt.unmap_range(big + 3 * PAGE_SIZE, PAGE_SIZE), 1);
+        assert!(pt.translate(big).is_none());
+        // After a removal the short walk still installs into the tables that remain.
+        pt.install(UVA, 0x12_0000, Flags::USER, &mut fa).unwrap();
+        assert_eq!(pt.translate(UVA).unwrap().phys, 0x12_0000);
     }
 
     #[test]

@@ -43,6 +43,7 @@ impl VmaTable {
     ///
     /// The caller checks the access kind against [`Grant::perm`] (a present grant whose
     /// permission lacks the access is a protection fault).
+    #[inline(always)]
     pub fn lookup(&self, pd: PdId, addr: u64) -> Result<Grant, Fault> {
         let d = vaddr::decode(addr).map_err(|_| Fault::NotJord)?;
         let vte = self.vte(d.vma).ok_or(Fault::NotJord)?;

@@ -258,6 +258,7 @@ impl Vte {
 
     /// The permission `pd` holds in the sub-array and its slot number. Scans the 20 halfwords
     /// four at a time (SWAR); no allocation.
+    #[inline(always)]
     pub fn find_sub(&self, pd: PdId) -> Option<(usize, Perm)> {
         let want = u64::from(pd.raw() << 3) * LANES;
         for k in 0..SUB_SLOTS / 4 {

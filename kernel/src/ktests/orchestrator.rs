@@ -71,6 +71,20 @@ ktest! {
 }
 
 ktest! {
+    fn a_submission_after_an_empty_poll_is_dispatched() {
+        orchestrator::init(2);
+        kassert_eq!(orchestrator::poll(), 0);
+        // Nothing new since that empty scan: this poll takes the lock-free path.
+        kassert_eq!(orchestrator::poll(), 0);
+        let t = orchestrator::submit(RequestClass::External, Box::new(|| Ok(b"late".to_vec())))
+            .map_err(|e| format!("{e:?}"))?;
+        kassert_eq!(orchestrator::poll(), 1);
+        kassert_eq!(orchestrator::wait(t).result, Ok(b"late".to_vec()));
+        Ok(())
+    }
+}
+
+ktest! {
     fn internal_requests_go_before_waiting_external_ones() {
         if smp::cpu_count() < 2 {
             return Err("needs an executor CPU besides the orchestrator".into());

@@ -187,13 +187,23 @@ pub fn abi_error(e: Error) -> AbiError {
 }
 
 /// Runs `f` on the Jord state (initialising it with full isolation on first use).
+#[inline]
 pub fn with<R>(f: impl FnOnce(&mut Jord) -> R) -> R {
     cpu::without_interrupts(|| {
         let mut g = JORD.lock();
-        let j =
-            g.get_or_insert_with(|| Jord::new(Isolation::Full).expect("memory for the VMA table"));
+        let j = match g.as_mut() {
+            Some(j) => j,
+            None => first_use(&mut g),
+        };
         f(j)
     })
+}
+
+/// The Jord state made on first use, with full isolation (kept out of line: it runs once).
+#[cold]
+#[inline(never)]
+fn first_use(slot: &mut Option<Jord>) -> &mut Jord {
+    slot.insert(Jord::new(Isolation::Full).expect("memory for the VMA table"))
 }
 
 /// Replaces the Jord state by a fresh one in `isolation` mode, releasing everything the old one

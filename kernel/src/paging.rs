@@ -745,7 +745,8 @@ mod tests {
         assert_eq!(pt.unmap_range(UVA, PAGE_SIZE), 1);
         assert_eq!(pt.unmap_range(UVA, PAGE_SIZE), 0);
         assert!(pt.translate(UVA + PAGE_SIZE).is_some());
-        // No tables at all below the root, and a large page: the general walk.
+        // No tables below the root: nothing to remove. A large page: the general walk, which
+        // removes it whole.
         assert_eq!(pt.unmap_range(UVA + (1 << 39), PAGE_SIZE), 0);
         let big = 0x4000_0000;
         pt.map_sized(big, 0x20_0000, Flags::KERNEL_RW, PageSize::Large, &mut fa)

@@ -76,37 +76,44 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
         if count == 1 && align == 1 {
             return self.alloc_one();
         }
-        if count <= 64 && align <= 64 {
-            for from in [self.hint, 0] {
-                if let Some(f) = self.first_fit_small(from, count, align) {
-                    self.set_range(f, count, false);
-                    self.free -= count;
-                    self.hint = f + count;
-                    return Ok(f as u64 * PAGE_SIZE);
-                }
-            }
-            return Err(FrameError::OutOfFrames);
-        }
         for from in [self.hint, 0] {
-            let mut f = from.next_multiple_of(align);
-            while f + count <= self.frames {
-                if self.storage.as_ref()[f / 64] == 0 {
-                    // A whole word of used frames: skip it.
-                    f = ((f / 64 + 1) * 64).next_multiple_of(align);
-                    continue;
-                }
-                match self.first_in_range(f, count, false) {
-                    None => {
-                        self.set_range(f, count, false);
-                        self.free -= count;
-                        self.hint = f + count;
-                        return Ok(f as u64 * PAGE_SIZE);
-                    }
-                    Some(used) => f = (used + 1).next_multiple_of(align),
-                }
+            let found = if count <= 64 && align <= 64 {
+                self.first_fit_small(from, count, align)
+            } else {
+                self.first_fit_large(from, count, align)
+            };
+            if let Some(f) = found {
+                return Ok(self.take_run(f, count));
             }
         }
         Err(FrameError::OutOfFrames)
+    }
+
+    /// Marks the `count` free frames from frame `f` used, moves the hint past them and
+    /// returns the physical address of the first.
+    fn take_run(&mut self, f: usize, count: usize) -> u64 {
+        self.set_range(f, count, false);
+        self.free -= count;
+        self.hint = f + count;
+        f as u64 * PAGE_SIZE
+    }
+
+    /// [`FrameBitmap::first_fit_small`] for any `count` and `align`: candidate starts one at a
+    /// time, skipping words of used frames and past the used frame that ends each attempt.
+    fn first_fit_large(&self, from: usize, count: usize, align: usize) -> Option<usize> {
+        let mut f = from.next_multiple_of(align);
+        while f + count <= self.frames {
+            if self.storage.as_ref()[f / 64] == 0 {
+                // A whole word of used frames: skip it.
+                f = ((f / 64 + 1) * 64).next_multiple_of(align);
+                continue;
+            }
+            match self.first_in_range(f, count, false) {
+                None => return Some(f),
+                Some(used) => f = (used + 1).next_multiple_of(align),
+            }
+        }
+        None
     }
 
     /// The first frame at or after `from`, a multiple of `align`, that starts `count` free
@@ -154,10 +161,7 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
                     if f >= self.frames {
                         break;
                     }
-                    self.storage.as_mut()[w] &= !(1 << (f % 64));
-                    self.free -= 1;
-                    self.hint = f + 1;
-                    return Ok(f as u64 * PAGE_SIZE);
+                    return Ok(self.take_run(f, 1));
                 }
                 w += 1;
                 mask = u64::MAX;

@@ -303,7 +303,7 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
     ) -> Result<(u64, usize), PagingError> {
         let user = va < USER_END && flags.contains(Flags::USER);
         if leaf_level == 1
-            && let Some(table) = self.leaf_table(va, user)
+            && let ShortWalk::Table(table) = self.short_walk(va, user)
         {
             return Ok((table, index(va, 1)));
         }
@@ -331,18 +331,9 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
         Ok((table, index(va, leaf_level)))
     }
 
-    /// The level-1 table covering `va` when every table above it is present (and
-    /// user-accessible, if `user`) and none is a large page: the common walk, without creating.
-    #[inline(always)]
-    fn leaf_table(&self, va: u64, user: bool) -> Option<u64> {
-        match self.short_walk(va, user) {
-            ShortWalk::Table(t) => Some(t),
-            ShortWalk::Absent | ShortWalk::Other => None,
-        }
-    }
-
-    /// Walks down to `va`'s level-1 table, stopping at the first entry that is not a present
-    /// (and, if `user`, user-accessible) table entry.
+    /// Walks down to `va`'s level-1 table without creating any, stopping at the first entry
+    /// that is not a present (and, if `user`, user-accessible) table entry: the common walk of
+    /// a one-page install or unmap.
     #[inline(always)]
     fn short_walk(&self, va: u64, user: bool) -> ShortWalk {
         let need = if user {

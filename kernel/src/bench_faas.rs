@@ -235,7 +235,28 @@ pub fn system_name(sys: Sys) -> &'static str {
 }
 
 /// The chain A→B→C→B→A passing a 1 KiB payload in one ArgBuf by `pmove` only, timed in A.
-fn chain(sys: Sys) -> R<()> {
+/// One form of the chain: how each hop moves the ArgBuf and crosses the gate.
+struct ChainForm {
+    metric: &'static str,
+    driver: Program,
+    relay: Program,
+}
+
+/// `pmove` then `ccall` per hop, `pmove` then `creturn` back: two gate crossings per hop.
+const CHAIN_SPLIT: ChainForm = ChainForm {
+    metric: "chain_abcba_1k",
+    driver: Program::ChainDriver,
+    relay: Program::Relay,
+};
+
+/// `ccall_move` and `creturn_move`: the move and the switch in one gate crossing per hop.
+const CHAIN_MOVE: ChainForm = ChainForm {
+    metric: "chain_abcba_1k_move",
+    driver: Program::ChainDriverMove,
+    relay: Program::RelayMove,
+};
+
+fn chain(sys: Sys, form: &ChainForm) -> R<()> {
     const ROUNDS: usize = 200;
     let (a, b, c) = jord::with(|j| -> Result<_, fjord_pd::Error> {
         let a = j.cget(PdId::KERNEL)?;
@@ -248,7 +269,7 @@ fn chain(sys: Sys) -> R<()> {
         jord::with(|j| j.mmap(a, PAGE_SIZE, Perm::RW, MapFlags::default())).map_err(|_| "mmap")?;
     let results = jord::with(|j| j.mmap(a, (ROUNDS * 8) as u64, Perm::RW, MapFlags::default()))
         .map_err(|_| "mmap")?;
-    let relay = jord::with(|j| j.entry(Program::Relay));
+    let relay = jord::with(|j| j.entry(form.relay));
     let header = [0, 3, a.raw().into(), b.raw().into(), c.raw().into(), relay];
     let phys = jord::with(|j| j.initialised_backing(buf)).ok_or("no backing")?;
     let words = crate::mm::phys_to_virt(phys) as *mut u64;
@@ -257,7 +278,7 @@ fn chain(sys: Sys) -> R<()> {
         // runs yet.
         unsafe { words.add(i).write_volatile(*w) };
     }
-    let driver = jord::with(|j| j.entry(Program::ChainDriver));
+    let driver = jord::with(|j| j.entry(form.driver));
     let deadline = cpu::rdtsc() + apic::tsc_hz() * 10;
     exec::call(a, driver, [buf, ROUNDS as u64, results, 0], Some(deadline))
         .map_err(|_| "chain failed")?;
@@ -271,7 +292,7 @@ fn chain(sys: Sys) -> R<()> {
     let p = crate::mm::phys_to_virt(phys) as *const u64;
     // SAFETY: the results VMA is backed by ROUNDS words, written by A.
     let mut samples = unsafe { core::slice::from_raw_parts(p, ROUNDS) }.to_vec();
-    report_sys("chain", "chain_abcba_1k", sys, &mut samples);
+    report_sys("chain", form.metric, sys, &mut samples);
     for pd in [c, b, a] {
         if let Ok(p) = jord::with(|j| j.cput(PdId::KERNEL, pd)) {
             p.finish();
@@ -292,9 +313,11 @@ fn reset_for(sys: Sys) -> R<()> {
 
 /// Runs the chain microbenchmark and the SLO sweep for Jord and Jord_NI.
 pub fn run_group() -> R<()> {
-    for sys in [Sys::Fjord, Sys::FjordNi] {
-        reset_for(sys)?;
-        chain(sys)?;
+    for form in [&CHAIN_SPLIT, &CHAIN_MOVE] {
+        for sys in [Sys::Fjord, Sys::FjordNi] {
+            reset_for(sys)?;
+            chain(sys, form)?;
+        }
     }
     if smp::cpu_count() < 2 {
         kprintln!("fjord: bench faas: needs 2 CPUs (orchestrator + executor); skipped");

@@ -7,6 +7,7 @@
 //! - [`layout`]: the documented virtual-memory layout;
 //! - [`memmap`]: the boot memory map, normalised into page-aligned usable regions;
 //! - [`frame_bitmap`]: the physical frame allocator's bitmap logic;
+//! - [`held_back`]: revocations held back until a PD is loaded again;
 //! - [`paging`]: x86_64 four-level page tables over an abstract physical memory;
 //! - [`madt`]: the ACPI MADT parser that finds the CPUs;
 //! - [`cpio`]: the `newc` archive reader used for the initrd;
@@ -24,6 +25,7 @@ extern crate alloc;
 pub mod cmdline;
 pub mod cpio;
 pub mod frame_bitmap;
+pub mod held_back;
 pub mod ktest;
 pub mod kv_store;
 pub mod layout;

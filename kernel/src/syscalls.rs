@@ -39,6 +39,8 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         Sysno::KvGet => kv_get(args),
         Sysno::KvPut => kv_put(args),
         Sysno::Ccall
+        | Sysno::CcallMove
+        | Sysno::CreturnMove
         | Sysno::Center
         | Sysno::Cexit
         | Sysno::Creturn

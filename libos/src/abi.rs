@@ -53,11 +53,19 @@ pub enum Sysno {
     KvGet = 30,
     /// `kv_put(key, key_len, value, value_len)`: stores `value` under `key` (replacing it).
     KvPut = 31,
+    /// PrivLib `pmove(argbuf, cid, prot)` then `ccall(cid, func, argbuf)` in one gate
+    /// crossing: `ccall_move(cid, func, argbuf, prot)` calls `func(argbuf)` in PD `cid` with
+    /// the caller's rights on the ArgBuf VMA at `argbuf` moved to it; returns its result.
+    CcallMove = 32,
+    /// PrivLib `pmove(argbuf, caller, prot)` then `creturn(value)`: `creturn_move(value,
+    /// argbuf, prot)` moves the ArgBuf back to the PD that called and returns `value` to it.
+    /// Does not return unless the move fails.
+    CreturnMove = 33,
 }
 
 impl Sysno {
     /// Every defined system call, in number order.
-    pub const ALL: [Sysno; 20] = [
+    pub const ALL: [Sysno; 22] = [
         Sysno::Null,
         Sysno::Exit,
         Sysno::Log,
@@ -78,6 +86,8 @@ impl Sysno {
         Sysno::Wait,
         Sysno::KvGet,
         Sysno::KvPut,
+        Sysno::CcallMove,
+        Sysno::CreturnMove,
     ];
 
     /// The call with number `n`, if one is defined.

@@ -56,6 +56,21 @@ pub fn ccall(cid: u64, func: u64, arg: u64) -> Result<u64> {
     syscall4(Sysno::Ccall, cid, func, arg, 0)
 }
 
+/// Moves the caller's rights on the ArgBuf VMA at `argbuf` to PD `cid` (as `prot`) and calls
+/// `func(argbuf)` there, in one system call; returns the value `cid` passes to [`creturn`] or
+/// [`creturn_move`]. If the call is refused, nothing moved.
+pub fn ccall_move(cid: u64, func: u64, argbuf: u64, prot: u64) -> Result<u64> {
+    syscall4(Sysno::CcallMove, cid, func, argbuf, prot)
+}
+
+/// Moves the ArgBuf VMA at `argbuf` back to the PD that called (as `prot`) and returns `value`
+/// to it, in one system call. Returns only if the move is refused (then nothing moved and the
+/// caller goes on running).
+pub fn creturn_move(value: u64, argbuf: u64, prot: u64) -> Result<core::convert::Infallible> {
+    syscall3(Sysno::CreturnMove, value, argbuf, prot)?;
+    unreachable!("the kernel never resumes a PD after a successful creturn_move")
+}
+
 /// Resumes the suspended PD `cid`; returns what it passes to its next `cexit` or `creturn`.
 pub fn center(cid: u64) -> Result<u64> {
     syscall3(Sysno::Center, cid, 0, 0)

@@ -47,7 +47,7 @@ pub use error::{Error, Fault, Result};
 pub use grant::Grant;
 pub use pd_id::{MAX_PDS, PdId};
 pub use perm::Perm;
-pub use privlib::{Isolation, MapFlags, PrivLib};
+pub use privlib::{Isolation, MapFlags, PrivLib, Revoked};
 pub use sharers::{CpuMask, Sharers};
 pub use shootdown::{Leaf, Shootdown, Target};
 pub use size_class::SizeClass;

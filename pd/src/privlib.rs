@@ -61,6 +61,16 @@ pub struct PrivLib {
 
 /// What the checks of `pmove`/`pcopy` found: the VMA, the caller's permission (and its
 /// sub-array slot), the target's current and new permissions.
+/// What a `pmove` took from its caller: the leaves to remove from the caller's table, and the
+/// rights the caller held (so the most any of those leaves can carry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Revoked {
+    /// The caller's leaf range.
+    pub leaf: Leaf,
+    /// The caller's rights on the VMA before the move.
+    pub had: Perm,
+}
+
 struct Transfer {
     id: VmaId,
     len: u64,
@@ -304,33 +314,37 @@ impl PrivLib {
     /// the caller held). Ownership stays. Returns the caller's leaves to shoot down.
     pub fn pmove(&mut self, caller: PdId, addr: u64, cid: PdId, prot: Perm) -> Result<Shootdown> {
         let mut s = Shootdown::new();
-        if let Some(leaf) = self.pmove_revoking(caller, addr, cid, prot)? {
-            s.push(leaf.target, leaf.base, leaf.len);
+        if let Some(r) = self.pmove_revoking(caller, addr, cid, prot)? {
+            s.push(r.leaf.target, r.leaf.base, r.leaf.len);
         }
         Ok(s)
     }
 
     /// [`PrivLib::pmove`] in the form the kernel's hot path takes: the one leaf range it
-    /// revokes (the caller's, page-rounded), `None` when nothing is revoked (Jord_NI).
+    /// revokes (the caller's, page-rounded) with the rights the caller held, `None` when
+    /// nothing is revoked (Jord_NI).
     pub fn pmove_revoking(
         &mut self,
         caller: PdId,
         addr: u64,
         cid: PdId,
         prot: Perm,
-    ) -> Result<Option<Leaf>> {
+    ) -> Result<Option<Revoked>> {
         if self.checks()
-            && let Some(leaf) = self.pmove_in_place(caller, addr, cid, prot)
+            && let Some(r) = self.pmove_in_place(caller, addr, cid, prot)
         {
-            return Ok(Some(leaf));
+            return Ok(Some(r));
         }
         let Some(t) = self.transfer_checks(caller, addr, cid, prot)? else {
             return Ok(None);
         };
-        let leaf = Leaf {
-            target: Target::Pd(caller),
-            base: addr,
-            len: page_round_up(t.len),
+        let leaf = Revoked {
+            leaf: Leaf {
+                target: Target::Pd(caller),
+                base: addr,
+                len: page_round_up(t.len),
+            },
+            had: t.mine,
         };
         // The caller's pair is in the sub-array and the target holds nothing yet: the
         // caller's pair becomes the target's in place.
@@ -362,7 +376,13 @@ impl PrivLib {
     /// caller's pair in the sub-array holding `prot`, the target holding nothing. The
     /// caller's slot becomes the target's. `None` (nothing changed) sends every other case,
     /// errors included, down the general path.
-    fn pmove_in_place(&mut self, caller: PdId, addr: u64, cid: PdId, prot: Perm) -> Option<Leaf> {
+    fn pmove_in_place(
+        &mut self,
+        caller: PdId,
+        addr: u64,
+        cid: PdId,
+        prot: Perm,
+    ) -> Option<Revoked> {
         if cid == caller || prot.is_empty() || !self.pds.is_live(caller) || !self.pds.is_live(cid) {
             return None;
         }
@@ -387,10 +407,13 @@ impl PrivLib {
         let len = page_round_up(vte.len());
         self.pds.note_granted(caller, d.vma, false);
         self.pds.note_granted(cid, d.vma, true);
-        Some(Leaf {
-            target: Target::Pd(caller),
-            base: addr,
-            len,
+        Some(Revoked {
+            leaf: Leaf {
+                target: Target::Pd(caller),
+                base: addr,
+                len,
+            },
+            had: mine,
         })
     }
 

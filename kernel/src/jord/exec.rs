@@ -6,13 +6,13 @@
 //! the result in `rax`. `cexit` suspends the running PD and hands a value to the PD below it;
 //! `center` resumes a suspended PD. This is the paper's continuation model (§3.4).
 
-use super::state::{Jord, abi_error, with};
+use super::state::{Jord, Pending, abi_error, with};
 use crate::arch::percpu;
 use crate::arch::user::{self, UserContext, UserExit, UserFault};
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use fjord_libos::abi::{Error as AbiError, Sysno, encode};
-use fjord_pd::{Error, PdId};
+use fjord_pd::{Error, PdId, Perm};
 
 /// How an invocation failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +105,15 @@ impl Stack {
 
     fn pop(&mut self) -> Option<Activation> {
         self.nested.pop().or_else(|| self.bottom.take())
+    }
+
+    /// The PD of the activation below the top one (`None` for the outermost).
+    fn below_top_pd(&self) -> Option<PdId> {
+        match self.nested.len() {
+            0 => None,
+            1 => self.bottom.as_ref().map(|a| a.pd),
+            n => Some(self.nested[n - 2].pd),
+        }
     }
 
     /// The PDs of the activations, innermost first.
@@ -269,6 +278,48 @@ fn run_stack(
                             pd: cid,
                             ctx: UserContext::new(args[1], top_of_stack, [args[2], 0, 0, 0]),
                         }),
+                        Err(e) => set_result(stack, Err(abi_error(e))),
+                    }
+                }
+                Some(Sysno::CcallMove) => {
+                    // pmove + ccall: enter first (refusal leaves the buffer where it was),
+                    // then move; a refused move undoes the entry.
+                    let entered = PdId::from_raw(args[0])
+                        .and_then(|cid| Perm::from_raw(args[3]).map(|prot| (cid, prot)))
+                        .and_then(|(cid, prot)| {
+                            with(|j| {
+                                j.privlib.ccall(pd, cid, cpu())?;
+                                match j.pmove_leaving(pd, args[2], cid, prot) {
+                                    Ok(p) => p.finish(),
+                                    Err(e) => {
+                                        let _ = j.privlib.creturn(cid, cpu());
+                                        return Err(e);
+                                    }
+                                }
+                                j.switch_to(cid);
+                                Ok((cid, j.stack_top(cid)))
+                            })
+                        });
+                    match entered {
+                        Ok((cid, top_of_stack)) => stack.push(Activation {
+                            pd: cid,
+                            ctx: UserContext::new(args[1], top_of_stack, [args[2], 0, 0, 0]),
+                        }),
+                        Err(e) => set_result(stack, Err(abi_error(e))),
+                    }
+                }
+                Some(Sysno::CreturnMove) => {
+                    // pmove back to the activation below (the kernel for the outermost), then
+                    // creturn; a refused move leaves the callee running with the error.
+                    let below = stack.below_top_pd().unwrap_or(PdId::KERNEL);
+                    match Perm::from_raw(args[2]).and_then(|prot| {
+                        with(|j| j.pmove_leaving(pd, args[1], below, prot)).map(Pending::finish)
+                    }) {
+                        Ok(()) => {
+                            if let Some(v) = finish_top(stack, args[0]) {
+                                return Ok(Outcome::Returned(v));
+                            }
+                        }
                         Err(e) => set_result(stack, Err(abi_error(e))),
                     }
                 }

@@ -6,6 +6,7 @@ use crate::mm::frames::{self, DIRECT, KernelFrames};
 use crate::mm::kernel_tables;
 use alloc::vec;
 use alloc::vec::Vec;
+use fjord_kernel::held_back::{HeldBack, Note};
 use fjord_kernel::layout::PAGE_SIZE;
 use fjord_kernel::paging::PageTables;
 use fjord_libos::abi::Error as AbiError;
@@ -105,6 +106,9 @@ impl Backing {
 /// Most pages of a VMA whose leaves [`Jord::prefill`] installs at once (ArgBufs).
 const PREFILL_PAGES: usize = 4;
 
+/// Most revocations held back at once ([`HeldBack`]); a `pmove` beyond them revokes at once.
+const MAX_DEFERRED: usize = 16;
+
 /// Event counters (reported by benchmarks and metrics).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct JordStats {
@@ -126,6 +130,12 @@ pub struct JordStats {
     pub prefills: u64,
     /// CR3 writes done to switch PDs.
     pub pd_switches: u64,
+    /// `pmove`s whose sender's leaves were left in its table until it is loaded again
+    /// ([`Jord::pmove_leaving`]).
+    pub revocations_deferred: u64,
+    /// Deferred revocations withdrawn because the VMA came back to the PD (with at least the
+    /// rights it had) before the PD ran again: its leaves stayed valid and were never walked.
+    pub revocations_withdrawn: u64,
 }
 
 impl JordStats {
@@ -166,6 +176,8 @@ pub struct Jord {
     pub stats: JordStats,
     /// Which state this is: every [`reset`] makes a state with a new generation.
     generation: u64,
+    /// Revocations held back until their PD is loaded again (see [`HeldBack`]).
+    pub(super) held_back: HeldBack,
 }
 
 /// The generation of the next Jord state.
@@ -249,6 +261,7 @@ impl Jord {
             sharers: Sharers::new(MAX_LIVE_PDS, crate::arch::smp::MAX_CPUS),
             code_base: 0,
             stats: JordStats::default(),
+            held_back: HeldBack::new(MAX_DEFERRED, MAX_LIVE_PDS),
         };
         j.backing.resize_with(slots, || Backing::NONE);
         // The built-in programs: code is one Global read-execute VMA shared by every PD.
@@ -318,6 +331,15 @@ impl Jord {
         } else {
             self.roots[pd.index()]
         }
+    }
+
+    /// The physical address `pd`'s own table maps `addr` to, if it holds a leaf for it (a
+    /// present leaf need not be usable: see [`HeldBack`]).
+    pub fn leaf_of(&self, pd: PdId, addr: u64) -> Option<u64> {
+        let root = self.root_of(pd);
+        PageTables::new(root, &DIRECT)
+            .translate(addr)
+            .map(|t| t.phys)
     }
 
     /// The top of `pd`'s stack VMA.
@@ -450,6 +472,7 @@ impl Jord {
     }
 
     fn free_backing(&mut self, base: u64) {
+        self.settle_vma(base);
         if let Some(b) = self.backing_mut(base) {
             let b = core::mem::replace(b, Backing::NONE);
             let _ = frames::free_contiguous(b.phys, b.pages);
@@ -458,6 +481,7 @@ impl Jord {
 
     /// Frees backing frames beyond what the VMA at `base` still covers (all of them if freed).
     fn trim_backing(&mut self, base: u64) {
+        self.settle_vma(base);
         let still = self
             .privlib
             .vmas()
@@ -513,11 +537,101 @@ impl Jord {
         cid: PdId,
         prot: Perm,
     ) -> Result<Pending, Error> {
-        let leaf = self.privlib.pmove_revoking(caller, addr, cid, prot)?;
-        Ok(match leaf {
-            Some(l) => self.revoke_leaves(caller, l.base, l.len),
-            None => Pending::default(),
-        })
+        self.pmove_as(caller, addr, cid, prot, false)
+    }
+
+    /// `pmove` by `caller`, the PD loaded on this CPU, which this CPU switches away from (with
+    /// [`Jord::switch_to`]) before `caller` runs again: `ccall` and `creturn` that move their
+    /// ArgBuf. When no other CPU may hold `caller`'s translations, its leaves are not cleared
+    /// now but held back (see [`HeldBack`]); a buffer that comes back before `caller` runs again
+    /// (the chain A→B→C→B→A) then costs no page-table work at all.
+    pub fn pmove_leaving(
+        &mut self,
+        caller: PdId,
+        addr: u64,
+        cid: PdId,
+        prot: Perm,
+    ) -> Result<Pending, Error> {
+        self.pmove_as(caller, addr, cid, prot, true)
+    }
+
+    fn pmove_as(
+        &mut self,
+        caller: PdId,
+        addr: u64,
+        cid: PdId,
+        prot: Perm,
+        leaving: bool,
+    ) -> Result<Pending, Error> {
+        let Some(r) = self.privlib.pmove_revoking(caller, addr, cid, prot)? else {
+            return Ok(Pending::default());
+        };
+        if self.held_back.holds(cid) {
+            self.withdraw(cid, r.leaf.base, prot);
+        }
+        if leaving
+            && self.may_defer(caller)
+            && self.held_back.push(Note {
+                pd: caller,
+                base: r.leaf.base,
+                len: r.leaf.len,
+                had: r.had,
+            })
+        {
+            self.stats.revocations_deferred += 1;
+            return Ok(Pending::default());
+        }
+        Ok(self.revoke_leaves(caller, r.leaf.base, r.leaf.len))
+    }
+
+    /// Whether `caller`, loaded on this CPU and about to be switched away from, may keep its
+    /// revoked leaves for now: no other CPU may cache its translations.
+    fn may_defer(&self, caller: PdId) -> bool {
+        if self.shared_root != 0 || caller == PdId::KERNEL || self.held_back.is_full() {
+            return false;
+        }
+        let mut others = self.sharers.mask(caller);
+        others.remove(percpu::cpu_index() as u32);
+        others.is_empty()
+    }
+
+    /// The VMA at `base` came back to `pd` with `prot`: a revocation held back for it is
+    /// withdrawn when `prot` covers every right its leaves can carry, and carried out now
+    /// otherwise (`pd` is loaded nowhere while it has one).
+    fn withdraw(&mut self, pd: PdId, base: u64, prot: Perm) {
+        let Some(n) = self.held_back.take(pd, base) else {
+            return;
+        };
+        if prot.contains(n.had) {
+            self.stats.revocations_withdrawn += 1;
+        } else {
+            self.clear_held_back(n);
+        }
+    }
+
+    /// Carries out every revocation held back for `pd` (before `pd` is loaded or recycled).
+    pub(super) fn settle_pd(&mut self, pd: PdId) {
+        for n in self.held_back.take_pd(pd) {
+            self.clear_held_back(n);
+        }
+    }
+
+    /// Carries out every revocation held back for the VMA at `base` (before its frames go).
+    fn settle_vma(&mut self, base: u64) {
+        for n in self.held_back.take_vma(base) {
+            self.clear_held_back(n);
+        }
+    }
+
+    /// Clears a held-back revocation's leaves. Its PD is loaded on no CPU and no TLB holds its
+    /// translations, so no flush is owed.
+    fn clear_held_back(&mut self, n: Note) {
+        let root = self.roots[n.pd.index()];
+        if root != 0 {
+            let removed = PageTables::new(root, &DIRECT).unmap_range(n.base, n.len);
+            self.stats
+                .count_shootdown(removed, false, &Pending::default());
+        }
     }
 
     /// `pmove` to a PD about to run, installing `cid`'s leaves for the initialised pages of a
@@ -628,6 +742,9 @@ impl Jord {
         // clear exactly those leaves from it (Global leaves stay valid for any PD) and keep
         // its tables for reuse. Note which VMAs it owns: their frames are freed once the
         // shootdown let them go.
+        if self.held_back.holds(cid) {
+            self.settle_pd(cid);
+        }
         let root = self.roots[cid.index()];
         self.scratch.clear();
         let scratch = &mut self.scratch;

@@ -69,6 +69,9 @@ impl Jord {
         let me = percpu::cpu_index() as u32;
         let pc = percpu::current();
         let prev = PdId::from_raw(pc.current_pd).unwrap_or(PdId::KERNEL);
+        if self.held_back.holds(pd) {
+            self.settle_pd(pd);
+        }
         let root = self.root_of(pd);
         if cpu::read_cr3() & !0xfff != root {
             // SAFETY: every PD root shares the kernel image and kernel half with the kernel's

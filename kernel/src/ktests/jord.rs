@@ -265,3 +265,111 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    fn ccall_move_hands_the_argbuf_over_and_back_without_a_walk() {
+        let p = new_pd(PdId::KERNEL)?;
+        let q = new_pd(p)?;
+        let buf = mmap_for(p, 4096)?;
+        kassert_eq!(run(p, Program::Write, [buf, 41, 0, 0]), Ok(0));
+        let callee = jord::with(|j| j.entry(Program::BumpReturnMove));
+        let before = jord::with(|j| j.stats);
+        let r = run(p, Program::MoveCaller, [u64::from(q.raw()), callee, buf, 0]);
+        kassert_eq!(r, Ok(42));
+        let after = jord::with(|j| j.stats);
+        // P's leaf was held back while Q ran and was valid again once the buffer came back:
+        // only Q's increment needed a VLB fill; P read its response without one.
+        kassert_eq!(after.revocations_deferred - before.revocations_deferred, 2);
+        kassert_eq!(after.revocations_withdrawn - before.revocations_withdrawn, 1);
+        kassert_eq!(after.fills - before.fills, 1);
+        // Q's leaf is still in Q's table, held back; it is cleared before Q runs again.
+        kassert!(jord::with(|j| j.leaf_of(q, buf)).is_some());
+        expect_fault(run(q, Program::Read, [buf, 0, 0, 0]), q, buf, Access::Read)?;
+        kassert!(jord::with(|j| j.leaf_of(q, buf)).is_none());
+        kassert_eq!(run(p, Program::Read, [buf, 0, 0, 0]), Ok(42));
+        put(q);
+        put(p);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn a_caller_whose_argbuf_did_not_come_back_faults_on_it() {
+        let p = new_pd(PdId::KERNEL)?;
+        let q = new_pd(p)?;
+        let buf = mmap_for(p, 4096)?;
+        kassert_eq!(run(p, Program::Write, [buf, 7, 0, 0]), Ok(0));
+        // Q returns with a plain creturn and keeps the buffer: P's held-back leaf must be
+        // gone when P resumes and reads it.
+        let keeps = jord::with(|j| j.entry(Program::ReturnInc));
+        let r = run(p, Program::MoveCaller, [u64::from(q.raw()), keeps, buf, 0]);
+        expect_fault(r, p, buf, Access::Read)?;
+        kassert_eq!(run(q, Program::Read, [buf, 0, 0, 0]), Ok(7));
+        put(q);
+        put(p);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn refused_ccall_move_and_creturn_move_move_nothing() {
+        let p = new_pd(PdId::KERNEL)?;
+        let q = new_pd(p)?;
+        let buf = mmap_for(p, 4096)?;
+        kassert_eq!(run(p, Program::Write, [buf, 9, 0, 0]), Ok(0));
+        let callee = jord::with(|j| j.entry(Program::BumpReturnMove));
+        // No such PD: refused before anything moved.
+        let r = run(p, Program::MoveCaller, [1 << 20, callee, buf, 0]);
+        kassert_eq!(r, Ok(encode(Err(Error::NoSuchPd))));
+        // Not the caller's buffer: refused, the caller keeps its rights.
+        let other = mmap_for(q, 4096)?;
+        let r = run(p, Program::MoveCaller, [u64::from(q.raw()), callee, other, 0]);
+        kassert!(r.is_err(), "P cannot read Q's VMA: {r:?}");
+        // A callee returning a buffer it does not hold gets an error and goes on running.
+        let returns = jord::with(|j| j.entry(Program::ReturnMove));
+        let r = run(p, Program::Caller, [u64::from(q.raw()), returns, buf, 0]);
+        kassert_eq!(r, Ok(encode(Err(Error::AccessDenied))));
+        kassert_eq!(run(p, Program::Read, [buf, 0, 0, 0]), Ok(9));
+        put(q);
+        put(p);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn held_back_leaves_go_before_the_frames_and_before_the_table_is_reused() {
+        let p = new_pd(PdId::KERNEL)?;
+        let q = new_pd(PdId::KERNEL)?;
+        let buf = mmap_for(p, 4096)?;
+        kassert_eq!(run(p, Program::Write, [buf, 3, 0, 0]), Ok(0));
+        // P is loaded on no CPU: its leaf is held back.
+        let before = jord::with(|j| j.stats.revocations_deferred);
+        jord::with(|j| j.pmove_leaving(p, buf, q, Perm::RW))
+            .map_err(|e| format!("{e:?}"))?
+            .finish();
+        kassert_eq!(jord::with(|j| j.stats.revocations_deferred), before + 1);
+        kassert!(jord::with(|j| j.leaf_of(p, buf)).is_some());
+        // The owner frees the VMA: the leaf goes before its frames can be reused.
+        jord::with(|j| j.munmap(p, buf, 4096))
+            .map_err(|e| format!("{e:?}"))?
+            .finish();
+        kassert!(jord::with(|j| j.leaf_of(p, buf)).is_none());
+        // Held back, then the PD is destroyed: its recycled table holds nothing of the VMA.
+        let buf2 = mmap_for(p, 4096)?;
+        kassert_eq!(run(p, Program::Write, [buf2, 3, 0, 0]), Ok(0));
+        jord::with(|j| j.pmove_leaving(p, buf2, q, Perm::RW))
+            .map_err(|e| format!("{e:?}"))?
+            .finish();
+        let root = jord::with(|j| j.root_of(p));
+        put(p);
+        let r = new_pd(PdId::KERNEL)?;
+        if jord::with(|j| j.root_of(r)) == root {
+            kassert!(jord::with(|j| j.leaf_of(r, buf2)).is_none());
+        }
+        // The VMA went with its owner, so Q's right went too.
+        expect_fault(run(q, Program::Read, [buf2, 0, 0, 0]), q, buf2, Access::Read)?;
+        put(r);
+        put(q);
+        Ok(())
+    }
+}

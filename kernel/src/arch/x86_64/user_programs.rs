@@ -360,6 +360,99 @@ uprog_relay:
     syscall
     ud2
 
+    /* chain_driver_move(buf, count, results): chain_driver with one gate crossing per hop:
+     * ccall_move(B, relay_move, buf, RW) moves the ArgBuf and enters B at once. */
+    .global uprog_chain_driver_move
+uprog_chain_driver_move:
+    mov r12, rdi
+    mov rbp, rsi
+    mov rbx, rdx
+    mov r13, [r12 + 24]
+    push qword ptr [r12 + 40]
+    xor r14d, r14d
+1:  cmp r14, rbp
+    jae 2f
+    mov qword ptr [r12], 1
+    UPROG_TSC
+    mov r15, rax
+    mov rdi, r13
+    mov rsi, [rsp]
+    mov rdx, r12
+    mov r10d, 3
+    mov eax, 32
+    syscall
+    UPROG_TSC
+    sub rax, r15
+    mov [rbx + r14 * 8], rax
+    inc r14
+    jmp 1b
+2:  mov eax, 1
+    xor edi, edi
+    syscall
+    ud2
+
+    /* relay_move(buf): relay with ccall_move to the next PD and creturn_move back. */
+    .global uprog_relay_move
+uprog_relay_move:
+    mov r12, rdi
+    mov r14, [r12]
+    mov r13, [r12 + 8]
+    lea rax, [r14 + 1]
+    cmp rax, r13
+    jae 3f
+    mov r15, [r12 + 24 + r14 * 8]
+    mov rbx, [r12 + 40]
+    mov [r12], rax
+    mov rdi, r15
+    mov rsi, rbx
+    mov rdx, r12
+    mov r10d, 3
+    mov eax, 32
+    syscall
+    jmp 4f
+3:  inc qword ptr [r12 + 256]
+    inc qword ptr [r12 + 256 + 1016]
+4:  xor edi, edi
+    mov rsi, r12
+    mov edx, 3
+    mov eax, 33
+    syscall
+    ud2
+
+    /* move_caller(cid, func, buf): reads buf, ccall_move(cid, func, buf, RW), then exits
+     * with the word at buf (or with the call's error). */
+    .global uprog_move_caller
+uprog_move_caller:
+    mov r12, rdx
+    mov rax, [r12]
+    mov r10d, 3
+    mov eax, 32
+    syscall
+    test rax, rax
+    js 1f
+    mov rax, [r12]
+1:  mov rdi, rax
+    mov eax, 1
+    syscall
+    ud2
+
+    /* bump_return_move(buf): increments the word at buf, then return_move(buf). */
+    .global uprog_bump_return_move
+uprog_bump_return_move:
+    inc qword ptr [rdi]
+    /* return_move(buf): creturn_move(0, buf, RW); if refused, creturn(error). */
+    .global uprog_return_move
+uprog_return_move:
+    mov rsi, rdi
+    xor edi, edi
+    mov edx, 3
+    mov eax, 33
+    syscall
+    mov rdi, rax
+    mov eax, 26
+    syscall
+    ud2
+
     .global user_programs_end
 user_programs_end:
     .text
@@ -413,6 +506,11 @@ programs! {
     Work => uprog_work: "`(n)`: about 4n instructions of work, then `creturn`.",
     ChainDriver => uprog_chain_driver: "`(buf, count, results)`: PD A of an A->B->C->B->A chain.",
     Relay => uprog_relay: "`(buf)`: one hop of the chain: pass the ArgBuf on or touch it, hand it back.",
+    ChainDriverMove => uprog_chain_driver_move: "`(buf, count, results)`: `ChainDriver` with `ccall_move`.",
+    RelayMove => uprog_relay_move: "`(buf)`: `Relay` with `ccall_move` and `creturn_move`.",
+    MoveCaller => uprog_move_caller: "`(cid, func, buf)`: exits with `buf`'s word after `ccall_move(cid, func, buf)`.",
+    BumpReturnMove => uprog_bump_return_move: "`(buf)`: increments `buf`'s word, then `ReturnMove`.",
+    ReturnMove => uprog_return_move: "`(buf)`: `creturn_move(0, buf)`; if refused, `creturn(error)`.",
 }
 
 /// The whole blob of user programs.

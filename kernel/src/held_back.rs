@@ -66,6 +66,7 @@ impl HeldBack {
 
     /// Notes `note`; a note for the same PD and VMA is merged into it. Returns false (nothing
     /// noted) when full or when the PD id is out of range.
+    #[inline(always)]
     pub fn push(&mut self, note: Note) -> bool {
         if let Some(n) = self
             .notes

@@ -6,7 +6,7 @@
 //! the result in `rax`. `cexit` suspends the running PD and hands a value to the PD below it;
 //! `center` resumes a suspended PD. This is the paper's continuation model (§3.4).
 
-use super::state::{Jord, Pending, abi_error, with};
+use super::state::{Jord, abi_error, with};
 use crate::arch::percpu;
 use crate::arch::user::{self, UserContext, UserExit, UserFault};
 use alloc::collections::BTreeMap;
@@ -289,37 +289,37 @@ fn run_stack(
                         .and_then(|(cid, prot)| {
                             with(|j| {
                                 j.privlib.ccall(pd, cid, cpu())?;
-                                match j.pmove_leaving(pd, args[2], cid, prot) {
-                                    Ok(p) => p.finish(),
+                                let flushes = match j.pmove_leaving(pd, args[2], cid, prot) {
+                                    Ok(p) => p,
                                     Err(e) => {
                                         let _ = j.privlib.creturn(cid, cpu());
                                         return Err(e);
                                     }
-                                }
+                                };
                                 j.switch_to(cid);
-                                Ok((cid, j.stack_top(cid)))
+                                Ok((cid, j.stack_top(cid), flushes))
                             })
                         });
                     match entered {
-                        Ok((cid, top_of_stack)) => stack.push(Activation {
-                            pd: cid,
-                            ctx: UserContext::new(args[1], top_of_stack, [args[2], 0, 0, 0]),
-                        }),
+                        Ok((cid, top_of_stack, flushes)) => {
+                            // Remote flushes wait for other CPUs: never under the Jord lock.
+                            flushes.finish();
+                            stack.push(Activation {
+                                pd: cid,
+                                ctx: UserContext::new(args[1], top_of_stack, [args[2], 0, 0, 0]),
+                            });
+                        }
                         Err(e) => set_result(stack, Err(abi_error(e))),
                     }
                 }
                 Some(Sysno::CreturnMove) => {
                     // pmove back to the activation below (the kernel for the outermost), then
                     // creturn; a refused move leaves the callee running with the error.
-                    let below = stack.below_top_pd().unwrap_or(PdId::KERNEL);
-                    match Perm::from_raw(args[2]).and_then(|prot| {
-                        with(|j| j.pmove_leaving(pd, args[1], below, prot)).map(Pending::finish)
-                    }) {
-                        Ok(()) => {
-                            if let Some(v) = finish_top(stack, args[0]) {
-                                return Ok(Outcome::Returned(v));
-                            }
-                        }
+                    match Perm::from_raw(args[2])
+                        .and_then(|prot| finish_top_moving(stack, args[0], args[1], prot))
+                    {
+                        Ok(Some(v)) => return Ok(Outcome::Returned(v)),
+                        Ok(None) => {}
                         Err(e) => set_result(stack, Err(abi_error(e))),
                     }
                 }
@@ -375,6 +375,34 @@ fn finish_top(stack: &mut Stack, value: u64) -> Option<u64> {
     }
     set_result(stack, Ok(value));
     None
+}
+
+/// [`finish_top`] after moving the ArgBuf at `buf` (as `prot`) to the activation below (the
+/// kernel for the outermost), in one pass over the Jord state. A refused move changes nothing.
+fn finish_top_moving(
+    stack: &mut Stack,
+    value: u64,
+    buf: u64,
+    prot: Perm,
+) -> Result<Option<u64>, Error> {
+    let done = stack
+        .last_pd()
+        .expect("the loop runs only with activations");
+    let next = stack.below_top_pd().unwrap_or(PdId::KERNEL);
+    let flushes = with(|j| {
+        let p = j.pmove_leaving(done, buf, next, prot)?;
+        let _ = j.privlib.creturn(done, cpu());
+        j.switch_to(next);
+        Ok::<_, Error>(p)
+    })?;
+    // Remote flushes wait for other CPUs: never under the Jord lock.
+    flushes.finish();
+    stack.pop();
+    if next == PdId::KERNEL {
+        return Ok(Some(value));
+    }
+    set_result(stack, Ok(value));
+    Ok(None)
 }
 
 fn set_result(stack: &mut Stack, r: Result<u64, AbiError>) {

@@ -610,6 +610,8 @@ impl Jord {
     }
 
     /// Carries out every revocation held back for `pd` (before `pd` is loaded or recycled).
+    #[cold]
+    #[inline(never)]
     pub(super) fn settle_pd(&mut self, pd: PdId) {
         for n in self.held_back.take_pd(pd) {
             self.clear_held_back(n);

@@ -65,6 +65,7 @@ impl Jord {
     }
 
     /// Makes `pd` the current PD of this CPU: loads its root table and updates the sharer masks.
+    #[inline(always)]
     pub fn switch_to(&mut self, pd: PdId) {
         let me = percpu::cpu_index() as u32;
         let pc = percpu::current();

@@ -147,6 +147,20 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             j.shootdowns
         ),
         s(
+            "fjord_isolation_events_total",
+            Counter,
+            "Jord isolation events.",
+            &[("kind", "revocation_held_back")],
+            j.revocations_deferred
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            "Jord isolation events.",
+            &[("kind", "revocation_withdrawn")],
+            j.revocations_withdrawn
+        ),
+        s(
             "fjord_nested_calls_total",
             Counter,
             "Nested function calls started.",

@@ -45,7 +45,8 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         | Sysno::Cexit
         | Sysno::Creturn
         | Sysno::AsyncCall
-        | Sysno::Wait => {
+        | Sysno::Wait
+        | Sysno::Call => {
             if percpu::current().current_pd == 0 {
                 Err(Error::AccessDenied)
             } else {

@@ -61,11 +61,16 @@ pub enum Sysno {
     /// argbuf, prot)` moves the ArgBuf back to the PD that called and returns `value` to it.
     /// Does not return unless the move fails.
     CreturnMove = 33,
+    /// `call(name, name_len, argbuf, request_len)`: [`Sysno::AsyncCall`] and [`Sysno::Wait`]
+    /// in one gate crossing: the caller is suspended until the callee finished and gets
+    /// `wait`'s result. Refused with [`Error::Busy`] (nothing started) when the caller cannot
+    /// be suspended.
+    Call = 34,
 }
 
 impl Sysno {
     /// Every defined system call, in number order.
-    pub const ALL: [Sysno; 22] = [
+    pub const ALL: [Sysno; 23] = [
         Sysno::Null,
         Sysno::Exit,
         Sysno::Log,
@@ -88,6 +93,7 @@ impl Sysno {
         Sysno::KvPut,
         Sysno::CcallMove,
         Sysno::CreturnMove,
+        Sysno::Call,
     ];
 
     /// The call with number `n`, if one is defined.

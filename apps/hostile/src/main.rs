@@ -6,7 +6,11 @@
 //! - `loop`: spins forever (the executor's deadline must stop it);
 //! - `panic`: panics (the panic handler reports and returns an error);
 //! - `alloc`: maps and touches 1 MiB after 1 MiB until `mmap` fails (the PD's memory limit),
-//!   then returns [`FnError::OutOfMemory`].
+//!   then returns [`FnError::OutOfMemory`];
+//! - `forge-call <hex address>`: makes the `call` system call twice with forged arguments, an
+//!   ArgBuf at the address (not this PD's) and a function name at the address, and responds
+//!   with the two raw results (little-endian `i64`s): both must be errors, and this function
+//!   goes on running.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 use fjord_libos::function::FnError;
@@ -53,6 +57,18 @@ fn hostile(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
         let out = resp.get_mut(..8).ok_or(FnError::ResponseTooLarge)?;
         out.copy_from_slice(&v.to_le_bytes());
         return Ok(8);
+    }
+    if let Some(addr) = req.strip_prefix(b"forge-call ") {
+        use fjord_libos::abi::Sysno;
+        use fjord_libos::syscall::syscall4_raw;
+        let addr = parse_hex(addr)?;
+        let name = b"echo";
+        let forged_buf = syscall4_raw(Sysno::Call, name.as_ptr() as u64, 4, addr, 0);
+        let forged_name = syscall4_raw(Sysno::Call, addr, 4, addr, 0);
+        let out = resp.get_mut(..16).ok_or(FnError::ResponseTooLarge)?;
+        out[..8].copy_from_slice(&forged_buf.to_le_bytes());
+        out[8..].copy_from_slice(&forged_name.to_le_bytes());
+        return Ok(16);
     }
     if let Some(addr) = req.strip_prefix(b"write ") {
         let p = parse_hex(addr)? as *mut u64;

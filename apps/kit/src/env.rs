@@ -87,6 +87,16 @@ impl Env for Fjord {
         Ok(call::wait(pending)?)
     }
 
+    /// One system call that starts the callee and suspends until it finished.
+    fn call<F>(&mut self, name: &str, capacity: usize, build: F) -> Result<Reply, FnError>
+    where
+        F: FnOnce(&mut Writer<'_>) -> fmt::Result,
+    {
+        let mut buf = ArgBuf::new(capacity)?;
+        let len = write_request(buf.bytes_mut(), build)?;
+        Ok(call::call(name, buf, len)?)
+    }
+
     fn kv_get(&mut self, key: &[u8], out: &mut [u8]) -> Result<Option<usize>, FnError> {
         Ok(kv::get(key, out)?)
     }

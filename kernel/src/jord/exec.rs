@@ -250,7 +250,7 @@ fn run_stack(
                         return Ok(Outcome::Returned(v));
                     }
                 }
-                Some(call @ (Sysno::AsyncCall | Sysno::Wait)) => {
+                Some(call @ (Sysno::AsyncCall | Sysno::Wait | Sysno::Call)) => {
                     let can_park = stack.len() == 1;
                     match hook(pd, call, args, can_park) {
                         Reply::Value(v) => set_result(stack, Ok(v)),

@@ -538,6 +538,7 @@ impl Jord {
         prot: Perm,
     ) -> Result<Pending, Error> {
         self.pmove_as(caller, addr, cid, prot, false)
+            .map(|(p, _)| p)
     }
 
     /// `pmove` by `caller`, the PD loaded on this CPU, which this CPU switches away from (with
@@ -552,9 +553,11 @@ impl Jord {
         cid: PdId,
         prot: Perm,
     ) -> Result<Pending, Error> {
-        self.pmove_as(caller, addr, cid, prot, true)
+        self.pmove_as(caller, addr, cid, prot, true).map(|(p, _)| p)
     }
 
+    /// `pmove`, holding the caller's leaves back when `leaving` allows it; also says whether
+    /// `cid`'s own leaves for the VMA were valid again (a held-back revocation withdrawn).
     fn pmove_as(
         &mut self,
         caller: PdId,
@@ -562,13 +565,11 @@ impl Jord {
         cid: PdId,
         prot: Perm,
         leaving: bool,
-    ) -> Result<Pending, Error> {
+    ) -> Result<(Pending, bool), Error> {
         let Some(r) = self.privlib.pmove_revoking(caller, addr, cid, prot)? else {
-            return Ok(Pending::default());
+            return Ok((Pending::default(), false));
         };
-        if self.held_back.holds(cid) {
-            self.withdraw(cid, r.leaf.base, prot);
-        }
+        let withdrawn = self.held_back.holds(cid) && self.withdraw(cid, r.leaf.base, prot);
         if leaving
             && self.may_defer(caller)
             && self.held_back.push(Note {
@@ -579,9 +580,12 @@ impl Jord {
             })
         {
             self.stats.revocations_deferred += 1;
-            return Ok(Pending::default());
+            return Ok((Pending::default(), withdrawn));
         }
-        Ok(self.revoke_leaves(caller, r.leaf.base, r.leaf.len))
+        Ok((
+            self.revoke_leaves(caller, r.leaf.base, r.leaf.len),
+            withdrawn,
+        ))
     }
 
     /// Whether `caller`, loaded on this CPU and about to be switched away from, may keep its
@@ -597,15 +601,17 @@ impl Jord {
 
     /// The VMA at `base` came back to `pd` with `prot`: a revocation held back for it is
     /// withdrawn when `prot` covers every right its leaves can carry, and carried out now
-    /// otherwise (`pd` is loaded nowhere while it has one).
-    fn withdraw(&mut self, pd: PdId, base: u64, prot: Perm) {
+    /// otherwise (`pd` is loaded nowhere while it has one). Returns true when withdrawn.
+    fn withdraw(&mut self, pd: PdId, base: u64, prot: Perm) -> bool {
         let Some(n) = self.held_back.take(pd, base) else {
-            return;
+            return false;
         };
         if prot.contains(n.had) {
             self.stats.revocations_withdrawn += 1;
+            true
         } else {
             self.clear_held_back(n);
+            false
         }
     }
 
@@ -616,6 +622,17 @@ impl Jord {
         for n in self.held_back.take_pd(pd) {
             self.clear_held_back(n);
         }
+    }
+
+    /// Carries out at once every revocation held back for `pd` while `pd` is loaded on this
+    /// CPU: a suspension that was expected did not happen (the call was refused), so `pd`
+    /// runs on without a switch.
+    pub fn settle_running(&mut self, pd: PdId) -> Pending {
+        let mut pending = Pending::default();
+        for n in self.held_back.take_pd(pd) {
+            pending.absorb(self.revoke_leaves(n.pd, n.base, n.len));
+        }
+        pending
     }
 
     /// Carries out every revocation held back for the VMA at `base` (before its frames go).
@@ -642,7 +659,8 @@ impl Jord {
     /// the resumed caller its response, first thing), saving one VLB miss per page; a plain
     /// [`Jord::pmove`] stays lazy, since a receiver that only passes the buffer on would not
     /// touch it. The leaves carry `prot`, the rights just moved (a subset of what the VMA table
-    /// now gives `cid`). Under Jord_NI the shared table keeps its leaves anyway.
+    /// now gives `cid`). Under Jord_NI the shared table keeps its leaves anyway. Leaves that
+    /// were only held back in `cid`'s table and are valid again need no prefill.
     pub fn pmove_prefilled(
         &mut self,
         caller: PdId,
@@ -650,8 +668,31 @@ impl Jord {
         cid: PdId,
         prot: Perm,
     ) -> Result<Pending, Error> {
-        let p = self.pmove(caller, addr, cid, prot)?;
-        if cid != PdId::KERNEL && self.shared_root == 0 && prot.contains(Perm::R) {
+        self.pmove_prefilled_as(caller, addr, cid, prot, false)
+    }
+
+    /// [`Jord::pmove_prefilled`] by a caller this CPU switches away from before it runs again
+    /// (see [`Jord::pmove_leaving`]): the executor's `call`, which suspends the caller.
+    pub fn pmove_prefilled_leaving(
+        &mut self,
+        caller: PdId,
+        addr: u64,
+        cid: PdId,
+        prot: Perm,
+    ) -> Result<Pending, Error> {
+        self.pmove_prefilled_as(caller, addr, cid, prot, true)
+    }
+
+    fn pmove_prefilled_as(
+        &mut self,
+        caller: PdId,
+        addr: u64,
+        cid: PdId,
+        prot: Perm,
+        leaving: bool,
+    ) -> Result<Pending, Error> {
+        let (p, withdrawn) = self.pmove_as(caller, addr, cid, prot, leaving)?;
+        if !withdrawn && cid != PdId::KERNEL && self.shared_root == 0 && prot.contains(Perm::R) {
             self.prefill(cid, addr, prot);
         }
         Ok(p)
@@ -907,6 +948,12 @@ pub struct Pending {
 }
 
 impl Pending {
+    /// Adds the flushes `other` owes to these.
+    fn absorb(&mut self, other: Pending) {
+        self.cpus = self.cpus.union(&other.cpus);
+        self.reload_local |= other.reload_local;
+    }
+
     /// Flushes this CPU (if needed) and every CPU in the mask, waiting for them.
     pub fn finish(self) {
         if self.reload_local {

@@ -180,3 +180,47 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    fn a_synchronous_call_holds_the_callers_leaves_back() {
+        needs_modules()?;
+        task::set_hop_mode(task::HopMode::Move);
+        let counts = || {
+            jord::with(|j| {
+                (
+                    j.stats.revocations_deferred,
+                    j.stats.revocations_withdrawn,
+                )
+            })
+        };
+        let (held, withdrawn) = counts();
+        let resp = request("relay", b"3 abc")?;
+        let resp = String::from_utf8(resp).map_err(|_| "not UTF-8")?;
+        kassert!(resp.ends_with("sum=294;"), "{resp}");
+        // Each of the three callers was suspended in `call` with its leaves for the ArgBuf
+        // held back, and got the buffer back with those leaves valid again.
+        let (held2, withdrawn2) = counts();
+        kassert_eq!(held2 - held, 3);
+        kassert_eq!(withdrawn2 - withdrawn, 3);
+        kassert_eq!(task::outstanding(), (0, 0));
+        Ok(())
+    }
+}
+
+ktest! {
+    fn a_call_with_forged_arguments_is_refused_and_the_caller_goes_on() {
+        needs_modules()?;
+        let before = task::NESTED_CALLS.load(Ordering::Relaxed);
+        // An address in the Jord region that no VMA of the caller's covers, and kernel memory.
+        for addr in [fjord_kernel::layout::JORD_REGION_BASE + (5 << 39), 0x10_0000] {
+            let resp = request("hostile", format!("forge-call {addr:x}").as_bytes())?;
+            kassert_eq!(resp.len(), 16);
+            let word = |i: usize| i64::from_le_bytes(resp[i..i + 8].try_into().unwrap_or([0; 8]));
+            kassert!(word(0) < 0, "a forged ArgBuf must be refused: {}", word(0));
+            kassert!(word(8) < 0, "a forged name must be refused: {}", word(8));
+        }
+        kassert_eq!(task::NESTED_CALLS.load(Ordering::Relaxed), before);
+        kassert_eq!(task::outstanding(), (0, 0));
+        Ok(())
+    }
+}

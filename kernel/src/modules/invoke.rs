@@ -196,6 +196,12 @@ pub(super) fn move_argbuf(from: PdId, addr: u64, to: PdId) -> Result<(), PdError
     jord::with(|j| j.pmove_prefilled(from, addr, to, Perm::RW)).map(|p| p.finish())
 }
 
+/// [`move_argbuf`] from `from`, the PD running on this CPU, which is suspended before it runs
+/// again: its leaves for the buffer may be held back (see `Jord::pmove_leaving`).
+pub(super) fn move_argbuf_leaving(from: PdId, addr: u64, to: PdId) -> Result<(), PdError> {
+    jord::with(|j| j.pmove_prefilled_leaving(from, addr, to, Perm::RW)).map(|p| p.finish())
+}
+
 /// Builds a PD and a kernel-owned ArgBuf of `capacity` bytes for `f`, copies `request` into
 /// the ArgBuf and moves it to the PD; everything is released again on failure.
 pub(super) fn prepare(

@@ -177,8 +177,9 @@ fn step(
     let mut waited = None;
     let outcome = {
         let mut hook = |pd: PdId, call: Sysno, args: [u64; 4], can_park: bool| match call {
-            Sysno::AsyncCall => exec::Reply::Value(encode(start_call(&task, pd, args))),
+            Sysno::AsyncCall => exec::Reply::Value(encode(start_call(&task, pd, args, false))),
             Sysno::Wait => wait_reply(&task, args[0], can_park, &mut waited),
+            Sysno::Call => call_reply(&task, pd, args, can_park, &mut waited),
             _ => exec::Reply::Value(encode(Err(AbiError::NoSys))),
         };
         let deadline = Some(task.deadline);
@@ -204,6 +205,32 @@ fn step(
         }
         Ok(exec::Outcome::Returned(v)) => finish(task, Ok(v)),
         Err(e) => finish(task, Err(invoke::exec_failure(e))),
+    }
+}
+
+/// `call(name, name_len, argbuf, request_len)`: `async_call`, then suspend the caller until
+/// the callee finished. A caller that cannot be suspended (it was entered by `ccall`) gets
+/// [`AbiError::Busy`] and nothing starts.
+fn call_reply(
+    task: &Task,
+    pd: PdId,
+    args: [u64; 4],
+    can_park: bool,
+    waited: &mut Option<u64>,
+) -> exec::Reply {
+    if !can_park {
+        return exec::Reply::Value(encode(Err(AbiError::Busy)));
+    }
+    match start_call(task, pd, args, true) {
+        Ok(handle) => {
+            *waited = Some(handle);
+            exec::Reply::Park
+        }
+        Err(e) => {
+            // Refused: the caller runs on, so nothing of it may stay held back.
+            jord::with(|j| j.settle_running(pd)).finish();
+            exec::Reply::Value(encode(Err(e)))
+        }
     }
 }
 
@@ -257,8 +284,10 @@ fn text(e: InvokeFailure) -> String {
     format!("{e}")
 }
 
-/// `async_call(name, name_len, argbuf, request_len)` from `caller` running in `pd`.
-fn start_call(caller: &Task, pd: PdId, a: [u64; 4]) -> Result<u64, AbiError> {
+/// `async_call(name, name_len, argbuf, request_len)` from `caller` running in `pd`. With
+/// `suspending`, the caller is suspended right after (`call`), so its leaves for the ArgBuf
+/// may be held back until it runs again.
+fn start_call(caller: &Task, pd: PdId, a: [u64; 4], suspending: bool) -> Result<u64, AbiError> {
     let (name_ptr, name_len, buf, request_len) = (a[0], a[1], a[2], a[3]);
     if name_len == 0 || name_len > fjord_faas::function_name::MAX_FUNCTION_NAME_LEN as u64 {
         return Err(AbiError::InvalidArgs);
@@ -274,7 +303,12 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4]) -> Result<u64, AbiError> {
     let callee = match hop_mode() {
         HopMode::Move => {
             let (cpd, boundary) = invoke::create_pd(&f)?;
-            if let Err(e) = invoke::move_argbuf(pd, buf, cpd) {
+            let moved = if suspending {
+                invoke::move_argbuf_leaving(pd, buf, cpd)
+            } else {
+                invoke::move_argbuf(pd, buf, cpd)
+            };
+            if let Err(e) = moved {
                 invoke::destroy_pd(cpd);
                 return Err(jord::state::abi_error(e));
             }

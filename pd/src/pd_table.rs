@@ -253,7 +253,7 @@ impl PdTable {
 /// Adds `vma` to `set` (once) or removes it. Searches from the newest end: the VMAs that come
 /// and go most (ArgBufs moving between PDs) are the recently added ones, while the kernel's set
 /// also holds long-lived VMAs.
-#[inline]
+#[inline(always)]
 fn set_membership(set: &mut Vec<VmaId>, vma: VmaId, member: bool) {
     let at = set.iter().rposition(|v| *v == vma);
     match (member, at) {

@@ -595,7 +595,8 @@ impl Jord {
             return false;
         }
         let mut others = self.sharers.mask(caller);
-        others.remove(percpu::cpu_index() as u32);
+        // A PD is loaded here, so this CPU's per-CPU data exists.
+        others.remove(percpu::current().index as u32);
         others.is_empty()
     }
 

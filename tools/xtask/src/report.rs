@@ -64,8 +64,12 @@ impl Row<'_> {
 }
 
 /// Fjord metrics whose Linux counterpart has another name: a PD switch round trip (ccall and
-/// creturn between two protection domains) against a pipe round trip between two processes.
-pub const COUNTERPARTS: &[(&str, &str)] = &[("pd_switch_roundtrip", "pipe_pingpong_roundtrip")];
+/// creturn between two protection domains) against a pipe round trip between two processes;
+/// the chain with one gate crossing per hop against the same chain of processes over pipes.
+pub const COUNTERPARTS: &[(&str, &str)] = &[
+    ("pd_switch_roundtrip", "pipe_pingpong_roundtrip"),
+    ("chain_abcba_1k_move", "chain_abcba_1k"),
+];
 
 /// The Linux metric that measures the same thing as Fjord's `metric`.
 pub fn linux_counterpart(metric: &str) -> &str {

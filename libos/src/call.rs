@@ -248,41 +248,34 @@ mod sys {
     }
 
     pub fn async_call(name: &str, buf: u64, request_len: usize) -> Result<u64, CallError> {
-        let r = syscall4_raw(
-            Sysno::AsyncCall,
+        on_function(Sysno::AsyncCall, name, buf, request_len)
+    }
+
+    pub fn wait(handle: u64) -> Result<usize, CallError> {
+        value(syscall4_raw(Sysno::Wait, handle, 0, 0, 0)).map(|n| n as usize)
+    }
+
+    pub fn call(name: &str, buf: u64, request_len: usize) -> Result<usize, CallError> {
+        on_function(Sysno::Call, name, buf, request_len).map(|n| n as usize)
+    }
+
+    /// A call that names a function and hands it the ArgBuf at `buf` (`async_call`, `call`).
+    fn on_function(no: Sysno, name: &str, buf: u64, request_len: usize) -> Result<u64, CallError> {
+        value(syscall4_raw(
+            no,
             name.as_ptr() as u64,
             name.len() as u64,
             buf,
             request_len as u64,
-        );
+        ))
+    }
+
+    /// A raw result: a value, or the error a negative one carries.
+    fn value(r: i64) -> Result<u64, CallError> {
         if r < 0 {
             Err(CallError::from_ret(r))
         } else {
             Ok(r as u64)
-        }
-    }
-
-    pub fn wait(handle: u64) -> Result<usize, CallError> {
-        let r = syscall4_raw(Sysno::Wait, handle, 0, 0, 0);
-        if r < 0 {
-            Err(CallError::from_ret(r))
-        } else {
-            Ok(r as usize)
-        }
-    }
-
-    pub fn call(name: &str, buf: u64, request_len: usize) -> Result<usize, CallError> {
-        let r = syscall4_raw(
-            Sysno::Call,
-            name.as_ptr() as u64,
-            name.len() as u64,
-            buf,
-            request_len as u64,
-        );
-        if r < 0 {
-            Err(CallError::from_ret(r))
-        } else {
-            Ok(r as usize)
         }
     }
 }

@@ -6,7 +6,7 @@
 //! the result in `rax`. `cexit` suspends the running PD and hands a value to the PD below it;
 //! `center` resumes a suspended PD. This is the paper's continuation model (§3.4).
 
-use super::state::{Jord, abi_error, with};
+use super::state::{Handoff, Jord, abi_error, with};
 use crate::arch::percpu;
 use crate::arch::user::{self, UserContext, UserExit, UserFault};
 use alloc::collections::BTreeMap;
@@ -289,13 +289,14 @@ fn run_stack(
                         .and_then(|(cid, prot)| {
                             with(|j| {
                                 j.privlib.ccall(pd, cid, cpu())?;
-                                let flushes = match j.pmove_leaving(pd, args[2], cid, prot) {
-                                    Ok(p) => p,
-                                    Err(e) => {
-                                        let _ = j.privlib.creturn(cid, cpu());
-                                        return Err(e);
-                                    }
-                                };
+                                let flushes =
+                                    match j.pmove_with(pd, args[2], cid, prot, Handoff::LEAVING) {
+                                        Ok(p) => p,
+                                        Err(e) => {
+                                            let _ = j.privlib.creturn(cid, cpu());
+                                            return Err(e);
+                                        }
+                                    };
                                 j.switch_to(cid);
                                 Ok((cid, j.stack_top(cid), flushes))
                             })
@@ -390,7 +391,7 @@ fn finish_top_moving(
         .expect("the loop runs only with activations");
     let next = stack.below_top_pd().unwrap_or(PdId::KERNEL);
     let flushes = with(|j| {
-        let p = j.pmove_leaving(done, buf, next, prot)?;
+        let p = j.pmove_with(done, buf, next, prot, Handoff::LEAVING)?;
         let _ = j.privlib.creturn(done, cpu());
         j.switch_to(next);
         Ok::<_, Error>(p)

@@ -106,6 +106,45 @@ impl Backing {
 /// Most pages of a VMA whose leaves [`Jord::prefill`] installs at once (ArgBufs).
 const PREFILL_PAGES: usize = 4;
 
+/// What the kernel knows of a `pmove`'s two PDs beyond PrivLib's rights update
+/// ([`Jord::pmove_with`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Handoff {
+    /// The caller is the PD loaded on this CPU, and this CPU switches away from it (with
+    /// [`Jord::switch_to`]) before it runs again: `ccall_move`, `creturn_move`, and `call`,
+    /// which suspends it. When no other CPU may hold the caller's translations, its leaves are
+    /// not cleared now but held back (see [`HeldBack`]); a buffer that comes back before the
+    /// caller runs again (the chain A→B→C→B→A, a nested call's response) then costs no
+    /// page-table work at all.
+    pub leaving: bool,
+    /// The target is the PD the executor runs next and reads the buffer first thing (a callee
+    /// its request, a resumed caller its response): install its leaves for the initialised
+    /// pages of a small VMA (an ArgBuf) at once, as VLB fills would on its first touches,
+    /// saving one VLB miss per page. The leaves carry the rights just moved (a subset of what
+    /// the VMA table now gives the target). Leaves only held back in the target's table, valid
+    /// again, need none; under Jord_NI the shared table keeps its leaves anyway. A plain
+    /// `pmove` stays lazy, since a receiver that only passes the buffer on would not touch it.
+    pub prefill: bool,
+}
+
+impl Handoff {
+    /// The caller leaves: `ccall_move`, `creturn_move`.
+    pub const LEAVING: Handoff = Handoff {
+        leaving: true,
+        prefill: false,
+    };
+    /// The executor hands the buffer to the PD it runs next.
+    pub const TO_NEXT: Handoff = Handoff {
+        leaving: false,
+        prefill: true,
+    };
+    /// Both: `call` hands its buffer to the callee and suspends the caller.
+    pub const CALL: Handoff = Handoff {
+        leaving: true,
+        prefill: true,
+    };
+}
+
 /// Most revocations held back at once ([`HeldBack`]); a `pmove` beyond them revokes at once.
 const MAX_DEFERRED: usize = 16;
 
@@ -131,7 +170,7 @@ pub struct JordStats {
     /// CR3 writes done to switch PDs.
     pub pd_switches: u64,
     /// `pmove`s whose sender's leaves were left in its table until it is loaded again
-    /// ([`Jord::pmove_leaving`]).
+    /// ([`Handoff::leaving`]).
     pub revocations_deferred: u64,
     /// Deferred revocations withdrawn because the VMA came back to the PD (with at least the
     /// rights it had) before the PD ran again: its leaves stayed valid and were never walked.
@@ -529,7 +568,7 @@ impl Jord {
         Ok(self.apply(&s))
     }
 
-    /// `pmove`.
+    /// `pmove` as a system call from running code makes it (no [`Handoff`]).
     pub fn pmove(
         &mut self,
         caller: PdId,
@@ -541,19 +580,28 @@ impl Jord {
             .map(|(p, _)| p)
     }
 
-    /// `pmove` by `caller`, the PD loaded on this CPU, which this CPU switches away from (with
-    /// [`Jord::switch_to`]) before `caller` runs again: `ccall` and `creturn` that move their
-    /// ArgBuf. When no other CPU may hold `caller`'s translations, its leaves are not cleared
-    /// now but held back (see [`HeldBack`]); a buffer that comes back before `caller` runs again
-    /// (the chain A→B→C→B→A) then costs no page-table work at all.
-    pub fn pmove_leaving(
+    /// `pmove` with what the kernel knows of the two PDs ([`Handoff`]): the caller is about to
+    /// be switched away from (its leaves may be held back), the target is about to run (its
+    /// leaves are installed now).
+    #[inline(always)]
+    pub fn pmove_with(
         &mut self,
         caller: PdId,
         addr: u64,
         cid: PdId,
         prot: Perm,
+        how: Handoff,
     ) -> Result<Pending, Error> {
-        self.pmove_as(caller, addr, cid, prot, true).map(|(p, _)| p)
+        let (p, withdrawn) = self.pmove_as(caller, addr, cid, prot, how.leaving)?;
+        if how.prefill
+            && !withdrawn
+            && cid != PdId::KERNEL
+            && self.shared_root == 0
+            && prot.contains(Perm::R)
+        {
+            self.prefill(cid, addr, prot);
+        }
+        Ok(p)
     }
 
     /// `pmove`, holding the caller's leaves back when `leaving` allows it; also says whether
@@ -652,51 +700,6 @@ impl Jord {
             self.stats
                 .count_shootdown(removed, false, &Pending::default());
         }
-    }
-
-    /// `pmove` to a PD about to run, installing `cid`'s leaves for the initialised pages of a
-    /// small VMA (an ArgBuf) at once, as VLB fills would on its first touches. The executor
-    /// uses it when it hands an ArgBuf to the PD it runs next (the callee reads its request,
-    /// the resumed caller its response, first thing), saving one VLB miss per page; a plain
-    /// [`Jord::pmove`] stays lazy, since a receiver that only passes the buffer on would not
-    /// touch it. The leaves carry `prot`, the rights just moved (a subset of what the VMA table
-    /// now gives `cid`). Under Jord_NI the shared table keeps its leaves anyway. Leaves that
-    /// were only held back in `cid`'s table and are valid again need no prefill.
-    pub fn pmove_prefilled(
-        &mut self,
-        caller: PdId,
-        addr: u64,
-        cid: PdId,
-        prot: Perm,
-    ) -> Result<Pending, Error> {
-        self.pmove_prefilled_as(caller, addr, cid, prot, false)
-    }
-
-    /// [`Jord::pmove_prefilled`] by a caller this CPU switches away from before it runs again
-    /// (see [`Jord::pmove_leaving`]): the executor's `call`, which suspends the caller.
-    pub fn pmove_prefilled_leaving(
-        &mut self,
-        caller: PdId,
-        addr: u64,
-        cid: PdId,
-        prot: Perm,
-    ) -> Result<Pending, Error> {
-        self.pmove_prefilled_as(caller, addr, cid, prot, true)
-    }
-
-    fn pmove_prefilled_as(
-        &mut self,
-        caller: PdId,
-        addr: u64,
-        cid: PdId,
-        prot: Perm,
-        leaving: bool,
-    ) -> Result<Pending, Error> {
-        let (p, withdrawn) = self.pmove_as(caller, addr, cid, prot, leaving)?;
-        if !withdrawn && cid != PdId::KERNEL && self.shared_root == 0 && prot.contains(Perm::R) {
-            self.prefill(cid, addr, prot);
-        }
-        Ok(p)
     }
 
     fn prefill(&mut self, pd: PdId, base: u64, perm: Perm) {

@@ -5,6 +5,7 @@ use crate::arch::user::Access;
 use crate::arch::user_programs::Program;
 use crate::arch::{cpu, smp};
 use crate::jord::exec::{InvokeError, call};
+use crate::jord::state::Handoff;
 use crate::jord::{self, state};
 use crate::ktest;
 use alloc::format;
@@ -344,7 +345,7 @@ ktest! {
         kassert_eq!(run(p, Program::Write, [buf, 3, 0, 0]), Ok(0));
         // P is loaded on no CPU: its leaf is held back.
         let before = jord::with(|j| j.stats.revocations_deferred);
-        jord::with(|j| j.pmove_leaving(p, buf, q, Perm::RW))
+        jord::with(|j| j.pmove_with(p, buf, q, Perm::RW, Handoff::LEAVING))
             .map_err(|e| format!("{e:?}"))?
             .finish();
         kassert_eq!(jord::with(|j| j.stats.revocations_deferred), before + 1);
@@ -357,7 +358,7 @@ ktest! {
         // Held back, then the PD is destroyed: its recycled table holds nothing of the VMA.
         let buf2 = mmap_for(p, 4096)?;
         kassert_eq!(run(p, Program::Write, [buf2, 3, 0, 0]), Ok(0));
-        jord::with(|j| j.pmove_leaving(p, buf2, q, Perm::RW))
+        jord::with(|j| j.pmove_with(p, buf2, q, Perm::RW, Handoff::LEAVING))
             .map_err(|e| format!("{e:?}"))?
             .finish();
         let root = jord::with(|j| j.root_of(p));

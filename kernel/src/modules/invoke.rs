@@ -14,6 +14,7 @@
 use super::LoadedFunction;
 use crate::arch::cpu;
 use crate::arch::user::UserFault;
+use crate::jord::state::Handoff;
 use crate::jord::{self, exec};
 use alloc::vec::Vec;
 use fjord_kernel::layout::PAGE_SIZE;
@@ -191,15 +192,15 @@ fn pd_failure(e: PdError) -> InvokeFailure {
 }
 
 /// Moves the ArgBuf at `addr` from `from` to `to` (read-write) and, when `to` is a PD about to
-/// run, installs its leaves for the buffer at once (see `Jord::pmove_prefilled`).
+/// run, installs its leaves for the buffer at once (see `Handoff::prefill`).
 pub(super) fn move_argbuf(from: PdId, addr: u64, to: PdId) -> Result<(), PdError> {
-    jord::with(|j| j.pmove_prefilled(from, addr, to, Perm::RW)).map(|p| p.finish())
+    jord::with(|j| j.pmove_with(from, addr, to, Perm::RW, Handoff::TO_NEXT)).map(|p| p.finish())
 }
 
 /// [`move_argbuf`] from `from`, the PD running on this CPU, which is suspended before it runs
-/// again: its leaves for the buffer may be held back (see `Jord::pmove_leaving`).
+/// again: its leaves for the buffer may be held back (see `Handoff::leaving`).
 pub(super) fn move_argbuf_leaving(from: PdId, addr: u64, to: PdId) -> Result<(), PdError> {
-    jord::with(|j| j.pmove_prefilled_leaving(from, addr, to, Perm::RW)).map(|p| p.finish())
+    jord::with(|j| j.pmove_with(from, addr, to, Perm::RW, Handoff::CALL)).map(|p| p.finish())
 }
 
 /// Builds a PD and a kernel-owned ArgBuf of `capacity` bytes for `f`, copies `request` into

@@ -286,11 +286,14 @@ uprog_work:
     syscall
     ud2
 
-    /* chain_driver(buf, count, results): PD A of the chain A->B->C->B->A. The ArgBuf `buf`
-     * holds [0] hop index, [1] n, [2..2+n] PD ids, [2+n] relay entry, payload at +256.
-     * Each round: pmove(buf, B), ccall(B, relay, buf); times every round trip. */
-    .global uprog_chain_driver
-uprog_chain_driver:
+    /* The chain A->B->C->B->A in two forms. The ArgBuf `buf` holds [0] hop index, [1] n,
+     * [2..2+n] PD ids, [2+n] relay entry, payload at +256.
+     *
+     * CHAIN_DRIVER name, pass: PD A, `(buf, count, results)`. Each round hands `buf` to B with
+     * `pass` (r13 = B, [rsp] = the relay entry, r12 = buf) and times the round trip. */
+    .macro CHAIN_DRIVER name, pass
+    .global \name
+\name:
     mov r12, rdi
     mov rbp, rsi
     mov rbx, rdx
@@ -302,16 +305,7 @@ uprog_chain_driver:
     mov qword ptr [r12], 1
     UPROG_TSC
     mov r15, rax
-    mov rdi, r12
-    mov rsi, r13
-    mov edx, 3
-    mov eax, 19
-    syscall
-    mov rdi, r13
-    mov rsi, [rsp]
-    mov rdx, r12
-    mov eax, 23
-    syscall
+    \pass
     UPROG_TSC
     sub rax, r15
     mov [rbx + r14 * 8], rax
@@ -321,103 +315,103 @@ uprog_chain_driver:
     xor edi, edi
     syscall
     ud2
+    .endm
 
-    /* relay(buf): one hop of the chain. Passes the ArgBuf on to the next PD (pmove + ccall)
-     * unless it is the last hop, where it touches the payload; then moves the ArgBuf back to
-     * the PD that called it and returns. */
-    .global uprog_relay
-uprog_relay:
+    /* CHAIN_RELAY name, enter, pass, back: one hop, `(buf)`. Reads what `enter` needs of the
+     * header first (r14 = this hop's index), hands `buf` on to the next PD with `pass`
+     * (r15 = next PD, rbx = relay entry, r12 = buf) unless this is the last hop, where it
+     * touches the payload, then gives it back with `back`. */
+    .macro CHAIN_RELAY name, enter, pass, back
+    .global \name
+\name:
     mov r12, rdi
     mov r14, [r12]
     mov r13, [r12 + 8]
-    mov rbp, [r12 + 8 + r14 * 8]
+    \enter
     lea rax, [r14 + 1]
     cmp rax, r13
     jae 3f
     mov r15, [r12 + 24 + r14 * 8]
     mov rbx, [r12 + 40]
     mov [r12], rax
-    mov rdi, r12
-    mov rsi, r15
-    mov edx, 3
-    mov eax, 19
-    syscall
-    mov rdi, r15
-    mov rsi, rbx
-    mov rdx, r12
-    mov eax, 23
-    syscall
+    \pass
     jmp 4f
 3:  inc qword ptr [r12 + 256]
     inc qword ptr [r12 + 256 + 1016]
-4:  mov rdi, r12
+4:  \back
+    ud2
+    .endm
+
+    /* Two system calls per hop: pmove(buf, next, RW), ccall(next, relay, buf). */
+    .macro PASS_SPLIT next, entry
+    mov rdi, r12
+    mov rsi, \next
+    mov edx, 3
+    mov eax, 19
+    syscall
+    mov rdi, \next
+    mov rsi, \entry
+    mov rdx, r12
+    mov eax, 23
+    syscall
+    .endm
+
+    /* One: ccall_move(next, relay, buf, RW). */
+    .macro PASS_MOVE next, entry
+    mov rdi, \next
+    mov rsi, \entry
+    mov rdx, r12
+    mov r10d, 3
+    mov eax, 32
+    syscall
+    .endm
+
+    .macro DRIVER_SPLIT
+    PASS_SPLIT r13, [rsp]
+    .endm
+    .macro DRIVER_MOVE
+    PASS_MOVE r13, [rsp]
+    .endm
+    .macro RELAY_SPLIT
+    PASS_SPLIT r15, rbx
+    .endm
+    .macro RELAY_MOVE
+    PASS_MOVE r15, rbx
+    .endm
+
+    /* The PD that called (the previous PD id in the header), read while the buffer is
+     * still here: after a `pmove` round trip the buffer has no leaf in this PD. */
+    .macro ENTER_SPLIT
+    mov rbp, [r12 + 8 + r14 * 8]
+    .endm
+    .macro ENTER_MOVE
+    .endm
+
+    /* Back to the PD that called: pmove, then creturn. */
+    .macro BACK_SPLIT
     mov rsi, rbp
+    mov rdi, r12
     mov edx, 3
     mov eax, 19
     syscall
     xor edi, edi
     mov eax, 26
     syscall
-    ud2
+    .endm
 
-    /* chain_driver_move(buf, count, results): chain_driver with one gate crossing per hop:
-     * ccall_move(B, relay_move, buf, RW) moves the ArgBuf and enters B at once. */
-    .global uprog_chain_driver_move
-uprog_chain_driver_move:
-    mov r12, rdi
-    mov rbp, rsi
-    mov rbx, rdx
-    mov r13, [r12 + 24]
-    push qword ptr [r12 + 40]
-    xor r14d, r14d
-1:  cmp r14, rbp
-    jae 2f
-    mov qword ptr [r12], 1
-    UPROG_TSC
-    mov r15, rax
-    mov rdi, r13
-    mov rsi, [rsp]
-    mov rdx, r12
-    mov r10d, 3
-    mov eax, 32
-    syscall
-    UPROG_TSC
-    sub rax, r15
-    mov [rbx + r14 * 8], rax
-    inc r14
-    jmp 1b
-2:  mov eax, 1
+    /* creturn_move(0, buf, RW). */
+    .macro BACK_MOVE
     xor edi, edi
-    syscall
-    ud2
-
-    /* relay_move(buf): relay with ccall_move to the next PD and creturn_move back. */
-    .global uprog_relay_move
-uprog_relay_move:
-    mov r12, rdi
-    mov r14, [r12]
-    mov r13, [r12 + 8]
-    lea rax, [r14 + 1]
-    cmp rax, r13
-    jae 3f
-    mov r15, [r12 + 24 + r14 * 8]
-    mov rbx, [r12 + 40]
-    mov [r12], rax
-    mov rdi, r15
-    mov rsi, rbx
-    mov rdx, r12
-    mov r10d, 3
-    mov eax, 32
-    syscall
-    jmp 4f
-3:  inc qword ptr [r12 + 256]
-    inc qword ptr [r12 + 256 + 1016]
-4:  xor edi, edi
     mov rsi, r12
     mov edx, 3
     mov eax, 33
     syscall
-    ud2
+    .endm
+
+    CHAIN_DRIVER uprog_chain_driver, DRIVER_SPLIT
+    CHAIN_RELAY uprog_relay, ENTER_SPLIT, RELAY_SPLIT, BACK_SPLIT
+    CHAIN_DRIVER uprog_chain_driver_move, DRIVER_MOVE
+    CHAIN_RELAY uprog_relay_move, ENTER_MOVE, RELAY_MOVE, BACK_MOVE
 
     /* move_caller(cid, func, buf): reads buf, ccall_move(cid, func, buf, RW), then exits
      * with the word at buf (or with the call's error). */

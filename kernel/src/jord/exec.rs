@@ -265,52 +265,9 @@ fn run_stack(
                         Reply::Park => set_result(stack, Err(AbiError::Busy)),
                     }
                 }
-                Some(Sysno::Ccall) => {
-                    let entered = PdId::from_raw(args[0]).and_then(|cid| {
-                        with(|j| {
-                            j.privlib.ccall(pd, cid, cpu())?;
-                            j.switch_to(cid);
-                            Ok((cid, j.stack_top(cid)))
-                        })
-                    });
-                    match entered {
-                        Ok((cid, top_of_stack)) => stack.push(Activation {
-                            pd: cid,
-                            ctx: UserContext::new(args[1], top_of_stack, [args[2], 0, 0, 0]),
-                        }),
-                        Err(e) => set_result(stack, Err(abi_error(e))),
-                    }
-                }
-                Some(Sysno::CcallMove) => {
-                    // pmove + ccall: enter first (refusal leaves the buffer where it was),
-                    // then move; a refused move undoes the entry.
-                    let entered = PdId::from_raw(args[0])
-                        .and_then(|cid| Perm::from_raw(args[3]).map(|prot| (cid, prot)))
-                        .and_then(|(cid, prot)| {
-                            with(|j| {
-                                j.privlib.ccall(pd, cid, cpu())?;
-                                let flushes =
-                                    match j.pmove_with(pd, args[2], cid, prot, Handoff::LEAVING) {
-                                        Ok(p) => p,
-                                        Err(e) => {
-                                            let _ = j.privlib.creturn(cid, cpu());
-                                            return Err(e);
-                                        }
-                                    };
-                                j.switch_to(cid);
-                                Ok((cid, j.stack_top(cid), flushes))
-                            })
-                        });
-                    match entered {
-                        Ok((cid, top_of_stack, flushes)) => {
-                            // Remote flushes wait for other CPUs: never under the Jord lock.
-                            flushes.finish();
-                            stack.push(Activation {
-                                pd: cid,
-                                ctx: UserContext::new(args[1], top_of_stack, [args[2], 0, 0, 0]),
-                            });
-                        }
-                        Err(e) => set_result(stack, Err(abi_error(e))),
+                Some(call @ (Sysno::Ccall | Sysno::CcallMove)) => {
+                    if let Err(e) = enter(stack, pd, args, call == Sysno::CcallMove) {
+                        set_result(stack, Err(abi_error(e)));
                     }
                 }
                 Some(Sysno::CreturnMove) => {
@@ -360,6 +317,43 @@ fn run_stack(
             UserExit::TimedOut => return Err(InvokeError::TimedOut { pd }),
         }
     }
+}
+
+/// `ccall` from the top activation, in `pd`, to PD `args[0]` at entry `args[1]` with `args[2]`
+/// in `rdi`; `moving` also moves the ArgBuf at `args[2]` to the callee as `args[3]`
+/// (`ccall_move`). Enters first (a refusal leaves the buffer where it was), then moves (a
+/// refused move undoes the entry), then pushes the callee's activation.
+fn enter(stack: &mut Stack, pd: PdId, args: [u64; 4], moving: bool) -> Result<(), Error> {
+    let cid = PdId::from_raw(args[0])?;
+    let prot = if moving {
+        Some(Perm::from_raw(args[3])?)
+    } else {
+        None
+    };
+    let (top_of_stack, flushes) = with(|j| {
+        j.privlib.ccall(pd, cid, cpu())?;
+        let flushes = match prot {
+            Some(prot) => match j.pmove_with(pd, args[2], cid, prot, Handoff::LEAVING) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    let _ = j.privlib.creturn(cid, cpu());
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        j.switch_to(cid);
+        Ok((j.stack_top(cid), flushes))
+    })?;
+    // Remote flushes wait for other CPUs: never under the Jord lock.
+    if let Some(flushes) = flushes {
+        flushes.finish();
+    }
+    stack.push(Activation {
+        pd: cid,
+        ctx: UserContext::new(args[1], top_of_stack, [args[2], 0, 0, 0]),
+    });
+    Ok(())
 }
 
 /// Ends the top activation with `value` and loads the PD that runs next (the kernel's tables

@@ -52,6 +52,16 @@ fn expect_fault(r: Result<u64, InvokeError>, pd: PdId, addr: u64, access: Access
     }
 }
 
+/// A PD `p` (created by the kernel), a PD `q` created by `p`, and a page of `p`'s that holds
+/// `value` in its first word.
+fn caller_callee_and_page(value: u64) -> R<(PdId, PdId, u64)> {
+    let p = new_pd(PdId::KERNEL)?;
+    let q = new_pd(p)?;
+    let buf = mmap_for(p, 4096)?;
+    kassert_eq!(run(p, Program::Write, [buf, value, 0, 0]), Ok(0));
+    Ok((p, q, buf))
+}
+
 /// Reads the word at `offset` in the VMA at `base` through the kernel's direct map.
 fn word_at(base: u64, offset: u64) -> R<u64> {
     let (phys, _) = jord::with(|j| j.backing_of(base)).ok_or("VMA has no backing")?;
@@ -269,10 +279,7 @@ ktest! {
 
 ktest! {
     fn ccall_move_hands_the_argbuf_over_and_back_without_a_walk() {
-        let p = new_pd(PdId::KERNEL)?;
-        let q = new_pd(p)?;
-        let buf = mmap_for(p, 4096)?;
-        kassert_eq!(run(p, Program::Write, [buf, 41, 0, 0]), Ok(0));
+        let (p, q, buf) = caller_callee_and_page(41)?;
         let callee = jord::with(|j| j.entry(Program::BumpReturnMove));
         let before = jord::with(|j| j.stats);
         let r = run(p, Program::MoveCaller, [u64::from(q.raw()), callee, buf, 0]);
@@ -296,10 +303,7 @@ ktest! {
 
 ktest! {
     fn a_caller_whose_argbuf_did_not_come_back_faults_on_it() {
-        let p = new_pd(PdId::KERNEL)?;
-        let q = new_pd(p)?;
-        let buf = mmap_for(p, 4096)?;
-        kassert_eq!(run(p, Program::Write, [buf, 7, 0, 0]), Ok(0));
+        let (p, q, buf) = caller_callee_and_page(7)?;
         // Q returns with a plain creturn and keeps the buffer: P's held-back leaf must be
         // gone when P resumes and reads it.
         let keeps = jord::with(|j| j.entry(Program::ReturnInc));
@@ -314,10 +318,7 @@ ktest! {
 
 ktest! {
     fn refused_ccall_move_and_creturn_move_move_nothing() {
-        let p = new_pd(PdId::KERNEL)?;
-        let q = new_pd(p)?;
-        let buf = mmap_for(p, 4096)?;
-        kassert_eq!(run(p, Program::Write, [buf, 9, 0, 0]), Ok(0));
+        let (p, q, buf) = caller_callee_and_page(9)?;
         let callee = jord::with(|j| j.entry(Program::BumpReturnMove));
         // No such PD: refused before anything moved.
         let r = run(p, Program::MoveCaller, [1 << 20, callee, buf, 0]);

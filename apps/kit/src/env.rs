@@ -78,8 +78,7 @@ impl Env for Fjord {
     where
         F: FnOnce(&mut Writer<'_>) -> fmt::Result,
     {
-        let mut buf = ArgBuf::new(capacity)?;
-        let len = write_request(buf.bytes_mut(), build)?;
+        let (buf, len) = new_request(capacity, build)?;
         Ok(call::async_call(name, buf, len)?)
     }
 
@@ -92,8 +91,7 @@ impl Env for Fjord {
     where
         F: FnOnce(&mut Writer<'_>) -> fmt::Result,
     {
-        let mut buf = ArgBuf::new(capacity)?;
-        let len = write_request(buf.bytes_mut(), build)?;
+        let (buf, len) = new_request(capacity, build)?;
         Ok(call::call(name, buf, len)?)
     }
 
@@ -104,6 +102,17 @@ impl Env for Fjord {
     fn kv_put(&mut self, key: &[u8], value: &[u8]) -> Result<(), FnError> {
         Ok(kv::put(key, value)?)
     }
+}
+
+/// A new ArgBuf of `capacity` bytes with the request `build` writes at its start, and the
+/// request's length.
+fn new_request<F>(capacity: usize, build: F) -> Result<(ArgBuf, usize), FnError>
+where
+    F: FnOnce(&mut Writer<'_>) -> fmt::Result,
+{
+    let mut buf = ArgBuf::new(capacity)?;
+    let len = write_request(buf.bytes_mut(), build)?;
+    Ok((buf, len))
 }
 
 /// Writes a request with `build` at the start of `buf`; its length. A request that does not

@@ -89,6 +89,7 @@ pub fn initrd_path(name: &str) -> String {
 /// Builds every app in release mode, validates each ELF and checks that its manifest name is the
 /// app's name.
 pub fn build_apps() -> Result<Vec<BuiltApp>> {
+    crate::host_deps::ensure_rust_target(KERNEL_TARGET)?;
     let mut command = workspace::cargo();
     command.args([
         "build",

@@ -10,6 +10,9 @@ use crate::{serial_log, workspace};
 
 /// Runs the three lints, one line each; prints a failing lint's output.
 pub fn lint() -> Tally {
+    if let Err(e) = crate::host_deps::ensure_rust_target(KERNEL_TARGET) {
+        eprintln!("xtask: {e:#}");
+    }
     let checks: [(&str, &[&str]); 3] = [
         ("fmt", &["fmt", "--all", "--check"]),
         (

@@ -30,6 +30,53 @@ pub fn ensure_qemu() -> Result<PathBuf> {
     })
 }
 
+/// Makes sure the Rust standard library for `target` is installed in the active toolchain.
+///
+/// rustup installs `rust-toolchain.toml`'s targets only when it installs the toolchain itself; a
+/// machine that already had the pinned toolchain without them gets them here, with
+/// `rustup target add`. Without rustup, fails naming what is missing.
+pub fn ensure_rust_target(target: &str) -> Result<()> {
+    if rust_target_installed(target) {
+        return Ok(());
+    }
+    if find_on_path("rustup").is_none() {
+        bail!(
+            "the Rust target {target} is not installed and rustup is not on PATH: install it \
+             with your toolchain's installer"
+        );
+    }
+    eprintln!("xtask: Rust target {target} not installed; running `rustup target add {target}`");
+    let status = Command::new("rustup")
+        .args(["target", "add", target])
+        .current_dir(crate::workspace::root())
+        .stdin(Stdio::null())
+        .status()
+        .context("could not run rustup")?;
+    if !status.success() || !rust_target_installed(target) {
+        bail!("`rustup target add {target}` failed ({status})");
+    }
+    Ok(())
+}
+
+/// Whether the active toolchain's sysroot holds the standard library for `target`.
+fn rust_target_installed(target: &str) -> bool {
+    let Ok(out) = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()))
+        .args(["--print", "sysroot"])
+        .current_dir(crate::workspace::root())
+        .stderr(Stdio::null())
+        .output()
+    else {
+        return false;
+    };
+    let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    out.status.success()
+        && Path::new(&sysroot)
+            .join("lib/rustlib")
+            .join(target)
+            .join("lib")
+            .is_dir()
+}
+
 /// Makes sure every named Debian package is installed: checks with `dpkg -s`, and installs the
 /// missing ones with `apt-get` when running as root; otherwise fails naming what to install.
 pub fn ensure_debian_packages(packages: &[&str]) -> Result<()> {

@@ -22,6 +22,7 @@ pub fn kernel_elf_path() -> PathBuf {
 /// Builds the kernel in release mode and returns the path of its ELF. Cargo's output goes to the
 /// terminal. The kernel's compiler flags come from `.cargo/config.toml` and its build script.
 pub fn build_kernel() -> Result<PathBuf> {
+    crate::host_deps::ensure_rust_target(KERNEL_TARGET)?;
     let mut command = workspace::cargo();
     command.args([
         "build",

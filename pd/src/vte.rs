@@ -278,6 +278,14 @@ impl Vte {
     /// of `a` and of `b`, as `pmove` needs for the caller and the target.
     #[inline(always)]
     pub fn find_pair(&self, a: PdId, b: PdId) -> (Option<SubHit>, Option<SubHit>) {
+        let [w0, w1, w2, w3, w4] = self.sub;
+        // One pair, in slot 0: an ArgBuf handed from PD to PD by `pmove` keeps the slot its
+        // owner's pair took at `mmap`, so this is the common case; five loads decide it.
+        if w1 | w2 | w3 | w4 == 0 && w0 >> 16 == 0 {
+            let perm = Perm::from_bits_truncate((w0 & 7) as u8);
+            let holds = |pd: PdId| !perm.is_empty() && w0 >> 3 == u64::from(pd.raw());
+            return (holds(a).then_some((0, perm)), holds(b).then_some((0, perm)));
+        }
         let want_a = u64::from(a.raw() << 3) * LANES;
         let want_b = u64::from(b.raw() << 3) * LANES;
         let (mut found_a, mut found_b) = (None, None);
@@ -482,6 +490,43 @@ mod tests {
             let free = (0..SUB_SLOTS).position(|i| PdPerm::decode(v.slot(i)).is_none());
             assert_eq!(v.free_sub(), free);
         }
+    }
+
+    #[test]
+    fn find_pair_with_one_pair_in_slot_zero_or_elsewhere() {
+        let empty = || {
+            let mut v = Vte::new(pd(1), 1, Perm::R, VmaAttrs::default());
+            (0..SUB_SLOTS).for_each(|i| v.set_sub(i, None));
+            v
+        };
+        for slot in 0..SUB_SLOTS {
+            let mut v = empty();
+            v.set_sub(
+                slot,
+                Some(PdPerm {
+                    pd: pd(7),
+                    perm: Perm::RW,
+                }),
+            );
+            let hit = Some((slot, Perm::RW));
+            assert_eq!(v.find_pair(pd(7), pd(9)), (hit, None), "slot {slot}");
+            assert_eq!(v.find_pair(pd(9), pd(7)), (None, hit), "slot {slot}");
+            assert_eq!(v.find_pair(pd(7), pd(7)), (hit, hit), "slot {slot}");
+            assert_eq!(v.find_pair(pd(0), pd(8191)), (None, None), "slot {slot}");
+        }
+        // Only slot 0, holding PD 0 (the kernel): a pair, not an empty slot.
+        let mut v = empty();
+        v.set_sub(
+            0,
+            Some(PdPerm {
+                pd: pd(0),
+                perm: Perm::R,
+            }),
+        );
+        assert_eq!(v.find_pair(pd(0), pd(1)), (Some((0, Perm::R)), None));
+        // Empty sub-array.
+        v.set_sub(0, None);
+        assert_eq!(v.find_pair(pd(0), pd(1)), (None, None));
     }
 
     #[test]

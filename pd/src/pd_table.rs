@@ -15,6 +15,10 @@ use crate::vaddr::VmaId;
 /// Owned and granted VMAs each PD slot has room for without allocating.
 const SET_RESERVE: usize = 4;
 
+/// A granted list is compacted (entries the PD no longer holds dropped) when it grows past
+/// twice its length after the last compaction, and never below this length.
+const GRANTED_SLACK: usize = 16;
+
 #[derive(Clone, Debug)]
 struct PdEntry {
     live: bool,
@@ -23,8 +27,11 @@ struct PdEntry {
     call: CallState,
     /// VMAs this PD owns (a small unordered set: PDs own few VMAs).
     owned: Vec<VmaId>,
-    /// VMAs this PD holds rights on without owning them.
+    /// VMAs this PD holds rights on, plus VMAs it handed on with `pmove` since the list was
+    /// last compacted (no duplicates).
     granted: Vec<VmaId>,
+    /// Length of `granted` after its last compaction.
+    granted_compacted: usize,
 }
 
 impl PdEntry {
@@ -36,6 +43,7 @@ impl PdEntry {
             call: CallState::Idle,
             owned: Vec::new(),
             granted: Vec::new(),
+            granted_compacted: 0,
         }
     }
 }
@@ -139,8 +147,10 @@ impl PdTable {
             .flat_map(|e| e.owned.iter().copied())
     }
 
-    /// The VMAs on which `pd` holds a per-PD permission (none listed for the kernel, PD 0,
-    /// which is never destroyed; see `note_granted`).
+    /// Every VMA on which `pd` holds a per-PD permission, and possibly some it no longer holds:
+    /// a VMA `pd` handed on with `pmove` stays listed until the list is compacted (see
+    /// [`PdTable::note_moved_in`]). None are listed for the kernel, PD 0, which is never
+    /// destroyed; see `note_granted`.
     pub fn granted(&self, pd: PdId) -> impl Iterator<Item = VmaId> + '_ {
         self.entry(pd)
             .into_iter()
@@ -166,6 +176,7 @@ impl PdTable {
         e.children.clear();
         e.owned.clear();
         e.granted.clear();
+        e.granted_compacted = 0;
         if let Some(p) = self.entry_mut(parent) {
             p.children.push(pd);
         }
@@ -233,6 +244,33 @@ impl PdTable {
     pub(crate) fn note_owned(&mut self, pd: PdId, vma: VmaId, owned: bool) {
         if let Some(e) = self.entry_mut(pd) {
             set_membership(&mut e.owned, vma, owned);
+        }
+    }
+
+    /// `vma` was moved to `pd` by `pmove`: lists it (once). The PD it came from keeps its entry
+    /// (a move costs one list search, and an ArgBuf that comes back finds its entry still
+    /// there). Returns true when `pd`'s list has grown enough to be compacted with
+    /// [`PdTable::retain_granted`].
+    #[inline(always)]
+    pub(crate) fn note_moved_in(&mut self, pd: PdId, vma: VmaId) -> bool {
+        if pd == PdId::KERNEL {
+            return false;
+        }
+        let Some(e) = self.entry_mut(pd) else {
+            return false;
+        };
+        if e.granted.iter().rev().any(|v| *v == vma) {
+            return false;
+        }
+        e.granted.push(vma);
+        e.granted.len() > GRANTED_SLACK.max(2 * e.granted_compacted)
+    }
+
+    /// Keeps only the entries of `pd`'s granted list for which `held` is true.
+    pub(crate) fn retain_granted(&mut self, pd: PdId, held: impl Fn(VmaId) -> bool) {
+        if let Some(e) = self.entry_mut(pd) {
+            e.granted.retain(|v| held(*v));
+            e.granted_compacted = e.granted.len();
         }
     }
 

@@ -357,8 +357,7 @@ impl PrivLib {
                     perm: t.new,
                 },
             );
-            self.pds.note_granted(caller, t.id, false);
-            self.pds.note_granted(cid, t.id, true);
+            self.note_moved(cid, t.id);
             return Ok(Some(leaf));
         }
         // Drop the caller first so its slot can take the target; restoring it cannot fail
@@ -405,8 +404,7 @@ impl PrivLib {
             }),
         );
         let len = page_round_up(vte.len());
-        self.pds.note_granted(caller, d.vma, false);
-        self.pds.note_granted(cid, d.vma, true);
+        self.note_moved(cid, d.vma);
         Some(Revoked {
             leaf: Leaf {
                 target: Target::Pd(caller),
@@ -415,6 +413,17 @@ impl PrivLib {
             },
             had: mine,
         })
+    }
+
+    /// Lists the VMA `id`, just moved to `cid`, in `cid`'s granted list, compacting the list
+    /// when it has grown (the PD the VMA came from keeps its entry: see
+    /// [`PdTable::granted`]).
+    #[inline(always)]
+    fn note_moved(&mut self, cid: PdId, id: VmaId) {
+        if self.pds.note_moved_in(cid, id) {
+            let vmas = &self.vmas;
+            self.pds.retain_granted(cid, |v| holds(vmas, v, cid));
+        }
     }
 
     /// `pcopy(addr, cid, prot)`: gives PD `cid` the rights `prot` (a subset of `caller`'s) on
@@ -495,8 +504,10 @@ impl PrivLib {
         // storage for the next PD in this slot).
         let (owned, granted) = self.pds.take_sets(cid);
         for &id in &granted {
+            // The list may name VMAs the PD handed on with `pmove`; only held ones are visited.
             if let Some(v) = self.vmas.vte(id)
                 && v.owner() != cid
+                && holds(&self.vmas, id, cid)
             {
                 visit(id, v.len(), false);
                 // Cannot fail: the VMA is valid and removing a pair needs no overflow list.
@@ -614,10 +625,13 @@ impl PrivLib {
                     return Err("PD lists a VMA it does not own");
                 }
             }
-            for id in self.pds.granted(pd) {
-                if self.vmas.perm_of(id, pd).is_none() {
-                    return Err("PD lists a VMA it holds no right on");
-                }
+            // A granted list may name VMAs moved away (compacted lazily), never one twice.
+            let mut listed: Vec<VmaId> = self.pds.granted(pd).collect();
+            let n = listed.len();
+            listed.sort_by_key(|v| v.base());
+            listed.dedup();
+            if listed.len() != n {
+                return Err("PD lists a VMA twice");
             }
             if let Some(CallState::Blocked { callee, .. }) = self.pds.call_state(pd) {
                 match self.pds.call_state(callee) {
@@ -639,4 +653,9 @@ impl PrivLib {
         }
         Ok(())
     }
+}
+
+/// Whether `pd` holds a per-PD right on the valid VMA `id`.
+fn holds(vmas: &VmaTable, id: VmaId, pd: PdId) -> bool {
+    vmas.vte(id).is_some_and(Vte::is_valid) && vmas.perm_of(id, pd).is_some()
 }

@@ -135,7 +135,7 @@ impl VmaTable {
         self.slot(id).map(|s| &self.vtes[s])
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn vte_mut(&mut self, id: VmaId) -> Option<&mut Vte> {
         self.slot(id).map(|s| &mut self.vtes[s])
     }

@@ -385,3 +385,41 @@ fn no_isolation_mode_bypasses_checks_on_the_same_paths() {
     assert_eq!(l.lookup(a, p), Err(Fault::Privileged));
     l.check_consistency().unwrap();
 }
+
+#[test]
+fn moved_argbufs_stay_listed_until_compaction_and_cput_skips_them() {
+    // Granted lists keep a VMA a PD handed on with `pmove` (so a buffer that comes back costs
+    // one search); the lists stay bounded, and destroying such a PD leaves the VMA alone.
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 128), 64, Isolation::Full).unwrap();
+    let (a, b) = (l.cget(K).unwrap(), l.cget(K).unwrap());
+    let buf = l.mmap(a, 4096, Perm::RW, anon()).unwrap();
+    for _ in 0..100 {
+        l.pmove(a, buf, b, Perm::RW).unwrap();
+        l.pmove(b, buf, a, Perm::RW).unwrap();
+    }
+    assert_eq!(
+        l.pds().granted(b).count(),
+        1,
+        "a buffer moving back and forth is listed once"
+    );
+    l.check_consistency().unwrap();
+    // B sees many different buffers go through it: its list is compacted as it grows.
+    let mut bufs = Vec::new();
+    for _ in 0..100 {
+        let v = l.mmap(a, 4096, Perm::RW, anon()).unwrap();
+        l.pmove(a, v, b, Perm::RW).unwrap();
+        l.pmove(b, v, a, Perm::RW).unwrap();
+        bufs.push(v);
+        assert!(l.pds().granted(b).count() <= 34, "B's list is compacted");
+    }
+    l.check_consistency().unwrap();
+    // B is destroyed while its list still names buffers A holds: A keeps them.
+    l.pmove(a, buf, b, Perm::R).unwrap();
+    l.pmove(b, buf, a, Perm::R).unwrap();
+    let s = l.cput(K, b).unwrap();
+    assert!(!s.covers(a, buf));
+    for v in bufs.iter().chain([&buf]) {
+        assert!(l.lookup(a, *v).is_ok());
+    }
+    l.check_consistency().unwrap();
+}

@@ -129,8 +129,10 @@ impl Stack {
 /// Contexts of PDs suspended with `cexit`, by PD.
 static SUSPENDED: spin::Mutex<BTreeMap<u16, UserContext>> = spin::Mutex::new(BTreeMap::new());
 
+/// This CPU's index. Runs only on CPUs whose per-CPU block is installed (it is before a CPU
+/// can enter ring 3), so it reads the block without checking GS first.
 fn cpu() -> u32 {
-    percpu::cpu_index() as u32
+    percpu::current().index as u32
 }
 
 /// Calls `entry(args)` in `pd` (from the kernel, PD 0) and runs every nested call it makes,

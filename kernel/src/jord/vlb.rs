@@ -67,8 +67,9 @@ impl Jord {
     /// Makes `pd` the current PD of this CPU: loads its root table and updates the sharer masks.
     #[inline(always)]
     pub fn switch_to(&mut self, pd: PdId) {
-        let me = percpu::cpu_index() as u32;
+        // A CPU that switches PDs has its per-CPU block (it is installed before ring 3 runs).
         let pc = percpu::current();
+        let me = pc.index as u32;
         let prev = PdId::from_raw(pc.current_pd).unwrap_or(PdId::KERNEL);
         if self.held_back.holds(pd) {
             self.settle_pd(pd);

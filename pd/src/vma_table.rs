@@ -97,6 +97,7 @@ impl VmaTable {
     }
 
     /// Number of slots of class `sc`.
+    #[inline(always)]
     pub fn capacity(&self, sc: SizeClass) -> u32 {
         self.free[sc.index()].capacity()
     }
@@ -109,6 +110,7 @@ impl VmaTable {
     /// Table slot of a VMA: `class_base[SC] + index` (the VTE's position in the plain list),
     /// or `None` beyond the class's capacity. Slots are dense in `0..slot_count()`, so the
     /// kernel can keep per-VMA data in an array indexed by them.
+    #[inline(always)]
     pub fn slot(&self, id: VmaId) -> Option<usize> {
         (id.index < self.capacity(id.sc))
             .then(|| (self.class_base[id.sc.index()] + id.index) as usize)

@@ -5,7 +5,7 @@
 //! 10^9 ticks per second, as Fjord does). A request's latency runs from its scheduled arrival
 //! time to the engine's receipt of the entry function's reply: when the engine is late to
 //! take a request in (it shares the one vCPU with the workers), the delay counts, as it would
-//! for a request waiting in a socket. Between arrivals the engine blocks in `ppoll` with a
+//! for a request waiting in a socket. Between arrivals the engine blocks in `epoll_pwait2` with a
 //! timeout that ends at the next arrival (timer slack 1 ns), never busy-waiting.
 
 use fjord_faas::hdr::HdrHistogram;

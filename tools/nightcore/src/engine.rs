@@ -7,7 +7,8 @@
 //! stays busy while it waits for its own nested calls; the call graphs are DAGs by function
 //! name, so a queued call always gets a worker eventually). A nested call is therefore caller
 //! → engine → callee and its reply callee → engine → caller: four `read`/`write` copies of the
-//! payload through the kernel per hop. The engine waits in `ppoll` on every worker's pipe.
+//! payload through the kernel per hop. The engine waits in `epoll_pwait2` on every worker's
+//! pipe.
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
@@ -81,7 +82,9 @@ pub struct Engine {
     table: &'static [(&'static str, Route)],
     funcs: Vec<Func>,
     workers: Vec<Handle>,
-    fds: Vec<libc::pollfd>,
+    epoll: sys::Epoll,
+    /// Workers whose pipe the last wait found readable.
+    ready: Vec<usize>,
     calls: HashMap<u64, Caller>,
     next_id: u64,
     done: Vec<Done>,
@@ -108,7 +111,8 @@ impl Engine {
             table,
             funcs: table.iter().map(|_| Func::default()).collect(),
             workers: Vec::new(),
-            fds: Vec::new(),
+            epoll: sys::Epoll::new()?,
+            ready: Vec::new(),
             calls: HashMap::new(),
             next_id: 0,
             done: Vec::new(),
@@ -139,11 +143,7 @@ impl Engine {
                 sys::close(to_r);
                 sys::close(from_w);
                 engine.funcs[func].idle.push(engine.workers.len());
-                engine.fds.push(libc::pollfd {
-                    fd: from_r,
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
+                engine.epoll.add(from_r, engine.workers.len() as u64)?;
                 engine.workers.push(Handle {
                     func: func as u16,
                     pid,
@@ -181,17 +181,13 @@ impl Engine {
     /// Waits until a worker wrote something or `timeout_ns` passed (`None`: no limit), then
     /// handles every message that arrived.
     pub fn pump(&mut self, timeout_ns: Option<u64>) -> Result<(), EngineError> {
-        for fd in &mut self.fds {
-            fd.revents = 0;
+        let mut ready = std::mem::take(&mut self.ready);
+        ready.clear();
+        ready.extend(self.epoll.wait(timeout_ns)?.map(|t| t as usize));
+        for &w in &ready {
+            self.drain(w)?;
         }
-        if sys::poll(&mut self.fds, timeout_ns)? == 0 {
-            return Ok(());
-        }
-        for w in 0..self.workers.len() {
-            if self.fds[w].revents != 0 {
-                self.drain(w)?;
-            }
-        }
+        self.ready = ready;
         Ok(())
     }
 

@@ -95,33 +95,74 @@ pub fn write_all(fd: RawFd, parts: &[&[u8]]) -> Result<()> {
     Ok(())
 }
 
-/// Waits with `ppoll(2)` until one of `fds` is readable or `timeout_ns` passed (`None`:
-/// no limit); the number of ready descriptors (0 after the timeout).
-pub fn poll(fds: &mut [libc::pollfd], timeout_ns: Option<u64>) -> Result<usize> {
-    let ts = timeout_ns.map(|ns| libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-    });
-    let tp = ts
-        .as_ref()
-        .map_or(core::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `fds` is a valid array of its length, `tp` null or a valid timespec, no mask.
-    let n = unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            tp,
-            core::ptr::null(),
-        )
-    };
-    if n < 0 {
-        let e = Error::last_os_error();
-        if e.kind() == std::io::ErrorKind::Interrupted {
-            return Ok(0);
-        }
-        return Err(e);
+/// An epoll instance (NightCore's engine waits on its pipes with epoll, through libuv).
+#[derive(Debug)]
+pub struct Epoll {
+    fd: RawFd,
+    events: Vec<libc::epoll_event>,
+}
+
+impl Epoll {
+    /// A new epoll instance.
+    pub fn new() -> Result<Epoll> {
+        // SAFETY: epoll_create1 has no memory arguments.
+        let fd = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        Ok(Epoll {
+            fd,
+            events: Vec::new(),
+        })
     }
-    Ok(n as usize)
+
+    /// Watches `fd` for input; [`Epoll::wait`] reports it as `token`.
+    pub fn add(&mut self, fd: RawFd, token: u64) -> Result<()> {
+        let mut event = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
+        // SAFETY: `event` is a valid epoll_event for the call's duration.
+        check(unsafe { libc::epoll_ctl(self.fd, libc::EPOLL_CTL_ADD, fd, &mut event) })?;
+        self.events.push(event);
+        Ok(())
+    }
+
+    /// Waits with `epoll_pwait2(2)` until a watched descriptor is readable or `timeout_ns`
+    /// passed (`None`: no limit); the tokens of the ready descriptors (none after the timeout).
+    pub fn wait(&mut self, timeout_ns: Option<u64>) -> Result<impl Iterator<Item = u64> + '_> {
+        let ts = timeout_ns.map(|ns| libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        });
+        let tp = ts
+            .as_ref()
+            .map_or(core::ptr::null(), |t| t as *const libc::timespec);
+        let n = loop {
+            // SAFETY: `events` has room for `len` entries, `tp` is null or a valid timespec,
+            // no signal mask.
+            let n = unsafe {
+                libc::epoll_pwait2(
+                    self.fd,
+                    self.events.as_mut_ptr(),
+                    self.events.len() as libc::c_int,
+                    tp,
+                    core::ptr::null(),
+                )
+            };
+            if n >= 0 {
+                break n as usize;
+            }
+            let e = Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        };
+        Ok(self.events[..n].iter().map(|e| e.u64))
+    }
+}
+
+impl Drop for Epoll {
+    fn drop(&mut self) {
+        close(self.fd);
+    }
 }
 
 /// Sets this process's timer slack to 1 ns, so that poll timeouts expire when asked (the

@@ -267,6 +267,19 @@ mod tests {
     }
 
     #[test]
+    fn workloads_runs_the_rust_runner_on_its_parameters_file() {
+        let steps = select(&["workloads".to_owned()]).unwrap();
+        assert_eq!(steps.len(), 1);
+        assert_eq!(
+            steps[0].command(),
+            "/bench/fjord-nightcore /bench/workloads.params"
+        );
+        let programs = programs_needed(&steps);
+        assert!(programs.iter().all(|p| is_rust(p)), "{programs:?}");
+        assert!(!is_rust("chain"));
+    }
+
+    #[test]
     fn empty_selection_is_everything_and_unknown_groups_fail() {
         assert_eq!(select(&[]).unwrap().len(), STEPS.len());
         let error = select(&["forks".to_owned()]).unwrap_err().to_string();

@@ -147,6 +147,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         );
         let mut linux = crate::linux::LinuxBenchOpts::new(options.group.iter().cloned().collect());
         linux.echo_serial = options.verbose;
+        linux.workloads = crate::linux::nightcore::params(&measurements);
         measurements.extend(crate::linux::run(&linux)?);
         let root = workspace::root();
         let md = crate::report::write_report(&measurements, &root.join("bench/results"))?;

@@ -256,8 +256,10 @@ at most about ten instructions), **medians** over the `runs` in the JSON file \
 instructions is less work, not necessarily less time on hardware, and each iteration of a \
 `rep` string instruction counts as one (the Linux checkpoint copies use `rep movsq`; a Fjord \
 counterpart must use the same primitive to compare). Wall time is host time per operation, noisy and secondary. The Linux guest is Debian's kernel with \
-`transparent_hugepage=never` (4 KiB pages) and static C programs from `bench/linux/`. \
-Method and caveats: `docs/benchmarking.md`.";
+`transparent_hugepage=never` (4 KiB pages) and static C programs from `bench/linux/`; its \
+`workloads` numbers come from a NightCore-like runtime (`tools/nightcore`: engine and worker \
+processes over pipes) running the same workload functions under Fjord's open-loop method and \
+SLO. Method and caveats: `docs/benchmarking.md`.";
 
 /// The whole Markdown report for `date`, produced by `command`.
 pub fn markdown(measurements: &[Measurement], date: &str, command: &str) -> String {

@@ -58,8 +58,14 @@ fn push_step(script: &mut String, index: usize, total: usize, step: &Step) {
 }
 
 /// The archive: directories, `/dev/console` and `/dev/null`, `/bin/busybox`, the programs
-/// (`(name, host path)`) under `/bench`, and `/init` for `steps`.
-pub fn archive(busybox: &Path, programs: &[(&str, PathBuf)], steps: &[Step]) -> Result<Vec<u8>> {
+/// (`(name, host path)`) and data files (`(name, contents)`) under `/bench`, and `/init` for
+/// `steps`.
+pub fn archive(
+    busybox: &Path,
+    programs: &[(&str, PathBuf)],
+    files: &[(&str, Vec<u8>)],
+    steps: &[Step],
+) -> Result<Vec<u8>> {
     let mut cpio = CpioWriter::new();
     for dir in ["proc", "sys", "dev", "tmp"] {
         cpio.dir(dir, 0o755)?;
@@ -71,6 +77,9 @@ pub fn archive(busybox: &Path, programs: &[(&str, PathBuf)], steps: &[Step]) -> 
     for (name, path) in programs {
         cpio.file(&format!("{GUEST_DIR}/{name}"), 0o755, &read(path)?)?;
     }
+    for (name, contents) in files {
+        cpio.file(&format!("{GUEST_DIR}/{name}"), 0o644, contents)?;
+    }
     cpio.file("init", 0o755, init_script(steps).as_bytes())?;
     Ok(cpio.finish())
 }
@@ -80,9 +89,10 @@ pub fn write(
     path: &Path,
     busybox: &Path,
     programs: &[(&str, PathBuf)],
+    files: &[(&str, Vec<u8>)],
     steps: &[Step],
 ) -> Result<()> {
-    let bytes = archive(busybox, programs, steps)?;
+    let bytes = archive(busybox, programs, files, steps)?;
     fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 

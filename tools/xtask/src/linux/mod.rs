@@ -5,7 +5,9 @@
 //! `-seed 1`, a fixed RTC), with an initramfs (`initramfs`) holding busybox and the static C
 //! programs of `bench/linux/` (`programs`). Each program prints its medians, counted in guest
 //! instructions with RDTSC; `guest_log` turns the serial lines into [`Measurement`]s of
-//! [`System::Linux`]. The method is written up in `docs/benchmarking.md`.
+//! [`System::Linux`]. The `workloads` group runs `fjord-nightcore` instead (`nightcore`), a
+//! Rust program measuring Fjord's workload functions on a NightCore-like runtime with
+//! parameters from the Fjord run. The method is written up in `docs/benchmarking.md`.
 //!
 //! No cargo features.
 
@@ -13,6 +15,7 @@ pub mod guest_log;
 pub mod initramfs;
 pub mod kernel_image;
 pub mod kernel_pkg;
+pub mod nightcore;
 pub mod programs;
 
 use std::cell::Cell;
@@ -56,6 +59,9 @@ pub struct LinuxBenchOpts {
     pub timeout: Duration,
     /// Print every serial line of the guest, prefixed with `[linux] `.
     pub echo_serial: bool,
+    /// The `workloads` step's parameters ([`nightcore::params`] of the Fjord run), or why
+    /// there are none; without them the step is skipped.
+    pub workloads: Result<String, String>,
 }
 
 impl LinuxBenchOpts {
@@ -67,6 +73,7 @@ impl LinuxBenchOpts {
             source_dir: workspace::root().join("bench").join("linux"),
             timeout: Duration::from_secs(600),
             echo_serial: false,
+            workloads: Err("no Fjord workloads measurements were passed".to_owned()),
         }
     }
 }
@@ -95,7 +102,20 @@ pub fn run(opts: &LinuxBenchOpts) -> Result<Vec<Measurement>> {
             return Ok(Vec::new());
         }
     }
-    let steps = programs::select(&known)?;
+    let mut steps = programs::select(&known)?;
+    let mut files = Vec::new();
+    if steps.iter().any(|s| s.group == "workloads") {
+        match &opts.workloads {
+            Ok(params) => files.push((nightcore::PARAMS_FILE, params.clone().into_bytes())),
+            Err(why) => {
+                progress(&format!("skipping the workloads step: {why}"));
+                steps.retain(|s| s.group != "workloads");
+                if steps.is_empty() {
+                    return Ok(Vec::new());
+                }
+            }
+        }
+    }
 
     progress("host packages, guest kernel and busybox");
     let qemu = host_deps::ensure_qemu()?;
@@ -116,9 +136,15 @@ pub fn run(opts: &LinuxBenchOpts) -> Result<Vec<Measurement>> {
         "gcc -O2 -static: {}",
         needed.iter().copied().collect::<Vec<_>>().join(" ")
     ));
-    let binaries = programs::compile(&opts.source_dir, &cache.join("bin"), &needed)?;
+    let mut binaries = programs::compile(&opts.source_dir, &cache.join("bin"), &needed)?;
+    for &program in needed.iter().filter(|p| programs::is_rust(p)) {
+        progress(&format!(
+            "cargo build --release --target x86_64-unknown-linux-gnu (static): {program}"
+        ));
+        binaries.push((program, nightcore::build(&cache)?));
+    }
     let initrd = cache.join("initramfs.cpio");
-    initramfs::write(&initrd, &busybox, &binaries, &steps)?;
+    initramfs::write(&initrd, &busybox, &binaries, &files, &steps)?;
 
     let mut config = qemu_config(&kernel.image, &initrd);
     config.qemu = qemu;
@@ -132,7 +158,12 @@ pub fn run(opts: &LinuxBenchOpts) -> Result<Vec<Measurement>> {
         }
     ));
     let mut guest = QemuRun::spawn(&config, opts.echo_serial.then(|| "[linux] ".to_owned()))?;
-    let collected = collect(&guest, opts.timeout, &progress);
+    let timeout = if steps.iter().any(|s| s.group == "workloads") {
+        opts.timeout + nightcore::TIME_LIMIT
+    } else {
+        opts.timeout
+    };
+    let collected = collect(&guest, timeout, &progress);
     // The output ended, so QEMU is exiting; after a timeout, stop it now.
     let exit = match &collected {
         Ok(_) => guest.wait_exit(Duration::from_secs(30)),
@@ -212,7 +243,12 @@ fn collect(guest: &QemuRun, timeout: Duration, progress: &dyn Fn(&str)) -> Resul
                     group,
                     command,
                 } => progress(&format!("[{index}/{total}] {group}: {command}")),
-                GuestLine::Info(text) => out.info.push(text),
+                GuestLine::Info(text) => {
+                    if text.starts_with("workloads:") {
+                        progress(&format!("      {text}"));
+                    }
+                    out.info.push(text);
+                }
                 GuestLine::Begin(metric) => {
                     begun.insert(metric, now_ns);
                 }
@@ -389,15 +425,22 @@ mod tests {
     }
 
     /// A real run of every group (or of `$LINUX_BENCH_GROUPS`, comma-separated) and its report
-    /// in `$TMPDIR/fjord-linux-report/`; slow (under a minute) and needs QEMU, apt and gcc:
-    /// `cargo test -p xtask linux_guest_end_to_end -- --ignored --nocapture`.
+    /// in `$TMPDIR/fjord-linux-report/`; slow (under a minute without `workloads`) and needs
+    /// QEMU, apt and gcc: `cargo test -p xtask linux_guest_end_to_end -- --ignored --nocapture`.
+    /// The `workloads` step runs only with a parameters file in `$LINUX_WORKLOADS_PARAMS`
+    /// (lines `<workload> <operation> <Jord_NI service> <SLO>`).
     #[test]
     #[ignore]
     fn linux_guest_end_to_end() {
         let groups = std::env::var("LINUX_BENCH_GROUPS")
             .map(|g| g.split(',').map(str::to_owned).collect())
             .unwrap_or_default();
-        let measurements = run(&LinuxBenchOpts::new(groups)).unwrap();
+        let mut opts = LinuxBenchOpts::new(groups);
+        if let Ok(path) = std::env::var("LINUX_WORKLOADS_PARAMS") {
+            opts.workloads = Ok(std::fs::read_to_string(path).unwrap());
+        }
+        opts.echo_serial = std::env::var_os("LINUX_ECHO").is_some();
+        let measurements = run(&opts).unwrap();
         assert!(
             measurements
                 .iter()

@@ -12,6 +12,7 @@ use std::time::SystemTime;
 
 use anyhow::{Context, Result, bail};
 
+use super::nightcore;
 use crate::host_deps;
 
 /// Benchmark groups in the order `/init` runs them.
@@ -23,6 +24,7 @@ pub const GROUPS: &[&str] = &[
     "mm",
     "chain",
     "checkpoint",
+    "workloads",
 ];
 
 /// Where the guest finds the programs (`/bench/<name>`).
@@ -111,7 +113,23 @@ pub const STEPS: &[Step] = &[
         &["100"],
         &["checkpoint_full_copy_100mb", "restore_full_copy_100mb"],
     ),
+    // The NightCore-like runtime (Rust, `tools/nightcore`, see `nightcore`); its parameters
+    // file comes from the Fjord run.
+    step(
+        "workloads",
+        nightcore::PROGRAM,
+        &[WORKLOADS_PARAMS],
+        nightcore::METRICS,
+    ),
 ];
+
+/// The guest path of the `workloads` step's parameters file.
+pub const WORKLOADS_PARAMS: &str = "/bench/workloads.params";
+
+/// Whether `program` is built with cargo (see `nightcore`) rather than compiled from C.
+pub fn is_rust(program: &str) -> bool {
+    program == nightcore::PROGRAM
+}
 
 /// Programs a step needs besides its own (`forkexec` executes `hello`).
 fn helpers(program: &str) -> &'static [&'static str] {
@@ -148,9 +166,9 @@ pub fn programs_needed(steps: &[Step]) -> BTreeSet<&'static str> {
 /// The host packages compilation needs.
 pub const BUILD_PACKAGES: &[&str] = &["gcc", "libc6-dev"];
 
-/// Compiles each program in `programs` from `src_dir/<name>.c` into `out_dir/<name>` with
+/// Compiles each C program in `programs` from `src_dir/<name>.c` into `out_dir/<name>` with
 /// `gcc -O2 -static`, unless the binary is newer than its source and the header. Returns the
-/// (name, binary) pairs.
+/// (name, binary) pairs; Rust programs ([`is_rust`]) are left to their own build.
 pub fn compile(
     src_dir: &Path,
     out_dir: &Path,
@@ -160,7 +178,7 @@ pub fn compile(
     fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let header = src_dir.join(HEADER);
     let mut binaries = Vec::new();
-    for &name in programs {
+    for &name in programs.iter().filter(|p| !is_rust(p)) {
         let source = src_dir.join(format!("{name}.c"));
         let binary = out_dir.join(name);
         if is_stale(&binary, &[&source, &header])? {
@@ -249,6 +267,19 @@ mod tests {
     }
 
     #[test]
+    fn workloads_runs_the_rust_runner_on_its_parameters_file() {
+        let steps = select(&["workloads".to_owned()]).unwrap();
+        assert_eq!(steps.len(), 1);
+        assert_eq!(
+            steps[0].command(),
+            "/bench/fjord-nightcore /bench/workloads.params"
+        );
+        let programs = programs_needed(&steps);
+        assert!(programs.iter().all(|p| is_rust(p)), "{programs:?}");
+        assert!(!is_rust("chain"));
+    }
+
+    #[test]
     fn empty_selection_is_everything_and_unknown_groups_fail() {
         assert_eq!(select(&[]).unwrap().len(), STEPS.len());
         let error = select(&["forks".to_owned()]).unwrap_err().to_string();
@@ -261,7 +292,7 @@ mod tests {
     #[test]
     fn every_program_has_a_source() {
         let dir = crate::workspace::root().join("bench/linux");
-        for program in programs_needed(STEPS) {
+        for program in programs_needed(STEPS).into_iter().filter(|p| !is_rust(p)) {
             assert!(dir.join(format!("{program}.c")).is_file(), "{program}.c");
         }
         assert!(dir.join(HEADER).is_file());

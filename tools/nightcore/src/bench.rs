@@ -1,0 +1,217 @@
+//! The measurements, run by the engine: per operation the minimal-load service time and the
+//! throughput at the SLO, by the method of Fjord's `workloads` group (see [`crate::load`]).
+//!
+//! Time is the TSC (one tick per guest instruction under icount; rates use the nominal
+//! 10^9 ticks per second, as Fjord does). A request's latency runs from its scheduled arrival
+//! time to the engine's receipt of the entry function's reply: when the engine is late to
+//! take a request in (it shares the one vCPU with the workers), the delay counts, as it would
+//! for a request waiting in a socket. Between arrivals the engine blocks in `epoll_pwait2` with a
+//! timeout that ends at the next arrival (timer slack 1 ns), never busy-waiting.
+
+use fjord_faas::hdr::HdrHistogram;
+use fjord_faas::metrics::exact_quantile;
+use fjord_faas::workloads::Operation;
+
+use crate::engine::{Engine, EngineError};
+use crate::load::{self, HDR_MAX, MIN_LOAD_REQUESTS, Point, REQUESTS, Rng};
+use crate::sys;
+
+/// Nominal TSC ticks per second (one per instruction under icount).
+pub const HZ: f64 = 1e9;
+
+/// What the runs of one operation need besides the engine.
+pub struct Target<'a> {
+    /// The operation.
+    pub op: &'a Operation,
+    /// The entry function's index.
+    pub entry: u16,
+    /// Jord_NI's minimal-load service time on Fjord (ticks): capacity is `HZ / ni_service`.
+    pub ni_service: u64,
+    /// The p99 latency bound (ticks).
+    pub slo: u64,
+    /// TSC ticks per nanosecond of CLOCK_MONOTONIC, for poll timeouts.
+    pub ticks_per_ns: f64,
+}
+
+impl Target<'_> {
+    /// The metric prefix, `<workload>_<operation>`.
+    pub fn label(&self) -> String {
+        format!("{}_{}", self.op.workload, self.op.name)
+    }
+}
+
+/// Waits for the external request `tag` and returns its reply and finish time.
+fn wait_one(engine: &mut Engine, tag: u64) -> Result<(Vec<u8>, u64), EngineError> {
+    loop {
+        let mut found = None;
+        for d in engine.take_done() {
+            if d.tag == tag {
+                found = Some(d);
+            }
+        }
+        if let Some(d) = found {
+            let body = d
+                .result
+                .map_err(|e| EngineError(format!("the request failed: {e:?}")))?;
+            return Ok((body, d.finished));
+        }
+        engine.pump(None)?;
+    }
+}
+
+/// Sends the sample request three times and checks each response holds the expected bytes.
+pub fn check(engine: &mut Engine, t: &Target<'_>) -> Result<(), EngineError> {
+    for tag in 0..3 {
+        engine.submit(tag, t.entry, t.op.request)?;
+        let (body, _) = wait_one(engine, tag)?;
+        if !body.windows(t.op.expect.len()).any(|w| w == t.op.expect) {
+            return Err(EngineError(format!(
+                "response {:?} lacks {:?}",
+                String::from_utf8_lossy(&body),
+                String::from_utf8_lossy(t.op.expect)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Latencies of [`MIN_LOAD_REQUESTS`] requests sent one at a time, sorted.
+pub fn min_load(engine: &mut Engine, t: &Target<'_>) -> Result<Vec<u64>, EngineError> {
+    let mut v = Vec::with_capacity(MIN_LOAD_REQUESTS);
+    for tag in 0..MIN_LOAD_REQUESTS as u64 {
+        let arrived = sys::rdtsc();
+        engine.submit(tag, t.entry, t.op.request)?;
+        let (_, finished) = wait_one(engine, tag)?;
+        v.push(finished - arrived);
+    }
+    v.sort_unstable();
+    Ok(v)
+}
+
+/// One open-loop run's results.
+pub struct LoadRun {
+    /// Latencies (ticks), sorted.
+    pub latencies: Vec<u64>,
+    /// The same in an HDR histogram (3 significant digits), as Fjord keeps them.
+    pub hdr: HdrHistogram,
+    /// Ticks from the first arrival to the last completion.
+    pub span: u64,
+    /// The largest delay between a scheduled arrival and the engine's submission (ticks).
+    pub max_late: u64,
+}
+
+impl LoadRun {
+    /// p50, p99 and p99.9 from the HDR histogram.
+    pub fn quantiles(&self) -> (u64, u64, u64) {
+        let q = |p| self.hdr.value_at_permille(p).unwrap_or(0);
+        (q(500), q(990), q(999))
+    }
+
+    /// Completed requests per second.
+    pub fn achieved(&self) -> f64 {
+        self.latencies.len() as f64 * HZ / self.span.max(1) as f64
+    }
+}
+
+/// Runs `requests` Poisson arrivals `mean_gap` ticks apart on average (generator seeded with
+/// `seed`).
+pub fn open_loop(
+    engine: &mut Engine,
+    t: &Target<'_>,
+    mean_gap: f64,
+    requests: usize,
+    seed: u64,
+) -> Result<LoadRun, EngineError> {
+    let mut rng = Rng(seed);
+    let mut hdr = HdrHistogram::new(HDR_MAX, 3);
+    let mut latencies = Vec::with_capacity(requests);
+    let mut arrivals = vec![0u64; requests];
+    let start = sys::rdtsc();
+    let mut next = start;
+    let mut end = start;
+    let mut max_late = 0;
+    let mut collect = |engine: &mut Engine,
+                       arrivals: &[u64],
+                       latencies: &mut Vec<u64>,
+                       hdr: &mut HdrHistogram|
+     -> Result<(), EngineError> {
+        for d in engine.take_done() {
+            d.result
+                .map_err(|e| EngineError(format!("a request failed: {e:?}")))?;
+            let latency = d.finished - arrivals[d.tag as usize];
+            latencies.push(latency);
+            hdr.record(latency.min(HDR_MAX))
+                .map_err(|_| EngineError("latency beyond the histogram".into()))?;
+            end = end.max(d.finished);
+        }
+        Ok(())
+    };
+    for tag in 0..requests {
+        loop {
+            let now = sys::rdtsc();
+            if now >= next {
+                max_late = u64::max(max_late, now - next);
+                break;
+            }
+            let ns = ((next - now) as f64 / t.ticks_per_ns).ceil() as u64;
+            engine.pump(Some(ns.max(1)))?;
+            collect(engine, &arrivals, &mut latencies, &mut hdr)?;
+        }
+        arrivals[tag] = next;
+        engine.submit(tag as u64, t.entry, t.op.request)?;
+        next += rng.exponential(mean_gap).max(1);
+    }
+    while latencies.len() < requests {
+        if !engine.has_done() {
+            engine.pump(None)?;
+        }
+        collect(engine, &arrivals, &mut latencies, &mut hdr)?;
+    }
+    latencies.sort_unstable();
+    Ok(LoadRun {
+        latencies,
+        hdr,
+        span: end - start,
+        max_late,
+    })
+}
+
+/// The highest throughput (req/s) with p99 within the SLO, over the offered loads Fjord's
+/// sweep uses; prints one `LINFO` line per load point.
+pub fn throughput_at_slo(engine: &mut Engine, t: &Target<'_>) -> Result<u64, EngineError> {
+    let capacity = HZ / t.ni_service as f64;
+    let best = load::bisect(|pct, seed| {
+        let rate = capacity * pct / 100.0;
+        let run = open_loop(engine, t, HZ / rate, REQUESTS, seed)?;
+        let (p50, p99, p999) = run.quantiles();
+        let achieved = run.achieved();
+        let within = p99 <= t.slo;
+        println!(
+            "LINFO workloads: {} linux: offered {:.0} req/s ({pct:.1}%): achieved {:.0}, p50 {p50} p99 {p99} p99.9 {p999}, engine late by up to {}{}",
+            t.label(),
+            rate,
+            achieved,
+            run.max_late,
+            if within { "" } else { "  (over SLO)" }
+        );
+        Ok::<_, EngineError>(Point { within, achieved })
+    })?;
+    Ok(best as u64)
+}
+
+/// The median of sorted samples as Fjord reports it.
+pub fn median(sorted: &[u64]) -> Option<u64> {
+    exact_quantile(sorted, 500)
+}
+
+/// Prints one `LBENCH` line (the format `tools/xtask/src/linux/guest_log.rs` parses).
+pub fn report(metric: &str, unit: &str, sorted: &[u64]) {
+    let (Some(&min), Some(&max), Some(median)) = (sorted.first(), sorted.last(), median(sorted))
+    else {
+        return;
+    };
+    println!(
+        "LBENCH {{\"group\":\"workloads\",\"metric\":\"{metric}\",\"unit\":\"{unit}\",\"median\":{median},\"min\":{min},\"max\":{max},\"runs\":{}}}",
+        sorted.len()
+    );
+}

@@ -1,0 +1,141 @@
+//! The runner's parameters: `fjord-nightcore [--workers N] <params file>`, where the file has
+//! one line per operation to measure, `<workload> <operation> <ni_service> <slo>`: Jord_NI's
+//! minimal-load service time and the p99 SLO, in instructions, from the Fjord run of the same
+//! `cargo xtask bench --report`. Empty lines and lines starting with `#` are ignored.
+
+use fjord_faas::workloads::{self, Operation};
+
+/// Worker processes per function unless `--workers` says otherwise.
+pub const DEFAULT_WORKERS: usize = 2;
+
+/// One operation to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpParams {
+    /// The operation (sample request, expected bytes).
+    pub op: &'static Operation,
+    /// Jord_NI's minimal-load service time (instructions).
+    pub ni_service: u64,
+    /// The p99 bound (instructions).
+    pub slo: u64,
+}
+
+/// The whole command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Worker processes per function.
+    pub workers: usize,
+    /// Only check the responses and measure the service times (no open-loop sweep), for tests.
+    pub check_only: bool,
+    /// The path of the parameters file.
+    pub params: String,
+}
+
+/// Parses the arguments after the program name: `[--workers N] [--check] <params file>`.
+pub fn parse_args(args: &[String]) -> Result<Config, String> {
+    let usage = || "usage: fjord-nightcore [--workers N] [--check] <params file>".to_owned();
+    let mut config = Config {
+        workers: DEFAULT_WORKERS,
+        check_only: false,
+        params: String::new(),
+    };
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--workers" => {
+                let n = rest.next().ok_or_else(usage)?;
+                config.workers = n.parse().ok().filter(|&n| n > 0).ok_or_else(usage)?;
+            }
+            "--check" => config.check_only = true,
+            path if !path.starts_with("--") && config.params.is_empty() => {
+                config.params = path.to_owned();
+            }
+            _ => return Err(usage()),
+        }
+    }
+    if config.params.is_empty() {
+        return Err(usage());
+    }
+    Ok(config)
+}
+
+/// Parses the parameters file's text.
+pub fn parse_params(text: &str) -> Result<Vec<OpParams>, String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = || {
+            format!(
+                "line {}: expected `<workload> <operation> <ni_service> <slo>`: {line}",
+                n + 1
+            )
+        };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let [workload, name, ni, slo] = words[..] else {
+            return Err(bad());
+        };
+        let op = workloads::find(workload, name)
+            .ok_or_else(|| format!("line {}: unknown operation {workload} {name}", n + 1))?;
+        let ni_service: u64 = ni.parse().map_err(|_| bad())?;
+        let slo: u64 = slo.parse().map_err(|_| bad())?;
+        if ni_service == 0 || slo == 0 {
+            return Err(bad());
+        }
+        out.push(OpParams {
+            op,
+            ni_service,
+            slo,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments() {
+        let a = |s: &[&str]| parse_args(&s.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            a(&["p"]).unwrap(),
+            Config {
+                workers: DEFAULT_WORKERS,
+                check_only: false,
+                params: "p".into()
+            }
+        );
+        let c = a(&["--workers", "3", "--check", "p"]).unwrap();
+        assert_eq!((c.workers, c.check_only, c.params.as_str()), (3, true, "p"));
+        assert!(a(&[]).is_err());
+        assert!(a(&["--check"]).is_err());
+        assert!(a(&["p", "q"]).is_err());
+        assert!(a(&["--workers", "0", "p"]).is_err());
+        assert!(a(&["--workers", "x", "p"]).is_err());
+        assert!(a(&["--fast", "p"]).is_err());
+    }
+
+    #[test]
+    fn params_lines() {
+        let p = parse_params(
+            "# from Fjord\n\nhotel search_nearby 100000 1000000\nmedia read_page 5 50\n",
+        )
+        .unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(
+            (p[0].op.entry, p[0].ni_service, p[0].slo),
+            ("hotel-frontend", 100_000, 1_000_000)
+        );
+        assert_eq!(p[1].op.name, "read_page");
+        assert!(
+            parse_params("hotel nope 1 2")
+                .unwrap_err()
+                .contains("unknown")
+        );
+        assert!(parse_params("hotel search_nearby 1").is_err());
+        assert!(parse_params("hotel search_nearby 0 2").is_err());
+        assert!(parse_params("hotel search_nearby x 2").is_err());
+    }
+}

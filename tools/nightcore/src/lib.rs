@@ -1,0 +1,27 @@
+//! A NightCore-like FaaS runtime on Linux (Jia and Witchel, ASPLOS '21, adapted), running the
+//! same workload functions as Fjord (`apps/hotel`, `social`, `media`, `hipster`): the Linux
+//! guest's baseline of the `workloads` benchmark.
+//!
+//! - [`engine`]: the engine process, which receives external requests and routes every
+//!   internal call between worker processes over pipes;
+//! - [`worker`]: a worker process per function instance, and the [`fjord_app_kit::Env`] that
+//!   turns a function's nested calls into messages to the engine;
+//! - [`proto`]: the messages on the pipes;
+//! - [`store`]: the key-value store in memory shared by all processes;
+//! - [`apps`]: the workloads' function tables;
+//! - [`load`] and [`bench`]: Fjord's open-loop method and the measurements;
+//! - [`config`]: the command line and the per-operation parameters from the Fjord run;
+//! - [`sys`]: the system calls.
+//!
+//! Linux (x86_64) only. No cargo features. See `docs/benchmarking.md` for how it differs from
+//! NightCore.
+
+pub mod apps;
+pub mod bench;
+pub mod config;
+pub mod engine;
+pub mod load;
+pub mod proto;
+pub mod store;
+pub mod sys;
+pub mod worker;

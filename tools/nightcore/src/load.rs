@@ -1,0 +1,124 @@
+//! The open-loop method of Fjord's `workloads` benchmark (`kernel/src/bench_workloads.rs` and
+//! `bench_faas.rs`), shared here so both systems are driven alike: Poisson arrivals from the
+//! same xorshift64* generator and seeds, and the same bisection of the offered load.
+
+/// Requests per load point of the sweep.
+pub const REQUESTS: usize = 1600;
+/// Requests one at a time for the minimal-load service time.
+pub const MIN_LOAD_REQUESTS: usize = 40;
+/// Lowest offered load searched, in percent of Jord_NI's capacity.
+pub const LOW_LOAD: f64 = 25.0;
+/// Highest offered load searched, in percent of Jord_NI's capacity.
+pub const HIGH_LOAD: f64 = 105.0;
+/// Open-loop runs per search.
+pub const BISECTIONS: u64 = 7;
+/// Seed of the first run of a search; run `step` uses `SEED + step`.
+pub const SEED: u64 = 7000;
+/// Largest latency the HDR histogram tracks (2^40 ticks), as in Fjord.
+pub const HDR_MAX: u64 = 1 << 40;
+
+/// The small deterministic generator of Fjord's load generator (xorshift64*).
+#[derive(Clone, Debug)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A uniform sample in (0, 1).
+    pub fn next_unit(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let x = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// An exponential sample with the given mean.
+    pub fn exponential(&mut self, mean: f64) -> u64 {
+        (-libm::log(self.next_unit()) * mean) as u64
+    }
+}
+
+/// What one open-loop run at a load point found.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Point {
+    /// Whether the p99 latency stayed within the SLO.
+    pub within: bool,
+    /// Completed requests per second.
+    pub achieved: f64,
+}
+
+/// The highest achieved throughput of a run within the SLO: bisects the offered load (percent
+/// of capacity) between [`LOW_LOAD`] and [`HIGH_LOAD`] in [`BISECTIONS`] runs of `run_at(pct,
+/// seed)`, then, if none was within, tries [`LOW_LOAD`] / 2 once. 0 when nothing was.
+pub fn bisect<E>(mut run_at: impl FnMut(f64, u64) -> Result<Point, E>) -> Result<f64, E> {
+    let (mut lo, mut hi) = (LOW_LOAD, HIGH_LOAD);
+    let mut best = 0.0f64;
+    for step in 0..BISECTIONS {
+        let mid = (lo + hi) / 2.0;
+        let p = run_at(mid, SEED + step)?;
+        if p.within {
+            best = best.max(p.achieved);
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    if best == 0.0 {
+        let p = run_at(LOW_LOAD / 2.0, SEED + BISECTIONS)?;
+        if p.within {
+            best = p.achieved;
+        }
+    }
+    Ok(best)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generator_is_xorshift64_star() {
+        let mut r = Rng(7000);
+        let first = r.next_unit();
+        // x ^= x>>12; x ^= x<<25; x ^= x>>27 from 7000, times the constant, top 53 bits.
+        let mut x: u64 = 7000;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        let expect = ((x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 + 0.5) / 2f64.powi(53);
+        assert_eq!(first, expect);
+        let mut r = Rng(7001);
+        let n = 20_000;
+        let mean = (0..n).map(|_| r.exponential(1000.0)).sum::<u64>() as f64 / n as f64;
+        assert!((mean - 1000.0).abs() < 30.0, "{mean}");
+    }
+
+    #[test]
+    fn bisection_follows_fjords_steps_and_seeds() {
+        // A system that keeps its SLO up to 60% of capacity.
+        let mut seen = Vec::new();
+        let best = bisect(|pct, seed| {
+            seen.push((pct, seed));
+            Ok::<_, ()>(Point {
+                within: pct <= 60.0,
+                achieved: pct * 10.0,
+            })
+        })
+        .unwrap();
+        assert_eq!(seen.len(), 7);
+        assert_eq!(seen[0], (65.0, 7000));
+        assert_eq!(seen[1], (45.0, 7001));
+        assert_eq!(seen[6].1, 7006);
+        assert!(best > 590.0 && best <= 600.0, "{best}");
+        // Nothing within: one more run at half the lowest load.
+        let mut runs = 0;
+        let best = bisect(|pct, seed| {
+            runs += 1;
+            Ok::<_, ()>(Point {
+                within: pct < 20.0,
+                achieved: if seed == 7007 { 5.0 } else { 1.0 },
+            })
+        })
+        .unwrap();
+        assert_eq!((runs, best), (8, 5.0));
+    }
+}

@@ -1,0 +1,149 @@
+//! `fjord-nightcore`: measures Fjord's workload operations on a NightCore-like runtime (see the
+//! library's documentation) and prints `LBENCH` lines for the Linux guest's harness.
+
+use std::process::ExitCode;
+
+use fjord_nightcore::bench::{self, Target};
+use fjord_nightcore::config::{self, OpParams};
+use fjord_nightcore::engine::{Engine, EngineError};
+use fjord_nightcore::store::Store;
+use fjord_nightcore::{apps, sys};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("LERROR fjord-nightcore: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// TSC ticks per nanosecond of CLOCK_MONOTONIC, measured over a 20 ms sleep.
+fn ticks_per_ns() -> f64 {
+    let (t0, m0) = (sys::rdtsc(), sys::monotonic_ns());
+    sys::sleep_ns(20_000_000);
+    let (t1, m1) = (sys::rdtsc(), sys::monotonic_ns());
+    (t1 - t0) as f64 / (m1 - m0).max(1) as f64
+}
+
+/// The current clock source, the clock-event device and whether high-resolution timers are
+/// active (`/proc/timer_list`'s `.hres_active`).
+fn timer_state() -> (String, String, bool) {
+    let read = |path: &str| {
+        std::fs::read_to_string(path).map_or_else(|_| "?".to_owned(), |s| s.trim().to_owned())
+    };
+    let hres = std::fs::read_to_string("/proc/timer_list").is_ok_and(|t| {
+        t.lines()
+            .find(|l| l.contains(".hres_active"))
+            .is_some_and(|l| l.trim_end().ends_with('1'))
+    });
+    (
+        read("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+        read("/sys/devices/system/clockevents/clockevent0/current_device"),
+        hres,
+    )
+}
+
+/// Waits (sleeping, at most [`HRES_WAIT_NS`] of guest time) until Linux runs high-resolution
+/// timers, and reports the timer state. Early after boot the guest kernel still uses the
+/// `tsc-early` clock source, which is not valid for high-resolution timers: until it switches
+/// to `tsc`, poll timeouts round up to the next scheduler tick (4 ms at HZ=250).
+fn wait_for_precise_timers() {
+    let started = sys::monotonic_ns();
+    loop {
+        let (source, device, hres) = timer_state();
+        let waited = sys::monotonic_ns() - started;
+        if hres || waited >= HRES_WAIT_NS {
+            println!(
+                "LINFO workloads: clocksource {source}, clockevent {device}, high-resolution timers {} (waited {} ms)",
+                if hres {
+                    "active"
+                } else {
+                    "INACTIVE: poll timeouts round up to the tick"
+                },
+                waited / 1_000_000
+            );
+            return;
+        }
+        sys::sleep_ns(10_000_000);
+    }
+}
+
+/// The longest [`wait_for_precise_timers`] waits (guest nanoseconds).
+const HRES_WAIT_NS: u64 = 30_000_000_000;
+
+/// Measures every operation of the parameters file; `Ok(false)` if one failed.
+fn run(args: &[String]) -> Result<bool, String> {
+    let config = config::parse_args(args)?;
+    let text = std::fs::read_to_string(&config.params)
+        .map_err(|e| format!("reading {}: {e}", config.params))?;
+    let params = config::parse_params(&text)?;
+    sys::precise_timers().map_err(|e| format!("timer slack: {e}"))?;
+    wait_for_precise_timers();
+    let ticks_per_ns = ticks_per_ns();
+    println!(
+        "LINFO workloads: nightcore-like runtime, {} worker process(es) per function, TSC {ticks_per_ns:.4} ticks per ns",
+        config.workers
+    );
+    let store = Store::new_shared().map_err(|e| format!("shared store: {e}"))?;
+    let mut ok = true;
+    let mut current: Option<(&str, Engine)> = None;
+    for p in &params {
+        if current.as_ref().is_none_or(|(w, _)| *w != p.op.workload) {
+            // Dropping the previous workload's engine ends its workers.
+            drop(current.take());
+            let table = apps::functions(p.op.workload).ok_or("no such workload")?;
+            let engine = Engine::spawn(table, config.workers, store).map_err(|e| e.0)?;
+            current = Some((p.op.workload, engine));
+        }
+        let Some((_, engine)) = current.as_mut() else {
+            unreachable!("an engine was just spawned");
+        };
+        if let Err(e) = measure(engine, p, ticks_per_ns, config.check_only) {
+            eprintln!("LERROR workloads {}_{}: {}", p.op.workload, p.op.name, e.0);
+            ok = false;
+            // The engine's state is unknown: start the next operation with fresh workers.
+            current = None;
+        }
+    }
+    Ok(ok)
+}
+
+/// Checks one operation, then measures its service time and (unless `check_only`) its
+/// throughput at the SLO.
+fn measure(
+    engine: &mut Engine,
+    p: &OpParams,
+    ticks_per_ns: f64,
+    check_only: bool,
+) -> Result<(), EngineError> {
+    let entry = engine
+        .function(p.op.entry)
+        .ok_or_else(|| EngineError(format!("no function {}", p.op.entry)))?;
+    let t = Target {
+        op: p.op,
+        entry,
+        ni_service: p.ni_service,
+        slo: p.slo,
+        ticks_per_ns,
+    };
+    let label = t.label();
+    bench::check(engine, &t)?;
+    let lat = bench::min_load(engine, &t)?;
+    bench::report(&format!("{label}_service"), "insns", &lat);
+    if check_only {
+        return Ok(());
+    }
+    let best = bench::throughput_at_slo(engine, &t)?;
+    bench::report(&format!("{label}_throughput_at_slo"), "req_per_s", &[best]);
+    println!(
+        "LINFO workloads: {label}: service linux {} insns (Jord_NI {}), at p99 <= {}: linux {best} req/s",
+        bench::median(&lat).unwrap_or(0),
+        p.ni_service,
+        p.slo
+    );
+    Ok(())
+}

@@ -166,8 +166,8 @@ impl PrivLib {
     /// Sets `pd`'s per-PD permission on `id` and keeps the PD table's bookkeeping in step.
     fn set_perm(&mut self, id: VmaId, pd: PdId, perm: Perm) -> Result<Perm> {
         let old = self.vmas.set_perm(id, pd, perm)?;
-        // The PD lists exactly the VMAs it holds a right on: only a change between no right
-        // and some right changes its list.
+        // The PD lists every VMA it holds a right on (and possibly some it moved away): only a
+        // change between no right and some right changes its list.
         if old.is_empty() != perm.is_empty() {
             self.pds.note_granted(pd, id, !perm.is_empty());
         }

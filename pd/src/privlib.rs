@@ -591,8 +591,9 @@ impl PrivLib {
 
     /// Checks the invariants tying the two tables together, on top of
     /// [`VmaTable::check_consistency`]: every VMA's owner is live and lists it as owned; every
-    /// holder is live and, unless it is the kernel, lists it as granted; every listed VMA
-    /// really is owned or held; live and free PD ids partition the id space with no id on the
+    /// holder is live and, unless it is the kernel, lists it as granted; every VMA listed as
+    /// owned really is, and no granted list names a VMA twice (it may name VMAs the PD moved
+    /// away); live and free PD ids partition the id space with no id on the
     /// free list twice; a blocked PD's callee is running or blocked and returns to it. Returns
     /// the first violation found.
     pub fn check_consistency(&self) -> core::result::Result<(), &'static str> {

@@ -12,7 +12,9 @@
 //! - [`gateway`]: request handling of the HTTP gateway over a pluggable
 //!   [`gateway::FunctionService`], and one connection's request/response stream;
 //! - [`function_name`]: the validated [`FunctionName`] type they share;
-//! - [`workloads`]: the ported Jord workloads' operations, with sample requests.
+//! - [`workloads`]: the ported Jord workloads' operations, with sample requests;
+//! - [`open_loop`]: the open-loop load method (Poisson arrivals, the SLO search) of the
+//!   benchmarks.
 //!
 //! Cargo features: none. The crate is `no_std` + `alloc` and free of `unsafe`; the kernel drives
 //! it, host tests (`cargo test -p fjord-faas`) check it.
@@ -29,6 +31,7 @@ pub mod http;
 pub mod jbsq;
 pub mod metrics;
 pub mod module;
+pub mod open_loop;
 pub mod registry;
 pub mod workloads;
 

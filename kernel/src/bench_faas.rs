@@ -23,6 +23,7 @@ use alloc::vec::Vec;
 use fjord_faas::hdr::HdrHistogram;
 use fjord_faas::jbsq::RequestClass;
 use fjord_faas::metrics::exact_quantile;
+use fjord_faas::open_loop::{HDR_MAX, Rng};
 use fjord_kernel::layout::PAGE_SIZE;
 use fjord_pd::{Isolation, MapFlags, PdId, Perm};
 
@@ -61,24 +62,6 @@ fn invocation() -> Work {
         }
         r.map(|v| v.to_le_bytes().to_vec())
     })
-}
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next_unit(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        let x = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d);
-        ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// An exponential sample with the given mean.
-    fn exponential(&mut self, mean: f64) -> u64 {
-        (-libm::log(self.next_unit()) * mean) as u64
-    }
 }
 
 /// Waits for `ticket` with the orchestrator core halted between events (completions and
@@ -141,9 +124,6 @@ impl LoadRun {
         self.latencies.len() as f64 * hz / self.span.max(1) as f64
     }
 }
-
-/// Largest latency the HDR histogram tracks (2^40 ticks, about 18 minutes at 1 GHz).
-const HDR_MAX: u64 = 1 << 40;
 
 /// Latencies (TSC ticks, sorted) and the span of one open-loop run at `mean_gap` ticks between
 /// Poisson arrivals, each request submitted by `submit`.

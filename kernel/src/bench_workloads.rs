@@ -28,21 +28,11 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use fjord_faas::jbsq::RequestClass;
 use fjord_faas::metrics::exact_quantile;
+use fjord_faas::open_loop::{self, MIN_LOAD_REQUESTS, Point, REQUESTS};
 use fjord_pd::Isolation;
 
 type R<T> = Result<T, String>;
 
-/// Requests per load point of the sweep.
-const REQUESTS: usize = 1600;
-/// Requests one at a time for the minimal-load service time.
-const MIN_LOAD_REQUESTS: usize = 40;
-/// Bounds of the offered load searched, in percent of Jord_NI's capacity (1 / its minimal-load
-/// service time); every system is searched over the same range with the same arrival seeds.
-const LOW_LOAD: f64 = 25.0;
-/// See [`LOW_LOAD`].
-const HIGH_LOAD: f64 = 105.0;
-/// Open-loop runs per search (the result is within 80% / 2^7 = 0.6% of capacity).
-const BISECTIONS: u64 = 7;
 /// The SLO is this many times the minimal-load service time under Jord_NI.
 const SLO_FACTOR: u64 = 10;
 
@@ -129,9 +119,10 @@ fn min_load(f: &Arc<LoadedFunction>, op: &Op) -> R<Vec<u64>> {
     Ok(v)
 }
 
-/// The highest achieved throughput (req/s) whose p99 stays within `slo`, found by bisecting the
-/// offered load between [`LOW_LOAD`] and [`HIGH_LOAD`] percent of the capacity
-/// `hz / service` (Jord_NI's, for every system) in [`BISECTIONS`] open-loop runs.
+/// The highest achieved throughput (req/s) whose p99 stays within `slo`, found by
+/// [`open_loop::bisect`]: offered loads between [`open_loop::LOW_LOAD`] and
+/// [`open_loop::HIGH_LOAD`] percent of the capacity `hz / service` (Jord_NI's, for every
+/// system), in [`open_loop::BISECTIONS`] open-loop runs.
 fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> R<u64> {
     let hz = apic::tsc_hz() as f64;
     let capacity = hz / service as f64;
@@ -152,24 +143,9 @@ fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> 
         );
         Ok((within, achieved))
     };
-    let (mut lo, mut hi) = (LOW_LOAD, HIGH_LOAD);
-    let mut best = 0.0f64;
-    for step in 0..BISECTIONS {
-        let mid = (lo + hi) / 2.0;
-        let (within, achieved) = run_at(mid, 7000 + step)?;
-        if within {
-            best = best.max(achieved);
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    if best == 0.0 {
-        let (within, achieved) = run_at(LOW_LOAD / 2.0, 7000 + BISECTIONS)?;
-        if within {
-            best = achieved;
-        }
-    }
+    let best = open_loop::bisect(|pct, seed| {
+        run_at(pct, seed).map(|(within, achieved)| Point { within, achieved })
+    })?;
     Ok(best as u64)
 }
 

@@ -1,5 +1,5 @@
 //! The measurements, run by the engine: per operation the minimal-load service time and the
-//! throughput at the SLO, by the method of Fjord's `workloads` group (see [`crate::load`]).
+//! throughput at the SLO, by the method of Fjord's `workloads` group (see [`fjord_faas::open_loop`]).
 //!
 //! Time is the TSC (one tick per guest instruction under icount; rates use the nominal
 //! 10^9 ticks per second, as Fjord does). A request's latency runs from its scheduled arrival
@@ -10,10 +10,10 @@
 
 use fjord_faas::hdr::HdrHistogram;
 use fjord_faas::metrics::exact_quantile;
+use fjord_faas::open_loop::{self as load, HDR_MAX, MIN_LOAD_REQUESTS, Point, REQUESTS, Rng};
 use fjord_faas::workloads::Operation;
 
 use crate::engine::{Engine, EngineError};
-use crate::load::{self, HDR_MAX, MIN_LOAD_REQUESTS, Point, REQUESTS, Rng};
 use crate::sys;
 
 /// Nominal TSC ticks per second (one per instruction under icount).

@@ -9,7 +9,7 @@
 //! - [`proto`]: the messages on the pipes;
 //! - [`store`]: the key-value store in memory shared by all processes;
 //! - [`apps`]: the workloads' function tables;
-//! - [`load`] and [`bench`]: Fjord's open-loop method and the measurements;
+//! - [`bench`]: the measurements, by Fjord's open-loop method ([`fjord_faas::open_loop`]);
 //! - [`config`]: the command line and the per-operation parameters from the Fjord run;
 //! - [`sys`]: the system calls.
 //!
@@ -20,7 +20,6 @@ pub mod apps;
 pub mod bench;
 pub mod config;
 pub mod engine;
-pub mod load;
 pub mod proto;
 pub mod store;
 pub mod sys;

@@ -29,18 +29,18 @@ pub mod shipping;
 #[cfg(test)]
 mod tests;
 
-/// The workload's functions: (name, handler), for in-process tests.
-#[cfg(test)]
-pub(crate) fn routes() -> [(&'static str, fjord_app_kit::test_env::Route); 8] {
-    use fjord_app_kit::test_env::TestEnv;
+/// The workload's functions by name, with the env `E`: what the function modules run
+/// (`src/bin/*.rs`, with the Fjord env), for systems that run them in one process per env
+/// (host tests, the NightCore-like Linux baseline).
+pub const fn routes<E: fjord_app_kit::Env>() -> [(&'static str, fjord_app_kit::Route<E>); 8] {
     [
-        ("hipster-frontend", frontend::serve::<TestEnv>),
-        ("hipster-cart", cart::serve::<TestEnv>),
-        ("hipster-catalog", catalog::serve::<TestEnv>),
-        ("hipster-currency", currency::serve::<TestEnv>),
-        ("hipster-shipping", shipping::serve::<TestEnv>),
-        ("hipster-payment", payment::serve::<TestEnv>),
-        ("hipster-email", email::serve::<TestEnv>),
-        ("hipster-checkout", checkout::serve::<TestEnv>),
+        ("hipster-frontend", frontend::serve::<E>),
+        ("hipster-cart", cart::serve::<E>),
+        ("hipster-catalog", catalog::serve::<E>),
+        ("hipster-currency", currency::serve::<E>),
+        ("hipster-shipping", shipping::serve::<E>),
+        ("hipster-payment", payment::serve::<E>),
+        ("hipster-email", email::serve::<E>),
+        ("hipster-checkout", checkout::serve::<E>),
     ]
 }

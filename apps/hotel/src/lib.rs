@@ -25,17 +25,17 @@ pub mod user;
 #[cfg(test)]
 mod tests;
 
-/// The workload's functions: (name, handler), for in-process tests.
-#[cfg(test)]
-pub(crate) fn routes() -> [(&'static str, fjord_app_kit::test_env::Route); 7] {
-    use fjord_app_kit::test_env::TestEnv;
+/// The workload's functions by name, with the env `E`: what the function modules run
+/// (`src/bin/*.rs`, with the Fjord env), for systems that run them in one process per env
+/// (host tests, the NightCore-like Linux baseline).
+pub const fn routes<E: fjord_app_kit::Env>() -> [(&'static str, fjord_app_kit::Route<E>); 7] {
     [
-        ("hotel-frontend", frontend::serve::<TestEnv>),
-        ("hotel-search", search::serve::<TestEnv>),
-        ("hotel-geo", geo::serve::<TestEnv>),
-        ("hotel-rate", rate::serve::<TestEnv>),
-        ("hotel-profile", profile::serve::<TestEnv>),
-        ("hotel-user", user::serve::<TestEnv>),
-        ("hotel-reservation", reservation::serve::<TestEnv>),
+        ("hotel-frontend", frontend::serve::<E>),
+        ("hotel-search", search::serve::<E>),
+        ("hotel-geo", geo::serve::<E>),
+        ("hotel-rate", rate::serve::<E>),
+        ("hotel-profile", profile::serve::<E>),
+        ("hotel-user", user::serve::<E>),
+        ("hotel-reservation", reservation::serve::<E>),
     ]
 }

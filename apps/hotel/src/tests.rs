@@ -6,7 +6,7 @@ use fjord_libos::function::FnError;
 use std::string::String;
 
 fn env() -> TestEnv {
-    TestEnv::new(&crate::routes())
+    TestEnv::new(&crate::routes::<TestEnv>())
 }
 
 fn text(r: Result<std::vec::Vec<u8>, FnError>) -> String {

@@ -32,6 +32,11 @@ impl Bytes for std::vec::Vec<u8> {
     }
 }
 
+/// A workload function's handler run with the env `E`: request in, response room out, the
+/// response's length back. Each workload crate lists its functions by name as `routes::<E>()`,
+/// for every system that runs them in one process per env (host tests, the Linux baseline).
+pub type Route<E> = fn(&mut E, &[u8], &mut [u8]) -> Result<usize, FnError>;
+
 /// What a workload function may do besides computing: call other functions and use the
 /// key-value store. Errors are already the caller's [`FnError`]s (a callee's error is passed
 /// on, see [`call::CallError::to_fn_error`]).

@@ -27,7 +27,7 @@ pub mod store;
 #[cfg(any(test, feature = "test-env"))]
 pub mod test_env;
 
-pub use env::{Bytes, Env, Fjord};
+pub use env::{Bytes, Env, Fjord, Route};
 pub use idlist::IdList;
 pub use store::Key;
 

@@ -21,7 +21,7 @@ use fjord_libos::text::Writer;
 use crate::env::{Env, write_request};
 
 /// A workload function as the test env runs it.
-pub type Route = fn(&mut TestEnv, &[u8], &mut [u8]) -> Result<usize, FnError>;
+pub type Route = crate::env::Route<TestEnv>;
 
 /// Response room the kernel gives an external invocation beyond the request's own size
 /// (`DEFAULT_RESPONSE_ROOM` of the kernel's invoke path).

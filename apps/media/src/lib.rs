@@ -23,19 +23,19 @@ pub mod reviews;
 #[cfg(test)]
 mod tests;
 
-/// The workload's functions: (name, handler), for in-process tests.
-#[cfg(test)]
-pub(crate) fn routes() -> [(&'static str, fjord_app_kit::test_env::Route); 9] {
-    use fjord_app_kit::test_env::TestEnv;
+/// The workload's functions by name, with the env `E`: what the function modules run
+/// (`src/bin/*.rs`, with the Fjord env), for systems that run them in one process per env
+/// (host tests, the NightCore-like Linux baseline).
+pub const fn routes<E: fjord_app_kit::Env>() -> [(&'static str, fjord_app_kit::Route<E>); 9] {
     [
-        ("media-frontend", frontend::serve::<TestEnv>),
-        ("media-unique-id", compose::unique_id::<TestEnv>),
-        ("media-compose-review", compose::compose_review::<TestEnv>),
-        ("media-page", page::serve::<TestEnv>),
-        ("media-movie-info", info::movie_info::<TestEnv>),
-        ("media-cast-info", info::cast_info::<TestEnv>),
-        ("media-plot", info::plot_text::<TestEnv>),
-        ("media-movie-review", reviews::movie_review::<TestEnv>),
-        ("media-review-storage", reviews::storage::<TestEnv>),
+        ("media-frontend", frontend::serve::<E>),
+        ("media-unique-id", compose::unique_id::<E>),
+        ("media-compose-review", compose::compose_review::<E>),
+        ("media-page", page::serve::<E>),
+        ("media-movie-info", info::movie_info::<E>),
+        ("media-cast-info", info::cast_info::<E>),
+        ("media-plot", info::plot_text::<E>),
+        ("media-movie-review", reviews::movie_review::<E>),
+        ("media-review-storage", reviews::storage::<E>),
     ]
 }

@@ -24,18 +24,18 @@ pub mod user;
 #[cfg(test)]
 mod tests;
 
-/// The workload's functions: (name, handler), for in-process tests.
-#[cfg(test)]
-pub(crate) fn routes() -> [(&'static str, fjord_app_kit::test_env::Route); 8] {
-    use fjord_app_kit::test_env::TestEnv;
+/// The workload's functions by name, with the env `E`: what the function modules run
+/// (`src/bin/*.rs`, with the Fjord env), for systems that run them in one process per env
+/// (host tests, the NightCore-like Linux baseline).
+pub const fn routes<E: fjord_app_kit::Env>() -> [(&'static str, fjord_app_kit::Route<E>); 8] {
     [
-        ("social-frontend", frontend::serve::<TestEnv>),
-        ("social-compose", compose::serve::<TestEnv>),
-        ("social-text", text::serve::<TestEnv>),
-        ("social-unique-id", unique_id::serve::<TestEnv>),
-        ("social-user", user::serve::<TestEnv>),
-        ("social-graph", graph::serve::<TestEnv>),
-        ("social-storage", storage::serve::<TestEnv>),
-        ("social-timeline", timeline::serve::<TestEnv>),
+        ("social-frontend", frontend::serve::<E>),
+        ("social-compose", compose::serve::<E>),
+        ("social-text", text::serve::<E>),
+        ("social-unique-id", unique_id::serve::<E>),
+        ("social-user", user::serve::<E>),
+        ("social-graph", graph::serve::<E>),
+        ("social-storage", storage::serve::<E>),
+        ("social-timeline", timeline::serve::<E>),
     ]
 }

@@ -41,6 +41,30 @@ pub const fn response_offset(request_len: usize) -> usize {
     request_len.next_multiple_of(RESPONSE_ALIGN)
 }
 
+/// Response room an external invocation's ArgBuf gets beyond the request's own size (the
+/// gateway's default; the kernel's invoke path, the host test env and the Linux baseline use it).
+pub const DEFAULT_RESPONSE_ROOM: usize = 1024;
+
+/// ArgBuf capacities are whole pages of this size.
+pub const ARGBUF_PAGE: usize = 4096;
+
+/// The capacity of an ArgBuf holding a request of `request_len` bytes and `room` bytes of
+/// response after it: whole pages, at least one.
+pub const fn argbuf_capacity(request_len: usize, room: usize) -> usize {
+    let capacity = (response_offset(request_len) + room).next_multiple_of(ARGBUF_PAGE);
+    if capacity < ARGBUF_PAGE {
+        ARGBUF_PAGE
+    } else {
+        capacity
+    }
+}
+
+/// The capacity of an external invocation's ArgBuf for a request of `request_len` bytes: room
+/// for a response of the request's size plus [`DEFAULT_RESPONSE_ROOM`].
+pub const fn external_capacity(request_len: usize) -> usize {
+    argbuf_capacity(request_len, request_len + DEFAULT_RESPONSE_ROOM)
+}
+
 /// Why a function did not produce a response; the discriminant is the stable code (returned
 /// negated with `creturn`).
 #[repr(i64)]
@@ -392,6 +416,18 @@ mod tests {
             FnReturn::decode(i64::MIN as u64),
             FnReturn::UnknownError(i64::MIN)
         );
+    }
+
+    #[test]
+    fn argbuf_capacities_are_whole_pages_with_room_after_the_request() {
+        assert_eq!(argbuf_capacity(0, 0), 4096);
+        assert_eq!(argbuf_capacity(5, 10), 4096);
+        assert_eq!(argbuf_capacity(4096, 1), 8192);
+        assert_eq!(argbuf_capacity(65, 4096 - 128), 4096);
+        assert_eq!(argbuf_capacity(65, 4096 - 127), 8192);
+        // External: the request, the same again and 1 KiB of response room.
+        assert_eq!(external_capacity(100), 4096);
+        assert_eq!(external_capacity(3000), 8192);
     }
 
     #[test]

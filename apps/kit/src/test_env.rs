@@ -23,10 +23,6 @@ use crate::env::{Env, write_request};
 /// A workload function as the test env runs it.
 pub type Route = crate::env::Route<TestEnv>;
 
-/// Response room the kernel gives an external invocation beyond the request's own size
-/// (`DEFAULT_RESPONSE_ROOM` of the kernel's invoke path).
-pub const EXTERNAL_ROOM: usize = 1024;
-
 /// Functions by name, a key-value store and call counts.
 pub struct TestEnv {
     routes: Vec<(&'static str, Route)>,
@@ -45,10 +41,10 @@ impl TestEnv {
         }
     }
 
-    /// Invokes `name` as the gateway does: an ArgBuf of the request plus its own size plus
-    /// [`EXTERNAL_ROOM`], rounded up to whole pages.
+    /// Invokes `name` as the gateway does, on an ArgBuf of
+    /// [`external_capacity`](fjord_libos::function::external_capacity) bytes.
     pub fn invoke(&mut self, name: &str, request: &[u8]) -> Result<Vec<u8>, FnError> {
-        let capacity = response_offset(request.len()) + request.len() + EXTERNAL_ROOM;
+        let capacity = fjord_libos::function::external_capacity(request.len());
         self.run(name, request, capacity)
     }
 

@@ -17,12 +17,10 @@ use crate::arch::user::UserFault;
 use crate::jord::state::Handoff;
 use crate::jord::{self, exec};
 use alloc::vec::Vec;
-use fjord_kernel::layout::PAGE_SIZE;
-use fjord_libos::function::{FnError, FnReturn, response_offset};
+use fjord_libos::function::{FnError, FnReturn, argbuf_capacity, response_offset};
 use fjord_pd::{Error as PdError, MapFlags, PdId, Perm};
 
-/// Response room beyond the request's own size, by default.
-pub const DEFAULT_RESPONSE_ROOM: usize = 1024;
+pub use fjord_libos::function::DEFAULT_RESPONSE_ROOM;
 /// Largest request accepted (bounds the ArgBuf).
 pub const MAX_REQUEST: usize = 16 << 20;
 
@@ -119,12 +117,6 @@ pub(super) struct Instance {
     pub argbuf_phys: u64,
     /// The memory boundary: stack below, heap above.
     pub boundary: u64,
-}
-
-/// The ArgBuf capacity for a request of `request_len` bytes and `room` bytes of response.
-pub(super) fn capacity_for(request_len: usize, room: usize) -> u64 {
-    let capacity = (response_offset(request_len) + room).next_multiple_of(PAGE_SIZE as usize);
-    capacity.max(PAGE_SIZE as usize) as u64
 }
 
 /// Creates a PD for `f` with its instance VMA (stack and heap); returns the PD and the memory
@@ -304,7 +296,7 @@ pub fn invoke_function(
         .response_room
         .unwrap_or(request.len() + DEFAULT_RESPONSE_ROOM)
         .min(MAX_REQUEST);
-    let mut inst = prepare(f, request, capacity_for(request.len(), room))?;
+    let mut inst = prepare(f, request, argbuf_capacity(request.len(), room) as u64)?;
     let t1 = cpu::rdtsc();
     let limit_ms = options.time_limit_ms.unwrap_or(f.manifest.time_limit_ms());
     let deadline = t1 + crate::arch::apic::tsc_hz() / 1000 * limit_ms;

@@ -30,7 +30,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use fjord_faas::jbsq::RequestClass;
 use fjord_libos::abi::{CALLEE_ERROR_BASE, Error as AbiError, Sysno, encode};
-use fjord_libos::function::{FnReturn, response_offset};
+use fjord_libos::function::{FnReturn, argbuf_capacity, response_offset};
 use fjord_pd::PdId;
 use spin::Mutex;
 
@@ -148,7 +148,7 @@ pub fn run_root(
         return Some(Err(InvokeFailure::RequestTooLarge));
     }
     let room = request.len() + invoke::DEFAULT_RESPONSE_ROOM;
-    let inst = match invoke::prepare(&f, request, invoke::capacity_for(request.len(), room)) {
+    let inst = match invoke::prepare(&f, request, argbuf_capacity(request.len(), room) as u64) {
         Ok(i) => i,
         Err(e) => return Some(Err(e)),
     };

@@ -13,24 +13,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
 
-use fjord_libos::function::{FnError, response_offset};
+use fjord_libos::function::{FnError, external_capacity};
 
 use crate::apps::Route;
 use crate::proto::{Framer, Header, Kind};
 use crate::store::Store;
 use crate::sys;
 use crate::worker::Worker;
-
-/// Response room of an external request beyond the request's own size: the kernel's
-/// `DEFAULT_RESPONSE_ROOM` (`kernel/src/modules/invoke.rs`).
-pub const EXTERNAL_ROOM: usize = 1024;
-
-/// The capacity of an external request's ArgBuf, as Fjord's invoke path computes it.
-pub fn external_capacity(request_len: usize) -> usize {
-    (response_offset(request_len) + request_len + EXTERNAL_ROOM)
-        .next_multiple_of(4096)
-        .max(4096)
-}
 
 /// Who waits for a call's reply.
 #[derive(Clone, Copy, Debug)]

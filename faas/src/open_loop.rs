@@ -5,6 +5,9 @@
 //! use this module, so both systems are driven alike: the same generator, seeds, load points and
 //! search.
 
+/// The SLO is this many times the minimal-load service time under Jord_NI, as in the paper.
+pub const SLO_FACTOR: u64 = 10;
+
 /// Requests per load point of the sweep.
 pub const REQUESTS: usize = 1600;
 /// Requests one at a time for the minimal-load service time.

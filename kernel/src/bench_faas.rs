@@ -23,7 +23,7 @@ use alloc::vec::Vec;
 use fjord_faas::hdr::HdrHistogram;
 use fjord_faas::jbsq::RequestClass;
 use fjord_faas::metrics::exact_quantile;
-use fjord_faas::open_loop::{HDR_MAX, Rng};
+use fjord_faas::open_loop::{HDR_MAX, Rng, SLO_FACTOR};
 use fjord_kernel::layout::PAGE_SIZE;
 use fjord_pd::{Isolation, MapFlags, PdId, Perm};
 
@@ -309,7 +309,7 @@ pub fn run_group() -> R<()> {
     state::reset(Isolation::None).map_err(|_| "reset")?;
     let probe = run_load(400_000.0, 60, 7)?;
     let service = exact_quantile(&probe.latencies, 500).ok_or("no samples")?;
-    let slo = 10 * service;
+    let slo = SLO_FACTOR * service;
     kprintln!("fjord: faas: min-load service time {service} insns (Jord_NI), SLO p99 <= {slo}");
     let capacity = hz / service as f64;
     for sys in [Sys::Fjord, Sys::FjordNi] {

@@ -28,13 +28,10 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use fjord_faas::jbsq::RequestClass;
 use fjord_faas::metrics::exact_quantile;
-use fjord_faas::open_loop::{self, MIN_LOAD_REQUESTS, Point, REQUESTS};
+use fjord_faas::open_loop::{self, MIN_LOAD_REQUESTS, Point, REQUESTS, SLO_FACTOR};
 use fjord_pd::Isolation;
 
 type R<T> = Result<T, String>;
-
-/// The SLO is this many times the minimal-load service time under Jord_NI.
-const SLO_FACTOR: u64 = 10;
 
 /// One benchmarked operation.
 struct Op {

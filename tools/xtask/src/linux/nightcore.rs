@@ -13,6 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use fjord_faas::open_loop::SLO_FACTOR;
 
 use crate::measure::{Measurement, System};
 use crate::workspace;
@@ -26,10 +27,6 @@ pub const PARAMS_FILE: &str = "workloads.params";
 /// Time the `workloads` step may add to the guest run: eight operations of 11,000 requests
 /// each, every request a few hundred thousand guest instructions.
 pub const TIME_LIMIT: Duration = Duration::from_secs(2400);
-
-/// The SLO is this many times Jord_NI's minimal-load service time
-/// (`SLO_FACTOR` of `kernel/src/bench_workloads.rs`).
-pub const SLO_FACTOR: f64 = 10.0;
 
 /// The metrics the runner prints: per operation of `fjord_faas::workloads::OPERATIONS`, its
 /// service time and its throughput at the SLO.
@@ -70,7 +67,7 @@ pub fn params(fjord: &[Measurement]) -> Result<String, String> {
         match ni {
             Some(m) => {
                 let service = m.median.round() as u64;
-                let slo = (SLO_FACTOR * m.median).round() as u64;
+                let slo = (SLO_FACTOR as f64 * m.median).round() as u64;
                 text.push_str(&format!("{} {} {service} {slo}\n", op.workload, op.name));
             }
             None => missing.push(metric),

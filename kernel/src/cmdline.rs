@@ -13,6 +13,7 @@
 //! | `jbsq_k` | 1 to 64 (default 2) | the JBSQ bound: most requests one executor holds at once |
 //! | `orch_group` | 0 (default: one group of every CPU), or 2 to 256 | CPUs per orchestrator group (the first of each group orchestrates, the others execute) |
 //! | `hops` | `move` (default), `copy` | nested calls move ArgBufs (Jord) or copy them through a kernel channel (the NightCore-like baseline) |
+//! | `warm` | `on` (default), `off` | keep idle function instances between requests, restored to a fresh state, or destroy each after its request |
 //!
 //! Any other word is an error that names the word and lists the known options.
 
@@ -145,6 +146,8 @@ pub struct BootOptions<'a> {
     pub hops: Hops,
     /// CPUs per orchestrator group (0: one group).
     pub orch_group: usize,
+    /// Whether idle function instances are kept for reuse (`warm=`).
+    pub warm: bool,
 }
 
 impl Default for BootOptions<'_> {
@@ -161,13 +164,14 @@ impl Default for BootOptions<'_> {
             jbsq_k: DEFAULT_JBSQ_K,
             hops: Hops::Move,
             orch_group: 0,
+            warm: true,
         }
     }
 }
 
 /// The option names the parser knows, for error messages.
 pub const KNOWN_OPTIONS: &str =
-    "mode, log, test, bench, modules, crash, ip, gw, jbsq_k, hops, orch_group";
+    "mode, log, test, bench, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm";
 
 /// Why a command line was rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -229,6 +233,7 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             "jbsq_k",
             "hops",
             "orch_group",
+            "warm",
         ];
         if !known.contains(&key) {
             return Err(CmdlineError::UnknownOption(word));
@@ -302,6 +307,13 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
                     _ => return Err(bad("move, copy")),
                 }
             }
+            "warm" => {
+                opts.warm = match value {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(bad("on, off")),
+                }
+            }
             _ => unreachable!("key checked against the known list"),
         }
     }
@@ -315,14 +327,19 @@ mod tests {
 
     #[test]
     fn runtime_options() {
-        let o = parse("jbsq_k=4 hops=copy orch_group=2").unwrap();
-        assert_eq!((o.jbsq_k, o.hops, o.orch_group), (4, Hops::Copy, 2));
+        let o = parse("jbsq_k=4 hops=copy orch_group=2 warm=off").unwrap();
+        assert_eq!(
+            (o.jbsq_k, o.hops, o.orch_group, o.warm),
+            (4, Hops::Copy, 2, false)
+        );
+        assert!(parse("").unwrap().warm);
         assert_eq!(parse("").unwrap().jbsq_k, DEFAULT_JBSQ_K);
         for bad in [
             "jbsq_k=0",
             "jbsq_k=65",
             "jbsq_k=x",
             "hops=share",
+            "warm=maybe",
             "orch_group=1",
         ] {
             assert!(

@@ -139,15 +139,17 @@ extern "C" fn boot_on_stack() -> ! {
     crate::modules::boot(info, &opts);
     crate::orchestrator::init_groups(opts.jbsq_k, opts.orch_group);
     crate::modules::task::set_hop_mode(opts.hops);
+    crate::modules::warm::set_enabled(opts.warm);
     kprintln!(
-        "fjord: {} orchestrator group(s), {} executor(s), JBSQ({}), nested calls {}",
+        "fjord: {} orchestrator group(s), {} executor(s), JBSQ({}), nested calls {}, warm instances {}",
         crate::orchestrator::groups(),
         crate::orchestrator::executors(),
         opts.jbsq_k,
         match opts.hops {
             fjord_kernel::cmdline::Hops::Move => "move ArgBufs",
             fjord_kernel::cmdline::Hops::Copy => "copy ArgBufs (baseline)",
-        }
+        },
+        if opts.warm { "on" } else { "off" }
     );
     if let Some(crash) = opts.crash {
         crash_on_purpose(crash);

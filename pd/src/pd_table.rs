@@ -210,6 +210,15 @@ impl PdTable {
         }
     }
 
+    /// Puts sets taken with [`PdTable::take_sets`] back as they are, as the PD's new lists.
+    pub(crate) fn put_sets(&mut self, pd: PdId, owned: Vec<VmaId>, granted: Vec<VmaId>) {
+        if let Some(e) = self.entries.get_mut(pd.index()) {
+            e.granted_compacted = granted.len();
+            e.owned = owned;
+            e.granted = granted;
+        }
+    }
+
     /// Frees the id of `pd` (not the kernel), which the caller has already stripped of owned
     /// VMAs and permissions. Its children are handed to the kernel.
     pub(crate) fn release(&mut self, pd: PdId) {

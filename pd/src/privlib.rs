@@ -526,6 +526,88 @@ impl PrivLib {
         Ok(s)
     }
 
+    /// Returns PD `cid` to the state it had right after `caller` created it and gave it the
+    /// VMAs of `keep` (base, length, permission): every other VMA it owns is freed and every
+    /// right it holds on a VMA it does not own is dropped, while its id, its creator and the
+    /// kept VMAs stay. This is how the kernel reuses a function instance for the next request
+    /// (Groundhog-style); it restores the kept VMAs' contents itself.
+    ///
+    /// Checks as [`PrivLib::cput`]; besides, `cid` must have created no PD, and each kept VMA
+    /// must still be a non-Global VMA that `cid` owns at its length, held by `cid` alone with
+    /// exactly its permission (an instance that handed its own memory to another PD, shrank
+    /// or narrowed it is not reusable). Otherwise [`Error::Busy`] and nothing changes.
+    /// `visit` is called as for [`PrivLib::cput_with`], for every VMA that goes or whose right
+    /// is dropped. The result holds the leaves to shoot down, `cid`'s own included.
+    pub fn scrub_with(
+        &mut self,
+        caller: PdId,
+        cid: PdId,
+        keep: &[(u64, u64, Perm)],
+        mut visit: impl FnMut(VmaId, u64, bool),
+    ) -> Result<Shootdown> {
+        self.check_cput(caller, cid)?;
+        if !self.pds.children(cid).is_empty() {
+            return Err(Error::Busy);
+        }
+        let mut kept = [None; 4];
+        if keep.len() > kept.len() {
+            return Err(Error::InvalidArgs);
+        }
+        for (slot, &(base, len, perm)) in kept.iter_mut().zip(keep) {
+            let (id, vte) = self.resolve(caller, base)?;
+            if !self.sole_holder(&vte, cid, perm) || vte.len() != len {
+                return Err(Error::Busy);
+            }
+            *slot = Some(id);
+        }
+        let kept = &kept[..keep.len()];
+        let is_kept = |id: VmaId| kept.contains(&Some(id));
+        let per_pd = self.checks();
+        let mut s = Shootdown::new();
+        let (mut owned, mut granted) = self.pds.take_sets(cid);
+        for &id in &granted {
+            if !is_kept(id)
+                && let Some(v) = self.vmas.vte(id)
+                && v.owner() != cid
+                && holds(&self.vmas, id, cid)
+            {
+                let len = v.len();
+                visit(id, len, false);
+                // Cannot fail: the VMA is valid and removing a pair needs no overflow list.
+                let _ = self.vmas.set_perm(id, cid, Perm::NONE);
+                if per_pd {
+                    s.push(Target::Pd(cid), id.base(), len);
+                }
+            }
+        }
+        for &id in &owned {
+            if !is_kept(id) {
+                if let Some(v) = self.vmas.vte(id) {
+                    visit(id, v.len(), true);
+                }
+                s.extend(self.free_vma(id, None));
+            }
+        }
+        owned.retain(|id| is_kept(*id));
+        granted.retain(|id| is_kept(*id));
+        self.pds.put_sets(cid, owned, granted);
+        Ok(s)
+    }
+
+    /// Whether `cid` owns the VMA of `vte` (a plain one, neither Global nor Privileged) and is the
+    /// only PD with a right on it, exactly `perm`.
+    fn sole_holder(&self, vte: &Vte, cid: PdId, perm: Perm) -> bool {
+        if !vte.is_valid() || vte.is_global() || vte.is_privileged() || vte.owner() != cid {
+            return false;
+        }
+        let (mut n, mut only) = (0, true);
+        self.vmas.for_each_holder(vte, |h| {
+            n += 1;
+            only &= h.pd == cid && h.perm == perm;
+        });
+        n == 1 && only
+    }
+
     /// `ccall(cid, func, args)`, entry half: `caller`, running on `cpu`, enters the idle PD
     /// `cid`. The kernel then scrubs registers and starts `func(args)` on `cid`'s stack.
     pub fn ccall(&mut self, caller: PdId, cid: PdId, cpu: u32) -> Result<Switch> {

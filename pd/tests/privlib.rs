@@ -423,3 +423,93 @@ fn moved_argbufs_stay_listed_until_compaction_and_cput_skips_them() {
     }
     l.check_consistency().unwrap();
 }
+
+#[test]
+fn scrub_keeps_the_instance_and_drops_everything_else() {
+    // A function instance reused for the next request: its stack and heap stay, every other
+    // VMA it made goes, and every right it was given is dropped.
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, Isolation::Full).unwrap();
+    let (f, other) = (l.cget(K).unwrap(), l.cget(K).unwrap());
+    let stack = l.mmap(f, 16384, Perm::RW, anon()).unwrap();
+    let heap = l.mmap(f, 8192, Perm::RW, anon()).unwrap();
+    let keep = [(stack, 16384, Perm::RW), (heap, 8192, Perm::RW)];
+    // During the request: a buffer of its own, a buffer lent by another PD, an ArgBuf that
+    // came and went, and a right it still holds on the kernel's buffer.
+    let own = l.mmap(f, 4096, Perm::RW, anon()).unwrap();
+    let lent = l.mmap(other, 4096, Perm::RW, anon()).unwrap();
+    l.pcopy(other, lent, f, Perm::R).unwrap();
+    let argbuf = l.mmap(K, 4096, Perm::RW, anon()).unwrap();
+    l.pmove(K, argbuf, f, Perm::RW).unwrap();
+    let kept_buf = l.mmap(K, 4096, Perm::RW, anon()).unwrap();
+    l.pcopy(K, kept_buf, f, Perm::R).unwrap();
+    l.pmove(f, argbuf, K, Perm::RW).unwrap();
+    let s = l.scrub_with(K, f, &keep, |_, _, _| {}).unwrap();
+    assert!(s.covers(f, own) && s.covers(f, lent) && s.covers(f, kept_buf));
+    assert!(!s.covers(f, stack) && !s.covers(f, heap));
+    assert!(s.dropped().is_empty(), "the PD lives on");
+    assert_eq!(l.lookup(f, own), Err(Fault::Unmapped));
+    assert_eq!(l.lookup(f, lent), Err(Fault::NoPermission));
+    assert_eq!(l.lookup(f, kept_buf), Err(Fault::NoPermission));
+    assert_eq!(l.lookup(other, lent).map(|g| g.perm), Ok(Perm::RW));
+    assert_eq!(l.lookup(f, stack).map(|g| g.perm), Ok(Perm::RW));
+    assert_eq!(l.lookup(f, heap + 8191).map(|g| g.perm), Ok(Perm::RW));
+    assert_eq!(l.pds().owned(f).count(), 2);
+    assert_eq!(l.pds().granted(f).count(), 2);
+    assert_eq!(l.pds().call_state(f), Some(CallState::Idle));
+    l.check_consistency().unwrap();
+    // Scrubbing a clean instance changes nothing.
+    let s = l.scrub_with(K, f, &keep, |_, _, _| {}).unwrap();
+    assert!(s.is_empty());
+    l.check_consistency().unwrap();
+}
+
+#[test]
+fn scrub_refuses_an_instance_that_gave_its_memory_away() {
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, Isolation::Full).unwrap();
+    let (f, other) = (l.cget(K).unwrap(), l.cget(K).unwrap());
+    let heap = l.mmap(f, 8192, Perm::RW, anon()).unwrap();
+    let keep = [(heap, 8192, Perm::RW)];
+    let own = l.mmap(f, 4096, Perm::RW, anon()).unwrap();
+    // Another PD was given a right on the heap: the next request's data would leak to it.
+    l.pcopy(f, heap, other, Perm::R).unwrap();
+    assert_eq!(
+        l.scrub_with(K, f, &keep, |_, _, _| {}).err(),
+        Some(Error::Busy)
+    );
+    assert!(l.lookup(f, own).is_ok(), "nothing changed");
+    l.revoke(f, heap, other).unwrap();
+    // Narrowed, or shrunk: not the instance it was.
+    l.mprotect(f, heap, 8192, Perm::R).unwrap();
+    assert_eq!(
+        l.scrub_with(K, f, &keep, |_, _, _| {}).err(),
+        Some(Error::Busy)
+    );
+    l.mprotect(f, heap, 8192, Perm::RW).unwrap();
+    l.munmap(f, heap + 4096, 4096).unwrap();
+    assert_eq!(
+        l.scrub_with(K, f, &keep, |_, _, _| {}).err(),
+        Some(Error::Busy)
+    );
+    // Its creator only, not while it runs, not with children of its own.
+    let g = l.cget(K).unwrap();
+    let small = l.mmap(g, 4096, Perm::RW, anon()).unwrap();
+    let keep = [(small, 4096, Perm::RW)];
+    assert_eq!(
+        l.scrub_with(f, g, &keep, |_, _, _| {}).err(),
+        Some(Error::AccessDenied)
+    );
+    l.ccall(K, g, 0).unwrap();
+    assert_eq!(
+        l.scrub_with(K, g, &keep, |_, _, _| {}).err(),
+        Some(Error::Busy)
+    );
+    l.creturn(g, 0).unwrap();
+    let child = l.cget(g).unwrap();
+    assert_eq!(
+        l.scrub_with(K, g, &keep, |_, _, _| {}).err(),
+        Some(Error::Busy)
+    );
+    l.cput(g, child).unwrap();
+    assert!(l.scrub_with(K, g, &keep, |_, _, _| {}).is_ok());
+    l.check_consistency().unwrap();
+}

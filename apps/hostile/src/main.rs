@@ -7,6 +7,11 @@
 //! - `panic`: panics (the panic handler reports and returns an error);
 //! - `alloc`: maps and touches 1 MiB after 1 MiB until `mmap` fails (the PD's memory limit),
 //!   then returns [`FnError::OutOfMemory`];
+//! - `remember <hex value>`: writes the value 2 KiB below its stack pointer, where the next
+//!   request's `recall` looks (an instance reused for the next request starts at the same
+//!   stack pointer);
+//! - `recall`: responds with the 8 bytes 2 KiB below its stack pointer: zero unless something
+//!   of an earlier request survived;
 //! - `forge-call <hex address>`: makes the `call` system call twice with forged arguments, an
 //!   ArgBuf at the address (not this PD's) and a function name at the address, and responds
 //!   with the two raw results (little-endian `i64`s): both must be errors, and this function
@@ -24,6 +29,14 @@ fn parse_hex(text: &[u8]) -> Result<u64, FnError> {
         let d = (c as char).to_digit(16).ok_or(FnError::BadRequest)?;
         Ok((acc << 4) | u64::from(d))
     })
+}
+
+/// Where `remember` and `recall` look: 2 KiB below the stack pointer, in this PD's stack.
+fn below_stack() -> *mut u64 {
+    let sp: u64;
+    // SAFETY: reads the stack pointer into a register; no memory is touched.
+    unsafe { core::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack)) };
+    ((sp - 2048) & !7) as *mut u64
 }
 
 /// Serves one hostile request.
@@ -54,6 +67,19 @@ fn hostile(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
         // SAFETY: none intended: this function exists to try reads it may not make; the PD's
         // page tables decide, and a forbidden read faults and ends the invocation.
         let v = unsafe { p.read_volatile() };
+        let out = resp.get_mut(..8).ok_or(FnError::ResponseTooLarge)?;
+        out.copy_from_slice(&v.to_le_bytes());
+        return Ok(8);
+    }
+    if let Some(value) = req.strip_prefix(b"remember ") {
+        let v = parse_hex(value)?;
+        // SAFETY: the address is in this PD's stack VMA (16 KiB, below the frames in use).
+        unsafe { below_stack().write_volatile(v) };
+        return Ok(0);
+    }
+    if req == b"recall" {
+        // SAFETY: as for `remember`; the stack page is this PD's (zeroed when first used).
+        let v = unsafe { below_stack().read_volatile() };
         let out = resp.get_mut(..8).ok_or(FnError::ResponseTooLarge)?;
         out.copy_from_slice(&v.to_le_bytes());
         return Ok(8);

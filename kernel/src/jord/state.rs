@@ -13,6 +13,9 @@ use fjord_libos::abi::Error as AbiError;
 use fjord_pd::{Error, Isolation, MapFlags, PdId, Perm, PrivLib, Sharers, Shootdown, TableConfig};
 use spin::Mutex;
 
+mod restore;
+pub use restore::InstanceLayout;
+
 /// Most PDs alive at once.
 pub const MAX_LIVE_PDS: usize = 1024;
 /// VMA slots per size class.
@@ -88,6 +91,26 @@ impl Backing {
             InitBits::Heap(words) => words.get(w).copied(),
         };
         i < self.pages && word.is_some_and(|word| word & b != 0)
+    }
+
+    /// Zeroes every initialised page again (they stay initialised): what a request wrote is
+    /// gone, and the pages it never touched still cost nothing.
+    fn rezero_initialised(&mut self) {
+        let words: &[u64] = match &self.initialised {
+            InitBits::Inline(w) => core::slice::from_ref(w),
+            InitBits::Heap(ws) => ws,
+        };
+        for (w, &word) in words.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                // One run of consecutive initialised pages: a single zeroing pass.
+                let first = bits.trailing_zeros() as usize;
+                let run = (bits >> first).trailing_ones() as usize;
+                let page = w * 64 + first;
+                frames::zero(self.phys + page as u64 * PAGE_SIZE, run);
+                bits &= !(((1u128 << run) - 1) << first) as u64;
+            }
+        }
     }
 
     fn initialise_all(&mut self) {
@@ -175,6 +198,8 @@ pub struct JordStats {
     /// Deferred revocations withdrawn because the VMA came back to the PD (with at least the
     /// rights it had) before the PD ran again: its leaves stayed valid and were never walked.
     pub revocations_withdrawn: u64,
+    /// Function instances restored for reuse by [`Jord::restore_instance`].
+    pub instances_restored: u64,
 }
 
 impl JordStats {

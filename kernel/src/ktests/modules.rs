@@ -160,6 +160,39 @@ ktest! {
 }
 
 ktest! {
+    fn reused_instances_keep_nothing_of_the_last_request() {
+        needs_modules()?;
+        let was = modules::warm::enabled();
+        modules::warm::set_enabled(true);
+        modules::warm::drain();
+        let restored = || jord::with(|j| j.stats.instances_restored);
+        let before = restored();
+        kassert_eq!(hostile("remember 5eedf00d").as_deref(), Ok(&[][..]));
+        // The instance went back to its pool.
+        kassert_eq!(restored(), before + 1);
+        let idle = modules::lookup("hostile").ok_or("hostile")?.warm.idle();
+        kassert_eq!(idle, 1);
+        // The next request runs in the same PD, with the same stack: what the last one wrote
+        // there is gone.
+        kassert_eq!(hostile("recall").as_deref(), Ok(&[0u8; 8][..]));
+        kassert_eq!(restored(), before + 2);
+        // A fault destroys the instance instead.
+        let kernel = crate::mm::phys_to_virt(0x10_0000);
+        kassert!(hostile(&format!("read {kernel:x}")).is_err());
+        kassert_eq!(modules::lookup("hostile").ok_or("hostile")?.warm.idle(), 0);
+        kassert_eq!(restored(), before + 2);
+        // Off, every instance is destroyed after its request.
+        modules::warm::set_enabled(false);
+        let pds = jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed);
+        kassert_eq!(call("hello", b"x").as_deref(), Ok(b"hello, x!".as_slice()));
+        kassert_eq!(jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed), pds);
+        kassert_eq!(modules::warm::kept(), 0);
+        modules::warm::set_enabled(was);
+        Ok(())
+    }
+}
+
+ktest! {
     fn deploy_validates_and_replaces_at_run_time() {
         needs_modules()?;
         let elf = modules::module_file("echo").ok_or("echo has no file")?;

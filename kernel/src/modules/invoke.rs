@@ -1,17 +1,20 @@
 //! Invoking a function: the Jord executor sequence for one request (Jord §3.4).
 //!
-//! 1. `cget` a PD (it gets a root table and a small creation stack);
+//! 1. take an instance of the function: an idle one from its pool ([`super::warm`]), or a new
+//!    PD (`cget`, which gives it a root table and a small creation stack) with its instance
+//!    VMA: the manifest's stack, then its heap (see the entry ABI in
+//!    [`fjord_libos::function`]), and the heap allocator's header below the boundary;
 //! 2. `mmap` an ArgBuf VMA owned by the kernel, copy the request in (the one copy, from the
 //!    network buffer), and `pmove` it to the PD: a permission move, no copy;
-//! 3. `mmap` the PD's instance VMA: the manifest's stack, then its heap (see the entry ABI in
-//!    [`fjord_libos::function`]), and write the heap allocator's header below the boundary;
-//! 4. `ccall` the entry (`exec::call`) with a deadline;
-//! 5. `pmove` the ArgBuf back to the kernel, read the response;
-//! 6. `cput` the PD (its stack and instance VMA go with it) and `munmap` the ArgBuf.
+//! 3. `ccall` the entry (`exec::call`) with a deadline;
+//! 4. `pmove` the ArgBuf back to the kernel, read the response;
+//! 5. give the instance back: restored into its pool if the function returned (see
+//!    [`super::warm`]), else `cput` (its stack and instance VMA go with it); `munmap` the
+//!    ArgBuf.
 //!
-//! The PD is torn down and the ArgBuf freed whatever happened; every failure is typed.
+//! The instance is given back and the ArgBuf freed whatever happened; every failure is typed.
 
-use super::LoadedFunction;
+use super::{LoadedFunction, warm};
 use crate::arch::cpu;
 use crate::arch::user::UserFault;
 use crate::jord::state::Handoff;
@@ -205,61 +208,63 @@ pub(super) fn prepare(
     let mut inst = setup(f, capacity)?;
     inst.argbuf_mut()[..request.len()].copy_from_slice(request);
     if let Err(e) = move_argbuf(PdId::KERNEL, inst.argbuf, inst.pd) {
-        teardown(&inst);
+        teardown(f, &inst, false);
         return Err(InvokeFailure::Refused(e));
     }
     Ok(inst)
 }
 
-/// Builds a PD and a kernel-owned ArgBuf of `capacity` bytes for `f`.
+/// Takes an instance of `f` (see [`warm::take`]) and maps a kernel-owned ArgBuf of
+/// `capacity` bytes for it.
 fn setup(f: &LoadedFunction, capacity: u64) -> Result<Instance, InvokeFailure> {
-    let m = &f.manifest;
-    // Remote flushes owed by the clean-up of a failed setup, finished after the lock is gone.
-    let mut owed = Vec::new();
-    let r = jord::with(|j| {
-        let pd = j.cget(PdId::KERNEL)?;
-        j.set_memory_limit(pd, m.memory_limit);
-        let argbuf = j.mmap(PdId::KERNEL, capacity, Perm::RW, MapFlags::default());
-        let argbuf = argbuf.and_then(|argbuf| match j.initialised_backing(argbuf) {
-            Some(phys) => Ok((argbuf, phys)),
-            None => {
-                owed.extend(j.munmap(PdId::KERNEL, argbuf, capacity).ok());
-                Err(PdError::NoMemory)
-            }
-        });
-        let built = argbuf.and_then(|(argbuf, phys)| match map_instance(j, pd, m) {
-            Ok(boundary) => Ok(Instance {
-                pd,
-                argbuf,
-                capacity,
-                argbuf_phys: phys,
-                boundary,
-            }),
-            Err(e) => {
-                owed.extend(j.munmap(PdId::KERNEL, argbuf, capacity).ok());
-                Err(e)
-            }
-        });
-        if built.is_err() {
-            owed.extend(j.cput(PdId::KERNEL, pd).ok());
-        }
-        built
-    });
-    for p in owed {
-        p.finish();
+    let (pd, boundary) = warm::take(f)?;
+    let mut argbuf = map_argbuf(capacity);
+    if argbuf == Err(PdError::NoMemory) && warm::kept() > 0 {
+        // Idle instances hold memory: give it back and try once more.
+        warm::drain();
+        argbuf = map_argbuf(capacity);
     }
-    r.map_err(pd_failure)
+    match argbuf {
+        Ok((argbuf, argbuf_phys)) => Ok(Instance {
+            pd,
+            argbuf,
+            capacity,
+            argbuf_phys,
+            boundary,
+        }),
+        Err(e) => {
+            warm::give_back(f, pd, boundary, true);
+            Err(pd_failure(e))
+        }
+    }
 }
 
-/// Releases the PD and the ArgBuf.
-pub(super) fn teardown(inst: &Instance) {
-    let (a, b) = jord::with(|j| {
-        (
-            j.cput(PdId::KERNEL, inst.pd).ok(),
-            j.munmap(PdId::KERNEL, inst.argbuf, inst.capacity).ok(),
-        )
+/// Maps a kernel-owned ArgBuf of `capacity` bytes, initialised; returns its base and the
+/// physical address of its (contiguous) backing.
+fn map_argbuf(capacity: u64) -> Result<(u64, u64), PdError> {
+    let mut owed = None;
+    let r = jord::with(|j| {
+        let argbuf = j.mmap(PdId::KERNEL, capacity, Perm::RW, MapFlags::default())?;
+        match j.initialised_backing(argbuf) {
+            Some(phys) => Ok((argbuf, phys)),
+            None => {
+                owed = j.munmap(PdId::KERNEL, argbuf, capacity).ok();
+                Err(PdError::NoMemory)
+            }
+        }
     });
-    for p in [a, b].into_iter().flatten() {
+    if let Some(p) = owed {
+        p.finish();
+    }
+    r
+}
+
+/// Ends an invocation: gives its instance back to `f` (to its pool when `reusable`: the
+/// function returned) and unmaps the ArgBuf.
+pub(super) fn teardown(f: &LoadedFunction, inst: &Instance, reusable: bool) {
+    warm::give_back(f, inst.pd, inst.boundary, reusable);
+    let p = jord::with(|j| j.munmap(PdId::KERNEL, inst.argbuf, inst.capacity).ok());
+    if let Some(p) = p {
         p.finish();
     }
 }
@@ -309,6 +314,7 @@ pub fn invoke_function(
     let tp = heap_header(inst.boundary);
     let called = exec::call_tp(inst.pd, f.entry, args, tp, Some(deadline)).map_err(exec_failure);
     let t2 = cpu::rdtsc();
+    let reusable = called.is_ok();
     let result = called.and_then(|value| {
         // The ArgBuf goes back to the kernel (a pmove on the PD's behalf). If the function gave
         // its right away, the pmove fails; no code of this invocation runs any more, and the
@@ -316,7 +322,7 @@ pub fn invoke_function(
         let _ = move_argbuf(inst.pd, inst.argbuf, PdId::KERNEL);
         response(&mut inst, request.len(), value)
     });
-    teardown(&inst);
+    teardown(f, &inst, reusable);
     let t3 = cpu::rdtsc();
     *phases = Phases {
         setup: t1 - t0,

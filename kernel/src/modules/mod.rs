@@ -18,6 +18,7 @@ pub mod invoke;
 pub mod loader;
 pub mod service;
 pub mod task;
+pub mod warm;
 
 use crate::kprintln;
 use alloc::collections::BTreeMap;
@@ -44,10 +45,13 @@ pub struct LoadedFunction {
     pub image: MappedImage,
     /// Number of relocations applied at load.
     pub relocations: usize,
+    /// Idle instances kept for the next requests.
+    pub warm: warm::Pool,
 }
 
 impl Drop for LoadedFunction {
     fn drop(&mut self) {
+        self.warm.drain();
         unmap_image(&self.image);
     }
 }
@@ -68,6 +72,7 @@ fn map(file: &[u8], plan: &LoadPlan) -> Result<Arc<LoadedFunction>, LoadError> {
         entry: image.base + plan.entry,
         relocations: plan.relocations.len(),
         image,
+        warm: warm::Pool::default(),
     }))
 }
 
@@ -113,6 +118,11 @@ pub fn lookup(name: &str) -> Option<Arc<LoadedFunction>> {
         }
     }
     Some(d.loaded.clone())
+}
+
+/// Every deployed function as currently mapped (without mapping again what a reset released).
+pub fn loaded() -> Vec<Arc<LoadedFunction>> {
+    REGISTRY.lock().values().map(|d| d.loaded.clone()).collect()
 }
 
 /// The ELF file the function `name` was deployed from.

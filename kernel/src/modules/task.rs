@@ -15,8 +15,8 @@
 //! hop copies the request and the response through a kernel channel (caller buffer → channel →
 //! callee buffer and back), as a pipe between worker processes would.
 
-use super::LoadedFunction;
 use super::invoke::{self, Instance, InvokeFailure};
+use super::{LoadedFunction, warm};
 use crate::arch::cpu;
 use crate::jord::{self, exec};
 use crate::orchestrator::{self, JobInfo, SubmitError};
@@ -302,14 +302,14 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4], suspending: bool) -> Result<
     }
     let callee = match hop_mode() {
         HopMode::Move => {
-            let (cpd, boundary) = invoke::create_pd(&f)?;
+            let (cpd, boundary) = warm::take(&f)?;
             let moved = if suspending {
                 invoke::move_argbuf_leaving(pd, buf, cpd)
             } else {
                 invoke::move_argbuf(pd, buf, cpd)
             };
             if let Err(e) = moved {
-                invoke::destroy_pd(cpd);
+                warm::give_back(&f, cpd, boundary, true);
                 return Err(jord::state::abi_error(e));
             }
             (cpd, boundary, buf, capacity, None)
@@ -361,6 +361,7 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4], suspending: bool) -> Result<
             caller_buf: buf,
         },
     });
+    let func = task.func.clone();
     let work = Box::new(move |info| step(task, None, info).map(|r| r.map_err(text)));
     match orchestrator::submit_task(RequestClass::Internal, work) {
         Ok(_) => {
@@ -373,7 +374,14 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4], suspending: bool) -> Result<
             if kernel_buf.is_none() {
                 let _ = invoke::move_argbuf(cpd, buf, pd);
             }
-            release(cpd, argbuf, capacity, kernel_buf);
+            let callee = Callee {
+                pd: cpd,
+                boundary,
+                argbuf,
+                capacity,
+                kernel_buf,
+            };
+            release(&func, &callee, true);
             Err(AbiError::Busy)
         }
     }
@@ -389,17 +397,31 @@ impl From<InvokeFailure> for AbiError {
     }
 }
 
-/// Destroys a task's PD and its kernel-owned ArgBuf, if it has one.
-fn release(pd: PdId, argbuf: u64, capacity: u64, kernel_buf: Option<u64>) {
-    match kernel_buf {
-        Some(phys) => invoke::teardown(&Instance {
-            pd,
-            argbuf,
-            capacity,
-            argbuf_phys: phys,
-            boundary: 0,
-        }),
-        None => invoke::destroy_pd(pd),
+/// A callee's instance and ArgBuf, as [`release`] needs them.
+struct Callee {
+    pd: PdId,
+    boundary: u64,
+    argbuf: u64,
+    capacity: u64,
+    kernel_buf: Option<u64>,
+}
+
+/// Ends a callee's instance (see [`warm::give_back`]) and frees its kernel-owned ArgBuf, if
+/// it has one.
+fn release(f: &LoadedFunction, c: &Callee, reusable: bool) {
+    match c.kernel_buf {
+        Some(phys) => invoke::teardown(
+            f,
+            &Instance {
+                pd: c.pd,
+                argbuf: c.argbuf,
+                capacity: c.capacity,
+                argbuf_phys: phys,
+                boundary: c.boundary,
+            },
+            reusable,
+        ),
+        None => warm::give_back(f, c.pd, c.boundary, reusable),
     }
 }
 
@@ -410,6 +432,7 @@ fn finish(
 ) -> Option<Result<Vec<u8>, InvokeFailure>> {
     // Calls the task started and never waited for are orphaned: their results are dropped.
     locked(|c| c.calls.retain(|_, call| call.caller != task.id));
+    let reusable = result.is_ok();
     match task.origin {
         Origin::Root => {
             let phys = task
@@ -428,7 +451,7 @@ fn finish(
                 let _ = invoke::move_argbuf(task.pd, task.argbuf, PdId::KERNEL);
                 invoke::response(&mut inst, task.request_len, v)
             });
-            invoke::teardown(&inst);
+            invoke::teardown(&task.func, &inst, reusable);
             Some(r)
         }
         Origin::Child {
@@ -451,7 +474,14 @@ fn finish(
                 },
                 Some(phys) => copy_back(&task, phys, (caller, handle), caller_buf, value),
             };
-            release(task.pd, task.argbuf, task.capacity, task.kernel_buf);
+            let callee = Callee {
+                pd: task.pd,
+                boundary: task.boundary,
+                argbuf: task.argbuf,
+                capacity: task.capacity,
+                kernel_buf: task.kernel_buf,
+            };
+            release(&task.func, &callee, reusable);
             deliver(handle, value);
             None
         }

@@ -1,0 +1,162 @@
+//! Warm function instances: each deployed function keeps a few idle instances (a PD with its
+//! stack and instance VMA) between requests, restored to the state of a fresh instance, so a
+//! request skips `cget`, two `mmap`s, their frame allocations, the VLB misses of a new page
+//! table and, at its end, `cput` with two VMA frees.
+//!
+//! This is Groundhog's sequential request isolation applied to Jord's per-request PDs (the
+//! Jord paper leaves open how its per-invocation sequence fits in 120 ns; recycling is one
+//! answer). An instance is put back only when its function returned (a fault or a time-out
+//! destroys the PD), and only after [`Jord::restore_instance`](crate::jord::state::Jord)
+//! freed every VMA and right it gained, zeroed every page it touched and wrote the heap header
+//! back: the next request cannot see what the previous one left, and an instance that gave
+//! its own memory to another PD is destroyed instead. What differs from a fresh instance: the
+//! PD id and the addresses of its stack and heap are the same as the last request's.
+//!
+//! The pools are bounded ([`PER_FUNCTION`], [`TOTAL`]); [`drain`] destroys every idle
+//! instance (done before giving up on memory, when a function goes, and by leak tests).
+
+use super::LoadedFunction;
+use super::invoke::{self, InvokeFailure};
+use crate::arch::cpu;
+use crate::jord::{self, state::InstanceLayout};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use fjord_pd::PdId;
+use spin::Mutex;
+
+/// Most idle instances one function keeps.
+pub const PER_FUNCTION: usize = 8;
+/// Most idle instances kept over all functions.
+pub const TOTAL: usize = 64;
+
+/// Idle instances kept now, over all functions.
+static KEPT: AtomicUsize = AtomicUsize::new(0);
+/// Whether instances are kept at all (the `warm=` boot option, on by default).
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// An idle instance of one function.
+#[derive(Debug)]
+pub struct Warm {
+    pd: PdId,
+    boundary: u64,
+    /// The Jord state it lives in (a reset destroys every PD).
+    generation: u64,
+}
+
+/// A function's idle instances.
+#[derive(Debug, Default)]
+pub struct Pool(Mutex<Vec<Warm>>);
+
+impl Pool {
+    fn locked<R>(&self, f: impl FnOnce(&mut Vec<Warm>) -> R) -> R {
+        cpu::without_interrupts(|| f(&mut self.0.lock()))
+    }
+
+    /// How many idle instances this pool holds.
+    pub fn idle(&self) -> usize {
+        self.locked(|v| v.len())
+    }
+
+    /// Destroys every idle instance of this pool (those of the current Jord state).
+    pub fn drain(&self) {
+        let all = self.locked(core::mem::take);
+        if all.is_empty() {
+            return;
+        }
+        KEPT.fetch_sub(all.len(), Ordering::Relaxed);
+        let generation = crate::modules::loader::jord_epoch();
+        for w in all {
+            if w.generation == generation {
+                invoke::destroy_pd(w.pd);
+            }
+        }
+    }
+}
+
+/// Keeps instances from now on (`true`) or not; turning it off destroys the idle ones.
+pub fn set_enabled(on: bool) {
+    ENABLED.store(on, Ordering::Relaxed);
+    if !on {
+        drain();
+    }
+}
+
+/// Whether idle instances are kept.
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// Idle instances kept now, over all functions.
+pub fn kept() -> usize {
+    KEPT.load(Ordering::Relaxed)
+}
+
+/// Destroys every idle instance of every deployed function.
+pub fn drain() {
+    for f in super::loaded() {
+        f.warm.drain();
+    }
+}
+
+/// An instance of `f` for a request: an idle one if the pool has one, else a new PD with its
+/// instance VMA. Returns the PD and its memory boundary.
+pub(super) fn take(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure> {
+    let generation = f.image.epoch;
+    while let Some(w) = f.warm.locked(|v| v.pop()) {
+        KEPT.fetch_sub(1, Ordering::Relaxed);
+        if w.generation == generation {
+            return Ok((w.pd, w.boundary));
+        }
+    }
+    match invoke::create_pd(f) {
+        Err(InvokeFailure::OutOfMemory) if kept() > 0 => {
+            // Idle instances hold memory and PD ids: give them back and try once more.
+            drain();
+            invoke::create_pd(f)
+        }
+        r => r,
+    }
+}
+
+/// Ends the request of `f`'s instance `pd` (memory boundary `boundary`): restores it into
+/// `f`'s pool when `reusable` (its function returned), the pool has room and the instance is
+/// fit for reuse; destroys it otherwise.
+pub(super) fn give_back(f: &LoadedFunction, pd: PdId, boundary: u64, reusable: bool) {
+    if !(reusable && restore(f, pd, boundary)) {
+        invoke::destroy_pd(pd);
+    }
+}
+
+fn restore(f: &LoadedFunction, pd: PdId, boundary: u64) -> bool {
+    if !enabled() || kept() >= TOTAL || f.warm.idle() >= PER_FUNCTION {
+        return false;
+    }
+    let m = &f.manifest;
+    let base = boundary - m.stack_size;
+    let header_at = invoke::heap_header(boundary);
+    let header = fjord_libos::heap::header_words(header_at, boundary, m.heap_size);
+    let layout = InstanceLayout {
+        base,
+        len: m.stack_size + m.heap_size,
+        header_offset: header_at - base,
+        header: &header,
+        memory_limit: m.memory_limit,
+    };
+    let restored = jord::with(|j| {
+        let generation = j.generation();
+        j.restore_instance(pd, &layout).map(|p| (p, generation))
+    });
+    let Ok((pending, generation)) = restored else {
+        return false;
+    };
+    pending.finish();
+    KEPT.fetch_add(1, Ordering::Relaxed);
+    f.warm.locked(|v| {
+        v.push(Warm {
+            pd,
+            boundary,
+            generation,
+        })
+    });
+    true
+}

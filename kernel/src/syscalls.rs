@@ -74,10 +74,13 @@ fn privlib(call: Sysno, a: [u64; 4]) -> Result<u64, Error> {
             }
             return jord::with(|j| {
                 j.charge(me, a[0])?;
-                j.mmap(me, a[0], prot, MapFlags::default())
+                let base = j
+                    .mmap(me, a[0], prot, MapFlags::default())
                     .inspect_err(|_| {
                         j.uncharge(me, a[0]);
-                    })
+                    })?;
+                j.populate(me, base, prot);
+                Ok(base)
             })
             .map_err(abi_error);
         }

@@ -597,15 +597,12 @@ impl PrivLib {
     /// Whether `cid` owns the VMA of `vte` (a plain one, neither Global nor Privileged) and is the
     /// only PD with a right on it, exactly `perm`.
     fn sole_holder(&self, vte: &Vte, cid: PdId, perm: Perm) -> bool {
-        if !vte.is_valid() || vte.is_global() || vte.is_privileged() || vte.owner() != cid {
-            return false;
-        }
-        let (mut n, mut only) = (0, true);
-        self.vmas.for_each_holder(vte, |h| {
-            n += 1;
-            only &= h.pd == cid && h.perm == perm;
-        });
-        n == 1 && only
+        vte.is_valid()
+            && !vte.is_global()
+            && !vte.is_privileged()
+            && vte.owner() == cid
+            && vte.overflow().is_none()
+            && vte.only_sub() == Some(PdPerm { pd: cid, perm })
     }
 
     /// `ccall(cid, func, args)`, entry half: `caller`, running on `cpu`, enters the idle PD

@@ -230,6 +230,21 @@ impl Vte {
         })
     }
 
+    /// The sub-array's pair when it holds exactly one (the overflow list is not looked at).
+    pub fn only_sub(&self) -> Option<PdPerm> {
+        let [w0, w1, w2, w3, w4] = self.sub;
+        // The pair an owner's `mmap` put in slot 0 and nothing else: three tests.
+        if w1 | w2 | w3 | w4 == 0 && w0 >> 16 == 0 {
+            return PdPerm::decode(w0 as u16);
+        }
+        let (mut n, mut only) = (0, None);
+        self.for_each_sub(|e| {
+            n += 1;
+            only = Some(e);
+        });
+        if n == 1 { only } else { None }
+    }
+
     /// Sub-array slot `i`.
     fn slot(&self, i: usize) -> u16 {
         (self.sub[i / 4] >> (16 * (i % 4))) as u16
@@ -490,6 +505,26 @@ mod tests {
             let free = (0..SUB_SLOTS).position(|i| PdPerm::decode(v.slot(i)).is_none());
             assert_eq!(v.free_sub(), free);
         }
+    }
+
+    #[test]
+    fn only_sub_is_the_single_pair_wherever_it_is() {
+        let mut v = Vte::new(pd(1), 1, Perm::RW, VmaAttrs::default());
+        let p1 = PdPerm {
+            pd: pd(1),
+            perm: Perm::RW,
+        };
+        assert_eq!(v.only_sub(), Some(p1));
+        let p9 = PdPerm {
+            pd: pd(9),
+            perm: Perm::R,
+        };
+        v.set_sub(13, Some(p9));
+        assert_eq!(v.only_sub(), None, "two pairs");
+        v.set_sub(0, None);
+        assert_eq!(v.only_sub(), Some(p9), "one pair, not in slot 0");
+        v.set_sub(13, None);
+        assert_eq!(v.only_sub(), None, "no pair");
     }
 
     #[test]

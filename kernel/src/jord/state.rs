@@ -129,6 +129,9 @@ impl Backing {
 /// Most pages of a VMA whose leaves [`Jord::prefill`] installs at once (ArgBufs).
 const PREFILL_PAGES: usize = 4;
 
+/// Most pages of a VMA a PD maps with its own `mmap` that [`Jord::populate`] fills at once.
+pub const POPULATE_PAGES: usize = 2;
+
 /// What the kernel knows of a `pmove`'s two PDs beyond PrivLib's rights update
 /// ([`Jord::pmove_with`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -275,18 +278,36 @@ pub fn with<R>(f: impl FnOnce(&mut Jord) -> R) -> R {
     })
 }
 
+/// The generation of the installed Jord state (0 before the first is made).
+static CURRENT_GENERATION: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// The generation of the current Jord state ([`Jord::generation`]) without taking its lock.
+pub fn current_generation() -> u64 {
+    match CURRENT_GENERATION.load(core::sync::atomic::Ordering::Acquire) {
+        0 => with(|j| j.generation()),
+        g => g,
+    }
+}
+
 /// The Jord state made on first use, with full isolation (kept out of line: it runs once).
 #[cold]
 #[inline(never)]
 fn first_use(slot: &mut Option<Jord>) -> &mut Jord {
-    slot.insert(Jord::new(Isolation::Full).expect("memory for the VMA table"))
+    let j = slot.insert(Jord::new(Isolation::Full).expect("memory for the VMA table"));
+    CURRENT_GENERATION.store(j.generation, core::sync::atomic::Ordering::Release);
+    j
 }
 
 /// Replaces the Jord state by a fresh one in `isolation` mode, releasing everything the old one
 /// held. No PD may be running.
 pub fn reset(isolation: Isolation) -> Result<(), Error> {
     let fresh = Jord::new(isolation)?;
-    let old = cpu::without_interrupts(|| JORD.lock().replace(fresh));
+    let generation = fresh.generation;
+    let old = cpu::without_interrupts(|| {
+        let mut g = JORD.lock();
+        CURRENT_GENERATION.store(generation, core::sync::atomic::Ordering::Release);
+        g.replace(fresh)
+    });
     if let Some(mut old) = old {
         old.release_all();
     }
@@ -760,6 +781,38 @@ impl Jord {
             }
         }
         self.stats.prefills += installed;
+    }
+
+    /// Fills `pd`'s translations of its new VMA at `base` (of at most [`POPULATE_PAGES`] pages)
+    /// at once, zeroing its pages, as the VLB misses of its first touches would one page at a
+    /// time: a small VMA a function maps is, as a rule, an ArgBuf it fills right away. Larger
+    /// VMAs stay lazy.
+    pub fn populate(&mut self, pd: PdId, base: u64, perm: Perm) {
+        if pd == PdId::KERNEL || perm.is_empty() {
+            return;
+        }
+        let root = self.root_of(pd);
+        let Some(b) = self.backing_mut(base).filter(|b| b.pages <= POPULATE_PAGES) else {
+            return;
+        };
+        b.initialise_all();
+        let (phys, pages) = (b.phys, b.pages);
+        let flags = super::vlb::leaf_flags(perm);
+        let mut pt = PageTables::new(root, &DIRECT);
+        for i in 0..pages as u64 {
+            // A new VMA has no leaf anywhere yet, so one appearing needs no TLB flush.
+            if pt
+                .map(
+                    base + i * PAGE_SIZE,
+                    phys + i * PAGE_SIZE,
+                    flags,
+                    &mut KernelFrames,
+                )
+                .is_ok()
+            {
+                self.stats.fills += 1;
+            }
+        }
     }
 
     /// `pcopy`.

@@ -56,7 +56,7 @@ pub struct MappedImage {
 /// Identifies the current Jord state: `jord::state::reset` replaces the state (and releases
 /// every VMA, module code included) with one of a new generation.
 pub fn jord_epoch() -> u64 {
-    jord::with(current_epoch)
+    jord::state::current_generation()
 }
 
 fn current_epoch(j: &mut Jord) -> u64 {

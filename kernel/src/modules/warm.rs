@@ -12,15 +12,17 @@
 //! its own memory to another PD is destroyed instead. What differs from a fresh instance: the
 //! PD id and the addresses of its stack and heap are the same as the last request's.
 //!
-//! The pools are bounded ([`PER_FUNCTION`], [`TOTAL`]); [`drain`] destroys every idle
-//! instance (done before giving up on memory, when a function goes, and by leak tests).
+//! The pools are bounded: at most [`PER_FUNCTION`] idle instances per function and [`TOTAL`]
+//! over all; at the total bound, an instance given back displaces one of the function whose
+//! pool was used least recently. [`drain`] destroys every idle instance (done before giving
+//! up on memory, when a function goes, and by leak tests).
 
 use super::LoadedFunction;
 use super::invoke::{self, InvokeFailure};
 use crate::arch::cpu;
 use crate::jord::{self, state::InstanceLayout};
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use fjord_pd::PdId;
 use spin::Mutex;
 
@@ -33,6 +35,8 @@ pub const TOTAL: usize = 64;
 static KEPT: AtomicUsize = AtomicUsize::new(0);
 /// Whether instances are kept at all (the `warm=` boot option, on by default).
 static ENABLED: AtomicBool = AtomicBool::new(true);
+/// A counter stamping each pool's last use, for choosing which pool gives up an instance.
+static CLOCK: AtomicU64 = AtomicU64::new(0);
 
 /// An idle instance of one function.
 #[derive(Debug)]
@@ -45,11 +49,32 @@ pub struct Warm {
 
 /// A function's idle instances.
 #[derive(Debug, Default)]
-pub struct Pool(Mutex<Vec<Warm>>);
+pub struct Pool {
+    idle: Mutex<Vec<Warm>>,
+    /// [`CLOCK`] when an instance was last taken from or given back to this pool.
+    last_used: AtomicU64,
+}
 
 impl Pool {
     fn locked<R>(&self, f: impl FnOnce(&mut Vec<Warm>) -> R) -> R {
-        cpu::without_interrupts(|| f(&mut self.0.lock()))
+        cpu::without_interrupts(|| f(&mut self.idle.lock()))
+    }
+
+    fn touch(&self) {
+        let now = CLOCK.fetch_add(1, Ordering::Relaxed);
+        self.last_used.store(now, Ordering::Relaxed);
+    }
+
+    /// Destroys one idle instance; returns whether there was one.
+    fn evict_one(&self) -> bool {
+        let Some(w) = self.locked(|v| (!v.is_empty()).then(|| v.remove(0))) else {
+            return false;
+        };
+        KEPT.fetch_sub(1, Ordering::Relaxed);
+        if w.generation == crate::modules::loader::jord_epoch() {
+            invoke::destroy_pd(w.pd);
+        }
+        true
     }
 
     /// How many idle instances this pool holds.
@@ -102,6 +127,7 @@ pub fn drain() {
 /// instance VMA. Returns the PD and its memory boundary.
 pub(super) fn take(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure> {
     let generation = f.image.epoch;
+    f.warm.touch();
     while let Some(w) = f.warm.locked(|v| v.pop()) {
         KEPT.fetch_sub(1, Ordering::Relaxed);
         if w.generation == generation {
@@ -128,7 +154,10 @@ pub(super) fn give_back(f: &LoadedFunction, pd: PdId, boundary: u64, reusable: b
 }
 
 fn restore(f: &LoadedFunction, pd: PdId, boundary: u64) -> bool {
-    if !enabled() || kept() >= TOTAL || f.warm.idle() >= PER_FUNCTION {
+    if !enabled() || f.warm.idle() >= PER_FUNCTION {
+        return false;
+    }
+    if kept() >= TOTAL && !evict_for(f) {
         return false;
     }
     let m = &f.manifest;
@@ -150,6 +179,7 @@ fn restore(f: &LoadedFunction, pd: PdId, boundary: u64) -> bool {
         return false;
     };
     pending.finish();
+    f.warm.touch();
     KEPT.fetch_add(1, Ordering::Relaxed);
     f.warm.locked(|v| {
         v.push(Warm {
@@ -159,4 +189,16 @@ fn restore(f: &LoadedFunction, pd: PdId, boundary: u64) -> bool {
         })
     });
     true
+}
+
+/// Makes room for an idle instance of `f` at the total bound: destroys an idle instance of the
+/// function whose pool was used least recently (not `f`'s). Returns whether one went.
+#[cold]
+fn evict_for(f: &LoadedFunction) -> bool {
+    let all = super::loaded();
+    let victim = all
+        .iter()
+        .filter(|g| !core::ptr::eq(&***g, f) && g.warm.idle() > 0)
+        .min_by_key(|g| g.warm.last_used.load(Ordering::Relaxed));
+    victim.is_some_and(|g| g.warm.evict_one())
 }

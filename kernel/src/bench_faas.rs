@@ -18,6 +18,7 @@ use crate::jord::{self, exec, state};
 use crate::kprintln;
 use crate::orchestrator::{self, Ticket, Work};
 use alloc::boxed::Box;
+use alloc::collections::BTreeSet;
 use alloc::format;
 use alloc::vec::Vec;
 use fjord_faas::hdr::HdrHistogram;
@@ -135,14 +136,16 @@ pub fn run_open_loop(
 ) -> R<LoadRun> {
     let mut rng = Rng(seed);
     let mut hdr = HdrHistogram::new(HDR_MAX, 3);
-    let mut tickets: Vec<Ticket> = Vec::with_capacity(requests);
+    // Tickets in flight (they grow with every submission, so a range bounds them).
+    let mut tickets: BTreeSet<Ticket> = BTreeSet::new();
+    let mut finished: Vec<(Ticket, orchestrator::Done)> = Vec::new();
     let mut latencies = Vec::with_capacity(requests);
     let start = cpu::rdtsc();
     let mut next = start;
     let mut end = start;
     // Completions seen by the last collection: a collection with none since looks no further.
     let mut seen = u64::MAX;
-    let mut collect = |tickets: &mut Vec<Ticket>,
+    let mut collect = |tickets: &mut BTreeSet<Ticket>,
                        latencies: &mut Vec<u64>,
                        hdr: &mut HdrHistogram,
                        end: &mut u64|
@@ -152,20 +155,21 @@ pub fn run_open_loop(
             return Ok(());
         }
         seen = now;
-        let mut i = 0;
-        while i < tickets.len() {
-            match orchestrator::take(tickets[i]) {
-                Some(d) => {
-                    d.result.map_err(|_| "an invocation failed")?;
-                    let latency = d.finished - d.arrived;
-                    latencies.push(latency);
-                    hdr.record(latency.min(HDR_MAX))
-                        .map_err(|_| "latency beyond the histogram")?;
-                    *end = (*end).max(d.finished);
-                    tickets.swap_remove(i);
-                }
-                None => i += 1,
+        let (Some(&first), Some(&last)) = (tickets.first(), tickets.last()) else {
+            return Ok(());
+        };
+        // One pass over what finished, not one look per request in flight.
+        orchestrator::take_range(first..last + 1, &mut finished);
+        for (ticket, d) in finished.drain(..) {
+            if !tickets.remove(&ticket) {
+                continue;
             }
+            d.result.map_err(|_| "an invocation failed")?;
+            let latency = d.finished - d.arrived;
+            latencies.push(latency);
+            hdr.record(latency.min(HDR_MAX))
+                .map_err(|_| "latency beyond the histogram")?;
+            *end = (*end).max(d.finished);
         }
         Ok(())
     };
@@ -175,7 +179,7 @@ pub fn run_open_loop(
             orchestrator::idle_until(next, &mut || false);
         }
         let t = submit().map_err(|_| "queue full")?;
-        tickets.push(t);
+        tickets.insert(t);
         orchestrator::poll();
         next += rng.exponential(mean_gap).max(1);
     }

@@ -1,4 +1,4 @@
-//! The kernel's key-value store (the `kv_get` / `kv_put` system calls): bounded, ordered,
+//! The kernel's key-value store (the `kv_get` / `kv_put` system calls): a bounded hash map of
 //! byte keys and values.
 //!
 //! Function instances are fresh per request, so the workloads keep their persistent state
@@ -6,7 +6,7 @@
 //! memcached or MongoDB. The store bounds key and value sizes, the number of entries and the
 //! total bytes, and refuses what exceeds them instead of growing without limit.
 
-use alloc::collections::BTreeMap;
+use crate::fnv::{FnvBuild, FnvHashMap};
 use alloc::vec::Vec;
 
 /// Longest key in bytes.
@@ -27,10 +27,10 @@ pub enum KvError {
     Full,
 }
 
-/// An ordered map from byte keys to byte values with fixed bounds.
+/// A map from byte keys to byte values with fixed bounds.
 #[derive(Debug, Default)]
 pub struct KvStore {
-    map: BTreeMap<Vec<u8>, Vec<u8>>,
+    map: FnvHashMap<Vec<u8>, Vec<u8>>,
     bytes: usize,
 }
 
@@ -38,7 +38,7 @@ impl KvStore {
     /// An empty store.
     pub const fn new() -> Self {
         KvStore {
-            map: BTreeMap::new(),
+            map: FnvHashMap::with_hasher(FnvBuild),
             bytes: 0,
         }
     }

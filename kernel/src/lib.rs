@@ -24,6 +24,7 @@ extern crate alloc;
 
 pub mod cmdline;
 pub mod cpio;
+pub mod fnv;
 pub mod frame_bitmap;
 pub mod held_back;
 pub mod ktest;

@@ -554,8 +554,8 @@ impl PrivLib {
             return Err(Error::InvalidArgs);
         }
         for (slot, &(base, len, perm)) in kept.iter_mut().zip(keep) {
-            let (id, vte) = self.resolve(caller, base)?;
-            if !self.sole_holder(&vte, cid, perm) || vte.len() != len {
+            let (id, vte) = self.vmas.resolve_base(base)?;
+            if !Self::sole_holder(vte, cid, perm) || vte.len() != len {
                 return Err(Error::Busy);
             }
             *slot = Some(id);
@@ -596,7 +596,7 @@ impl PrivLib {
 
     /// Whether `cid` owns the VMA of `vte` (a plain one, neither Global nor Privileged) and is the
     /// only PD with a right on it, exactly `perm`.
-    fn sole_holder(&self, vte: &Vte, cid: PdId, perm: Perm) -> bool {
+    fn sole_holder(vte: &Vte, cid: PdId, perm: Perm) -> bool {
         vte.is_valid()
             && !vte.is_global()
             && !vte.is_privileged()

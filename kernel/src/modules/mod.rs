@@ -21,11 +21,11 @@ pub mod task;
 pub mod warm;
 
 use crate::kprintln;
-use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use fjord_faas::module::{LoadPlan, Manifest, ModuleLimits, validate};
+use fjord_kernel::fnv::{FnvBuild, FnvHashMap};
 use loader::{LoadError, MappedImage, jord_epoch, map_image, unmap_image};
 use spin::Mutex;
 
@@ -63,7 +63,9 @@ struct Deployed {
     loaded: Arc<LoadedFunction>,
 }
 
-static REGISTRY: Mutex<BTreeMap<String, Deployed>> = Mutex::new(BTreeMap::new());
+/// Deployed functions by name (hashed: every nested call looks its callee up here).
+static REGISTRY: Mutex<FnvHashMap<String, Deployed>> =
+    Mutex::new(FnvHashMap::with_hasher(FnvBuild));
 
 fn map(file: &[u8], plan: &LoadPlan) -> Result<Arc<LoadedFunction>, LoadError> {
     let image = map_image(file, plan)?;
@@ -132,7 +134,9 @@ pub fn module_file(name: &str) -> Option<Vec<u8>> {
 
 /// The names of every deployed function, in order.
 pub fn list() -> Vec<String> {
-    REGISTRY.lock().keys().cloned().collect()
+    let mut names: Vec<String> = REGISTRY.lock().keys().cloned().collect();
+    names.sort_unstable();
+    names
 }
 
 /// Deploys every `functions/<name>.elf` of the initrd archive `bytes`; returns how many were

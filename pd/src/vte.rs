@@ -275,6 +275,12 @@ impl Vte {
     /// four at a time (SWAR); no allocation.
     #[inline(always)]
     pub fn find_sub(&self, pd: PdId) -> Option<(usize, Perm)> {
+        let [w0, w1, w2, w3, w4] = self.sub;
+        // One pair, in slot 0 (see `find_pair`): decided without the scan.
+        if w1 | w2 | w3 | w4 == 0 && w0 >> 16 == 0 {
+            let perm = Perm::from_bits_truncate((w0 & 7) as u8);
+            return (!perm.is_empty() && w0 >> 3 == u64::from(pd.raw())).then_some((0, perm));
+        }
         let want = u64::from(pd.raw() << 3) * LANES;
         for k in 0..SUB_SLOTS / 4 {
             let w = self.sub_word(k);

@@ -130,7 +130,7 @@ impl Backing {
 const PREFILL_PAGES: usize = 4;
 
 /// Most pages of a VMA a PD maps with its own `mmap` that [`Jord::populate`] fills at once.
-pub const POPULATE_PAGES: usize = 2;
+pub const POPULATE_PAGES: usize = 1;
 
 /// What the kernel knows of a `pmove`'s two PDs beyond PrivLib's rights update
 /// ([`Jord::pmove_with`]).

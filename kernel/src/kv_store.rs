@@ -1,7 +1,7 @@
 //! The kernel's key-value store (the `kv_get` / `kv_put` system calls): a bounded hash map of
 //! byte keys and values.
 //!
-//! Function instances are fresh per request, so the workloads keep their persistent state
+//! Function instances start fresh for every request, so the workloads keep their persistent state
 //! (reservations, posts, carts, counters) here, as the original applications keep it in
 //! memcached or MongoDB. The store bounds key and value sizes, the number of entries and the
 //! total bytes, and refuses what exceeds them instead of growing without limit.

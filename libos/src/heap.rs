@@ -11,8 +11,9 @@
 //! pointer), `[2]` the heap's end, `[3..32]` one free list per size class (16 bytes to 2 GiB,
 //! powers of two). A block is the request rounded up to a power of two (at least 16 bytes,
 //! at least its alignment); a freed block goes to its class's list and serves the next request
-//! of that class. Each invocation runs in a fresh PD, so the heap lives exactly as long as one
-//! request: nothing is ever returned to the kernel. When the heap is exhausted, allocation
+//! of that class. Each invocation starts from a fresh heap (a new PD, or a reused one whose
+//! memory the kernel zeroed and whose header it wrote back), so the heap lives exactly as long
+//! as one request: nothing is ever returned to the kernel. When the heap is exhausted, allocation
 //! fails and Rust reports it as a panic, which ends the invocation with
 //! [`FnError::Panicked`](crate::function::FnError::Panicked).
 

@@ -1,9 +1,9 @@
 //! The kernel's key-value store: the small persistent state of the workloads (reservations,
 //! posts, carts) that outlives one invocation.
 //!
-//! Function instances keep no state between requests (each runs in a fresh protection domain),
-//! so data that must persist lives here, as it would in the memcached/MongoDB tier of the
-//! original applications. Keys are at most [`MAX_KEY`] bytes, values at most [`MAX_VALUE`];
+//! Function instances keep no state between requests (each starts from a fresh state), so data
+//! that must persist lives here, as it would in the memcached/MongoDB tier of the original
+//! applications. Keys are at most [`MAX_KEY`] bytes, values at most [`MAX_VALUE`];
 //! both are copied through the kernel, like a request to a storage service.
 
 use crate::abi::Error;

@@ -11,7 +11,7 @@ use fjord_kernel::kv_store::{self, KvError, KvStore};
 use fjord_kernel::layout::{PAGE_SIZE, align_down, is_user_range};
 use fjord_kernel::paging::{Flags, PageTables};
 use fjord_libos::abi::{Error, Sysno, encode};
-use fjord_pd::{MapFlags, PdId, Perm};
+use fjord_pd::{Error as PdError, MapFlags, PdId, Perm};
 
 /// What the syscall entry does after the policy ran.
 pub enum Action {
@@ -58,6 +58,30 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
     Action::Return(encode(r))
 }
 
+/// Why a PD's own `mmap` failed: the kernel ran out of VMAs or frames, or anything else
+/// (its allowance included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Short {
+    Memory,
+    Other(PdError),
+}
+
+/// `mmap` for `me` from its allowance, populating a small VMA at once.
+fn map_own(me: PdId, len: u64, prot: Perm) -> Result<u64, Short> {
+    jord::with(|j| {
+        j.charge(me, len).map_err(Short::Other)?;
+        let base = j.mmap(me, len, prot, MapFlags::default()).map_err(|e| {
+            j.uncharge(me, len);
+            match e {
+                PdError::NoMemory => Short::Memory,
+                e => Short::Other(e),
+            }
+        })?;
+        j.populate(me, base, prot);
+        Ok(base)
+    })
+}
+
 fn privlib(call: Sysno, a: [u64; 4]) -> Result<u64, Error> {
     let me = percpu::current().current_pd;
     if me == 0 {
@@ -72,17 +96,17 @@ fn privlib(call: Sysno, a: [u64; 4]) -> Result<u64, Error> {
             if a[2] != 0 {
                 return Err(Error::InvalidArgs);
             }
-            return jord::with(|j| {
-                j.charge(me, a[0])?;
-                let base = j
-                    .mmap(me, a[0], prot, MapFlags::default())
-                    .inspect_err(|_| {
-                        j.uncharge(me, a[0]);
-                    })?;
-                j.populate(me, base, prot);
-                Ok(base)
-            })
-            .map_err(abi_error);
+            let mut r = map_own(me, a[0], prot);
+            if r == Err(Short::Memory) && crate::modules::warm::kept() > 0 {
+                // Idle function instances hold memory: give it back and try once more.
+                crate::modules::warm::drain();
+                r = map_own(me, a[0], prot);
+            }
+            let r = r.map_err(|e| match e {
+                Short::Memory => PdError::NoMemory,
+                Short::Other(e) => e,
+            });
+            return r.map_err(abi_error);
         }
         Sysno::Munmap => jord::with(|j| {
             let p = j.munmap(me, a[0], a[1])?;

@@ -177,6 +177,22 @@ impl<R> Jbsq<R> {
     pub fn resume(&mut self, request: R) {
         self.internal.push_back(request);
     }
+
+    /// Admits a later step of a request (a caller whose callee just finished) on `executor`,
+    /// the executor that ran the callee, instead of queueing it centrally: the continuation
+    /// stays with an executor, as in the paper's executor loop. Allowed when `executor` holds
+    /// fewer than `k` requests and no internal request waits (internal work keeps its order);
+    /// the step then counts as outstanding there. Returns whether it was admitted; if not,
+    /// queue it with [`Jbsq::resume`].
+    pub fn resume_on(&mut self, executor: ExecutorId) -> bool {
+        match self.outstanding.get_mut(executor) {
+            Some(n) if *n < self.k && self.internal.is_empty() => {
+                *n += 1;
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 impl<R> Dispatcher<R> for Jbsq<R> {
@@ -255,6 +271,25 @@ mod tests {
             max_waiting: 1000,
         })
         .unwrap()
+    }
+
+    #[test]
+    fn resume_on_the_finishing_executor_respects_the_bound_and_internal_order() {
+        let mut d = jbsq(2, 2);
+        d.submit(RequestClass::External, 1).unwrap();
+        let first = d.next_dispatch().unwrap();
+        assert_eq!(first.executor, 0);
+        // The callee runs on executor 0; its caller resumes there too.
+        assert!(d.resume_on(0));
+        assert_eq!(d.outstanding(0), 2);
+        // At the bound: refused.
+        assert!(!d.resume_on(0));
+        d.complete(0).unwrap();
+        // An internal request waits: the resumption must queue behind it.
+        d.submit(RequestClass::Internal, 2).unwrap();
+        assert!(!d.resume_on(0));
+        assert!(!d.resume_on(7), "unknown executor");
+        assert_eq!(d.outstanding(0), 1);
     }
 
     #[test]

@@ -176,6 +176,9 @@ fn run_op(op: &Op) -> R<()> {
     // Per step: orchestrator-to-idle-executor hand-off ticks; per request: steps dispatched.
     let mut handoff = [0u64; 3];
     let mut steps = [0u64; 3];
+    // Per resumed caller an executor queued for itself: its hand-off; per request: how many.
+    let mut local_handoff = [0u64; 3];
+    let mut local_steps = [0u64; 3];
     let mut slo = 0;
     let mut throughput = [0u64; 3];
     for (i, sys) in SYSTEMS.into_iter().enumerate() {
@@ -194,6 +197,9 @@ fn run_op(op: &Op) -> R<()> {
         // its request's other steps on the one executor is queueing, not dispatch).
         let idle = (after.idle_handoffs - before.idle_handoffs).max(1);
         handoff[i] = (after.idle_handoff_ticks - before.idle_handoff_ticks) / idle;
+        let local = after.local_resumes - before.local_resumes;
+        local_steps[i] = local / n;
+        local_handoff[i] = (after.local_handoff_ticks - before.local_handoff_ticks) / local.max(1);
         report_sys("workloads", &format!("{}_service", op.label), sys, &mut lat);
         if sys == Sys::FjordNi {
             slo = SLO_FACTOR * service[i];
@@ -210,9 +216,10 @@ fn run_op(op: &Op) -> R<()> {
     }
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     // Dispatch plus isolation, as a share of Jord's service time: the hand-off of every step
-    // (dispatch) and what full isolation adds over Jord_NI.
+    // (dispatch; a caller resumed on the executor that ran its callee has its own, shorter
+    // hand-off) and what full isolation adds over Jord_NI.
     let isolation = service[1].saturating_sub(service[0]);
-    let dispatch = handoff[1] * steps[1];
+    let dispatch = handoff[1] * steps[1] + local_handoff[1] * local_steps[1];
     let share = 100.0 * (dispatch + isolation) as f64 / service[1].max(1) as f64;
     report_derived(
         "workloads",
@@ -222,10 +229,12 @@ fn run_op(op: &Op) -> R<()> {
         share,
     );
     kprintln!(
-        "fjord: workloads: {}: dispatch {} steps x {} + isolation {} insns = {share:.2}% of Jord's service time",
+        "fjord: workloads: {}: dispatch {} steps x {} + {} local resumptions x {} + isolation {} insns = {share:.2}% of Jord's service time",
         op.label,
         steps[1],
         handoff[1],
+        local_steps[1],
+        local_handoff[1],
         isolation,
     );
     kprintln!(

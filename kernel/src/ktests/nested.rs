@@ -228,3 +228,24 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    fn callers_resume_on_the_executor_that_ran_their_callee() {
+        needs_modules()?;
+        if crate::arch::smp::cpu_count() < 2 {
+            // One CPU: the orchestrator runs every step inline.
+            return Ok(());
+        }
+        let before = orchestrator::stats();
+        // A chain of synchronous calls: each caller waits for one callee at a time, so when
+        // the callee returns no internal request is waiting and its executor resumes the
+        // caller itself.
+        let r = request("relay", b"2 local")?;
+        kassert!(String::from_utf8_lossy(&r).contains("sum="));
+        let after = orchestrator::stats();
+        kassert!(after.local_resumes >= before.local_resumes + 2);
+        // Those steps were not dispatched by the orchestrator core.
+        kassert!(after.dispatched - before.dispatched <= 3);
+        Ok(())
+    }
+}

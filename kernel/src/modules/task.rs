@@ -273,8 +273,10 @@ fn park(task: Box<Task>, cont: exec::Continuation, handle: u64, info: JobInfo) {
     }
 }
 
+/// Queues the step that resumes `task` with `value`: on this executor when JBSQ admits it
+/// (the continuation stays with the executor that ran its callee), else centrally.
 fn resume_later(task: Box<Task>, cont: exec::Continuation, value: u64, info: JobInfo) {
-    orchestrator::resume(
+    orchestrator::resume_here(
         info,
         Box::new(move |info| step(task, Some((cont, value)), info).map(|r| r.map_err(text))),
     );

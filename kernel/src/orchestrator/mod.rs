@@ -54,6 +54,9 @@ struct Job {
     dispatched: u64,
     /// Whether the executor had nothing else outstanding when it got this step.
     to_idle: bool,
+    /// Whether the executor queued this step for itself ([`resume_here`]); `dispatched` then
+    /// holds the ticks queueing it took until it is taken off the queue.
+    local: bool,
     work: JobWork,
 }
 
@@ -96,6 +99,11 @@ pub struct OrchestratorStats {
     pub idle_handoff_ticks: u64,
     /// Steps dispatched to an idle executor.
     pub idle_handoffs: u64,
+    /// Resumed callers an executor queued for itself (see [`resume_here`]), not counted in
+    /// [`OrchestratorStats::dispatched`].
+    pub local_resumes: u64,
+    /// Sum of the TSC ticks from queueing to start of those steps.
+    pub local_handoff_ticks: u64,
 }
 
 /// One orchestrator group: its central queues and executors.
@@ -144,9 +152,16 @@ static STEPS: [Mutex<VecDeque<Step>>; smp::MAX_CPUS] =
 
 /// The executors' [`smp::IdleHook`]: runs the next step queued for CPU `index`, if any.
 fn run_queued(index: usize) -> bool {
-    let Some((group, executor, job)) = STEPS.get(index).and_then(|q| q.lock().pop_front()) else {
+    let popped = cpu::rdtsc();
+    let Some((group, executor, mut job)) = STEPS.get(index).and_then(|q| q.lock().pop_front())
+    else {
         return false;
     };
+    if job.local {
+        // A step the executor queued for itself: its hand-off is what queueing it cost (kept
+        // in `dispatched`) plus taking it off the queue, not the end of the step before it.
+        job.dispatched = popped.saturating_sub(job.dispatched);
+    }
     cpu::enable_interrupts();
     execute(group, executor, job);
     true
@@ -301,6 +316,7 @@ fn enqueue(
             info,
             dispatched: 0,
             to_idle: false,
+            local: false,
             work,
         };
         let group = info.group.min(s.groups.len() - 1);
@@ -341,6 +357,7 @@ pub fn resume(info: JobInfo, work: TaskWork) {
         info,
         dispatched: 0,
         to_idle: false,
+        local: false,
         work: JobWork::Task(work),
     };
     let group = with(|s| {
@@ -350,6 +367,50 @@ pub fn resume(info: JobInfo, work: TaskWork) {
         g
     });
     wake_orchestrator_of(Some(group));
+}
+
+/// Resumes the request `info` (a caller whose nested call just finished on this executor) on
+/// this executor, through its own step queue, when JBSQ admits it there (see
+/// `Jbsq::resume_on`: below the bound, no internal request waiting); otherwise as [`resume`].
+/// The continuation stays with the executor that ran its callee, as in the paper's executor
+/// loop, and no dispatch by the orchestrator core (queue, IPI, wake-up) is needed.
+pub fn resume_here(info: JobInfo, work: TaskWork) {
+    let t0 = cpu::rdtsc();
+    let here = percpu::cpu_index();
+    let admitted = with(|s| {
+        let g = *s.group_of_cpu.get(here)?;
+        let group = s.groups.get_mut(g)?;
+        if group.orchestrator_cpu == here {
+            // The orchestrator core runs its group's steps inline from its poll loop.
+            return None;
+        }
+        let e = group.executor_cpus.iter().position(|&c| c == here)?;
+        if !group.jbsq.resume_on(e) {
+            return None;
+        }
+        s.stats.local_resumes += 1;
+        Some((g, e))
+    });
+    let Some((g, e)) = admitted else {
+        return resume(info, work);
+    };
+    let mut job = Job {
+        info,
+        dispatched: 0,
+        to_idle: false,
+        local: true,
+        work: JobWork::Task(work),
+    };
+    // This CPU runs its queue as soon as the step under way ends: no wake-up. (An executor
+    // CPU is below `MAX_CPUS`, so its queue exists.)
+    if let Some(q) = STEPS.get(here) {
+        cpu::without_interrupts(|| {
+            let mut q = q.lock();
+            // What queueing cost, measured up to the push (see `run_queued`).
+            job.dispatched = cpu::rdtsc() - t0;
+            q.push_back((g, e, job));
+        });
+    }
 }
 
 /// Interrupts the orchestrator core of `group` (of this CPU's group when `None`) if it is
@@ -452,6 +513,9 @@ fn execute(group: usize, executor: usize, job: Job) {
         if job.to_idle {
             s.stats.idle_handoff_ticks += handoff;
             s.stats.idle_handoffs += 1;
+        }
+        if job.local {
+            s.stats.local_handoff_ticks += handoff;
         }
         match done {
             Some(done) => {

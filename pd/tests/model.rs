@@ -92,6 +92,14 @@ enum Op {
         vma: u8,
         target: u8,
     },
+    /// `scrub_with` of `target`, keeping the VMA `vma` (with the model's length and the
+    /// target's permission, or a wrong one with `tamper`).
+    Scrub {
+        caller: u8,
+        target: u8,
+        vma: u8,
+        tamper: bool,
+    },
     ShareAll {
         vma: u8,
     },
@@ -125,6 +133,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (s(), s(), s(), 0u8..8).prop_map(|(caller, vma, target, prot)| Op::Pmove { caller, vma, target, prot }),
         3 => (s(), s(), s(), 0u8..8).prop_map(|(caller, vma, target, prot)| Op::Pcopy { caller, vma, target, prot }),
         1 => (s(), s(), s()).prop_map(|(caller, vma, target)| Op::Revoke { caller, vma, target }),
+        1 => (s(), s(), s(), proptest::bool::weighted(0.2)).prop_map(
+            |(caller, target, vma, tamper)| Op::Scrub { caller, target, vma, tamper }),
         1 => s().prop_map(|vma| Op::ShareAll { vma }),
         1 => s().prop_map(|target| Op::Ccall { target }),
         1 => s().prop_map(|target| Op::Creturn { target }),
@@ -530,6 +540,55 @@ fn step(lib: &mut PrivLib, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
             if let Ok(s) = r {
                 m.vmas.get_mut(&addr).unwrap().perms.remove(&t);
                 shot = s;
+            }
+        }
+        Op::Scrub {
+            caller,
+            target,
+            vma,
+            tamper,
+        } => {
+            let (c, t) = (m.pd(caller), m.pd(target));
+            let addr = m.vma(vma);
+            let (len, perm) = m.vmas.get(&addr).map_or((4096, Perm::RW), |v| {
+                (v.len, v.perms.get(&t).copied().unwrap_or(Perm::RW))
+            });
+            let (len, perm) = if tamper {
+                (len + 4096, perm)
+            } else {
+                (len, perm)
+            };
+            let want = m.live(c).and_then(|_| m.live(t)).and_then(|_| {
+                if t == K {
+                    Err(Error::InvalidArgs)
+                } else if c != K && m.pds[&t].parent != c {
+                    Err(Error::AccessDenied)
+                } else if m.pds[&t].running || m.pds.values().any(|p| p.parent == t) {
+                    Err(Error::Busy)
+                } else {
+                    let (base, off) = m.slot(addr)?;
+                    if off != 0 {
+                        return Err(Error::BadAddress);
+                    }
+                    let v = m.vmas.get(&base).ok_or(Error::NotMapped)?;
+                    let sole = v.owner == t
+                        && v.perms.len() == 1
+                        && v.perms.get(&t) == Some(&perm)
+                        && v.len == len;
+                    if sole { Ok(()) } else { Err(Error::Busy) }
+                }
+            });
+            let r = lib.scrub_with(c, t, &[(addr, len, perm)], |_, _, _| {});
+            expect(&r, want)?;
+            if let Ok(s) = r {
+                prop_assert!(s.dropped().is_empty());
+                // Everything else the PD owned is freed; every other right it held is gone.
+                m.vmas.retain(|b, v| v.owner != t || *b == addr);
+                for (b, v) in m.vmas.iter_mut() {
+                    if *b != addr {
+                        v.perms.remove(&t);
+                    }
+                }
             }
         }
         Op::ShareAll { vma } => {

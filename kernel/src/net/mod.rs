@@ -98,6 +98,27 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             o.suspended
         ),
         s(
+            "fjord_dispatch_total",
+            Counter,
+            "Orchestrator dispatch events.",
+            &[("event", "resumed_locally")],
+            o.local_resumes
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            "Jord isolation events.",
+            &[("kind", "instance_restored")],
+            j.instances_restored
+        ),
+        s(
+            "fjord_warm_instances",
+            Gauge,
+            "Idle function instances kept for reuse.",
+            &[],
+            crate::modules::warm::kept() as u64
+        ),
+        s(
             "fjord_isolation_events_total",
             Counter,
             "Jord isolation events.",

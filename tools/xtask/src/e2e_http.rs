@@ -332,7 +332,7 @@ fn nested_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Vec<
         })
     });
     check(
-        "GET /metrics has dispatch, isolation and nested-call counters",
+        "GET /metrics has dispatch, isolation, nested-call and warm-instance counters",
         {
             one(addr, "GET", "/metrics", b"").and_then(|r| {
                 r.expect(200)?;
@@ -348,6 +348,20 @@ fn nested_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Vec<
                 // 4 + 8 + 1 + 4 clients x 5 chains x 2 calls at least.
                 if calls < 50 {
                     return Err(format!("only {calls} nested calls counted"));
+                }
+                // Functions that returned went back to their pools as warm instances.
+                r.expect_body_contains("fjord_dispatch_total{event=\"resumed_locally\"} ")?;
+                r.expect_body_contains("fjord_warm_instances ")?;
+                let restored = r
+                    .text()
+                    .lines()
+                    .find_map(|l| {
+                        l.strip_prefix("fjord_isolation_events_total{kind=\"instance_restored\"} ")
+                    })
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .ok_or("no instance_restored sample")?;
+                if restored < 50 {
+                    return Err(format!("only {restored} instances restored for reuse"));
                 }
                 Ok(())
             })

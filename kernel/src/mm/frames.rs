@@ -13,6 +13,9 @@ const WORDS: usize = (MAX_PHYS / PAGE_SIZE / 64) as usize;
 
 static FRAMES: Mutex<FrameBitmap<[u64; WORDS]>> = Mutex::new(FrameBitmap::new([0; WORDS]));
 
+/// Frames handed to the allocator at boot.
+static TOTAL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
 /// Hands every usable region to the allocator; returns the number of usable bytes.
 pub fn init(mem: &UsableMemory) -> u64 {
     let mut f = FRAMES.lock();
@@ -23,6 +26,10 @@ pub fn init(mem: &UsableMemory) -> u64 {
     if mem.end() > MAX_PHYS {
         log::warn!("memory above {} GiB is not used", MAX_PHYS >> 30);
     }
+    TOTAL.store(
+        (added / PAGE_SIZE) as usize,
+        core::sync::atomic::Ordering::Relaxed,
+    );
     added
 }
 
@@ -51,6 +58,11 @@ pub fn free(pa: u64) -> Result<(), FrameError> {
 /// Frees `count` contiguous frames.
 pub fn free_contiguous(pa: u64, count: usize) -> Result<(), FrameError> {
     FRAMES.lock().free_contiguous(pa, count)
+}
+
+/// Number of frames the allocator manages (free or not).
+pub fn total_frames() -> usize {
+    TOTAL.load(core::sync::atomic::Ordering::Relaxed)
 }
 
 /// Number of free frames.

@@ -12,17 +12,20 @@
 //! its own memory to another PD is destroyed instead. What differs from a fresh instance: the
 //! PD id and the addresses of its stack and heap are the same as the last request's.
 //!
-//! The pools are bounded: at most [`PER_FUNCTION`] idle instances per function and [`TOTAL`]
-//! over all; at the total bound, an instance given back displaces one of the function whose
-//! pool was used least recently. [`drain`] destroys every idle instance (done before giving
+//! The pools are bounded: at most [`PER_FUNCTION`] idle instances per function, and over all
+//! at most [`TOTAL`] holding at most a quarter of the frames ([`MEMORY_SHARE`]); at a total
+//! bound, an instance given back displaces one of the function whose pool was used least
+//! recently. [`drain`] destroys every idle instance (done before giving
 //! up on memory, when a function goes, and by leak tests).
 
 use super::LoadedFunction;
 use super::invoke::{self, InvokeFailure};
 use crate::arch::cpu;
+use crate::jord::state::PD_STACK_SIZE;
 use crate::jord::{self, state::InstanceLayout};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use fjord_kernel::layout::PAGE_SIZE;
 use fjord_pd::PdId;
 use spin::Mutex;
 
@@ -30,9 +33,13 @@ use spin::Mutex;
 pub const PER_FUNCTION: usize = 8;
 /// Most idle instances kept over all functions.
 pub const TOTAL: usize = 64;
+/// Idle instances hold at most `1 / MEMORY_SHARE` of the frames.
+pub const MEMORY_SHARE: usize = 4;
 
 /// Idle instances kept now, over all functions.
 static KEPT: AtomicUsize = AtomicUsize::new(0);
+/// Bytes of memory those instances hold (stack, instance VMA, creation stack).
+static KEPT_BYTES: AtomicUsize = AtomicUsize::new(0);
 /// Whether instances are kept at all (the `warm=` boot option, on by default).
 static ENABLED: AtomicBool = AtomicBool::new(true);
 /// A counter stamping each pool's last use, for choosing which pool gives up an instance.
@@ -43,6 +50,8 @@ static CLOCK: AtomicU64 = AtomicU64::new(0);
 pub struct Warm {
     pd: PdId,
     boundary: u64,
+    /// Bytes of memory it holds.
+    bytes: usize,
     /// The Jord state it lives in (a reset destroys every PD).
     generation: u64,
 }
@@ -70,7 +79,7 @@ impl Pool {
         let Some(w) = self.locked(|v| (!v.is_empty()).then(|| v.remove(0))) else {
             return false;
         };
-        KEPT.fetch_sub(1, Ordering::Relaxed);
+        w.forget();
         if w.generation == crate::modules::loader::jord_epoch() {
             invoke::destroy_pd(w.pd);
         }
@@ -88,9 +97,9 @@ impl Pool {
         if all.is_empty() {
             return;
         }
-        KEPT.fetch_sub(all.len(), Ordering::Relaxed);
         let generation = crate::modules::loader::jord_epoch();
         for w in all {
+            w.forget();
             if w.generation == generation {
                 invoke::destroy_pd(w.pd);
             }
@@ -129,7 +138,7 @@ pub(super) fn take(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure> {
     let generation = f.image.epoch;
     f.warm.touch();
     while let Some(w) = f.warm.locked(|v| v.pop()) {
-        KEPT.fetch_sub(1, Ordering::Relaxed);
+        w.forget();
         if w.generation == generation {
             return Ok((w.pd, w.boundary));
         }
@@ -157,10 +166,17 @@ fn restore(f: &LoadedFunction, pd: PdId, boundary: u64) -> bool {
     if !enabled() || f.warm.idle() >= PER_FUNCTION {
         return false;
     }
-    if kept() >= TOTAL && !evict_for(f) {
-        return false;
-    }
     let m = &f.manifest;
+    let bytes = (m.stack_size + m.heap_size + PD_STACK_SIZE) as usize;
+    let budget = crate::mm::frames::total_frames() * PAGE_SIZE as usize / MEMORY_SHARE;
+    // At a bound, displace other functions' instances (a few at most: sizes differ).
+    let mut tries = 0;
+    while kept() >= TOTAL || KEPT_BYTES.load(Ordering::Relaxed) + bytes > budget {
+        tries += 1;
+        if tries > 4 || !evict_for(f) {
+            return false;
+        }
+    }
     let base = boundary - m.stack_size;
     let header_at = invoke::heap_header(boundary);
     let header = fjord_libos::heap::header_words(header_at, boundary, m.heap_size);
@@ -181,14 +197,24 @@ fn restore(f: &LoadedFunction, pd: PdId, boundary: u64) -> bool {
     pending.finish();
     f.warm.touch();
     KEPT.fetch_add(1, Ordering::Relaxed);
+    KEPT_BYTES.fetch_add(bytes, Ordering::Relaxed);
     f.warm.locked(|v| {
         v.push(Warm {
             pd,
             boundary,
+            bytes,
             generation,
         })
     });
     true
+}
+
+impl Warm {
+    /// Takes this instance out of the totals (it leaves its pool).
+    fn forget(&self) {
+        KEPT.fetch_sub(1, Ordering::Relaxed);
+        KEPT_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 /// Makes room for an idle instance of `f` at the total bound: destroys an idle instance of the

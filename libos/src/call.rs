@@ -136,7 +136,7 @@ impl Drop for Pending {
 impl ArgBuf {
     /// A new ArgBuf of at least `capacity` bytes (rounded up to whole pages), zeroed.
     pub fn new(capacity: usize) -> Result<ArgBuf, CallError> {
-        let capacity = capacity.max(1).next_multiple_of(4096);
+        let capacity = crate::function::argbuf_size(capacity);
         let base = sys::mmap(capacity)?;
         Ok(ArgBuf { base, capacity })
     }

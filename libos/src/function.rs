@@ -48,15 +48,19 @@ pub const DEFAULT_RESPONSE_ROOM: usize = 1024;
 /// ArgBuf capacities are whole pages of this size.
 pub const ARGBUF_PAGE: usize = 4096;
 
+/// The size an ArgBuf asked for `capacity` bytes gets: whole pages, at least one.
+pub const fn argbuf_size(capacity: usize) -> usize {
+    if capacity == 0 {
+        ARGBUF_PAGE
+    } else {
+        capacity.next_multiple_of(ARGBUF_PAGE)
+    }
+}
+
 /// The capacity of an ArgBuf holding a request of `request_len` bytes and `room` bytes of
 /// response after it: whole pages, at least one.
 pub const fn argbuf_capacity(request_len: usize, room: usize) -> usize {
-    let capacity = (response_offset(request_len) + room).next_multiple_of(ARGBUF_PAGE);
-    if capacity < ARGBUF_PAGE {
-        ARGBUF_PAGE
-    } else {
-        capacity
-    }
+    argbuf_size(response_offset(request_len) + room)
 }
 
 /// The capacity of an external invocation's ArgBuf for a request of `request_len` bytes: room
@@ -428,6 +432,11 @@ mod tests {
         // External: the request, the same again and 1 KiB of response room.
         assert_eq!(external_capacity(100), 4096);
         assert_eq!(external_capacity(3000), 8192);
+        // Any asked-for size: whole pages, at least one.
+        assert_eq!(
+            [0, 1, 4096, 4097].map(argbuf_size),
+            [4096, 4096, 4096, 8192]
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::string::{String, ToString};
 use std::vec;
 use std::vec::Vec;
 
-use fjord_libos::function::{FnError, response_offset};
+use fjord_libos::function::{FnError, argbuf_size, response_offset};
 use fjord_libos::kv::{MAX_KEY, MAX_VALUE};
 use fjord_libos::text::Writer;
 
@@ -76,7 +76,7 @@ impl TestEnv {
             .find(|(n, _)| *n == name)
             .map(|&(_, r)| r)
             .ok_or(FnError::Failed)?;
-        let capacity = capacity.max(1).next_multiple_of(4096);
+        let capacity = argbuf_size(capacity);
         let start = response_offset(request.len());
         let mut resp = vec![0u8; capacity.checked_sub(start).ok_or(FnError::BadArgBuf)?];
         let n = route(self, request, &mut resp)?;
@@ -93,7 +93,7 @@ impl Env for TestEnv {
     where
         F: FnOnce(&mut Writer<'_>) -> fmt::Result,
     {
-        let mut buf = vec![0u8; capacity.max(1).next_multiple_of(4096)];
+        let mut buf = vec![0u8; argbuf_size(capacity)];
         let len = write_request(&mut buf, build)?;
         Ok(self.run(name, &buf[..len], buf.len()))
     }

@@ -11,7 +11,7 @@ use core::fmt;
 use std::os::fd::RawFd;
 
 use fjord_app_kit::{Bytes, Env};
-use fjord_libos::function::{FnError, response_offset};
+use fjord_libos::function::{FnError, argbuf_size, response_offset};
 use fjord_libos::text::Writer;
 
 use crate::apps::{self, Route};
@@ -87,7 +87,7 @@ impl Worker {
             }
             let len = range.len();
             request[..len].copy_from_slice(&self.framer.bytes()[range]);
-            let capacity = (h.capacity as usize).max(1).next_multiple_of(4096);
+            let capacity = argbuf_size(h.capacity as usize);
             let result = match capacity.checked_sub(response_offset(len)) {
                 Some(n) if n <= room.len() => route(&mut self, &request[..len], &mut room[..n]),
                 _ => Err(FnError::BadArgBuf),
@@ -141,7 +141,7 @@ impl Env for Worker {
         if capacity > MAX_CAPACITY {
             return Err(FnError::OutOfMemory);
         }
-        let room = capacity.max(1).next_multiple_of(4096).min(MAX_CAPACITY);
+        let room = argbuf_size(capacity).min(MAX_CAPACITY);
         let len = fjord_app_kit::env::write_request(&mut self.out[HEADER..HEADER + room], build)?;
         self.next_id += 1;
         let id = self.next_id;

@@ -59,6 +59,13 @@ const fn nonzero_lanes(x: u64) -> u64 {
 }
 
 /// The sub-array hit for the lowest lane flagged in `mask` (high lane bits) of word `k`, `w`.
+/// The hit of `pd` on slot 0 encoded as `w0` (see `Vte::lone_slot0`).
+#[inline(always)]
+fn slot0_hit(w0: u64, pd: PdId) -> Option<SubHit> {
+    let perm = Perm::from_bits_truncate((w0 & 7) as u8);
+    (!perm.is_empty() && w0 >> 3 == u64::from(pd.raw())).then_some((0, perm))
+}
+
 fn lane_hit(k: usize, w: u64, mask: u64) -> SubHit {
     let lane = (mask.trailing_zeros() / 16) as usize;
     (
@@ -230,11 +237,18 @@ impl Vte {
         })
     }
 
+    /// Slot 0's encoding when no other sub-array slot can be occupied, else `None`. The
+    /// common VTE holds only the pair its owner's `mmap` put in slot 0 (an ArgBuf handed from
+    /// PD to PD by `pmove` keeps that slot): three tests decide it.
+    #[inline(always)]
+    fn lone_slot0(&self) -> Option<u64> {
+        let [w0, w1, w2, w3, w4] = self.sub;
+        (w1 | w2 | w3 | w4 == 0 && w0 >> 16 == 0).then_some(w0)
+    }
+
     /// The sub-array's pair when it holds exactly one (the overflow list is not looked at).
     pub fn only_sub(&self) -> Option<PdPerm> {
-        let [w0, w1, w2, w3, w4] = self.sub;
-        // The pair an owner's `mmap` put in slot 0 and nothing else: three tests.
-        if w1 | w2 | w3 | w4 == 0 && w0 >> 16 == 0 {
+        if let Some(w0) = self.lone_slot0() {
             return PdPerm::decode(w0 as u16);
         }
         let (mut n, mut only) = (0, None);
@@ -275,11 +289,8 @@ impl Vte {
     /// four at a time (SWAR); no allocation.
     #[inline(always)]
     pub fn find_sub(&self, pd: PdId) -> Option<(usize, Perm)> {
-        let [w0, w1, w2, w3, w4] = self.sub;
-        // One pair, in slot 0 (see `find_pair`): decided without the scan.
-        if w1 | w2 | w3 | w4 == 0 && w0 >> 16 == 0 {
-            let perm = Perm::from_bits_truncate((w0 & 7) as u8);
-            return (!perm.is_empty() && w0 >> 3 == u64::from(pd.raw())).then_some((0, perm));
+        if let Some(w0) = self.lone_slot0() {
+            return slot0_hit(w0, pd);
         }
         let want = u64::from(pd.raw() << 3) * LANES;
         for k in 0..SUB_SLOTS / 4 {
@@ -299,13 +310,8 @@ impl Vte {
     /// of `a` and of `b`, as `pmove` needs for the caller and the target.
     #[inline(always)]
     pub fn find_pair(&self, a: PdId, b: PdId) -> (Option<SubHit>, Option<SubHit>) {
-        let [w0, w1, w2, w3, w4] = self.sub;
-        // One pair, in slot 0: an ArgBuf handed from PD to PD by `pmove` keeps the slot its
-        // owner's pair took at `mmap`, so this is the common case; five loads decide it.
-        if w1 | w2 | w3 | w4 == 0 && w0 >> 16 == 0 {
-            let perm = Perm::from_bits_truncate((w0 & 7) as u8);
-            let holds = |pd: PdId| !perm.is_empty() && w0 >> 3 == u64::from(pd.raw());
-            return (holds(a).then_some((0, perm)), holds(b).then_some((0, perm)));
+        if let Some(w0) = self.lone_slot0() {
+            return (slot0_hit(w0, a), slot0_hit(w0, b));
         }
         let want_a = u64::from(a.raw() << 3) * LANES;
         let want_b = u64::from(b.raw() << 3) * LANES;

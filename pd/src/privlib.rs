@@ -504,21 +504,10 @@ impl PrivLib {
         // storage for the next PD in this slot).
         let (owned, granted) = self.pds.take_sets(cid);
         for &id in &granted {
-            // The list may name VMAs the PD handed on with `pmove`; only held ones are visited.
-            if let Some(v) = self.vmas.vte(id)
-                && v.owner() != cid
-                && holds(&self.vmas, id, cid)
-            {
-                visit(id, v.len(), false);
-                // Cannot fail: the VMA is valid and removing a pair needs no overflow list.
-                let _ = self.vmas.set_perm(id, cid, Perm::NONE);
-            }
+            self.drop_granted(cid, id, &mut visit);
         }
         for &id in &owned {
-            if let Some(v) = self.vmas.vte(id) {
-                visit(id, v.len(), true);
-            }
-            s.extend(self.free_vma(id, Some(cid)));
+            s.extend(self.free_owned(id, Some(cid), &mut visit));
         }
         self.pds.restore_sets(cid, owned, granted);
         self.pds.release(cid);
@@ -567,31 +556,55 @@ impl PrivLib {
         let (mut owned, mut granted) = self.pds.take_sets(cid);
         for &id in &granted {
             if !is_kept(id)
-                && let Some(v) = self.vmas.vte(id)
-                && v.owner() != cid
-                && holds(&self.vmas, id, cid)
+                && let Some(len) = self.drop_granted(cid, id, &mut visit)
+                && per_pd
             {
-                let len = v.len();
-                visit(id, len, false);
-                // Cannot fail: the VMA is valid and removing a pair needs no overflow list.
-                let _ = self.vmas.set_perm(id, cid, Perm::NONE);
-                if per_pd {
-                    s.push(Target::Pd(cid), id.base(), len);
-                }
+                s.push(Target::Pd(cid), id.base(), len);
             }
         }
         for &id in &owned {
             if !is_kept(id) {
-                if let Some(v) = self.vmas.vte(id) {
-                    visit(id, v.len(), true);
-                }
-                s.extend(self.free_vma(id, None));
+                s.extend(self.free_owned(id, None, &mut visit));
             }
         }
         owned.retain(|id| is_kept(*id));
         granted.retain(|id| is_kept(*id));
         self.pds.put_sets(cid, owned, granted);
         Ok(s)
+    }
+
+    /// For an entry `id` of `cid`'s granted list: when `cid` holds a right on that VMA without
+    /// owning it, calls `visit(id, len, false)`, drops the right and returns the VMA's length.
+    /// `None` for a VMA `cid` owns or no longer holds (lists keep VMAs handed on with `pmove`).
+    fn drop_granted(
+        &mut self,
+        cid: PdId,
+        id: VmaId,
+        visit: &mut impl FnMut(VmaId, u64, bool),
+    ) -> Option<u64> {
+        let v = self.vmas.vte(id)?;
+        if v.owner() == cid || !holds(&self.vmas, id, cid) {
+            return None;
+        }
+        let len = v.len();
+        visit(id, len, false);
+        // Cannot fail: the VMA is valid and removing a pair needs no overflow list.
+        let _ = self.vmas.set_perm(id, cid, Perm::NONE);
+        Some(len)
+    }
+
+    /// Frees the VMA `id` a PD owns, calling `visit(id, len, true)` first; returns the leaves
+    /// to shoot down (all holders' but `skip`'s, see [`PrivLib::free_vma`]).
+    fn free_owned(
+        &mut self,
+        id: VmaId,
+        skip: Option<PdId>,
+        visit: &mut impl FnMut(VmaId, u64, bool),
+    ) -> Shootdown {
+        if let Some(v) = self.vmas.vte(id) {
+            visit(id, v.len(), true);
+        }
+        self.free_vma(id, skip)
     }
 
     /// Whether `cid` owns the VMA of `vte` (a plain one, neither Global nor Privileged) and is the

@@ -891,16 +891,22 @@ impl Jord {
                 PageTables::new(root, &DIRECT).free_user_tables(&mut KernelFrames);
             }
         }
-        let mut owned = core::mem::take(&mut self.scratch);
-        for &b in &owned {
-            self.free_backing(b);
-        }
-        owned.clear();
-        self.scratch = owned;
+        self.free_scratch_backings();
         self.stacks[cid.index()] = (0, 0);
         self.quotas[cid.index()] = (0, u64::MAX);
         self.stats.pds_destroyed += 1;
         Ok(p)
+    }
+
+    /// Frees the backing frames of the VMAs listed in `scratch` (VMAs just freed) and empties
+    /// the list, keeping its storage.
+    fn free_scratch_backings(&mut self) {
+        let mut freed = core::mem::take(&mut self.scratch);
+        for &b in &freed {
+            self.free_backing(b);
+        }
+        freed.clear();
+        self.scratch = freed;
     }
 
     /// Removes the stale leaves of `s` from the PD tables, flushes this CPU, and returns the

@@ -58,12 +58,7 @@ impl Jord {
                 }
             })?;
         let pending = self.apply(&s);
-        let mut owned = core::mem::take(&mut self.scratch);
-        for &b in &owned {
-            self.free_backing(b);
-        }
-        owned.clear();
-        self.scratch = owned;
+        self.free_scratch_backings();
         for base in [stack, layout.base] {
             if let Some(b) = self.backing_mut(base) {
                 b.rezero_initialised();

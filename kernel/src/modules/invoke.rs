@@ -158,11 +158,20 @@ fn map_instance(
         Perm::RW,
         MapFlags::default(),
     )?;
-    let boundary = instance + m.stack_size;
+    let (offset, words) = fresh_header(m, instance);
+    j.write_words(instance, offset, &words)?;
+    Ok(instance + m.stack_size)
+}
+
+/// The heap header a fresh instance of a function with manifest `m` starts with, when its
+/// instance VMA is at `base`: its byte offset in the VMA and its words.
+pub(super) fn fresh_header(m: &fjord_faas::module::Manifest, base: u64) -> (u64, [u64; 3]) {
+    let boundary = base + m.stack_size;
     let header = heap_header(boundary);
-    let words = fjord_libos::heap::header_words(header, boundary, m.heap_size);
-    j.write_words(instance, header - instance, &words)?;
-    Ok(boundary)
+    (
+        header - base,
+        fjord_libos::heap::header_words(header, boundary, m.heap_size),
+    )
 }
 
 /// Where the heap header of an instance whose memory boundary is `boundary` lives: the top

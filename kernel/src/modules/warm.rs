@@ -79,10 +79,7 @@ impl Pool {
         let Some(w) = self.locked(|v| (!v.is_empty()).then(|| v.remove(0))) else {
             return false;
         };
-        w.forget();
-        if w.generation == crate::modules::loader::jord_epoch() {
-            invoke::destroy_pd(w.pd);
-        }
+        w.discard();
         true
     }
 
@@ -93,16 +90,8 @@ impl Pool {
 
     /// Destroys every idle instance of this pool (those of the current Jord state).
     pub fn drain(&self) {
-        let all = self.locked(core::mem::take);
-        if all.is_empty() {
-            return;
-        }
-        let generation = crate::modules::loader::jord_epoch();
-        for w in all {
-            w.forget();
-            if w.generation == generation {
-                invoke::destroy_pd(w.pd);
-            }
+        for w in self.locked(core::mem::take) {
+            w.discard();
         }
     }
 }
@@ -135,11 +124,10 @@ pub fn drain() {
 /// An instance of `f` for a request: an idle one if the pool has one, else a new PD with its
 /// instance VMA. Returns the PD and its memory boundary.
 pub(super) fn take(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure> {
-    let generation = f.image.epoch;
     f.warm.touch();
     while let Some(w) = f.warm.locked(|v| v.pop()) {
         w.forget();
-        if w.generation == generation {
+        if w.is_live() {
             return Ok((w.pd, w.boundary));
         }
     }
@@ -178,12 +166,11 @@ fn restore(f: &LoadedFunction, pd: PdId, boundary: u64) -> bool {
         }
     }
     let base = boundary - m.stack_size;
-    let header_at = invoke::heap_header(boundary);
-    let header = fjord_libos::heap::header_words(header_at, boundary, m.heap_size);
+    let (header_offset, header) = invoke::fresh_header(m, base);
     let layout = InstanceLayout {
         base,
         len: m.stack_size + m.heap_size,
-        header_offset: header_at - base,
+        header_offset,
         header: &header,
         memory_limit: m.memory_limit,
     };
@@ -214,6 +201,19 @@ impl Warm {
     fn forget(&self) {
         KEPT.fetch_sub(1, Ordering::Relaxed);
         KEPT_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+
+    /// Whether its PD still exists: it belongs to the current Jord state.
+    fn is_live(&self) -> bool {
+        self.generation == crate::modules::loader::jord_epoch()
+    }
+
+    /// Takes it out of its pool's totals and destroys its PD (if a reset has not already).
+    fn discard(self) {
+        self.forget();
+        if self.is_live() {
+            invoke::destroy_pd(self.pd);
+        }
     }
 }
 

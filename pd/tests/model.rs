@@ -589,6 +589,7 @@ fn step(lib: &mut PrivLib, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
                         v.perms.remove(&t);
                     }
                 }
+                shot = s;
             }
         }
         Op::ShareAll { vma } => {

@@ -96,12 +96,9 @@ fn privlib(call: Sysno, a: [u64; 4]) -> Result<u64, Error> {
             if a[2] != 0 {
                 return Err(Error::InvalidArgs);
             }
-            let mut r = map_own(me, a[0], prot);
-            if r == Err(Short::Memory) && crate::modules::warm::kept() > 0 {
-                // Idle function instances hold memory: give it back and try once more.
-                crate::modules::warm::drain();
-                r = map_own(me, a[0], prot);
-            }
+            // Idle function instances may hold the memory this needs.
+            let r =
+                crate::modules::warm::or_drain(|| map_own(me, a[0], prot), |e| *e == Short::Memory);
             let r = r.map_err(|e| match e {
                 Short::Memory => PdError::NoMemory,
                 Short::Other(e) => e,

@@ -227,13 +227,7 @@ pub(super) fn prepare(
 /// `capacity` bytes for it.
 fn setup(f: &LoadedFunction, capacity: u64) -> Result<Instance, InvokeFailure> {
     let (pd, boundary) = warm::take(f)?;
-    let mut argbuf = map_argbuf(capacity);
-    if argbuf == Err(PdError::NoMemory) && warm::kept() > 0 {
-        // Idle instances hold memory: give it back and try once more.
-        warm::drain();
-        argbuf = map_argbuf(capacity);
-    }
-    match argbuf {
+    match warm::or_drain(|| map_argbuf(capacity), |e| *e == PdError::NoMemory) {
         Ok((argbuf, argbuf_phys)) => Ok(Instance {
             pd,
             argbuf,

@@ -131,11 +131,22 @@ pub(super) fn take(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure> {
             return Ok((w.pd, w.boundary));
         }
     }
-    match invoke::create_pd(f) {
-        Err(InvokeFailure::OutOfMemory) if kept() > 0 => {
-            // Idle instances hold memory and PD ids: give them back and try once more.
+    or_drain(
+        || invoke::create_pd(f),
+        |e| *e == InvokeFailure::OutOfMemory,
+    )
+}
+
+/// Runs `attempt`; when it failed for want of memory (`short` says which errors mean that)
+/// while idle instances hold some (memory and PD ids), destroys them and runs it once more.
+pub fn or_drain<T, E>(
+    mut attempt: impl FnMut() -> Result<T, E>,
+    short: impl Fn(&E) -> bool,
+) -> Result<T, E> {
+    match attempt() {
+        Err(e) if short(&e) && kept() > 0 => {
             drain();
-            invoke::create_pd(f)
+            attempt()
         }
         r => r,
     }

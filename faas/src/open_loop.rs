@@ -5,6 +5,9 @@
 //! use this module, so both systems are driven alike: the same generator, seeds, load points and
 //! search.
 
+use crate::hdr::HdrHistogram;
+use alloc::vec::Vec;
+
 /// The SLO is this many times the minimal-load service time under Jord_NI, as in the paper.
 pub const SLO_FACTOR: u64 = 10;
 
@@ -41,6 +44,29 @@ impl Rng {
     /// An exponential sample with the given mean.
     pub fn exponential(&mut self, mean: f64) -> u64 {
         (-libm::log(self.next_unit()) * mean) as u64
+    }
+}
+
+/// What one open-loop run measured, in ticks of the measuring clock.
+pub struct LoadRun {
+    /// Every latency (arrival to completion), sorted.
+    pub latencies: Vec<u64>,
+    /// The same latencies in an HDR histogram (3 significant digits), as wrk2 keeps them.
+    pub hdr: HdrHistogram,
+    /// Ticks from the first arrival to the last completion.
+    pub span: u64,
+}
+
+impl LoadRun {
+    /// p50, p99 and p99.9 from the HDR histogram.
+    pub fn quantiles(&self) -> (u64, u64, u64) {
+        let q = |p| self.hdr.value_at_permille(p).unwrap_or(0);
+        (q(500), q(990), q(999))
+    }
+
+    /// Completed requests per second over the run, for a clock of `hz` ticks per second.
+    pub fn achieved(&self, hz: f64) -> f64 {
+        self.latencies.len() as f64 * hz / self.span.max(1) as f64
     }
 }
 
@@ -81,7 +107,6 @@ pub fn bisect<E>(mut run_at: impl FnMut(f64, u64) -> Result<Point, E>) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloc::vec::Vec;
 
     #[test]
     fn generator_is_xorshift64_star() {

@@ -24,7 +24,7 @@ use alloc::vec::Vec;
 use fjord_faas::hdr::HdrHistogram;
 use fjord_faas::jbsq::RequestClass;
 use fjord_faas::metrics::exact_quantile;
-use fjord_faas::open_loop::{HDR_MAX, Rng, SLO_FACTOR};
+use fjord_faas::open_loop::{HDR_MAX, LoadRun, Rng, SLO_FACTOR};
 use fjord_kernel::layout::PAGE_SIZE;
 use fjord_pd::{Isolation, MapFlags, PdId, Perm};
 
@@ -101,29 +101,6 @@ fn submit_invocation() -> Result<Ticket, orchestrator::SubmitError> {
 /// arrivals of the work-function request.
 fn run_load(mean_gap: f64, requests: usize, seed: u64) -> R<LoadRun> {
     run_open_loop(mean_gap, requests, seed, &submit_invocation)
-}
-
-/// What one open-loop run measured.
-pub struct LoadRun {
-    /// Every latency (TSC ticks, orchestrator receipt to completion), sorted.
-    pub latencies: Vec<u64>,
-    /// The same latencies in an HDR histogram (3 significant digits), as wrk2 keeps them.
-    pub hdr: HdrHistogram,
-    /// TSC ticks from the first arrival to the last completion.
-    pub span: u64,
-}
-
-impl LoadRun {
-    /// p50, p99 and p99.9 from the HDR histogram.
-    pub fn quantiles(&self) -> (u64, u64, u64) {
-        let q = |p| self.hdr.value_at_permille(p).unwrap_or(0);
-        (q(500), q(990), q(999))
-    }
-
-    /// Completed requests per second over the run.
-    pub fn achieved(&self, hz: f64) -> f64 {
-        self.latencies.len() as f64 * hz / self.span.max(1) as f64
-    }
 }
 
 /// Latencies (TSC ticks, sorted) and the span of one open-loop run at `mean_gap` ticks between

@@ -123,7 +123,7 @@ fn min_load(f: &Arc<LoadedFunction>, op: &Op) -> R<Vec<u64>> {
 fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> R<u64> {
     let hz = apic::tsc_hz() as f64;
     let capacity = hz / service as f64;
-    let run_at = |pct: f64, seed: u64| -> R<(bool, f64)> {
+    let run_at = |pct: f64, seed: u64| -> R<Point> {
         let rate = capacity * pct / 100.0;
         let submitter = || submit(f, op.request);
         let run = run_open_loop(hz / rate, REQUESTS, seed, &submitter)?;
@@ -138,11 +138,9 @@ fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> 
             achieved,
             if within { "" } else { "  (over SLO)" }
         );
-        Ok((within, achieved))
+        Ok(Point { within, achieved })
     };
-    let best = open_loop::bisect(|pct, seed| {
-        run_at(pct, seed).map(|(within, achieved)| Point { within, achieved })
-    })?;
+    let best = open_loop::bisect(run_at)?;
     Ok(best as u64)
 }
 

@@ -10,7 +10,9 @@
 
 use fjord_faas::hdr::HdrHistogram;
 use fjord_faas::metrics::exact_quantile;
-use fjord_faas::open_loop::{self as load, HDR_MAX, MIN_LOAD_REQUESTS, Point, REQUESTS, Rng};
+use fjord_faas::open_loop::{
+    self as load, HDR_MAX, LoadRun, MIN_LOAD_REQUESTS, Point, REQUESTS, Rng,
+};
 use fjord_faas::workloads::Operation;
 
 use crate::engine::{Engine, EngineError};
@@ -88,40 +90,16 @@ pub fn min_load(engine: &mut Engine, t: &Target<'_>) -> Result<Vec<u64>, EngineE
     Ok(v)
 }
 
-/// One open-loop run's results.
-pub struct LoadRun {
-    /// Latencies (ticks), sorted.
-    pub latencies: Vec<u64>,
-    /// The same in an HDR histogram (3 significant digits), as Fjord keeps them.
-    pub hdr: HdrHistogram,
-    /// Ticks from the first arrival to the last completion.
-    pub span: u64,
-    /// The largest delay between a scheduled arrival and the engine's submission (ticks).
-    pub max_late: u64,
-}
-
-impl LoadRun {
-    /// p50, p99 and p99.9 from the HDR histogram.
-    pub fn quantiles(&self) -> (u64, u64, u64) {
-        let q = |p| self.hdr.value_at_permille(p).unwrap_or(0);
-        (q(500), q(990), q(999))
-    }
-
-    /// Completed requests per second.
-    pub fn achieved(&self) -> f64 {
-        self.latencies.len() as f64 * HZ / self.span.max(1) as f64
-    }
-}
-
 /// Runs `requests` Poisson arrivals `mean_gap` ticks apart on average (generator seeded with
-/// `seed`).
+/// `seed`); returns the run and the largest delay between a scheduled arrival and the engine's
+/// submission (ticks).
 pub fn open_loop(
     engine: &mut Engine,
     t: &Target<'_>,
     mean_gap: f64,
     requests: usize,
     seed: u64,
-) -> Result<LoadRun, EngineError> {
+) -> Result<(LoadRun, u64), EngineError> {
     let mut rng = Rng(seed);
     let mut hdr = HdrHistogram::new(HDR_MAX, 3);
     let mut latencies = Vec::with_capacity(requests);
@@ -168,12 +146,12 @@ pub fn open_loop(
         collect(engine, &arrivals, &mut latencies, &mut hdr)?;
     }
     latencies.sort_unstable();
-    Ok(LoadRun {
+    let run = LoadRun {
         latencies,
         hdr,
         span: end - start,
-        max_late,
-    })
+    };
+    Ok((run, max_late))
 }
 
 /// The highest throughput (req/s) with p99 within the SLO, over the offered loads Fjord's
@@ -182,16 +160,16 @@ pub fn throughput_at_slo(engine: &mut Engine, t: &Target<'_>) -> Result<u64, Eng
     let capacity = HZ / t.ni_service as f64;
     let best = load::bisect(|pct, seed| {
         let rate = capacity * pct / 100.0;
-        let run = open_loop(engine, t, HZ / rate, REQUESTS, seed)?;
+        let (run, max_late) = open_loop(engine, t, HZ / rate, REQUESTS, seed)?;
         let (p50, p99, p999) = run.quantiles();
-        let achieved = run.achieved();
+        let achieved = run.achieved(HZ);
         let within = p99 <= t.slo;
         println!(
             "LINFO workloads: {} linux: offered {:.0} req/s ({pct:.1}%): achieved {:.0}, p50 {p50} p99 {p99} p99.9 {p999}, engine late by up to {}{}",
             t.label(),
             rate,
             achieved,
-            run.max_late,
+            max_late,
             if within { "" } else { "  (over SLO)" }
         );
         Ok::<_, EngineError>(Point { within, achieved })

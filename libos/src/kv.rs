@@ -13,6 +13,11 @@ pub const MAX_KEY: usize = 128;
 /// Longest value, in bytes.
 pub const MAX_VALUE: usize = 4096;
 
+/// Whether a key of `len` bytes is allowed: not empty, at most [`MAX_KEY`].
+pub const fn key_fits(len: usize) -> bool {
+    len != 0 && len <= MAX_KEY
+}
+
 /// Why a store operation failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KvError {

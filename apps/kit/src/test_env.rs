@@ -15,7 +15,7 @@ use std::vec;
 use std::vec::Vec;
 
 use fjord_libos::function::{FnError, argbuf_size, response_offset};
-use fjord_libos::kv::{MAX_KEY, MAX_VALUE};
+use fjord_libos::kv::{MAX_VALUE, key_fits};
 use fjord_libos::text::Writer;
 
 use crate::env::{Env, write_request};
@@ -122,11 +122,7 @@ impl Env for TestEnv {
 }
 
 fn check_key(key: &[u8]) -> Result<(), FnError> {
-    if key.is_empty() || key.len() > MAX_KEY {
-        Err(FnError::Failed)
-    } else {
-        Ok(())
-    }
+    key_fits(key.len()).then_some(()).ok_or(FnError::Failed)
 }
 
 #[cfg(test)]

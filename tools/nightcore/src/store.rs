@@ -10,7 +10,7 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use fjord_libos::kv::{MAX_KEY, MAX_VALUE};
+use fjord_libos::kv::{MAX_KEY, MAX_VALUE, key_fits};
 
 use crate::sys;
 
@@ -103,11 +103,7 @@ impl Store {
 }
 
 fn check_key(key: &[u8]) -> Result<(), StoreError> {
-    if key.is_empty() || key.len() > MAX_KEY {
-        Err(StoreError::Limits)
-    } else {
-        Ok(())
-    }
+    key_fits(key.len()).then_some(()).ok_or(StoreError::Limits)
 }
 
 fn word(s: &[u8], at: usize) -> u32 {

@@ -7,6 +7,11 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 static X2APIC: AtomicBool = AtomicBool::new(false);
 static MMIO_BASE: AtomicU64 = AtomicU64::new(0);
+
+/// Address of the xAPIC EOI register in the mapped APIC page, 0 in x2APIC mode: the wake-up
+/// entry (`trap::work_ipi_entry`, in assembly) reads it to pick how it signals end of
+/// interrupt.
+pub(super) static EOI_MMIO: AtomicU64 = AtomicU64::new(0);
 static TSC_HZ: AtomicU64 = AtomicU64::new(0);
 static APIC_TICKS_PER_MS: AtomicU64 = AtomicU64::new(0);
 
@@ -54,6 +59,12 @@ pub fn is_x2apic() -> bool {
 pub fn select_mode(x2apic: bool, mmio_virt: u64) {
     X2APIC.store(x2apic, Ordering::Relaxed);
     MMIO_BASE.store(mmio_virt, Ordering::Relaxed);
+    let eoi = if x2apic {
+        0
+    } else {
+        mmio_virt + u64::from(REG_EOI)
+    };
+    EOI_MMIO.store(eoi, Ordering::Relaxed);
 }
 
 /// Enables the calling CPU's local APIC in the selected mode, with spurious and error vectors.

@@ -81,6 +81,8 @@ pub const OFF_KERNEL_RESUME_RSP: usize = offset_of!(PerCpu, kernel_resume_rsp);
 pub const OFF_USER_CTX: usize = offset_of!(PerCpu, user_ctx);
 /// Offset of [`PerCpu::fault_fixup`].
 pub const OFF_FAULT_FIXUP: usize = offset_of!(PerCpu, fault_fixup);
+/// Offset of [`PerCpu::ipis`].
+pub const OFF_IPIS: usize = offset_of!(PerCpu, ipis);
 
 impl PerCpu {
     /// A block for CPU `index` with the given APIC id and trap stack.

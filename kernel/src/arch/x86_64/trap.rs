@@ -2,7 +2,9 @@
 //!
 //! Every vector has a 16-byte stub that pushes a dummy error code where the CPU pushes none,
 //! then the vector number, and jumps to `trap_common`, which saves the registers as a
-//! [`TrapFrame`] and calls [`trap_dispatch`]. Exceptions in kernel code either resume at an armed
+//! [`TrapFrame`] and calls [`trap_dispatch`]. The wake-up IPI is the exception: it only ends an
+//! idle CPU's halt, so its entry (`work_ipi_entry`) counts it and signals end of interrupt in a
+//! few instructions, saving nothing but the registers it uses. Exceptions in kernel code either resume at an armed
 //! fix-up address (deliberate probes) or print a full report and exit QEMU with the failure code;
 //! exceptions in user code end the user run with a typed event (see `user`).
 
@@ -192,13 +194,50 @@ trap_return:
 2:
     add rsp, 16
     iretq
+
+    /* The wake-up IPI (WORK_IPI_VECTOR): it only ends a halt, so it counts itself and
+       signals end of interrupt without a TrapFrame. [rsp]: rip, +8 cs. */
+    .balign 16
+    .global work_ipi_entry
+work_ipi_entry:
+    test qword ptr [rsp + 8], 3
+    jz 1f
+    swapgs
+1:
+    lock inc qword ptr gs:[{ipis}]
+    push rax
+    mov rax, qword ptr [rip + {eoi_mmio}]
+    test rax, rax
+    jz 2f
+    mov dword ptr [rax], 0
+    pop rax
+    jmp 3f
+2:
+    push rcx
+    push rdx
+    mov ecx, 0x80b
+    xor eax, eax
+    xor edx, edx
+    wrmsr
+    pop rdx
+    pop rcx
+    pop rax
+3:
+    test qword ptr [rsp + 8], 3
+    jz 4f
+    swapgs
+4:
+    iretq
     .text
 "#,
     dispatch = sym trap_dispatch,
+    ipis = const percpu::OFF_IPIS,
+    eoi_mmio = sym apic::EOI_MMIO,
 );
 
 unsafe extern "C" {
     static trap_stubs: u8;
+    static work_ipi_entry: u8;
 }
 
 /// One IDT gate descriptor.
@@ -231,8 +270,14 @@ fn build_idt() -> Idt {
         offset_high: 0,
         reserved: 0,
     }; 256]);
+    // SAFETY: as above, the label of the wake-up entry.
+    let wake = unsafe { &work_ipi_entry as *const u8 as u64 };
     for (v, gate) in idt.0.iter_mut().enumerate() {
-        let addr = base + 16 * v as u64;
+        let addr = if v == usize::from(WORK_IPI_VECTOR) {
+            wake
+        } else {
+            base + 16 * v as u64
+        };
         let ist = match v {
             8 => IST_DOUBLE_FAULT,
             2 => IST_NMI,
@@ -279,10 +324,6 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
             if frame.is_from_user() {
                 user::on_timer_from_user(frame);
             }
-        }
-        _ if v == u64::from(WORK_IPI_VECTOR) => {
-            percpu::current().ipis.fetch_add(1, Ordering::Relaxed);
-            apic::eoi();
         }
         _ if v == u64::from(TLB_IPI_VECTOR) => {
             percpu::current().ipis.fetch_add(1, Ordering::Relaxed);

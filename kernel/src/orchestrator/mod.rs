@@ -44,20 +44,35 @@ pub struct JobInfo {
 /// to another request (a nested call).
 pub type TaskWork = Box<dyn FnOnce(JobInfo) -> Option<Result<Vec<u8>, String>> + Send>;
 
-enum JobWork {
-    Simple(Work),
-    Task(TaskWork),
-}
-
+/// One step, in a central queue or an executor's step queue: kept to seven words, as it is
+/// moved on every dispatch.
 struct Job {
     info: JobInfo,
     dispatched: u64,
+    work: TaskWork,
+    /// The group and the executor within it the step was pushed to (set at dispatch).
+    group: u16,
+    executor: u16,
     /// Whether the executor had nothing else outstanding when it got this step.
     to_idle: bool,
     /// Whether the executor queued this step for itself ([`resume_here`]); `dispatched` then
     /// holds the ticks queueing it took until it is taken off the queue.
     local: bool,
-    work: JobWork,
+}
+
+impl Job {
+    /// A step of the request `info` not yet dispatched.
+    fn new(info: JobInfo, work: TaskWork) -> Job {
+        Job {
+            info,
+            dispatched: 0,
+            work,
+            group: 0,
+            executor: 0,
+            to_idle: false,
+            local: false,
+        }
+    }
 }
 
 /// A finished request.
@@ -142,19 +157,15 @@ fn dispatch_may_change() {
     DISPATCH_EPOCH.fetch_add(1, Ordering::Release);
 }
 
-/// A step pushed to an executor CPU: (group, executor within the group, the job).
-type Step = (usize, usize, Job);
-
 /// Each executor CPU's queue of dispatched steps, run by its idle loop ([`run_queued`]). Typed
 /// rather than boxed closures, so a dispatch allocates nothing once a queue has grown.
-static STEPS: [Mutex<VecDeque<Step>>; smp::MAX_CPUS] =
+static STEPS: [Mutex<VecDeque<Job>>; smp::MAX_CPUS] =
     [const { Mutex::new(VecDeque::new()) }; smp::MAX_CPUS];
 
 /// The executors' [`smp::IdleHook`]: runs the next step queued for CPU `index`, if any.
 fn run_queued(index: usize) -> bool {
     let popped = cpu::rdtsc();
-    let Some((group, executor, mut job)) = STEPS.get(index).and_then(|q| q.lock().pop_front())
-    else {
+    let Some(mut job) = STEPS.get(index).and_then(|q| q.lock().pop_front()) else {
         return false;
     };
     if job.local {
@@ -163,7 +174,7 @@ fn run_queued(index: usize) -> bool {
         job.dispatched = popped.saturating_sub(job.dispatched);
     }
     cpu::enable_interrupts();
-    execute(group, executor, job);
+    execute(job);
     true
 }
 
@@ -248,15 +259,21 @@ pub fn serve(cpu_index: usize) {
 
 /// Dispatches what the orchestrator can, then halts the orchestrator core until `deadline` or
 /// an interrupt, unless `done()` holds. A dispatch leaves nothing more to dispatch until an
-/// executor reports back (which interrupts the halt), so the core halts right after it.
-/// Interrupts stay off from the dispatch to the halt (`sti; hlt` is atomic), so a wake-up IPI
-/// that arrives meanwhile ends the halt at once instead of being lost.
+/// executor reports back (which interrupts the halt), so the core halts right after it; the
+/// timer that ends the halt is armed before the dispatch, so that it does not stand between a
+/// dispatch and the executor's start where the vCPUs take turns (TCG). Interrupts stay off
+/// from the dispatch to the halt (`sti; hlt` is atomic), so a wake-up IPI or the timer that
+/// arrives meanwhile ends the halt at once instead of being lost.
 pub fn idle_until(deadline: u64, done: &mut dyn FnMut() -> bool) {
     cpu::disable_interrupts();
-    poll();
     let now = cpu::rdtsc();
-    if !done() && now < deadline {
+    if now < deadline {
         crate::arch::apic::arm_oneshot(deadline - now);
+    }
+    poll();
+    // On a one-CPU machine `poll` runs steps inline, with interrupts on: the timer may have
+    // fired meanwhile, so halt only before the deadline.
+    if !done() && cpu::rdtsc() < deadline {
         cpu::enable_and_halt();
     } else {
         cpu::enable_interrupts();
@@ -283,7 +300,7 @@ fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
 fn enqueue(
     class: RequestClass,
     info: Option<JobInfo>,
-    work: JobWork,
+    work: TaskWork,
 ) -> Result<(Ticket, usize), SubmitError> {
     let arrived = cpu::rdtsc();
     let here = percpu::cpu_index();
@@ -312,13 +329,7 @@ fn enqueue(
                 group,
             }
         });
-        let job = Job {
-            info,
-            dispatched: 0,
-            to_idle: false,
-            local: false,
-            work,
-        };
+        let job = Job::new(info, work);
         let group = info.group.min(s.groups.len() - 1);
         match s.groups[group].jbsq.submit(class, job) {
             Ok(()) => {
@@ -336,7 +347,7 @@ fn enqueue(
 
 /// Queues `work` in the central queue of `class`.
 pub fn submit(class: RequestClass, work: Work) -> Result<Ticket, SubmitError> {
-    let (t, group) = enqueue(class, None, JobWork::Simple(work))?;
+    let (t, group) = enqueue(class, None, Box::new(move |_| Some(work())))?;
     wake_orchestrator_of(Some(group));
     Ok(t)
 }
@@ -344,7 +355,7 @@ pub fn submit(class: RequestClass, work: Work) -> Result<Ticket, SubmitError> {
 /// Queues the first step of a request that may suspend (see [`TaskWork`]); a nested call
 /// (internal class) submitted from an executor wakes the orchestrator core to dispatch it.
 pub fn submit_task(class: RequestClass, work: TaskWork) -> Result<Ticket, SubmitError> {
-    let (t, group) = enqueue(class, None, JobWork::Task(work))?;
+    let (t, group) = enqueue(class, None, work)?;
     wake_orchestrator_of(Some(group));
     Ok(t)
 }
@@ -353,13 +364,7 @@ pub fn submit_task(class: RequestClass, work: TaskWork) -> Result<Ticket, Submit
 /// external requests), to run on whichever executor JBSQ picks. Never refused (see
 /// `Jbsq::resume`).
 pub fn resume(info: JobInfo, work: TaskWork) {
-    let job = Job {
-        info,
-        dispatched: 0,
-        to_idle: false,
-        local: false,
-        work: JobWork::Task(work),
-    };
+    let job = Job::new(info, work);
     let group = with(|s| {
         let g = info.group.min(s.groups.len() - 1);
         s.groups[g].jbsq.resume(job);
@@ -394,13 +399,10 @@ pub fn resume_here(info: JobInfo, work: TaskWork) {
     let Some((g, e)) = admitted else {
         return resume(info, work);
     };
-    let mut job = Job {
-        info,
-        dispatched: 0,
-        to_idle: false,
-        local: true,
-        work: JobWork::Task(work),
-    };
+    let mut job = Job::new(info, work);
+    job.local = true;
+    job.group = g as u16;
+    job.executor = e as u16;
     // This CPU runs its queue as soon as the step under way ends: no wake-up. (An executor
     // CPU is below `MAX_CPUS`, so its queue exists.)
     if let Some(q) = STEPS.get(here) {
@@ -408,7 +410,7 @@ pub fn resume_here(info: JobInfo, work: TaskWork) {
             let mut q = q.lock();
             // What queueing cost, measured up to the push (see `run_queued`).
             job.dispatched = cpu::rdtsc() - t0;
-            q.push_back((g, e, job));
+            q.push_back(job);
         });
     }
 }
@@ -459,14 +461,16 @@ pub fn poll() -> usize {
                     n += 1;
                     let mut job = d.request;
                     job.to_idle = g.jbsq.outstanding(d.executor) == 1;
+                    job.group = i as u16;
+                    job.executor = d.executor as u16;
                     job.dispatched = cpu::rdtsc();
                     let target = g.executor_cpus[d.executor];
                     if target == here {
-                        return Some((i, d.executor, job));
+                        return Some(job);
                     }
                     match STEPS.get(target) {
                         Some(q) => {
-                            q.lock().push_back((i, d.executor, job));
+                            q.lock().push_back(job);
                             woken |= 1 << target;
                         }
                         None => log::error!(
@@ -486,18 +490,16 @@ pub fn poll() -> usize {
             }
         }
         match local {
-            Some((group, executor, job)) => execute(group, executor, job),
+            Some(job) => execute(job),
             None => return n,
         }
     }
 }
 
-fn execute(group: usize, executor: usize, job: Job) {
+fn execute(job: Job) {
     let started = cpu::rdtsc();
-    let result = match job.work {
-        JobWork::Simple(work) => Some(work()),
-        JobWork::Task(work) => work(job.info),
-    };
+    let (group, executor) = (usize::from(job.group), usize::from(job.executor));
+    let result = (job.work)(job.info);
     let finished = cpu::rdtsc();
     let done = result.map(|result| Done {
         result,

@@ -29,6 +29,9 @@ static CPU_COUNT: AtomicUsize = AtomicUsize::new(1);
 
 type Work = Box<dyn FnOnce() + Send>;
 static WORK: [Mutex<VecDeque<Work>>; MAX_CPUS] = [const { Mutex::new(VecDeque::new()) }; MAX_CPUS];
+/// Per CPU: how many closures its [`WORK`] queue holds (changed under the queue's lock), so the
+/// idle loop looks at the queue without taking the lock when it is empty.
+static WORK_QUEUED: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
 
 static TLB_GENERATION: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 /// TLB-shootdown IPIs sent since boot.
@@ -175,7 +178,16 @@ pub fn set_idle_hook(hook: IdleHook) {
 pub fn idle_loop(index: usize) -> ! {
     loop {
         cpu::disable_interrupts();
-        let job = WORK[index].lock().pop_front();
+        // A closure queued after this look comes with a wake-up IPI, which ends the halt below
+        // at once (interrupts are off until `sti; hlt`).
+        let job = if WORK_QUEUED[index].load(Ordering::Acquire) == 0 {
+            None
+        } else {
+            let mut q = WORK[index].lock();
+            let job = q.pop_front();
+            WORK_QUEUED[index].store(q.len(), Ordering::Release);
+            job
+        };
         match job {
             Some(f) => {
                 cpu::enable_interrupts();
@@ -205,7 +217,11 @@ pub fn run_on(index: usize, f: impl FnOnce() + Send + 'static) -> Result<(), Smp
     if !is_online(index) {
         return Err(SmpError::NoSuchCpu(index));
     }
-    cpu::without_interrupts(|| WORK[index].lock().push_back(Box::new(f)));
+    cpu::without_interrupts(|| {
+        let mut q = WORK[index].lock();
+        q.push_back(Box::new(f));
+        WORK_QUEUED[index].store(q.len(), Ordering::Release);
+    });
     wake(index)
 }
 

@@ -8,6 +8,7 @@
 //! - [`memmap`]: the boot memory map, normalised into page-aligned usable regions;
 //! - [`frame_bitmap`]: the physical frame allocator's bitmap logic;
 //! - [`held_back`]: revocations held back until a PD is loaded again;
+//! - [`leaf_hints`]: per PD, the level-1 page table of its last leaf edit;
 //! - [`paging`]: x86_64 four-level page tables over an abstract physical memory;
 //! - [`madt`]: the ACPI MADT parser that finds the CPUs;
 //! - [`cpio`]: the `newc` archive reader used for the initrd;
@@ -30,6 +31,7 @@ pub mod held_back;
 pub mod ktest;
 pub mod kv_store;
 pub mod layout;
+pub mod leaf_hints;
 pub mod madt;
 pub mod memmap;
 pub mod paging;

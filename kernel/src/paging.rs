@@ -291,6 +291,45 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
         Ok(())
     }
 
+    /// The level-1 table that holds the 4 KiB leaf of `va` (a user address when `flags` makes
+    /// a user leaf), creating missing tables as [`Self::map`] does. A table stays where it is
+    /// until the whole tree is freed ([`Self::free_user_tables`]), so callers may keep the
+    /// address for later leaf edits in the same 2 MiB region ([`Self::map_in_table`],
+    /// [`Self::unmap_in_table`]).
+    pub fn leaf_table_creating(
+        &mut self,
+        va: u64,
+        flags: Flags,
+        alloc: &mut impl TableAllocator,
+    ) -> Result<u64, PagingError> {
+        check_map_args(va, 0, PageSize::Small)?;
+        self.walk_creating(va, 1, flags, alloc).map(|(t, _)| t)
+    }
+
+    /// Maps the 4 KiB page at `va` to `pa` with `flags` (PRESENT is added) in `table`, the
+    /// level-1 table of `va` found by [`Self::leaf_table_creating`], unless a leaf is already
+    /// there. Returns whether it mapped the page.
+    pub fn map_in_table(&self, table: u64, va: u64, pa: u64, flags: Flags) -> bool {
+        let i = index(va, 1);
+        if self.mem.read_entry(table, i) & Flags::PRESENT.0 != 0 {
+            return false;
+        }
+        self.mem
+            .write_entry(table, i, (pa & ADDR_MASK) | (flags | Flags::PRESENT).0);
+        true
+    }
+
+    /// Removes the leaf of `va` from `table`, the level-1 table of `va` found by
+    /// [`Self::leaf_table_creating`]. Returns whether a leaf was there.
+    pub fn unmap_in_table(&self, table: u64, va: u64) -> bool {
+        let i = index(va, 1);
+        if self.mem.read_entry(table, i) & Flags::PRESENT.0 == 0 {
+            return false;
+        }
+        self.mem.write_entry(table, i, 0);
+        true
+    }
+
     /// Walks from the root down to the table holding `va`'s entry at `leaf_level`, creating
     /// missing tables (user-accessible when `flags` makes a user leaf below `USER_END`).
     /// Returns that table and the entry's index. `va` must be canonical.
@@ -772,6 +811,36 @@ mod tests {
         }
         assert!(pt.translate(start + 8 * PAGE_SIZE).is_some());
         assert_eq!(pt.unmap_range(u64::MAX - PAGE_SIZE, PAGE_SIZE), 0);
+    }
+
+    #[test]
+    fn leaf_table_edits_match_map_and_unmap() {
+        let mem = SimMem::default();
+        let mut fa = frames();
+        let mut pt = PageTables::create(&mem, &mut fa).unwrap();
+        let va = 0x0000_1000_0040_0000;
+        let t = pt.leaf_table_creating(va, Flags::USER, &mut fa).unwrap();
+        // Every page of the same 2 MiB region has its leaf in the same table.
+        let last = va + 511 * PAGE_SIZE;
+        assert_eq!(pt.leaf_table_creating(last, Flags::USER, &mut fa), Ok(t));
+        assert!(pt.map_in_table(t, va, 0x20_0000, Flags::USER | Flags::WRITABLE));
+        assert!(
+            !pt.map_in_table(t, va, 0x30_0000, Flags::USER),
+            "a leaf stays"
+        );
+        let tr = pt.translate(va).unwrap();
+        assert_eq!(tr.phys, 0x20_0000);
+        assert!(tr.flags.contains(Flags::USER | Flags::WRITABLE));
+        assert!(pt.map_in_table(t, last, 0x21_0000, Flags::USER));
+        assert_eq!(pt.translate(last).unwrap().phys, 0x21_0000);
+        assert!(pt.unmap_in_table(t, va));
+        assert!(!pt.unmap_in_table(t, va), "nothing left to remove");
+        assert!(pt.translate(va).is_none());
+        assert!(pt.translate(last).is_some());
+        assert_eq!(
+            pt.leaf_table_creating(va + 1, Flags::USER, &mut fa),
+            Err(PagingError::Misaligned)
+        );
     }
 
     #[test]

@@ -8,7 +8,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 use fjord_kernel::held_back::{HeldBack, Note};
 use fjord_kernel::layout::PAGE_SIZE;
-use fjord_kernel::paging::PageTables;
+use fjord_kernel::leaf_hints::LeafHints;
+use fjord_kernel::paging::{Flags, PageTables};
 use fjord_libos::abi::Error as AbiError;
 use fjord_pd::{Error, Isolation, MapFlags, PdId, Perm, PrivLib, Sharers, Shootdown, TableConfig};
 use spin::Mutex;
@@ -245,6 +246,8 @@ pub struct Jord {
     generation: u64,
     /// Revocations held back until their PD is loaded again (see [`HeldBack`]).
     pub(super) held_back: HeldBack,
+    /// Per PD, the level-1 table of its last single-leaf edit (see [`LeafHints`]).
+    leaf_hints: LeafHints,
 }
 
 /// The generation of the next Jord state.
@@ -347,6 +350,7 @@ impl Jord {
             code_base: 0,
             stats: JordStats::default(),
             held_back: HeldBack::new(MAX_DEFERRED, MAX_LIVE_PDS),
+            leaf_hints: LeafHints::new(MAX_LIVE_PDS),
         };
         j.backing.resize_with(slots, || Backing::NONE);
         // The built-in programs: code is one Global read-execute VMA shared by every PD.
@@ -425,6 +429,12 @@ impl Jord {
         PageTables::new(root, &DIRECT)
             .translate(addr)
             .map(|t| t.phys)
+    }
+
+    /// The level-1 table Jord remembers as `pd`'s for the 2 MiB region of `addr`, if any (see
+    /// [`LeafHints`]); for tests.
+    pub fn leaf_hint(&self, pd: PdId, addr: u64) -> Option<u64> {
+        self.leaf_hints.get(pd.index(), addr)
     }
 
     /// The top of `pd`'s stack VMA.
@@ -761,21 +771,21 @@ impl Jord {
             return;
         }
         let flags = super::vlb::leaf_flags(perm);
-        let mut pt = PageTables::new(root, &DIRECT);
         let mut installed = 0;
         for i in 0..b.pages {
             // A page never touched stays for its first fill (which zeroes it); a leaf that is
             // already present stays as it is. A leaf that was not present needs no TLB flush
             // anywhere when it appears.
+            let off = i as u64 * PAGE_SIZE;
             if b.is_initialised(i)
-                && pt
-                    .map(
-                        base + i as u64 * PAGE_SIZE,
-                        b.phys + i as u64 * PAGE_SIZE,
-                        flags,
-                        &mut KernelFrames,
-                    )
-                    .is_ok()
+                && map_leaf(
+                    &mut self.leaf_hints,
+                    pd,
+                    root,
+                    base + off,
+                    b.phys + off,
+                    flags,
+                )
             {
                 installed += 1;
             }
@@ -798,18 +808,17 @@ impl Jord {
         b.initialise_all();
         let (phys, pages) = (b.phys, b.pages);
         let flags = super::vlb::leaf_flags(perm);
-        let mut pt = PageTables::new(root, &DIRECT);
         for i in 0..pages as u64 {
             // A new VMA has no leaf anywhere yet, so one appearing needs no TLB flush.
-            if pt
-                .map(
-                    base + i * PAGE_SIZE,
-                    phys + i * PAGE_SIZE,
-                    flags,
-                    &mut KernelFrames,
-                )
-                .is_ok()
-            {
+            let off = i * PAGE_SIZE;
+            if map_leaf(
+                &mut self.leaf_hints,
+                pd,
+                root,
+                base + off,
+                phys + off,
+                flags,
+            ) {
                 self.stats.fills += 1;
             }
         }
@@ -840,7 +849,10 @@ impl Jord {
                 .map(|pt| pt.root()),
             };
             match root {
-                Ok(r) => self.roots[cid.index()] = r,
+                Ok(r) => {
+                    self.roots[cid.index()] = r;
+                    self.leaf_hints.forget(cid.index());
+                }
                 Err(_) => {
                     let _ = self.privlib.cput(PdId::KERNEL, cid);
                     return Err(Error::NoMemory);
@@ -883,6 +895,7 @@ impl Jord {
             }
         })?;
         self.roots[cid.index()] = 0;
+        self.leaf_hints.forget(cid.index());
         let p = self.apply(&s);
         if root != 0 {
             if self.root_cache.len() < ROOT_CACHE {
@@ -916,6 +929,7 @@ impl Jord {
         let mut pending = Pending::default();
         let mut ctx = Clear::new(
             &self.roots,
+            &self.leaf_hints,
             self.shared_root,
             &mut self.sharers,
             &mut pending,
@@ -933,6 +947,7 @@ impl Jord {
         let mut removed = 0usize;
         let mut ctx = Clear::new(
             &self.roots,
+            &self.leaf_hints,
             self.shared_root,
             &mut self.sharers,
             &mut pending,
@@ -967,9 +982,28 @@ impl Jord {
     }
 }
 
+/// Installs `pd`'s leaf `va` → `pa` with `flags` in its table at `root`, unless one is there,
+/// through the PD's level-1 table hint (walking, and remembering the table, on a miss).
+/// Returns whether it installed the leaf.
+fn map_leaf(hints: &mut LeafHints, pd: PdId, root: u64, va: u64, pa: u64, flags: Flags) -> bool {
+    let mut pt = PageTables::new(root, &DIRECT);
+    let table = match hints.get(pd.index(), va) {
+        Some(t) => t,
+        None => match pt.leaf_table_creating(va, flags, &mut KernelFrames) {
+            Ok(t) => {
+                hints.remember(pd.index(), va, t);
+                t
+            }
+            Err(_) => return false,
+        },
+    };
+    pt.map_in_table(table, va, pa, flags)
+}
+
 /// What clearing leaves needs from [`Jord`], borrowed apart from the PD table.
 struct Clear<'a> {
     roots: &'a [u64],
+    hints: &'a LeafHints,
     shared_root: u64,
     sharers: &'a mut Sharers,
     current_root: u64,
@@ -981,12 +1015,14 @@ impl<'a> Clear<'a> {
     /// A context for clearing leaves on this CPU, whose loaded root it reads.
     fn new(
         roots: &'a [u64],
+        hints: &'a LeafHints,
         shared_root: u64,
         sharers: &'a mut Sharers,
         pending: &'a mut Pending,
     ) -> Clear<'a> {
         Clear {
             roots,
+            hints,
             shared_root,
             sharers,
             current_root: cpu::read_cr3() & !0xfff,
@@ -1006,7 +1042,16 @@ impl<'a> Clear<'a> {
         if root == 0 {
             return 0;
         }
-        let n = PageTables::new(root, &DIRECT).unmap_range(base, len);
+        let mut pt = PageTables::new(root, &DIRECT);
+        // One page of a PD (an ArgBuf's revocation, as a rule): straight to the leaf when the
+        // PD's level-1 table hint covers it.
+        let hinted = (len == PAGE_SIZE && base.is_multiple_of(PAGE_SIZE) && pd != PdId::KERNEL)
+            .then(|| self.hints.get(pd.index(), base))
+            .flatten();
+        let n = match hinted {
+            Some(table) => usize::from(pt.unmap_in_table(table, base)),
+            None => pt.unmap_range(base, len),
+        };
         if n == 0 {
             return 0;
         }

@@ -375,3 +375,42 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    fn leaf_hints_follow_a_pds_root_through_recycling() {
+        // P's one-page VMA is populated (its level-1 table is remembered), then P goes and its
+        // root is recycled: a PD created after it, likely with the same id and root, must get
+        // leaves and lose them on pmove exactly as a fresh one.
+        let p = new_pd(PdId::KERNEL)?;
+        let first = mmap_for(p, 4096)?;
+        jord::with(|j| j.populate(p, first, Perm::RW));
+        kassert!(jord::with(|j| j.leaf_of(p, first)).is_some(), "one page is populated");
+        jord::with(|j| j.munmap(p, first, 4096))
+            .map_err(|e| format!("{e:?}"))?
+            .finish();
+        kassert!(jord::with(|j| j.leaf_of(p, first)).is_none());
+        kassert!(jord::with(|j| j.leaf_hint(p, first)).is_some());
+        put(p);
+        kassert!(
+            jord::with(|j| j.leaf_hint(p, first)).is_none(),
+            "a destroyed PD's hint is forgotten with its root"
+        );
+        for round in 0..3u64 {
+            let a = new_pd(PdId::KERNEL)?;
+            let b = new_pd(PdId::KERNEL)?;
+            let buf = mmap_for(a, 4096)?;
+            jord::with(|j| j.populate(a, buf, Perm::RW));
+            kassert_eq!(run(a, Program::Write, [buf, 40 + round, 0, 0]), Ok(0));
+            jord::with(|j| j.pmove_with(a, buf, b, Perm::RW, Handoff::TO_NEXT))
+                .map_err(|e| format!("{e:?}"))?
+                .finish();
+            kassert!(jord::with(|j| j.leaf_of(a, buf)).is_none(), "A's leaf went");
+            kassert!(jord::with(|j| j.leaf_of(b, buf)).is_some(), "B's leaf was filled");
+            expect_fault(run(a, Program::Read, [buf, 0, 0, 0]), a, buf, Access::Read)?;
+            kassert_eq!(run(b, Program::Read, [buf, 0, 0, 0]), Ok(40 + round));
+            put(a);
+            put(b);
+        }
+        Ok(())
+    }
+}

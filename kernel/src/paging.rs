@@ -319,6 +319,16 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
         true
     }
 
+    /// [`Self::map_in_table`] that replaces the leaf that is there, if any (a fill that may
+    /// find a stale or narrower leaf, as [`Self::install`]).
+    pub fn install_in_table(&self, table: u64, va: u64, pa: u64, flags: Flags) {
+        self.mem.write_entry(
+            table,
+            index(va, 1),
+            (pa & ADDR_MASK) | (flags | Flags::PRESENT).0,
+        );
+    }
+
     /// Removes the leaf of `va` from `table`, the level-1 table of `va` found by
     /// [`Self::leaf_table_creating`]. Returns whether a leaf was there.
     pub fn unmap_in_table(&self, table: u64, va: u64) -> bool {
@@ -833,6 +843,10 @@ mod tests {
         assert!(tr.flags.contains(Flags::USER | Flags::WRITABLE));
         assert!(pt.map_in_table(t, last, 0x21_0000, Flags::USER));
         assert_eq!(pt.translate(last).unwrap().phys, 0x21_0000);
+        pt.install_in_table(t, last, 0x22_0000, Flags::USER | Flags::WRITABLE);
+        let tr = pt.translate(last).unwrap();
+        assert_eq!(tr.phys, 0x22_0000, "install replaces");
+        assert!(tr.flags.contains(Flags::WRITABLE));
         assert!(pt.unmap_in_table(t, va));
         assert!(!pt.unmap_in_table(t, va), "nothing left to remove");
         assert!(pt.translate(va).is_none());

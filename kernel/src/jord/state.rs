@@ -247,7 +247,7 @@ pub struct Jord {
     /// Revocations held back until their PD is loaded again (see [`HeldBack`]).
     pub(super) held_back: HeldBack,
     /// Per PD, the level-1 table of its last single-leaf edit (see [`LeafHints`]).
-    leaf_hints: LeafHints,
+    pub(super) leaf_hints: LeafHints,
 }
 
 /// The generation of the next Jord state.
@@ -986,18 +986,28 @@ impl Jord {
 /// through the PD's level-1 table hint (walking, and remembering the table, on a miss).
 /// Returns whether it installed the leaf.
 fn map_leaf(hints: &mut LeafHints, pd: PdId, root: u64, va: u64, pa: u64, flags: Flags) -> bool {
-    let mut pt = PageTables::new(root, &DIRECT);
-    let table = match hints.get(pd.index(), va) {
-        Some(t) => t,
-        None => match pt.leaf_table_creating(va, flags, &mut KernelFrames) {
-            Ok(t) => {
-                hints.remember(pd.index(), va, t);
-                t
-            }
-            Err(_) => return false,
-        },
-    };
-    pt.map_in_table(table, va, pa, flags)
+    leaf_table(hints, pd, root, va, flags)
+        .is_some_and(|table| PageTables::new(root, &DIRECT).map_in_table(table, va, pa, flags))
+}
+
+/// `pd`'s level-1 table (under `root`) for the page `va`, from its hint or by a walk that
+/// creates missing tables for a leaf with `flags` and is remembered; `None` when a table
+/// cannot be had (no memory, a large page in the way).
+pub(super) fn leaf_table(
+    hints: &mut LeafHints,
+    pd: PdId,
+    root: u64,
+    va: u64,
+    flags: Flags,
+) -> Option<u64> {
+    if let Some(t) = hints.get(pd.index(), va) {
+        return Some(t);
+    }
+    let t = PageTables::new(root, &DIRECT)
+        .leaf_table_creating(va, flags, &mut KernelFrames)
+        .ok()?;
+    hints.remember(pd.index(), va, t);
+    Some(t)
 }
 
 /// What clearing leaves needs from [`Jord`], borrowed apart from the PD table.

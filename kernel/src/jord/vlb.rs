@@ -3,7 +3,7 @@
 
 use super::state::{Jord, with};
 use crate::arch::{cpu, percpu};
-use crate::mm::frames::{DIRECT, KernelFrames};
+use crate::mm::frames::DIRECT;
 use fjord_kernel::layout::{PAGE_SIZE, align_down};
 use fjord_kernel::paging::{Flags, PageTables};
 use fjord_pd::{PdId, Perm};
@@ -53,15 +53,16 @@ impl Jord {
         self.initialise_page(grant.base, ((page - grant.base) / PAGE_SIZE) as usize);
         let flags = leaf_flags(grant.perm);
         // A leaf that is present already (with fewer rights than now granted, e.g. after
-        // pcopy, or stale) is replaced: one walk either way.
-        let ok = PageTables::new(self.root_of(pd), &DIRECT)
-            .install(page, pa, flags, &mut KernelFrames)
-            .is_ok();
-        if ok {
-            cpu::invlpg(page);
-            self.stats.fills += 1;
-        }
-        ok
+        // pcopy, or stale) is replaced.
+        let root = self.root_of(pd);
+        let Some(table) = super::state::leaf_table(&mut self.leaf_hints, pd, root, page, flags)
+        else {
+            return false;
+        };
+        PageTables::new(root, &DIRECT).install_in_table(table, page, pa, flags);
+        cpu::invlpg(page);
+        self.stats.fills += 1;
+        true
     }
 
     /// Makes `pd` the current PD of this CPU: loads its root table and updates the sharer masks.

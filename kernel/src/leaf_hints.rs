@@ -1,11 +1,16 @@
-//! Per-PD memo of the level-1 page table its last leaf edit went through.
+//! Per-PD memo of the level-1 page tables its recent leaf edits went through.
 //!
 //! The emulated VLB edits single leaves all the time: an ArgBuf's leaf is installed in the PD
-//! it moves to and cleared in the PD it leaves, a one-page `mmap` is populated at once. Each
-//! edit would walk the PD's tables from the root. The pages a PD touches this way are mostly
-//! ArgBufs of one size class, whose VMAs sit next to each other, so consecutive edits in one
-//! PD land in the same level-1 table (one 2 MiB region). [`LeafHints`] remembers, per PD, that
-//! table and its region, and an edit in the same region goes straight to the leaf.
+//! it moves to and cleared in the PD it leaves, a one-page `mmap` is populated at once, a page
+//! fault installs one leaf. Each edit would walk the PD's tables from the root. Consecutive
+//! edits of one kind in one PD mostly land in the same level-1 table (one 2 MiB region): the
+//! ArgBufs of a size class sit next to each other, and a function faults its pages in in
+//! order. [`LeafHints`] remembers, per PD, one such table for each [`Way`], and an edit in a
+//! remembered region goes straight to the leaf.
+//!
+//! Two ways keep the kinds apart: the kernel's ArgBuf hand-offs ([`Way::Handoff`]) would
+//! otherwise lose their table to every fault of the function's own stack and heap
+//! ([`Way::Fill`]). A lookup looks at both, so a leaf faulted in is cleared without a walk.
 //!
 //! A hint stays valid while its PD keeps the same root table: tables are only freed with their
 //! whole tree (`PageTables::free_user_tables`). Whoever gives a PD a root, or takes it away,
@@ -16,6 +21,15 @@ use alloc::vec::Vec;
 
 /// Bytes one level-1 table covers.
 const REGION_SHIFT: u32 = 21;
+
+/// Which kind of edit a hint comes from (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Way {
+    /// The kernel installing or clearing an ArgBuf's leaf, or populating a small VMA.
+    Handoff = 0,
+    /// A page fault (VLB miss) filling a leaf.
+    Fill = 1,
+}
 
 #[derive(Clone, Copy)]
 struct Hint {
@@ -30,41 +44,49 @@ const NONE: Hint = Hint {
     table: 0,
 };
 
-/// For each PD (by index), the level-1 table of the 2 MiB region of its last leaf edit.
+/// For each PD (by index) and [`Way`], the level-1 table of the 2 MiB region of its last leaf
+/// edit of that kind.
 pub struct LeafHints {
-    hints: Vec<Hint>,
+    hints: Vec<[Hint; 2]>,
 }
 
 impl LeafHints {
     /// No hints, for PD indices `0..pds`.
     pub fn new(pds: usize) -> LeafHints {
         LeafHints {
-            hints: vec![NONE; pds],
+            hints: vec![[NONE; 2]; pds],
         }
     }
 
-    /// The level-1 table holding `va`'s leaf for PD `pd`, if its hint covers `va`.
+    /// The level-1 table holding `va`'s leaf for PD `pd`, if one of its hints covers `va`.
     #[inline]
     pub fn get(&self, pd: usize, va: u64) -> Option<u64> {
-        let h = self.hints.get(pd)?;
-        (h.region == (va >> REGION_SHIFT) + 1).then_some(h.table)
+        let [a, b] = self.hints.get(pd)?;
+        let region = (va >> REGION_SHIFT) + 1;
+        if a.region == region {
+            Some(a.table)
+        } else if b.region == region {
+            Some(b.table)
+        } else {
+            None
+        }
     }
 
-    /// Notes that `table` is PD `pd`'s level-1 table for `va`.
+    /// Notes that `table` is PD `pd`'s level-1 table for `va`, as the hint of `way`.
     #[inline]
-    pub fn remember(&mut self, pd: usize, va: u64, table: u64) {
+    pub fn remember(&mut self, pd: usize, way: Way, va: u64, table: u64) {
         if let Some(h) = self.hints.get_mut(pd) {
-            *h = Hint {
+            h[way as usize] = Hint {
                 region: (va >> REGION_SHIFT) + 1,
                 table,
             };
         }
     }
 
-    /// Drops PD `pd`'s hint (its root table changes or goes).
+    /// Drops PD `pd`'s hints (its root table changes or goes).
     pub fn forget(&mut self, pd: usize) {
         if let Some(h) = self.hints.get_mut(pd) {
-            *h = NONE;
+            *h = [NONE; 2];
         }
     }
 }
@@ -78,7 +100,7 @@ mod tests {
         let mut h = LeafHints::new(4);
         let va = 0x1000_0040_0000u64;
         assert_eq!(h.get(1, va), None);
-        h.remember(1, va + 0x3000, 0xabc000);
+        h.remember(1, Way::Handoff, va + 0x3000, 0xabc000);
         assert_eq!(h.get(1, va), Some(0xabc000));
         assert_eq!(h.get(1, va + 0x1f_f000), Some(0xabc000));
         assert_eq!(h.get(1, va + 0x20_0000), None, "the next region");
@@ -89,12 +111,30 @@ mod tests {
     }
 
     #[test]
+    fn the_two_ways_are_kept_apart_and_both_looked_at() {
+        let mut h = LeafHints::new(2);
+        let (argbufs, heap) = (0x1000_0040_0000u64, 0x2000_0000_0000u64);
+        h.remember(1, Way::Handoff, argbufs, 0x1000);
+        h.remember(1, Way::Fill, heap, 0x2000);
+        assert_eq!(h.get(1, argbufs), Some(0x1000));
+        assert_eq!(h.get(1, heap), Some(0x2000));
+        // A fill elsewhere replaces the fill hint only.
+        h.remember(1, Way::Fill, heap + 0x20_0000, 0x3000);
+        assert_eq!(h.get(1, argbufs), Some(0x1000));
+        assert_eq!(h.get(1, heap), None);
+        assert_eq!(h.get(1, heap + 0x20_0000), Some(0x3000));
+        h.forget(1);
+        assert_eq!(h.get(1, argbufs), None);
+        assert_eq!(h.get(1, heap + 0x20_0000), None);
+    }
+
+    #[test]
     fn address_zero_and_out_of_range_pds_have_no_hint() {
         let mut h = LeafHints::new(2);
         assert_eq!(h.get(0, 0), None);
-        h.remember(0, 0, 0x5000);
+        h.remember(0, Way::Fill, 0, 0x5000);
         assert_eq!(h.get(0, 0x1000), Some(0x5000));
-        h.remember(7, 0, 0x5000);
+        h.remember(7, Way::Fill, 0, 0x5000);
         assert_eq!(h.get(7, 0), None);
         h.forget(7);
     }

@@ -8,10 +8,10 @@
 //!   table sharing the kernel half; a ring-3 page fault is a VLB miss whose handler walks the VMA
 //!   table for the current PD and installs one 4 KiB leaf (or reports a protection fault). Real
 //!   Jord hardware would translate once and check permissions per VMA in the VLB; here a
-//!   permission is enforced per page by the page tables, and a miss costs a trap. The kernel's
-//!   own single-leaf edits (an ArgBuf's leaf installed in the PD it moves to, cleared in the PD
-//!   it leaves, a one-page `mmap` populated) go through a per-PD memo of the level-1 table of
-//!   the last edit (`fjord_kernel::leaf_hints`) instead of walking from the root each time.
+//!   permission is enforced per page by the page tables, and a miss costs a trap. Single-leaf
+//!   edits (a fill, an ArgBuf's leaf installed in the PD it moves to or cleared in the PD it
+//!   leaves, a one-page `mmap` populated) go through a per-PD memo of the level-1 tables of
+//!   recent edits (`fjord_kernel::leaf_hints`) instead of walking from the root each time.
 //! - **VLB shootdown**: revocations clear the leaves in every affected PD table, flush the local
 //!   TLB and IPI only the CPUs in the PD's sharer mask (the paper's VTD). Without PCID every
 //!   CR3 write flushes the TLB, so a CPU leaves a PD's mask when it switches away.

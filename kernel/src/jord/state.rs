@@ -8,7 +8,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use fjord_kernel::held_back::{HeldBack, Note};
 use fjord_kernel::layout::PAGE_SIZE;
-use fjord_kernel::leaf_hints::LeafHints;
+use fjord_kernel::leaf_hints::{LeafHints, Way};
 use fjord_kernel::paging::{Flags, PageTables};
 use fjord_libos::abi::Error as AbiError;
 use fjord_pd::{Error, Isolation, MapFlags, PdId, Perm, PrivLib, Sharers, Shootdown, TableConfig};
@@ -246,7 +246,7 @@ pub struct Jord {
     generation: u64,
     /// Revocations held back until their PD is loaded again (see [`HeldBack`]).
     pub(super) held_back: HeldBack,
-    /// Per PD, the level-1 table of its last single-leaf edit (see [`LeafHints`]).
+    /// Per PD, the level-1 tables of its last single-leaf edits (see [`LeafHints`]).
     pub(super) leaf_hints: LeafHints,
 }
 
@@ -986,19 +986,20 @@ impl Jord {
 /// through the PD's level-1 table hint (walking, and remembering the table, on a miss).
 /// Returns whether it installed the leaf.
 fn map_leaf(hints: &mut LeafHints, pd: PdId, root: u64, va: u64, pa: u64, flags: Flags) -> bool {
-    leaf_table(hints, pd, root, va, flags)
+    leaf_table(hints, pd, root, va, flags, Way::Handoff)
         .is_some_and(|table| PageTables::new(root, &DIRECT).map_in_table(table, va, pa, flags))
 }
 
-/// `pd`'s level-1 table (under `root`) for the page `va`, from its hint or by a walk that
-/// creates missing tables for a leaf with `flags` and is remembered; `None` when a table
-/// cannot be had (no memory, a large page in the way).
+/// `pd`'s level-1 table (under `root`) for the page `va`, from its hints or by a walk that
+/// creates missing tables for a leaf with `flags` and becomes the PD's hint of `way`; `None`
+/// when a table cannot be had (no memory, a large page in the way).
 pub(super) fn leaf_table(
     hints: &mut LeafHints,
     pd: PdId,
     root: u64,
     va: u64,
     flags: Flags,
+    way: Way,
 ) -> Option<u64> {
     if let Some(t) = hints.get(pd.index(), va) {
         return Some(t);
@@ -1006,7 +1007,7 @@ pub(super) fn leaf_table(
     let t = PageTables::new(root, &DIRECT)
         .leaf_table_creating(va, flags, &mut KernelFrames)
         .ok()?;
-    hints.remember(pd.index(), va, t);
+    hints.remember(pd.index(), way, va, t);
     Some(t)
 }
 
@@ -1053,12 +1054,12 @@ impl<'a> Clear<'a> {
             return 0;
         }
         let mut pt = PageTables::new(root, &DIRECT);
-        // One page of a PD (an ArgBuf's revocation, as a rule): straight to the leaf when the
-        // PD's level-1 table hint covers it.
-        let hinted = (len == PAGE_SIZE && base.is_multiple_of(PAGE_SIZE) && pd != PdId::KERNEL)
+        // One page of a PD (an ArgBuf's revocation, as a rule): straight to the leaf when a
+        // hint of the PD covers it.
+        let table = (len == PAGE_SIZE && base.is_multiple_of(PAGE_SIZE) && pd != PdId::KERNEL)
             .then(|| self.hints.get(pd.index(), base))
             .flatten();
-        let n = match hinted {
+        let n = match table {
             Some(table) => usize::from(pt.unmap_in_table(table, base)),
             None => pt.unmap_range(base, len),
         };

@@ -5,6 +5,7 @@ use super::state::{Jord, with};
 use crate::arch::{cpu, percpu};
 use crate::mm::frames::DIRECT;
 use fjord_kernel::layout::{PAGE_SIZE, align_down};
+use fjord_kernel::leaf_hints::Way;
 use fjord_kernel::paging::{Flags, PageTables};
 use fjord_pd::{PdId, Perm};
 
@@ -55,7 +56,8 @@ impl Jord {
         // A leaf that is present already (with fewer rights than now granted, e.g. after
         // pcopy, or stale) is replaced.
         let root = self.root_of(pd);
-        let Some(table) = super::state::leaf_table(&mut self.leaf_hints, pd, root, page, flags)
+        let Some(table) =
+            super::state::leaf_table(&mut self.leaf_hints, pd, root, page, flags, Way::Fill)
         else {
             return false;
         };

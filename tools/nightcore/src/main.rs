@@ -102,6 +102,8 @@ fn run(args: &[String]) -> Result<bool, String> {
         let Some((_, engine)) = current.as_mut() else {
             unreachable!("an engine was just spawned");
         };
+        // Every operation starts from an empty store, as each system's run of it on Fjord.
+        store.clear();
         if let Err(e) = measure(engine, p, ticks_per_ns, config.check_only) {
             eprintln!("LERROR workloads {}_{}: {}", p.op.workload, p.op.name, e.0);
             ok = false;

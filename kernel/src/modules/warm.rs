@@ -15,7 +15,9 @@
 //! The pools are bounded: at most [`PER_FUNCTION`] idle instances per function, and over all
 //! at most [`TOTAL`] holding at most a quarter of the frames ([`MEMORY_SHARE`]); at a total
 //! bound, an instance given back displaces one of the function whose pool was used least
-//! recently. [`drain`] destroys every idle instance (done before giving
+//! recently. The per-function bound is exact (checked again as an instance joins its pool);
+//! the totals are checked before the restore, so executors giving instances back at the same
+//! moment may each go one over them. [`drain`] destroys every idle instance (done before giving
 //! up on memory, when a function goes, and by leak tests).
 
 use super::LoadedFunction;
@@ -193,18 +195,26 @@ fn restore(f: &LoadedFunction, pd: PdId, boundary: u64) -> bool {
         return false;
     };
     pending.finish();
-    f.warm.touch();
-    KEPT.fetch_add(1, Ordering::Relaxed);
-    KEPT_BYTES.fetch_add(bytes, Ordering::Relaxed);
-    f.warm.locked(|v| {
+    // The bound is checked again where the instance joins its pool: another executor may
+    // have given an instance of `f` back meanwhile (the caller then destroys this one).
+    let pooled = f.warm.locked(|v| {
+        if v.len() >= PER_FUNCTION {
+            return false;
+        }
         v.push(Warm {
             pd,
             boundary,
             bytes,
             generation,
-        })
+        });
+        KEPT.fetch_add(1, Ordering::Relaxed);
+        KEPT_BYTES.fetch_add(bytes, Ordering::Relaxed);
+        true
     });
-    true
+    if pooled {
+        f.warm.touch();
+    }
+    pooled
 }
 
 impl Warm {

@@ -9,10 +9,8 @@
 use crate::fnv::{FnvBuild, FnvHashMap};
 use alloc::vec::Vec;
 
-/// Longest key in bytes.
-pub const MAX_KEY: usize = 128;
-/// Longest value in bytes.
-pub const MAX_VALUE: usize = 4096;
+/// The key and value limits of the function ABI (`fjord_libos::kv`), which the store enforces.
+pub use fjord_libos::kv::{MAX_KEY, MAX_VALUE, key_fits};
 /// Most entries held at once.
 pub const MAX_ENTRIES: usize = 16 * 1024;
 /// Most key and value bytes held at once.
@@ -50,7 +48,7 @@ impl KvStore {
 
     /// Stores `value` under `key`, replacing any old value.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), KvError> {
-        if key.is_empty() || key.len() > MAX_KEY || value.len() > MAX_VALUE {
+        if !key_fits(key.len()) || value.len() > MAX_VALUE {
             return Err(KvError::TooLarge);
         }
         match self.map.get_mut(key) {

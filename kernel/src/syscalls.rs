@@ -213,7 +213,7 @@ fn kv_error(e: KvError) -> Error {
 
 /// `kv_get(key, key_len, out, out_len)`.
 fn kv_get(a: [u64; 4]) -> Result<u64, Error> {
-    if a[1] == 0 || a[1] > kv_store::MAX_KEY as u64 {
+    if !kv_store::key_fits(a[1] as usize) {
         return Err(Error::TooLarge);
     }
     let key = user_bytes(a[0], a[1])?;
@@ -235,7 +235,7 @@ fn kv_get(a: [u64; 4]) -> Result<u64, Error> {
 
 /// `kv_put(key, key_len, value, value_len)`.
 fn kv_put(a: [u64; 4]) -> Result<u64, Error> {
-    if a[1] == 0 || a[1] > kv_store::MAX_KEY as u64 || a[3] > kv_store::MAX_VALUE as u64 {
+    if !kv_store::key_fits(a[1] as usize) || a[3] > kv_store::MAX_VALUE as u64 {
         return Err(Error::TooLarge);
     }
     let key = user_bytes(a[0], a[1])?;

@@ -4,9 +4,10 @@
 //! then the vector number, and jumps to `trap_common`, which saves the registers as a
 //! [`TrapFrame`] and calls [`trap_dispatch`]. The wake-up IPI is the exception: it only ends an
 //! idle CPU's halt, so its entry (`work_ipi_entry`) counts it and signals end of interrupt in a
-//! few instructions, saving nothing but the registers it uses. Exceptions in kernel code either resume at an armed
-//! fix-up address (deliberate probes) or print a full report and exit QEMU with the failure code;
-//! exceptions in user code end the user run with a typed event (see `user`).
+//! few instructions, saving nothing but the registers it uses. Exceptions in kernel code either
+//! resume at an armed fix-up address (deliberate probes) or print a full report and exit QEMU
+//! with the failure code; exceptions in user code end the user run with a typed event (see
+//! `user`).
 
 use super::exit::{ExitCode, exit_qemu};
 use super::gdt::{IST_DOUBLE_FAULT, IST_MACHINE_CHECK, IST_NMI, KERNEL_CS};

@@ -285,9 +285,8 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
         alloc: &mut impl TableAllocator,
     ) -> Result<(), PagingError> {
         check_map_args(va, pa, PageSize::Small)?;
-        let (table, i) = self.walk_creating(va, 1, flags, alloc)?;
-        self.mem
-            .write_entry(table, i, pa | (flags | Flags::PRESENT).0);
+        let table = self.leaf_table_creating(va, flags, alloc)?;
+        self.install_in_table(table, va, pa, flags);
         Ok(())
     }
 
@@ -456,14 +455,7 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
         if len == PAGE_SIZE && base.is_multiple_of(PAGE_SIZE) && is_canonical(base) {
             match self.short_walk(base, false) {
                 ShortWalk::Absent => return 0,
-                ShortWalk::Table(table) => {
-                    let i = index(base, 1);
-                    if self.mem.read_entry(table, i) & Flags::PRESENT.0 == 0 {
-                        return 0;
-                    }
-                    self.mem.write_entry(table, i, 0);
-                    return 1;
-                }
+                ShortWalk::Table(table) => return usize::from(self.unmap_in_table(table, base)),
                 ShortWalk::Other => {}
             }
         }

@@ -58,7 +58,6 @@ const fn nonzero_lanes(x: u64) -> u64 {
     (x + LANE_LOW) & LANE_HIGH
 }
 
-/// The sub-array hit for the lowest lane flagged in `mask` (high lane bits) of word `k`, `w`.
 /// The hit of `pd` on slot 0 encoded as `w0` (see `Vte::lone_slot0`).
 #[inline(always)]
 fn slot0_hit(w0: u64, pd: PdId) -> Option<SubHit> {
@@ -66,6 +65,7 @@ fn slot0_hit(w0: u64, pd: PdId) -> Option<SubHit> {
     (!perm.is_empty() && w0 >> 3 == u64::from(pd.raw())).then_some((0, perm))
 }
 
+/// The sub-array hit for the lowest lane flagged in `mask` (high lane bits) of word `k`, `w`.
 fn lane_hit(k: usize, w: u64, mask: u64) -> SubHit {
     let lane = (mask.trailing_zeros() / 16) as usize;
     (

@@ -74,7 +74,7 @@ fn set_system(sys: Sys) -> R<()> {
     // The workloads keep state in the store (a hotel fills up and then answers
     // `unavailable`, which is less work): every system starts an operation from an empty
     // store, as the Linux baseline does, so that all see the same requests do the same work.
-    crate::syscalls::clear_kv_store();
+    crate::syscalls::kv::clear();
     Ok(())
 }
 

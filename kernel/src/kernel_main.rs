@@ -74,6 +74,8 @@ pub extern "C" fn boot_main(start_info: u32) -> ! {
             heap_bytes >> 20
         )),
     }
+    // The key-value namespaces may reserve half the heap between them.
+    crate::syscalls::kv::init(heap_bytes as usize / 2);
     let st = match stacks::allocate(0) {
         Ok(s) => s,
         Err(e) => fail(format_args!("mapping the boot CPU's stacks: {e:?}")),

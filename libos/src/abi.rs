@@ -48,7 +48,8 @@ pub enum Sysno {
     /// `wait(handle)`: suspends the caller until the nested call `handle` finished; returns the
     /// callee's response length (the ArgBuf is the caller's again) or an error.
     Wait = 29,
-    /// `kv_get(key, key_len, out, out_len)`: copies the value stored under `key` into `out`;
+    /// `kv_get(key, key_len, out, out_len)`: copies the value stored under `key` in the
+    /// caller's namespace (its application's, or its function's) into `out`;
     /// returns its full length (which may exceed `out_len`), or [`Error::NotFound`].
     KvGet = 30,
     /// `kv_put(key, key_len, value, value_len)`: stores `value` under `key` (replacing it).
@@ -66,11 +67,14 @@ pub enum Sysno {
     /// `wait`'s result. Refused with [`Error::Busy`] (nothing started) when the caller cannot
     /// be suspended.
     Call = 34,
+    /// `kv_delete(key, key_len)`: removes the value stored under `key`; returns 0, or
+    /// [`Error::NotFound`] when there was none.
+    KvDelete = 35,
 }
 
 impl Sysno {
     /// Every defined system call, in number order.
-    pub const ALL: [Sysno; 23] = [
+    pub const ALL: [Sysno; 24] = [
         Sysno::Null,
         Sysno::Exit,
         Sysno::Log,
@@ -94,6 +98,7 @@ impl Sysno {
         Sysno::CcallMove,
         Sysno::CreturnMove,
         Sysno::Call,
+        Sysno::KvDelete,
     ];
 
     /// The call with number `n`, if one is defined.
@@ -132,11 +137,15 @@ pub enum Error {
     NotFound = 12,
     /// A key or value is larger than the store accepts.
     TooLarge = 13,
+    /// The caller's function reached one of its manifest's bounds: the PDs its invocation may
+    /// create (`max_pds`), its key-value namespace's size (`kv_quota`), or what it may log
+    /// in one invocation (`log_limit`).
+    LimitReached = 14,
 }
 
 impl Error {
     /// Every defined error, in code order.
-    pub const ALL: [Error; 13] = [
+    pub const ALL: [Error; 14] = [
         Error::NoSys,
         Error::InvalidArgs,
         Error::BadAddress,
@@ -150,6 +159,7 @@ impl Error {
         Error::CalleeFailed,
         Error::NotFound,
         Error::TooLarge,
+        Error::LimitReached,
     ];
 
     /// The value placed in `rax` for this error.

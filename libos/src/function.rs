@@ -255,8 +255,8 @@ pub const fn manifest_bytes<const N: usize>(text: &str) -> [u8; N] {
 
 /// The manifest text for `name` and further `key = value` pairs, as a `&'static str`:
 /// `fjord-manifest=1`, then one `key=value` line each. Only the keys of manifest version 1 are
-/// accepted (`entry`, `stack_size`, `heap_size`, `groundhog`, `isolation`, `time_limit_ms`, `memory_limit`); values are
-/// literals (`stack_size = "128K"`, `heap_size = 65536`, `groundhog = "on"`).
+/// accepted (`entry`, `stack_size`, `heap_size`, `groundhog`, `isolation`, `time_limit_ms`,
+/// `memory_limit`, `max_pds`, `app`, `kv_quota`, `log_limit`); values are literals (`stack_size = "128K"`, `heap_size = 65536`, `groundhog = "on"`).
 #[macro_export]
 macro_rules! manifest_text {
     (name = $name:literal $(, $key:ident = $value:literal)* $(,)?) => {
@@ -291,6 +291,18 @@ macro_rules! __manifest_key {
     };
     (memory_limit) => {
         "memory_limit"
+    };
+    (max_pds) => {
+        "max_pds"
+    };
+    (app) => {
+        "app"
+    };
+    (kv_quota) => {
+        "kv_quota"
+    };
+    (log_limit) => {
+        "log_limit"
     };
 }
 

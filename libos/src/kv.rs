@@ -1,6 +1,11 @@
 //! The kernel's key-value store: the small persistent state of the workloads (reservations,
 //! posts, carts) that outlives one invocation.
 //!
+//! Each function sees one namespace: its application's (the manifest's `app`, shared by the
+//! functions named `<app>-…`) or else its own. Keys name entries only within it; no other
+//! function can read, change or delete them. A namespace holds at most the manifest's
+//! `kv_quota` bytes, each entry counting its key, its value and 64 bytes.
+//!
 //! Function instances keep no state between requests (each starts from a fresh state), so data
 //! that must persist lives here, as it would in the memcached/MongoDB tier of the original
 //! applications. Keys are at most [`MAX_KEY`] bytes, values at most [`MAX_VALUE`];
@@ -23,7 +28,9 @@ pub const fn key_fits(len: usize) -> bool {
 pub enum KvError {
     /// The key or value is too large.
     TooLarge,
-    /// The store is full.
+    /// The function's namespace holds its `kv_quota` already.
+    Full,
+    /// The kernel has no memory for the entry.
     NoMemory,
     /// The kernel refused the call with this error.
     Kernel(Error),
@@ -34,7 +41,7 @@ pub enum KvError {
 impl From<KvError> for crate::function::FnError {
     fn from(e: KvError) -> Self {
         match e {
-            KvError::NoMemory => crate::function::FnError::OutOfMemory,
+            KvError::NoMemory | KvError::Full => crate::function::FnError::OutOfMemory,
             _ => crate::function::FnError::Failed,
         }
     }
@@ -54,6 +61,7 @@ fn kv_call(
         Err(Some(Error::NotFound)) => Ok(None),
         Err(Some(Error::TooLarge)) => Err(KvError::TooLarge),
         Err(Some(Error::NoMemory)) => Err(KvError::NoMemory),
+        Err(Some(Error::LimitReached)) => Err(KvError::Full),
         Err(Some(e)) => Err(KvError::Kernel(e)),
         Err(None) => Err(KvError::Kernel(Error::InvalidArgs)),
     }
@@ -94,6 +102,19 @@ pub fn put(key: &[u8], value: &[u8]) -> Result<(), KvError> {
     #[cfg(not(target_os = "none"))]
     {
         let _ = (key, value);
+        Err(KvError::Unsupported)
+    }
+}
+
+/// Removes the value under `key`; returns whether there was one.
+pub fn delete(key: &[u8]) -> Result<bool, KvError> {
+    #[cfg(target_os = "none")]
+    {
+        kv_call(crate::abi::Sysno::KvDelete, key, 0, 0).map(|v| v.is_some())
+    }
+    #[cfg(not(target_os = "none"))]
+    {
+        let _ = key;
         Err(KvError::Unsupported)
     }
 }

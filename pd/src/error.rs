@@ -24,11 +24,14 @@ pub enum Error {
     /// A free list ran dry: no free VMA in any class that fits, no free PD id, or no free
     /// overflow list.
     NoMemory,
+    /// A bound the kernel set on the caller was reached: its creation tree holds as many PDs
+    /// as its root's limit allows (see `PdTable::set_tree_limit`).
+    LimitReached,
 }
 
 impl Error {
     /// Every error, for tests and for building code tables in the system-call layer.
-    pub const ALL: [Error; 7] = [
+    pub const ALL: [Error; 8] = [
         Error::InvalidArgs,
         Error::BadAddress,
         Error::NotMapped,
@@ -36,6 +39,7 @@ impl Error {
         Error::NoSuchPd,
         Error::Busy,
         Error::NoMemory,
+        Error::LimitReached,
     ];
 }
 

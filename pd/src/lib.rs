@@ -46,6 +46,7 @@ pub use call::{CallState, Switch};
 pub use error::{Error, Fault, Result};
 pub use grant::Grant;
 pub use pd_id::{MAX_PDS, PdId};
+pub use pd_table::NO_TREE_LIMIT;
 pub use perm::Perm;
 pub use privlib::{Isolation, MapFlags, PrivLib, Revoked};
 pub use sharers::{CpuMask, Sharers};

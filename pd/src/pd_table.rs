@@ -32,6 +32,9 @@ struct PdEntry {
     granted: Vec<VmaId>,
     /// Length of `granted` after its last compaction.
     granted_compacted: usize,
+    /// For a PD the kernel created (the root of a creation tree): most PDs its tree may hold
+    /// besides itself; [`NO_TREE_LIMIT`] for none.
+    tree_limit: u16,
 }
 
 impl PdEntry {
@@ -44,9 +47,13 @@ impl PdEntry {
             owned: Vec::new(),
             granted: Vec::new(),
             granted_compacted: 0,
+            tree_limit: NO_TREE_LIMIT,
         }
     }
 }
+
+/// The tree limit of a PD the kernel set none on: its tree may grow until the ids run out.
+pub const NO_TREE_LIMIT: u16 = u16::MAX;
 
 /// Live PDs, their creators and the VMAs each owns or holds rights on.
 #[derive(Clone, Debug)]
@@ -163,10 +170,67 @@ impl PdTable {
         caller == PdId::KERNEL || self.parent(pd) == Some(caller)
     }
 
+    /// The root of `pd`'s creation tree: the PD the kernel created that `pd` descends from
+    /// (`pd` itself when the kernel created it; the kernel for itself). `None` for a dead PD.
+    pub fn tree_root(&self, pd: PdId) -> Option<PdId> {
+        let mut at = pd;
+        // Parents are live PDs created earlier, so the walk ends; the bound is defensive.
+        for _ in 0..self.entries.len() {
+            let parent = self.entry(at)?.parent;
+            if parent == PdId::KERNEL || at == PdId::KERNEL {
+                return Some(at);
+            }
+            at = parent;
+        }
+        None
+    }
+
+    /// Every live PD `pd` created, directly or not, children before their parents (the order
+    /// in which they can be destroyed one by one).
+    pub fn descendants(&self, pd: PdId) -> Vec<PdId> {
+        let mut out = Vec::new();
+        if pd == PdId::KERNEL {
+            return out;
+        }
+        // Depth-first, each PD listed after its whole subtree.
+        let mut stack: Vec<(PdId, usize)> = alloc::vec![(pd, 0)];
+        while let Some((at, next)) = stack.pop() {
+            match self.children(at).get(next) {
+                Some(&child) => {
+                    stack.push((at, next + 1));
+                    stack.push((child, 0));
+                }
+                None if at != pd => out.push(at),
+                None => {}
+            }
+        }
+        out
+    }
+
+    /// Bounds the creation tree rooted at `root` (a PD the kernel created) to `limit` PDs
+    /// besides `root`: a `cget` by any PD of the tree that would go beyond it fails with
+    /// [`Error::LimitReached`]. [`NO_TREE_LIMIT`] lifts the bound.
+    pub fn set_tree_limit(&mut self, root: PdId, limit: u16) -> Result<()> {
+        if root == PdId::KERNEL || self.parent(root) != Some(PdId::KERNEL) {
+            return Err(Error::InvalidArgs);
+        }
+        let e = self.entry_mut(root).ok_or(Error::NoSuchPd)?;
+        e.tree_limit = limit;
+        Ok(())
+    }
+
     /// Creates a PD whose creator is `parent`. [`Error::NoSuchPd`] for a dead parent,
-    /// [`Error::NoMemory`] when no id is free.
+    /// [`Error::NoMemory`] when no id is free, [`Error::LimitReached`] when `parent`'s creation
+    /// tree holds as many PDs as its root's limit allows.
     pub fn create(&mut self, parent: PdId) -> Result<PdId> {
         self.check_live(parent)?;
+        if parent != PdId::KERNEL {
+            let root = self.tree_root(parent).ok_or(Error::NoSuchPd)?;
+            let limit = self.entries[root.index()].tree_limit;
+            if limit != NO_TREE_LIMIT && self.descendants(root).len() >= usize::from(limit) {
+                return Err(Error::LimitReached);
+            }
+        }
         let raw = self.free.pop_front().ok_or(Error::NoMemory)?;
         let pd = PdId::from_bits(raw);
         let e = &mut self.entries[pd.index()];
@@ -177,6 +241,7 @@ impl PdTable {
         e.owned.clear();
         e.granted.clear();
         e.granted_compacted = 0;
+        e.tree_limit = NO_TREE_LIMIT;
         if let Some(p) = self.entry_mut(parent) {
             p.children.push(pd);
         }
@@ -220,7 +285,8 @@ impl PdTable {
     }
 
     /// Frees the id of `pd` (not the kernel), which the caller has already stripped of owned
-    /// VMAs and permissions. Its children are handed to the kernel.
+    /// VMAs and permissions. Its children are handed to the kernel, each becoming the root of
+    /// its own tree under the bound `pd`'s tree had.
     pub(crate) fn release(&mut self, pd: PdId) {
         if pd == PdId::KERNEL || !self.is_live(pd) {
             return;
@@ -234,6 +300,10 @@ impl PdTable {
         e.granted.clear();
         let parent = core::mem::replace(&mut e.parent, PdId::KERNEL);
         let mut children = core::mem::take(&mut e.children);
+        let limit = match self.tree_root(parent) {
+            Some(root) if parent != PdId::KERNEL => self.entries[root.index()].tree_limit,
+            _ => self.entries[pd.index()].tree_limit,
+        };
         if let Some(p) = self.entry_mut(parent)
             && let Some(i) = p.children.iter().position(|c| *c == pd)
         {
@@ -242,6 +312,7 @@ impl PdTable {
         for &c in &children {
             if let Some(e) = self.entry_mut(c) {
                 e.parent = PdId::KERNEL;
+                e.tree_limit = limit;
             }
             self.entries[0].children.push(c);
         }
@@ -338,6 +409,64 @@ mod tests {
         t.release(PdId::KERNEL);
         assert!(t.is_live(PdId::KERNEL));
         assert_eq!(t.create(a), Err(Error::NoSuchPd));
+    }
+
+    #[test]
+    fn trees_are_bounded_by_their_roots_limit() {
+        let mut t = PdTable::new(64).unwrap();
+        let root = t.create(PdId::KERNEL).unwrap();
+        assert_eq!(t.set_tree_limit(PdId::KERNEL, 3), Err(Error::InvalidArgs));
+        t.set_tree_limit(root, 3).unwrap();
+        let a = t.create(root).unwrap();
+        let b = t.create(a).unwrap();
+        let c = t.create(b).unwrap();
+        assert_eq!(t.set_tree_limit(a, 9), Err(Error::InvalidArgs));
+        for creator in [root, a, b, c] {
+            assert_eq!(t.create(creator), Err(Error::LimitReached));
+            assert_eq!(t.tree_root(creator), Some(root));
+        }
+        assert_eq!(t.descendants(root), [c, b, a]);
+        assert_eq!(t.descendants(a), [c, b]);
+        assert!(t.descendants(c).is_empty());
+        // Another tree is not affected, nor the kernel.
+        let other = t.create(PdId::KERNEL).unwrap();
+        assert!(t.create(other).is_ok());
+        t.release(c);
+        let c2 = t.create(a).unwrap();
+        assert_eq!(t.create(root), Err(Error::LimitReached));
+        // Released with children: they become roots under the same bound.
+        t.release(a);
+        assert_eq!(t.tree_root(b), Some(b));
+        assert_eq!(t.tree_root(c2), Some(c2));
+        t.create(b).unwrap();
+        t.create(b).unwrap();
+        t.create(b).unwrap();
+        assert_eq!(t.create(b), Err(Error::LimitReached));
+        // A reused slot starts without a bound.
+        t.release(root);
+        let fresh = t.create(PdId::KERNEL).unwrap();
+        for _ in 0..5 {
+            t.create(fresh).unwrap();
+        }
+    }
+
+    #[test]
+    fn descendants_come_children_first() {
+        let mut t = PdTable::new(16).unwrap();
+        let r = t.create(PdId::KERNEL).unwrap();
+        let a = t.create(r).unwrap();
+        let a1 = t.create(a).unwrap();
+        let b = t.create(r).unwrap();
+        let a2 = t.create(a).unwrap();
+        let a11 = t.create(a1).unwrap();
+        let d = t.descendants(r);
+        assert_eq!(d.len(), 5);
+        let pos = |p: PdId| d.iter().position(|x| *x == p).unwrap();
+        for (child, parent) in [(a1, a), (a2, a), (a11, a1)] {
+            assert!(pos(child) < pos(parent));
+        }
+        assert!(d.contains(&b));
+        assert!(t.descendants(PdId::KERNEL).is_empty());
     }
 
     #[test]

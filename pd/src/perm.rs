@@ -60,6 +60,18 @@ impl Perm {
         Perm(self.0 | other.0)
     }
 
+    /// True when both write and execute are held: never allowed (W^X).
+    pub const fn is_writable_and_executable(self) -> bool {
+        self.0 & 6 == 6
+    }
+
+    /// Whether `caller_is_kernel` may ask for `self` at run time with `mmap` or `mprotect`:
+    /// never write and execute together (W^X), and execute only for the kernel, which maps
+    /// module code. So memory a function can write never becomes executable.
+    pub const fn may_request(self, caller_is_kernel: bool) -> bool {
+        !self.is_writable_and_executable() && (caller_is_kernel || self.0 & 4 == 0)
+    }
+
     /// True when going from `self` to `new` takes away at least one right, so a cached
     /// translation carrying `self` must be shot down.
     pub const fn narrowed_by(self, new: Perm) -> bool {
@@ -87,5 +99,16 @@ mod tests {
         assert!(!Perm::R.narrowed_by(Perm::RW));
         assert!(!Perm::R.narrowed_by(Perm::R));
         assert_eq!(Perm::R.union(Perm::X), Perm::RX);
+    }
+
+    #[test]
+    fn write_xor_execute() {
+        for raw in 0..8 {
+            let p = Perm::from_raw(raw).unwrap();
+            let wx = p.contains(Perm::W) && p.contains(Perm::X);
+            assert_eq!(p.is_writable_and_executable(), wx);
+            assert_eq!(p.may_request(true), !wx);
+            assert_eq!(p.may_request(false), !p.contains(Perm::X));
+        }
     }
 }

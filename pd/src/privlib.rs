@@ -16,6 +16,9 @@
 //!   permission is the VTE's attr permission; `pmove`/`pcopy`/`revoke` do not apply to them.
 //!   Only the kernel may name a Privileged VMA in any call.
 //! - A PD may be entered, resumed or destroyed only by its creator or the kernel.
+//! - **W^X**: no PD ever holds write and execute on a VMA together, and only the kernel may ask
+//!   for execute (`mmap`, `mprotect`): executable memory is module code the loader mapped, so
+//!   memory a function could write never becomes executable ([`Perm::may_request`]).
 //!
 //! Under [`Isolation::None`] (the paper's Jord_NI) the same calls run but the isolation work
 //! is skipped: no ownership or subset checks, `mprotect`/`pmove`/`pcopy`/`revoke` only validate
@@ -181,6 +184,9 @@ impl PrivLib {
     /// by size class; only anonymous memory exists).
     pub fn mmap(&mut self, caller: PdId, len: u64, prot: Perm, flags: MapFlags) -> Result<u64> {
         self.pds.check_live(caller)?;
+        if !prot.may_request(caller == PdId::KERNEL) {
+            return Err(Error::AccessDenied);
+        }
         if len == 0 || len > SizeClass::MAX.size() {
             return Err(Error::InvalidArgs);
         }
@@ -239,6 +245,9 @@ impl PrivLib {
     /// leaves to shoot down when a right was taken away.
     pub fn mprotect(&mut self, caller: PdId, addr: u64, len: u64, prot: Perm) -> Result<Shootdown> {
         let (id, vte) = self.resolve(caller, addr)?;
+        if !prot.may_request(caller == PdId::KERNEL) {
+            return Err(Error::AccessDenied);
+        }
         let mapped = page_round_up(vte.len());
         if page_round_up(len) != mapped {
             return Err(Error::InvalidArgs);
@@ -296,7 +305,8 @@ impl PrivLib {
         }
         let found = self.vmas.perms_of_pair(&vte, caller, cid);
         let mine = found.a.ok_or(Error::AccessDenied)?;
-        if !mine.contains(prot) {
+        let new = found.b.unwrap_or(Perm::NONE).union(prot);
+        if !mine.contains(prot) || new.is_writable_and_executable() {
             return Err(Error::AccessDenied);
         }
         Ok(Some(Transfer {
@@ -305,7 +315,7 @@ impl PrivLib {
             mine,
             mine_slot: found.a_slot,
             theirs: found.b,
-            new: found.b.unwrap_or(Perm::NONE).union(prot),
+            new,
         }))
     }
 
@@ -457,9 +467,19 @@ impl PrivLib {
         Ok(s)
     }
 
-    /// `cget()`: creates a PD whose creator is `caller`.
+    /// `cget()`: creates a PD whose creator is `caller`; [`Error::LimitReached`] when
+    /// `caller`'s creation tree is at its bound (see [`PrivLib::set_tree_limit`]).
     pub fn cget(&mut self, caller: PdId) -> Result<PdId> {
         self.pds.create(caller)
+    }
+
+    /// Bounds the PDs the creation tree rooted at `root` (a PD the kernel created) may hold
+    /// besides `root` (kernel only); see [`PdTable::set_tree_limit`].
+    pub fn set_tree_limit(&mut self, caller: PdId, root: PdId, limit: u16) -> Result<()> {
+        if caller != PdId::KERNEL {
+            return Err(Error::AccessDenied);
+        }
+        self.pds.set_tree_limit(root, limit)
     }
 
     /// The checks of [`PrivLib::cput`] alone: `Ok` exactly when `cput(caller, cid)` would

@@ -323,6 +323,16 @@ fn expect<T: std::fmt::Debug>(
     }
 }
 
+/// The W^X rule: write and execute never together, execute only for the kernel.
+fn wx(caller: PdId, prot: Perm) -> Result<(), Error> {
+    let both = prot.contains(Perm::W) && prot.contains(Perm::X);
+    if both || (caller != K && prot.contains(Perm::X)) {
+        Err(Error::AccessDenied)
+    } else {
+        Ok(())
+    }
+}
+
 fn step(lib: &mut PrivLib, m: &mut Model, op: &Op) -> Result<(), TestCaseError> {
     let before = m.clone();
     let mut shot = Shootdown::new();
@@ -379,7 +389,10 @@ fn step(lib: &mut PrivLib, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
             let c = m.pd(caller);
             let len = len as u64;
             let prot = Perm::from_raw(prot as u64).unwrap();
-            let want = m.live(c).and_then(|_| m.mmap_class(len));
+            let want = m
+                .live(c)
+                .and_then(|_| wx(c, prot))
+                .and_then(|_| m.mmap_class(len));
             let r = lib.mmap(c, len, prot, MapFlags::default());
             expect(&r, want.map(|_| ()))?;
             if let Ok(va) = r {
@@ -449,6 +462,7 @@ fn step(lib: &mut PrivLib, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
             let prot = Perm::from_raw(prot as u64).unwrap();
             let len = m.vmas.get(&addr).map_or(4096, |v| v.len) + if extra_len { 4096 } else { 0 };
             let want = m.resolve(c, addr).and_then(|base| {
+                wx(c, prot)?;
                 let v = &m.vmas[&base];
                 let old = v.perms.get(&c).copied();
                 if page_round_up(len) != page_round_up(v.len) {
@@ -495,6 +509,15 @@ fn step(lib: &mut PrivLib, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
                 if t == c || prot.is_empty() {
                     Err(Error::InvalidArgs)
                 } else if !v.perms.get(&c).is_some_and(|p| p.contains(prot)) {
+                    Err(Error::AccessDenied)
+                } else if v
+                    .perms
+                    .get(&t)
+                    .copied()
+                    .unwrap_or(Perm::NONE)
+                    .union(prot)
+                    .contains(Perm::W.union(Perm::X))
+                {
                     Err(Error::AccessDenied)
                 } else if !moving && m.no_room_for_new_holder(base, t) {
                     Err(Error::NoMemory)

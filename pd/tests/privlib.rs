@@ -170,8 +170,26 @@ fn mprotect_owner_sets_any_holder_only_narrows() {
     assert!(s.covers(b, va) && !s.covers(a, va));
     assert_eq!(l.lookup(b, va).map(|g| g.perm), Ok(Perm::R));
     assert!(l.mprotect(b, va, 4096, Perm::R).unwrap().is_empty());
+    // W^X: no one asks for write and execute, and only the kernel for execute.
+    assert_eq!(
+        l.mprotect(a, va, 4096, Perm::RWX).err(),
+        Some(Error::AccessDenied)
+    );
+    assert_eq!(
+        l.mprotect(a, va, 4096, Perm::RX).err(),
+        Some(Error::AccessDenied)
+    );
+    assert_eq!(
+        l.mmap(a, 4096, Perm::RX, anon()).err(),
+        Some(Error::AccessDenied)
+    );
+    assert_eq!(
+        l.mmap(K, 4096, Perm::RWX, anon()).err(),
+        Some(Error::AccessDenied)
+    );
     // The owner widens without a shootdown, and may drop to nothing and come back.
-    assert!(l.mprotect(a, va, 4096, Perm::RWX).unwrap().is_empty());
+    assert!(l.mprotect(a, va, 4096, Perm::R).unwrap().covers(a, va));
+    assert!(l.mprotect(a, va, 4096, Perm::RW).unwrap().is_empty());
     assert!(l.mprotect(a, va, 4096, Perm::NONE).unwrap().covers(a, va));
     assert_eq!(l.lookup(a, va), Err(Fault::NoPermission));
     assert!(l.mprotect(a, va, 4096, Perm::R).is_ok());
@@ -215,15 +233,21 @@ fn pcopy_unions_and_revoke_takes_back() {
     let mut l = lib(Isolation::Full);
     let a = l.cget(K).unwrap();
     let b = l.cget(K).unwrap();
-    let va = l.mmap(a, 4096, Perm::RWX, anon()).unwrap();
-    l.pcopy(a, va, b, Perm::R).unwrap();
-    l.pcopy(a, va, b, Perm::X).unwrap();
+    let va = l.mmap(K, 4096, Perm::RX, anon()).unwrap();
+    l.pcopy(K, va, b, Perm::R).unwrap();
+    l.pcopy(K, va, b, Perm::X).unwrap();
     assert_eq!(l.lookup(b, va).map(|g| g.perm), Ok(Perm::RX));
-    assert_eq!(l.revoke(b, va, a).err(), Some(Error::AccessDenied));
-    let s = l.revoke(a, va, b).unwrap();
+    assert_eq!(l.revoke(b, va, K).err(), Some(Error::AccessDenied));
+    // W^X holds for what a PD is given too: the kernel makes its VMA writable and may not
+    // hand write to a holder of execute.
+    l.mprotect(K, va, 4096, Perm::RW).unwrap();
+    assert_eq!(l.pcopy(K, va, b, Perm::W).err(), Some(Error::AccessDenied));
+    assert_eq!(l.pmove(K, va, b, Perm::W).err(), Some(Error::AccessDenied));
+    l.pcopy(K, va, a, Perm::W).unwrap();
+    let s = l.revoke(K, va, b).unwrap();
     assert!(s.covers(b, va));
     assert_eq!(l.lookup(b, va), Err(Fault::NoPermission));
-    assert!(l.revoke(a, va, b).unwrap().is_empty());
+    assert!(l.revoke(K, va, b).unwrap().is_empty());
     l.check_consistency().unwrap();
 }
 

@@ -16,6 +16,18 @@
 //!   ArgBuf at the address (not this PD's) and a function name at the address, and responds
 //!   with the two raw results (little-endian `i64`s): both must be errors, and this function
 //!   goes on running.
+//! - `cget-flood`: creates PDs with `cget` until it is refused and responds with the number
+//!   created (a little-endian `u64`) and the refusal's raw result (`i64`); the PDs are left for
+//!   the kernel to destroy when the invocation ends;
+//! - `kv-get <key>` / `kv-put <key>=<value>` / `kv-delete <key>`: the key-value calls in this
+//!   function's namespace; `kv-get` responds with the value, the others with the raw result;
+//! - `kv-fill`: puts 1 KiB values under new keys until refused; responds with the number stored
+//!   and the refusal's raw result;
+//! - `wx`: tries to get memory that is writable and executable, or executable after being
+//!   writable: `mmap(RWX)`, `mmap(RX)`, and `mmap(RW)` then `mprotect(RX)`; responds with the
+//!   three raw results;
+//! - `log-flood`: logs 256-byte messages until refused (at most 10,000); responds with the
+//!   number written and the refusal's raw result.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 use fjord_libos::function::FnError;
@@ -39,8 +51,111 @@ fn below_stack() -> *mut u64 {
     ((sp - 2048) & !7) as *mut u64
 }
 
+/// Writes `words` (little-endian) at the start of `resp`; returns the bytes written.
+fn respond(resp: &mut [u8], words: &[u64]) -> Result<usize, FnError> {
+    let out = resp
+        .get_mut(..8 * words.len())
+        .ok_or(FnError::ResponseTooLarge)?;
+    for (chunk, w) in out.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&w.to_le_bytes());
+    }
+    Ok(out.len())
+}
+
+/// The raw `rax` of a call made with `syscall4_raw`.
+fn raw(no: fjord_libos::abi::Sysno, a: [u64; 4]) -> u64 {
+    fjord_libos::syscall::syscall4_raw(no, a[0], a[1], a[2], a[3]) as u64
+}
+
+/// The attacks on other tenants' resources: PDs, key-value data, W^X, the console.
+fn tenant_attack(req: &[u8], resp: &mut [u8]) -> Option<Result<usize, FnError>> {
+    use fjord_libos::abi::Sysno;
+    if req == b"cget-flood" {
+        let mut made = 0u64;
+        loop {
+            let r = raw(Sysno::Cget, [0; 4]);
+            if (r as i64) < 0 || made > 10_000 {
+                return Some(respond(resp, &[made, r]));
+            }
+            made += 1;
+        }
+    }
+    if let Some(key) = req.strip_prefix(b"kv-get ") {
+        let n = match fjord_libos::kv::get(key, resp) {
+            Ok(Some(n)) => n.min(resp.len()),
+            Ok(None) => return Some(Err(FnError::BadRequest)),
+            Err(_) => return Some(Err(FnError::Failed)),
+        };
+        return Some(Ok(n));
+    }
+    if let Some(kv) = req.strip_prefix(b"kv-put ") {
+        let at = kv.iter().position(|&b| b == b'=')?;
+        let (k, v) = (&kv[..at], &kv[at + 1..]);
+        let r = raw(
+            Sysno::KvPut,
+            [
+                k.as_ptr() as u64,
+                k.len() as u64,
+                v.as_ptr() as u64,
+                v.len() as u64,
+            ],
+        );
+        return Some(respond(resp, &[r]));
+    }
+    if let Some(k) = req.strip_prefix(b"kv-delete ") {
+        let r = raw(Sysno::KvDelete, [k.as_ptr() as u64, k.len() as u64, 0, 0]);
+        return Some(respond(resp, &[r]));
+    }
+    if req == b"kv-fill" {
+        let value = [0x5a; 1024];
+        let mut stored = 0u64;
+        loop {
+            let key = stored.to_le_bytes();
+            let r = raw(
+                Sysno::KvPut,
+                [key.as_ptr() as u64, 8, value.as_ptr() as u64, 1024],
+            );
+            if (r as i64) < 0 || stored > 100_000 {
+                return Some(respond(resp, &[stored, r]));
+            }
+            stored += 1;
+        }
+    }
+    if req == b"wx" {
+        use fjord_libos::privlib::{PROT_EXEC, PROT_READ, PROT_WRITE};
+        let rwx = raw(
+            Sysno::Mmap,
+            [4096, PROT_READ | PROT_WRITE | PROT_EXEC, 0, 0],
+        );
+        let rx = raw(Sysno::Mmap, [4096, PROT_READ | PROT_EXEC, 0, 0]);
+        let rw = raw(Sysno::Mmap, [4096, PROT_READ | PROT_WRITE, 0, 0]);
+        let protect = if (rw as i64) < 0 {
+            rw
+        } else {
+            raw(Sysno::Mprotect, [rw, 4096, PROT_READ | PROT_EXEC, 0])
+        };
+        return Some(respond(resp, &[rwx, rx, protect]));
+    }
+    if req == b"log-flood" {
+        let line = [b'x'; 256];
+        let msg = core::str::from_utf8(&line).ok()?;
+        let mut written = 0u64;
+        loop {
+            let r = raw(Sysno::Log, [msg.as_ptr() as u64, msg.len() as u64, 0, 0]);
+            if (r as i64) < 0 || written >= 10_000 {
+                return Some(respond(resp, &[written, r]));
+            }
+            written += 1;
+        }
+    }
+    None
+}
+
 /// Serves one hostile request.
 fn hostile(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
+    if let Some(r) = tenant_attack(req, resp) {
+        return r;
+    }
     if req == b"loop" {
         loop {
             core::hint::spin_loop();
@@ -105,4 +220,10 @@ fn hostile(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
     Err(FnError::BadRequest)
 }
 
-fjord_libos::function!(hostile, name = "hostile", stack_size = "16K", heap_size = 0);
+fjord_libos::function!(
+    hostile,
+    name = "hostile",
+    stack_size = "16K",
+    heap_size = 0,
+    log_limit = "2K"
+);

@@ -23,6 +23,9 @@ use crate::env::{Env, write_request};
 /// A workload function as the test env runs it.
 pub type Route = crate::env::Route<TestEnv>;
 
+/// The `kv_quota` every workload's manifests declare (`kv_quota = "1M"`).
+pub const WORKLOAD_KV_QUOTA: usize = 1 << 20;
+
 /// Functions by name, a key-value store and call counts.
 pub struct TestEnv {
     routes: Vec<(&'static str, Route)>,
@@ -66,6 +69,12 @@ impl TestEnv {
     /// Bytes of keys and values in the store.
     pub fn store_bytes(&self) -> usize {
         self.store.iter().map(|(k, v)| k.len() + v.len()).sum()
+    }
+
+    /// Bytes the kernel would count against the namespace's `kv_quota`: keys, values and
+    /// 64 bytes per entry.
+    pub fn quota_bytes(&self) -> usize {
+        self.store_bytes() + 64 * self.store.len()
     }
 
     fn run(&mut self, name: &str, request: &[u8], capacity: usize) -> Result<Vec<u8>, FnError> {

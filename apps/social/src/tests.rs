@@ -117,3 +117,23 @@ fn the_longest_posts_fit_every_hop() {
     let out = text(env.invoke("social-frontend", req.as_bytes()));
     assert!(out.contains("&urls=8&"), "{out}");
 }
+
+#[test]
+fn state_stays_within_the_kv_quota() {
+    let mut env = env();
+    let ops: std::vec::Vec<_> = fjord_faas::workloads::OPERATIONS
+        .iter()
+        .filter(|o| o.workload == "social")
+        .collect();
+    let mut most = 0;
+    for _ in 0..3000 {
+        for op in &ops {
+            let _ = env.invoke(op.entry, op.request);
+        }
+        most = most.max(env.quota_bytes());
+    }
+    assert!(
+        most <= fjord_app_kit::test_env::WORKLOAD_KV_QUOTA / 4,
+        "{most} bytes"
+    );
+}

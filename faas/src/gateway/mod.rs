@@ -47,7 +47,7 @@ pub enum SampleKind {
 }
 
 /// One value the kernel reports in `/metrics` (timer ticks, free frames, heap usage, …).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sample {
     /// Metric name (`[a-zA-Z_:][a-zA-Z0-9_:]*`).
     pub name: &'static str,
@@ -57,6 +57,9 @@ pub struct Sample {
     pub help: &'static str,
     /// Labels; samples sharing a name must be adjacent and share `kind` and `help`.
     pub labels: &'static [(&'static str, &'static str)],
+    /// A further label whose value is known only at run time (a key-value namespace's name),
+    /// written after `labels`.
+    pub runtime_label: Option<(&'static str, String)>,
     /// The value.
     pub value: u64,
 }
@@ -293,7 +296,16 @@ impl<S: FunctionService> Gateway<S> {
                 let _ = write_family_header(&mut out, s.name, kind, s.help);
                 last = Some(s.name);
             }
-            let _ = write_sample(&mut out, s.name, s.labels, s.value);
+            match &s.runtime_label {
+                None => {
+                    let _ = write_sample(&mut out, s.name, s.labels, s.value);
+                }
+                Some((k, v)) => {
+                    let mut labels: Vec<(&str, &str)> = s.labels.to_vec();
+                    labels.push((k, v.as_str()));
+                    let _ = write_sample(&mut out, s.name, &labels, s.value);
+                }
+            }
         }
         out
     }

@@ -173,6 +173,7 @@ fn metrics_have_gateway_kernel_and_function_series() {
                 kind: SampleKind::Gauge,
                 help: "Free physical frames.",
                 labels: &[],
+                runtime_label: None,
                 value: 42,
             },
             Sample {
@@ -180,7 +181,16 @@ fn metrics_have_gateway_kernel_and_function_series() {
                 kind: SampleKind::Counter,
                 help: "Timer interrupts.",
                 labels: &[("cpu", "0")],
+                runtime_label: None,
                 value: 7,
+            },
+            Sample {
+                name: "fjord_kv_namespace_bytes",
+                kind: SampleKind::Gauge,
+                help: "Bytes held.",
+                labels: &[],
+                runtime_label: Some(("namespace", "a\"b".into())),
+                value: 9,
             },
         ]
     };
@@ -197,6 +207,7 @@ fn metrics_have_gateway_kernel_and_function_series() {
         "# TYPE fjord_kernel_free_frames gauge",
         "fjord_kernel_free_frames 42",
         "fjord_kernel_timer_ticks_total{cpu=\"0\"} 7",
+        "fjord_kv_namespace_bytes{namespace=\"a\\\"b\"} 9",
         "fjord_function_invocations_total{function=\"hello\"} 1",
     ] {
         assert!(body.contains(want), "missing {want:?} in\n{body}");

@@ -15,6 +15,10 @@
 //! | `isolation` | `full` / `none` (Jord_NI, for measuring isolation cost) | `full` |
 //! | `memory_limit` | bytes the function may `mmap` at run time (ArgBufs for calls, buffers), multiple of 4096 | 16 MiB |
 //! | `time_limit_ms` | wall-clock limit of one invocation, nested calls included (1 ms to 10 min) | 1000 |
+//! | `max_pds` | PDs one invocation may create with `cget` and hold at once (0 to 256) | 16 |
+//! | `app` | the application whose key-value namespace the function shares: `[a-z0-9_]{1,64}`, and the function's name must start with `<app>-` | none: the function's own namespace |
+//! | `kv_quota` | bytes the key-value namespace may hold (each entry counts its key, value and 64 bytes); at most 16 MiB | 256 KiB |
+//! | `log_limit` | bytes one invocation may write to the console (0 to 1 MiB) | 16 KiB |
 //!
 //! Numbers are decimal or `0x` hexadecimal, optionally followed by `K` or `M` (KiB, MiB).
 //! A module embeds the manifest with a static such as
@@ -38,6 +42,20 @@ pub const DEFAULT_MEMORY_LIMIT: u64 = 16 << 20;
 pub const DEFAULT_TIME_LIMIT_MS: u64 = 1000;
 /// Largest time limit a manifest may ask for (10 minutes), in milliseconds.
 pub const MAX_TIME_LIMIT_MS: u64 = 600_000;
+/// Default bound on the PDs one invocation may create and hold at once.
+pub const DEFAULT_MAX_PDS: u16 = 16;
+/// Largest `max_pds` a manifest may ask for.
+pub const MAX_MAX_PDS: u16 = 256;
+/// Default size of a function's key-value namespace (256 KiB).
+pub const DEFAULT_KV_QUOTA: u64 = 256 << 10;
+/// Largest `kv_quota` a manifest may ask for (16 MiB).
+pub const MAX_KV_QUOTA: u64 = 16 << 20;
+/// Default console bytes one invocation may write (16 KiB).
+pub const DEFAULT_LOG_LIMIT: u64 = 16 << 10;
+/// Largest `log_limit` a manifest may ask for (1 MiB).
+pub const MAX_LOG_LIMIT: u64 = 1 << 20;
+/// Longest `app` name.
+pub const MAX_APP_LEN: usize = 64;
 
 /// How strongly instances of the function are isolated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -67,6 +85,14 @@ pub struct Manifest {
     pub time_limit_ms: u64,
     /// Bytes one invocation may map with `mmap` at run time.
     pub memory_limit: u64,
+    /// PDs one invocation may create and hold at once.
+    pub max_pds: u16,
+    /// The application whose key-value namespace the function shares (`None`: its own).
+    pub app: Option<String>,
+    /// Bytes the function's key-value namespace may hold.
+    pub kv_quota: u64,
+    /// Console bytes one invocation may write.
+    pub log_limit: u64,
 }
 
 /// Why a manifest was rejected; `line` numbers count from 1.
@@ -107,6 +133,12 @@ pub enum ManifestError {
     MissingName,
     /// The name is not `[a-z0-9_-]{1,64}`.
     InvalidName(NameError),
+    /// The `app` is not `[a-z0-9_]{1,64}`, or the function's name does not start with
+    /// `<app>-`.
+    BadApp {
+        /// Line number.
+        line: u32,
+    },
 }
 
 impl fmt::Display for ManifestError {
@@ -133,6 +165,10 @@ impl fmt::Display for ManifestError {
             }
             ManifestError::MissingName => f.write_str("manifest has no name"),
             ManifestError::InvalidName(e) => write!(f, "manifest name: {e}"),
+            ManifestError::BadApp { line } => write!(
+                f,
+                "manifest line {line}: app must be [a-z0-9_]{{1,64}} and the function's name must start with <app>-"
+            ),
         }
     }
 }
@@ -177,7 +213,16 @@ impl Manifest {
             isolation: Isolation::Full,
             time_limit_ms: DEFAULT_TIME_LIMIT_MS,
             memory_limit: DEFAULT_MEMORY_LIMIT,
+            max_pds: DEFAULT_MAX_PDS,
+            app: None,
+            kv_quota: DEFAULT_KV_QUOTA,
+            log_limit: DEFAULT_LOG_LIMIT,
         }
+    }
+
+    /// The name of the function's key-value namespace: its `app`, else its own name.
+    pub fn namespace(&self) -> &str {
+        self.app.as_deref().unwrap_or(self.name.as_str())
     }
 
     /// The time limit of one invocation, in milliseconds.
@@ -212,7 +257,9 @@ impl Manifest {
         let (mut groundhog, mut isolation) = (false, Isolation::Full);
         let mut time_limit_ms = DEFAULT_TIME_LIMIT_MS;
         let mut memory_limit = DEFAULT_MEMORY_LIMIT;
-        let mut seen = [false; 8];
+        let (mut max_pds, mut app, mut app_line) = (DEFAULT_MAX_PDS, None, 0);
+        let (mut kv_quota, mut log_limit) = (DEFAULT_KV_QUOTA, DEFAULT_LOG_LIMIT);
+        let mut seen = [false; 12];
         for (line, l) in lines {
             let (key, value) = l
                 .split_once('=')
@@ -227,6 +274,10 @@ impl Manifest {
                 "isolation" => 5,
                 "time_limit_ms" => 6,
                 "memory_limit" => 7,
+                "max_pds" => 8,
+                "app" => 9,
+                "kv_quota" => 10,
+                "log_limit" => 11,
                 _ => return Err(ManifestError::UnknownKey { line }),
             };
             if core::mem::replace(&mut seen[slot], true) {
@@ -246,6 +297,32 @@ impl Manifest {
                     }
                 }
                 7 => memory_limit = parse_size(value, line, 0)?,
+                8 => {
+                    max_pds = parse_number(value)
+                        .filter(|n| *n <= u64::from(MAX_MAX_PDS))
+                        .ok_or(bad)? as u16
+                }
+                9 => {
+                    let ok = (1..=MAX_APP_LEN).contains(&value.len())
+                        && value
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+                    if !ok {
+                        return Err(ManifestError::BadApp { line });
+                    }
+                    app = Some(String::from(value));
+                    app_line = line;
+                }
+                10 => {
+                    kv_quota = parse_number(value)
+                        .filter(|n| *n <= MAX_KV_QUOTA)
+                        .ok_or(bad)?
+                }
+                11 => {
+                    log_limit = parse_number(value)
+                        .filter(|n| *n <= MAX_LOG_LIMIT)
+                        .ok_or(bad)?
+                }
                 6 => {
                     time_limit_ms = parse_number(value)
                         .filter(|n| (1..=MAX_TIME_LIMIT_MS).contains(n))
@@ -260,7 +337,16 @@ impl Manifest {
                 }
             }
         }
-        let name = name.ok_or(ManifestError::MissingName)?;
+        let name: FunctionName = name.ok_or(ManifestError::MissingName)?;
+        if let Some(app) = &app {
+            let member = name
+                .as_str()
+                .strip_prefix(app.as_str())
+                .is_some_and(|rest| rest.len() > 1 && rest.starts_with('-'));
+            if !member {
+                return Err(ManifestError::BadApp { line: app_line });
+            }
+        }
         Ok(Manifest {
             name,
             entry,
@@ -270,6 +356,10 @@ impl Manifest {
             isolation,
             time_limit_ms,
             memory_limit,
+            max_pds,
+            app,
+            kv_quota,
+            log_limit,
         })
     }
 
@@ -293,6 +383,12 @@ impl Manifest {
         let _ = writeln!(s, "isolation={iso}");
         let _ = writeln!(s, "time_limit_ms={}", self.time_limit_ms);
         let _ = writeln!(s, "memory_limit={:#x}", self.memory_limit);
+        let _ = writeln!(s, "max_pds={}", self.max_pds);
+        if let Some(app) = &self.app {
+            let _ = writeln!(s, "app={app}");
+        }
+        let _ = writeln!(s, "kv_quota={:#x}", self.kv_quota);
+        let _ = writeln!(s, "log_limit={:#x}", self.log_limit);
         s
     }
 }
@@ -328,6 +424,18 @@ mod tests {
     fn defaults() {
         let m = Manifest::parse(b"fjord-manifest=1\nname=f\n").unwrap();
         assert_eq!(m, Manifest::new(FunctionName::new("f").unwrap()));
+        assert_eq!(m.namespace(), "f");
+    }
+
+    #[test]
+    fn tenant_bounds_and_app() {
+        let m = Manifest::parse(
+            b"fjord-manifest=1\nname=hotel-geo\napp=hotel\nmax_pds=0\nkv_quota=2M\nlog_limit=0\n",
+        )
+        .unwrap();
+        assert_eq!(m.app.as_deref(), Some("hotel"));
+        assert_eq!(m.namespace(), "hotel");
+        assert_eq!((m.max_pds, m.kv_quota, m.log_limit), (0, 2 << 20, 0));
     }
 
     #[test]
@@ -381,6 +489,40 @@ mod tests {
                 b"fjord-manifest=1\nname=f\nisolation=half",
                 BadValue { line: 3 },
             ),
+            (
+                b"fjord-manifest=1\nname=f\nmax_pds=257",
+                BadValue { line: 3 },
+            ),
+            (
+                b"fjord-manifest=1\nname=f\nkv_quota=17M",
+                BadValue { line: 3 },
+            ),
+            (
+                b"fjord-manifest=1\nname=f\nlog_limit=2M",
+                BadValue { line: 3 },
+            ),
+            (
+                b"fjord-manifest=1\nname=hotel-x\napp=Hotel",
+                BadApp { line: 3 },
+            ),
+            (b"fjord-manifest=1\nname=hotel-x\napp=", BadApp { line: 3 }),
+            // A function joins only the application its name says it belongs to.
+            (
+                b"fjord-manifest=1\nname=evil\napp=hotel",
+                BadApp { line: 3 },
+            ),
+            (
+                b"fjord-manifest=1\nname=hotelx\napp=hotel",
+                BadApp { line: 3 },
+            ),
+            (
+                b"fjord-manifest=1\nname=hotel-\napp=hotel",
+                BadApp { line: 3 },
+            ),
+            (
+                b"fjord-manifest=1\nname=hotel\napp=hotel",
+                BadApp { line: 3 },
+            ),
         ];
         for (text, err) in cases {
             assert_eq!(
@@ -397,7 +539,14 @@ mod tests {
         fn round_trips(name in "[a-z0-9_-]{1,64}", entry in any::<Option<u64>>(),
                        stack in 1u64..=(1 << 18), heap in 0u64..=(1 << 18),
                        groundhog in any::<bool>(), none in any::<bool>(),
-                       limit in 1u64..=MAX_TIME_LIMIT_MS, mem in 0u64..=(1 << 18)) {
+                       limit in 1u64..=MAX_TIME_LIMIT_MS, mem in 0u64..=(1 << 18),
+                       max_pds in 0..=MAX_MAX_PDS, in_app in any::<bool>(),
+                       kv_quota in 0..=MAX_KV_QUOTA, log_limit in 0..=MAX_LOG_LIMIT) {
+            let (name, app) = if in_app {
+                (alloc::format!("app-{}", &name[..name.len().min(60)]), Some(String::from("app")))
+            } else {
+                (name, None)
+            };
             let m = Manifest {
                 name: FunctionName::new(&name).unwrap(),
                 entry,
@@ -407,6 +556,10 @@ mod tests {
                 isolation: if none { Isolation::None } else { Isolation::Full },
                 time_limit_ms: limit,
                 memory_limit: mem * 4096,
+                max_pds,
+                app,
+                kv_quota,
+                log_limit,
             };
             prop_assert_eq!(Manifest::parse(m.to_text().as_bytes()), Ok(m));
         }

@@ -299,7 +299,7 @@ fn run_stack(
                     set_result(stack, Ok(args[0]));
                 }
                 Some(Sysno::Center) => {
-                    let resumed = PdId::from_raw(args[0])
+                    let resumed = super::state::pd_arg(args[0])
                         .and_then(|cid| with(|j| j.privlib.center(pd, cid, cpu())).map(|_| cid));
                     match resumed {
                         Ok(cid) => match SUSPENDED.lock().remove(&cid.raw()) {
@@ -326,7 +326,7 @@ fn run_stack(
 /// (`ccall_move`). Enters first (a refusal leaves the buffer where it was), then moves (a
 /// refused move undoes the entry), then pushes the callee's activation.
 fn enter(stack: &mut Stack, pd: PdId, args: [u64; 4], moving: bool) -> Result<(), Error> {
-    let cid = PdId::from_raw(args[0])?;
+    let cid = super::state::pd_arg(args[0])?;
     let prot = if moving {
         Some(Perm::from_raw(args[3])?)
     } else {

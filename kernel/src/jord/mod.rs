@@ -23,6 +23,7 @@
 
 pub mod exec;
 pub mod state;
+pub mod tenant;
 pub mod vlb;
 
 pub use state::with;

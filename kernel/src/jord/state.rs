@@ -20,7 +20,7 @@ pub use restore::InstanceLayout;
 /// Most PDs alive at once.
 pub const MAX_LIVE_PDS: usize = 1024;
 /// VMA slots per size class.
-const SLOTS_PER_CLASS: u32 = 1024;
+pub const SLOTS_PER_CLASS: u32 = 1024;
 /// Overflow lists for VMAs shared by more than 20 PDs.
 const OVERFLOW_LISTS: u32 = 256;
 /// Size of the stack VMA each PD gets at creation.
@@ -255,6 +255,16 @@ static NEXT_GENERATION: core::sync::atomic::AtomicU64 = core::sync::atomic::Atom
 
 static JORD: Mutex<Option<Jord>> = Mutex::new(None);
 
+/// The PD a system-call argument names: [`Error::NoSuchPd`] for a value beyond the
+/// [`MAX_LIVE_PDS`] ids Jord manages (PrivLib's encoding would accept up to
+/// [`fjord_pd::MAX_PDS`]), checked before any per-PD table is indexed with it.
+pub fn pd_arg(raw: u64) -> Result<PdId, Error> {
+    match PdId::from_raw(raw) {
+        Ok(pd) if pd.index() < MAX_LIVE_PDS => Ok(pd),
+        _ => Err(Error::NoSuchPd),
+    }
+}
+
 /// Maps a PrivLib error to the system-call ABI's code.
 pub fn abi_error(e: Error) -> AbiError {
     match e {
@@ -265,6 +275,7 @@ pub fn abi_error(e: Error) -> AbiError {
         Error::NoSuchPd => AbiError::NoSuchPd,
         Error::Busy => AbiError::Busy,
         Error::NoMemory => AbiError::NoMemory,
+        Error::LimitReached => AbiError::LimitReached,
     }
 }
 
@@ -371,6 +382,17 @@ impl Jord {
             )
         };
         Ok(j)
+    }
+
+    /// Live PDs, the kernel included.
+    pub fn live_pds(&self) -> usize {
+        let pds = self.privlib.pds();
+        pds.max_pds() - pds.free_count()
+    }
+
+    /// PrivLib's check that its tables agree with each other (for tests).
+    pub fn check_consistency(&self) -> Result<(), &'static str> {
+        self.privlib.check_consistency()
     }
 
     /// Where the VMA table's entries live in kernel memory (for isolation tests).
@@ -838,6 +860,7 @@ impl Jord {
     /// `cget`: a new PD with its own root table (unless Jord_NI) and a stack VMA.
     pub fn cget(&mut self, caller: PdId) -> Result<PdId, Error> {
         let cid = self.privlib.cget(caller)?;
+        super::tenant::adopt(cid, caller);
         if self.shared_root == 0 {
             let root = match self.root_cache.pop() {
                 Some(r) => Ok(r),
@@ -873,8 +896,36 @@ impl Jord {
         Ok(cid)
     }
 
-    /// `cput`: destroys `cid` and its VMAs, and recycles its root table.
+    /// Bounds the PDs `root` (a PD the kernel created for a function instance) and the PDs it
+    /// creates may create, all together, to `limit` besides `root`: `cget` then fails with
+    /// [`Error::LimitReached`] instead of exhausting the PD table.
+    pub fn set_pd_limit(&mut self, root: PdId, limit: u16) -> Result<(), Error> {
+        self.privlib.set_tree_limit(PdId::KERNEL, root, limit)
+    }
+
+    /// `cput`: destroys `cid`, every PD it created (directly or not), and their VMAs, and
+    /// recycles their root tables. Nothing changes unless every one of them may go (none is
+    /// running or waiting for a callee).
     pub fn cput(&mut self, caller: PdId, cid: PdId) -> Result<Pending, Error> {
+        self.privlib.check_cput(caller, cid)?;
+        if self.privlib.pds().children(cid).is_empty() {
+            return self.cput_one(caller, cid);
+        }
+        let descendants = self.privlib.pds().descendants(cid);
+        for &d in &descendants {
+            self.privlib.check_cput(PdId::KERNEL, d)?;
+        }
+        let mut pending = Pending::default();
+        for d in descendants {
+            pending.absorb(self.cput_one(PdId::KERNEL, d)?);
+        }
+        pending.absorb(self.cput_one(caller, cid)?);
+        Ok(pending)
+    }
+
+    /// Destroys `cid` alone (PDs it created pass to the kernel; see [`Jord::cput`]).
+    fn cput_one(&mut self, caller: PdId, cid: PdId) -> Result<Pending, Error> {
+        self.privlib.check_cput(caller, cid)?;
         // The PD's root table is recycled: as PrivLib walks what the PD owned or was granted,
         // clear exactly those leaves from it (Global leaves stay valid for any PD) and keep
         // its tables for reuse. Note which VMAs it owns: their frames are freed once the

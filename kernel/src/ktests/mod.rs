@@ -10,6 +10,7 @@ mod modules;
 mod nested;
 mod orchestrator;
 mod smp;
+mod tenancy;
 mod traps;
 mod user;
 

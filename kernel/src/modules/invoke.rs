@@ -97,6 +97,26 @@ pub struct Phases {
     pub teardown: u64,
 }
 
+/// Invocations stopped at their time limit.
+pub static TIMEOUTS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+/// Invocations whose function panicked (it returned [`FnError::Panicked`]).
+pub static PANICS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// Counts how an invocation's call ended, when it was a time-out or a panic: `called` is the
+/// function's `creturn` value or the executor's failure.
+pub(super) fn count_ending(called: &Result<u64, InvokeFailure>) {
+    use core::sync::atomic::Ordering::Relaxed;
+    match called {
+        Err(InvokeFailure::TimedOut { .. }) => {
+            TIMEOUTS.fetch_add(1, Relaxed);
+        }
+        Ok(v) if FnReturn::decode(*v) == FnReturn::Error(FnError::Panicked) => {
+            PANICS.fetch_add(1, Relaxed);
+        }
+        _ => {}
+    }
+}
+
 /// Invokes the deployed function `name` on `request` with default options.
 pub fn invoke(name: &str, request: &[u8]) -> Result<Vec<u8>, InvokeFailure> {
     let f = super::lookup(name).ok_or(InvokeFailure::NoSuchFunction)?;
@@ -130,6 +150,8 @@ pub(super) fn create_pd(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure
     let r = jord::with(|j| {
         let pd = j.cget(PdId::KERNEL)?;
         j.set_memory_limit(pd, m.memory_limit);
+        // Cannot fail: the kernel just made `pd`.
+        let _ = j.set_pd_limit(pd, m.max_pds);
         match map_instance(j, pd, m) {
             Ok(boundary) => Ok((pd, boundary)),
             Err(e) => {
@@ -316,6 +338,7 @@ pub fn invoke_function(
     ];
     let tp = heap_header(inst.boundary);
     let called = exec::call_tp(inst.pd, f.entry, args, tp, Some(deadline)).map_err(exec_failure);
+    count_ending(&called);
     let t2 = cpu::rdtsc();
     let reusable = called.is_ok();
     let result = called.and_then(|value| {

@@ -26,6 +26,9 @@ pub enum LoadError {
     NoMemory,
     /// Populating or relocating the image failed.
     Relocate(RelocateError),
+    /// The key-value store's capacity is reserved by other namespaces: the manifest's
+    /// `kv_quota` does not fit.
+    NoKvRoom,
 }
 
 impl core::fmt::Display for LoadError {
@@ -38,6 +41,9 @@ impl core::fmt::Display for LoadError {
             }
             LoadError::NoMemory => f.write_str("no memory for the code VMA"),
             LoadError::Relocate(e) => write!(f, "relocation failed: {e:?}"),
+            LoadError::NoKvRoom => {
+                f.write_str("the key-value store has no room left for the namespace's kv_quota")
+            }
         }
     }
 }

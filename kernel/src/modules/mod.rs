@@ -47,6 +47,8 @@ pub struct LoadedFunction {
     pub relocations: usize,
     /// Idle instances kept for the next requests.
     pub warm: warm::Pool,
+    /// The key-value namespace its invocations act in.
+    pub namespace: fjord_kernel::kv_store::NsId,
 }
 
 impl Drop for LoadedFunction {
@@ -56,18 +58,30 @@ impl Drop for LoadedFunction {
     }
 }
 
-/// One registry entry: the module file and plan, and its current mapping.
+/// One registry entry: the module file and plan, its key-value namespace and its current
+/// mapping.
 struct Deployed {
     file: Vec<u8>,
     plan: LoadPlan,
+    namespace: fjord_kernel::kv_store::NsId,
     loaded: Arc<LoadedFunction>,
+}
+
+impl Drop for Deployed {
+    fn drop(&mut self) {
+        crate::syscalls::kv::detach(self.namespace);
+    }
 }
 
 /// Deployed functions by name (hashed: every nested call looks its callee up here).
 static REGISTRY: Mutex<FnvHashMap<String, Deployed>> =
     Mutex::new(FnvHashMap::with_hasher(FnvBuild));
 
-fn map(file: &[u8], plan: &LoadPlan) -> Result<Arc<LoadedFunction>, LoadError> {
+fn map(
+    file: &[u8],
+    plan: &LoadPlan,
+    namespace: fjord_kernel::kv_store::NsId,
+) -> Result<Arc<LoadedFunction>, LoadError> {
     let image = map_image(file, plan)?;
     Ok(Arc::new(LoadedFunction {
         manifest: plan.manifest.clone(),
@@ -75,6 +89,7 @@ fn map(file: &[u8], plan: &LoadPlan) -> Result<Arc<LoadedFunction>, LoadError> {
         relocations: plan.relocations.len(),
         image,
         warm: warm::Pool::default(),
+        namespace,
     }))
 }
 
@@ -86,10 +101,20 @@ pub fn deploy(name: &str, file: &[u8]) -> Result<Arc<LoadedFunction>, LoadError>
     if plan.manifest.name.as_str() != name {
         return Err(LoadError::NameMismatch);
     }
-    let loaded = map(file, &plan)?;
+    let m = &plan.manifest;
+    let namespace = crate::syscalls::kv::attach(m.namespace(), m.kv_quota as usize)
+        .map_err(|_| LoadError::NoKvRoom)?;
+    let loaded = match map(file, &plan, namespace) {
+        Ok(l) => l,
+        Err(e) => {
+            crate::syscalls::kv::detach(namespace);
+            return Err(e);
+        }
+    };
     let entry = Deployed {
         file: file.to_vec(),
         plan,
+        namespace,
         loaded: loaded.clone(),
     };
     let old = REGISTRY.lock().insert(String::from(name), entry);
@@ -111,7 +136,7 @@ pub fn lookup(name: &str) -> Option<Arc<LoadedFunction>> {
     let d = registry.get_mut(name)?;
     if d.loaded.image.epoch != epoch {
         // The Jord state was reset since the code was mapped: map it again.
-        match map(&d.file, &d.plan) {
+        match map(&d.file, &d.plan, d.namespace) {
             Ok(l) => d.loaded = l,
             Err(e) => {
                 log::error!("modules: re-mapping {name} failed: {e}");

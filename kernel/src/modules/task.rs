@@ -432,6 +432,7 @@ fn finish(
     task: Box<Task>,
     result: Result<u64, InvokeFailure>,
 ) -> Option<Result<Vec<u8>, InvokeFailure>> {
+    invoke::count_ending(&result);
     // Calls the task started and never waited for are orphaned: their results are dropped.
     locked(|c| c.calls.retain(|_, call| call.caller != task.id));
     let reusable = result.is_ok();

@@ -126,6 +126,13 @@ pub fn drain() {
 /// An instance of `f` for a request: an idle one if the pool has one, else a new PD with its
 /// instance VMA. Returns the PD and its memory boundary.
 pub(super) fn take(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure> {
+    let (pd, boundary) = take_instance(f)?;
+    let log_limit = u32::try_from(f.manifest.log_limit).unwrap_or(u32::MAX);
+    jord::tenant::begin(pd, f.namespace, log_limit);
+    Ok((pd, boundary))
+}
+
+fn take_instance(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure> {
     f.warm.touch();
     while let Some(w) = f.warm.locked(|v| v.pop()) {
         w.forget();

@@ -55,12 +55,14 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
         kind,
         help,
         labels,
+        runtime_label: None,
         value,
     };
     let o = crate::orchestrator::stats();
     let j = crate::jord::with(|j| j.stats);
     let nested = |c: &core::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-    use crate::modules::task;
+    use crate::modules::{invoke, task};
+    let dropped = crate::syscalls::log::dropped();
     let mut v = alloc::vec![
         s(
             "fjord_dispatch_total",
@@ -110,13 +112,6 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             "Jord isolation events.",
             &[("kind", "instance_restored")],
             j.instances_restored
-        ),
-        s(
-            "fjord_warm_instances",
-            Gauge,
-            "Idle function instances kept for reuse.",
-            &[],
-            crate::modules::warm::kept() as u64
         ),
         s(
             "fjord_isolation_events_total",
@@ -180,6 +175,27 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             "Jord isolation events.",
             &[("kind", "revocation_withdrawn")],
             j.revocations_withdrawn
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            "Jord isolation events.",
+            &[("kind", "function_timeout")],
+            invoke::TIMEOUTS.load(Ordering::Relaxed)
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            "Jord isolation events.",
+            &[("kind", "function_panic")],
+            invoke::PANICS.load(Ordering::Relaxed)
+        ),
+        s(
+            "fjord_warm_instances",
+            Gauge,
+            "Idle function instances kept for reuse.",
+            &[],
+            crate::modules::warm::kept() as u64
         ),
         s(
             "fjord_nested_calls_total",
@@ -268,6 +284,34 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             net.tx,
         ),
         s(
+            "fjord_console_dropped_messages_total",
+            Counter,
+            "Function log messages dropped: over the invocation's log_limit, or over the console's rate.",
+            &[("reason", "invocation_limit")],
+            dropped.0.0,
+        ),
+        s(
+            "fjord_console_dropped_messages_total",
+            Counter,
+            "Function log messages dropped: over the invocation's log_limit, or over the console's rate.",
+            &[("reason", "rate_limit")],
+            dropped.1.0,
+        ),
+        s(
+            "fjord_console_dropped_bytes_total",
+            Counter,
+            "Bytes of function log messages dropped.",
+            &[("reason", "invocation_limit")],
+            dropped.0.1,
+        ),
+        s(
+            "fjord_console_dropped_bytes_total",
+            Counter,
+            "Bytes of function log messages dropped.",
+            &[("reason", "rate_limit")],
+            dropped.1.1,
+        ),
+        s(
             "fjord_net_errors_total",
             Counter,
             "Frames the virtio-net driver failed to send or receive.",
@@ -275,6 +319,56 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             net.errors,
         ),
     ]);
+    v.extend(kv_samples());
+    v
+}
+
+/// Per key-value namespace: entries, bytes, quota and refused puts (each family's samples
+/// together).
+fn kv_samples() -> Vec<Sample> {
+    use SampleKind::{Counter, Gauge};
+    let usage = crate::syscalls::kv::usage();
+    let families: [(&'static str, SampleKind, &'static str); 4] = [
+        (
+            "fjord_kv_namespace_entries",
+            Gauge,
+            "Entries held by a key-value namespace.",
+        ),
+        (
+            "fjord_kv_namespace_bytes",
+            Gauge,
+            "Bytes a key-value namespace holds against its quota (keys, values, 64 per entry).",
+        ),
+        (
+            "fjord_kv_namespace_quota_bytes",
+            Gauge,
+            "Bytes a key-value namespace may hold.",
+        ),
+        (
+            "fjord_kv_namespace_refused_total",
+            Counter,
+            "Puts refused because the namespace was full.",
+        ),
+    ];
+    let mut v = Vec::new();
+    for (i, (name, kind, help)) in families.into_iter().enumerate() {
+        for u in &usage {
+            let value = match i {
+                0 => u.entries as u64,
+                1 => u.bytes as u64,
+                2 => u.quota as u64,
+                _ => u.refused,
+            };
+            v.push(Sample {
+                name,
+                kind,
+                help,
+                labels: &[],
+                runtime_label: Some(("namespace", u.name.clone())),
+                value,
+            });
+        }
+    }
     v
 }
 

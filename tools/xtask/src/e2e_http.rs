@@ -78,6 +78,7 @@ pub fn run(kernel: &Path, machine: Machine) -> Result<Vec<Outcome>> {
     outcomes.extend(heap_checks(addr, &app("wordfreq")?));
     outcomes.extend(nested_checks(addr, &apps));
     outcomes.extend(workload_checks(addr, &apps));
+    outcomes.extend(tenant_checks(addr, &app("hostile")?));
     qemu.kill();
     Ok(outcomes)
 }
@@ -409,6 +410,136 @@ fn workload_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Ve
         },
     );
     out
+}
+
+/// A hostile tenant against the others (run after the workloads are deployed): it cannot read
+/// or change another application's keys, keep PDs past its invocation, get memory it can
+/// write and execute, flood the console, or fill the store for others; `/metrics` shows it.
+fn tenant_checks(addr: SocketAddr, hostile: &[u8]) -> Vec<Outcome> {
+    use fjord_libos::abi::Error;
+    let mut out = Vec::new();
+    let mut check = |label: &str, result: Result<(), String>| {
+        out.push((format!("http: tenants: {label}"), result));
+    };
+    let code = |e: Error| e.to_ret() as u64;
+    let reservation = fjord_faas::workloads::find("hotel", "make_reservation")
+        .expect("make_reservation is a paper operation");
+    let reserve = || {
+        let expect = String::from_utf8_lossy(reservation.expect).into_owned();
+        post_expect(
+            addr,
+            "/invoke/hotel-frontend",
+            reservation.request,
+            200,
+            &expect,
+        )
+    };
+    check("PUT hostile", {
+        match deploy(addr, "hostile", hostile) {
+            Ok(200 | 201) => Ok(()),
+            other => Err(format!("deploying hostile: {other:?}")),
+        }
+    });
+    check("another application's keys cannot be read", {
+        reserve().and_then(|()| {
+            post_expect(
+                addr,
+                "/invoke/hostile",
+                b"kv-get hotel/last/Cornell_1",
+                500,
+                "BadRequest",
+            )
+        })
+    });
+    check(
+        "writing the same key changes only the tenant's own namespace",
+        {
+            hostile_words(addr, b"kv-put hotel/last/Cornell_1=mallory")
+                .and_then(|w| expect_words(&w, &[0]))
+                .and_then(|()| {
+                    post_answers(
+                        addr,
+                        "/invoke/hostile",
+                        b"kv-get hotel/last/Cornell_1",
+                        "mallory",
+                    )
+                })
+                .and_then(|()| reserve())
+        },
+    );
+    check(
+        "PDs a function creates are bounded and go with its invocation",
+        {
+            let want = [16, code(Error::LimitReached)];
+            hostile_words(addr, b"cget-flood")
+                .and_then(|w| expect_words(&w, &want))
+                .and_then(|()| hostile_words(addr, b"cget-flood"))
+                .and_then(|w| expect_words(&w, &want))
+        },
+    );
+    check("memory a function can write never becomes executable", {
+        let denied = code(Error::AccessDenied);
+        hostile_words(addr, b"wx").and_then(|w| expect_words(&w, &[denied, denied, denied]))
+    });
+    check("a console flood stops at the invocation's log_limit", {
+        hostile_words(addr, b"log-flood")
+            .and_then(|w| expect_words(&w, &[2048 / 256, code(Error::LimitReached)]))
+    });
+    check("a full namespace refuses only its own function", {
+        hostile_words(addr, b"kv-fill").and_then(|w| {
+            if w.len() != 2 || w[1] != code(Error::LimitReached) || w[0] == 0 {
+                return Err(format!("kv-fill answered {w:?}"));
+            }
+            reserve()
+        })
+    });
+    check("a panic and a time-out are answered 500", {
+        post_expect(addr, "/invoke/hostile", b"panic", 500, "Panicked")
+    });
+    check(
+        "/metrics shows namespaces, console drops, time-outs and panics",
+        {
+            one(addr, "GET", "/metrics", b"").and_then(|r| {
+                r.expect(200)?;
+                for needle in [
+                    "fjord_kv_namespace_bytes{namespace=\"hotel\"} ",
+                    "fjord_kv_namespace_quota_bytes{namespace=\"hotel\"} 1048576",
+                    "fjord_kv_namespace_entries{namespace=\"hostile\"} ",
+                    "fjord_kv_namespace_refused_total{namespace=\"hostile\"} 1",
+                    "fjord_console_dropped_messages_total{reason=\"invocation_limit\"} 1",
+                    "fjord_isolation_events_total{kind=\"function_timeout\"} ",
+                    "fjord_isolation_events_total{kind=\"function_panic\"} ",
+                ] {
+                    r.expect_body_contains(needle)?;
+                }
+                for zero in ["function_timeout\"} 0\n", "function_panic\"} 0\n"] {
+                    if r.text().contains(zero) {
+                        return Err(format!("{zero:?} in /metrics"));
+                    }
+                }
+                Ok(())
+            })
+        },
+    );
+    out
+}
+
+/// `POST /invoke/hostile` with `body`: the little-endian words of its 200 answer.
+fn hostile_words(addr: SocketAddr, body: &[u8]) -> Result<Vec<u64>, String> {
+    let r = one(addr, "POST", "/invoke/hostile", body)?;
+    r.expect(200)?;
+    Ok(r.body
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect())
+}
+
+fn expect_words(got: &[u64], want: &[u64]) -> Result<(), String> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("answered {got:x?}, expected {want:x?}"))
+    }
 }
 
 /// `POST path` with `body`; passes when the answer is 200 with exactly `want` as its body

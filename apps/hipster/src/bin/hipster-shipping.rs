@@ -12,6 +12,8 @@ fn handler(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
 fjord_libos::function!(
     handler,
     name = "hipster-shipping",
+    app = "hipster",
+    kv_quota = "1M",
     stack_size = "16K",
     heap_size = 0
 );

@@ -31,7 +31,8 @@ impl Jord {
     /// of the kept pages stay installed, so the next request takes no VLB miss on them.
     ///
     /// [`Error::Busy`] (nothing changed) when the instance is not reusable: it is running or
-    /// suspended, created PDs, or gave its own memory away; destroy it then.
+    /// suspended, created PDs that are still alive, or gave its own memory away; destroy it
+    /// then ([`Jord::cput`] takes the PDs it created with it).
     pub fn restore_instance(
         &mut self,
         pd: PdId,

@@ -4,10 +4,12 @@
 //! PrivLib calls act for the PD running on this CPU (`ucid`). Ring-3 code that runs outside any
 //! PD (the kernel's own self-test address spaces, `ucid` 0) may not use them.
 
+pub mod kv;
+pub mod log;
+
 use crate::arch::{cpu, percpu};
 use crate::jord::{self, state::abi_error};
 use crate::mm::frames::DIRECT;
-use fjord_kernel::kv_store::{self, KvError, KvStore};
 use fjord_kernel::layout::{PAGE_SIZE, align_down, is_user_range};
 use fjord_kernel::paging::{Flags, PageTables};
 use fjord_libos::abi::{Error, Sysno, encode};
@@ -31,13 +33,14 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
     let r = match call {
         Sysno::Null => Ok(0),
         Sysno::Exit => return Action::Exit(args[0]),
-        Sysno::Log => log(args[0], args[1]),
+        Sysno::Log => log::log(args[0], args[1]),
         Sysno::CpuId => Ok(percpu::cpu_index() as u64),
         Sysno::Ucid => Ok(percpu::current().current_pd),
         // Outside any PD (the kernel's own test spaces) a function's return ends the run.
         Sysno::Creturn if percpu::current().current_pd == 0 => return Action::Exit(args[0]),
-        Sysno::KvGet => kv_get(args),
-        Sysno::KvPut => kv_put(args),
+        Sysno::KvGet => kv::get(args),
+        Sysno::KvPut => kv::put(args),
+        Sysno::KvDelete => kv::delete(args),
         Sysno::Ccall
         | Sysno::CcallMove
         | Sysno::CreturnMove
@@ -89,7 +92,7 @@ fn privlib(call: Sysno, a: [u64; 4]) -> Result<u64, Error> {
     }
     let me = PdId::from_raw(me).map_err(abi_error)?;
     let perm = |raw: u64| Perm::from_raw(raw).map_err(abi_error);
-    let pd = |raw: u64| PdId::from_raw(raw).map_err(abi_error);
+    let pd = |raw: u64| jord::state::pd_arg(raw).map_err(abi_error);
     let pending = match call {
         Sysno::Mmap => {
             let prot = perm(a[1])?;
@@ -144,9 +147,6 @@ pub fn on_user_page_fault(addr: u64, error: u64) -> bool {
     jord::vlb::on_user_page_fault(addr, error)
 }
 
-/// Longest message `log` accepts.
-pub const MAX_LOG_LEN: u64 = 4096;
-
 /// Checks that `[addr, addr + len)` is user memory the current address space lets ring 3 read,
 /// filling VLB misses on the way as a ring-3 access would.
 pub fn check_user_readable(addr: u64, len: u64) -> Result<(), Error> {
@@ -183,15 +183,6 @@ fn check_user(addr: u64, len: u64, write: bool) -> Result<(), Error> {
     Ok(())
 }
 
-/// The key-value store of `kv_get` / `kv_put`.
-static KV: spin::Mutex<KvStore> = spin::Mutex::new(KvStore::new());
-
-/// Empties the key-value store, as at boot (the workload benchmarks start every system's run
-/// of an operation from the same state).
-pub fn clear_kv_store() {
-    crate::arch::cpu::without_interrupts(|| KV.lock().clear());
-}
-
 /// The `len` bytes of user memory at `addr`, after checking that the address space loaded on
 /// this CPU lets ring 3 read them (VLB misses filled on the way); no check for `len == 0`.
 pub fn user_bytes<'a>(addr: u64, len: u64) -> Result<&'a [u8], Error> {
@@ -202,58 +193,4 @@ pub fn user_bytes<'a>(addr: u64, len: u64) -> Result<&'a [u8], Error> {
     // SAFETY: the range was just checked to be mapped user-readable in this address space,
     // which cannot change while this CPU runs the system call with interrupts off.
     Ok(unsafe { core::slice::from_raw_parts(addr as *const u8, len as usize) })
-}
-
-fn kv_error(e: KvError) -> Error {
-    match e {
-        KvError::TooLarge => Error::TooLarge,
-        KvError::Full => Error::NoMemory,
-    }
-}
-
-/// `kv_get(key, key_len, out, out_len)`.
-fn kv_get(a: [u64; 4]) -> Result<u64, Error> {
-    if !kv_store::key_fits(a[1] as usize) {
-        return Err(Error::TooLarge);
-    }
-    let key = user_bytes(a[0], a[1])?;
-    let out_len = a[3].min(kv_store::MAX_VALUE as u64);
-    if out_len > 0 {
-        check_user_writable(a[2], out_len)?;
-    }
-    let kv = KV.lock();
-    let value = kv.get(key).ok_or(Error::NotFound)?;
-    let n = value.len().min(out_len as usize);
-    if n > 0 {
-        // SAFETY: `[a[2], a[2] + out_len)` was checked to be user-writable in this address
-        // space above, and `n <= out_len`; the kernel's own data never lies in user ranges.
-        let out = unsafe { core::slice::from_raw_parts_mut(a[2] as *mut u8, n) };
-        out.copy_from_slice(&value[..n]);
-    }
-    Ok(value.len() as u64)
-}
-
-/// `kv_put(key, key_len, value, value_len)`.
-fn kv_put(a: [u64; 4]) -> Result<u64, Error> {
-    if !kv_store::key_fits(a[1] as usize) || a[3] > kv_store::MAX_VALUE as u64 {
-        return Err(Error::TooLarge);
-    }
-    let key = user_bytes(a[0], a[1])?;
-    let value = user_bytes(a[2], a[3])?;
-    KV.lock().put(key, value).map_err(kv_error)?;
-    Ok(0)
-}
-
-/// `log(ptr, len)`: prints a UTF-8 message from user memory on the console.
-pub fn log(ptr: u64, len: u64) -> Result<u64, Error> {
-    if len > MAX_LOG_LEN {
-        return Err(Error::InvalidArgs);
-    }
-    check_user_readable(ptr, len)?;
-    // SAFETY: the range was just checked to be mapped user-readable in this address space, which
-    // cannot change while this CPU runs the system call with interrupts off.
-    let bytes = unsafe { core::slice::from_raw_parts(ptr as *const u8, len as usize) };
-    let msg = core::str::from_utf8(bytes).map_err(|_| Error::InvalidArgs)?;
-    crate::arch::serial::write_fmt(format_args!("[user cpu{}] {}\n", percpu::cpu_index(), msg));
-    Ok(len)
 }

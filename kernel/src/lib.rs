@@ -1,21 +1,19 @@
 //! Host-testable core of the Fjord kernel.
 //!
 //! Everything here is plain logic with no hardware access, so it builds both for the kernel
-//! target and for the host, where `cargo test -p fjord-kernel` exercises it:
+//! target and for the host, where `cargo test -p fjord-kernel` exercises it. Each file lives in
+//! the folder of its concept, beside the kernel-only code that uses it (the binary's `main.rs`
+//! declares those folders):
 //!
-//! - [`cmdline`]: the kernel command line and its options;
-//! - [`layout`]: the documented virtual-memory layout;
-//! - [`memmap`]: the boot memory map, normalised into page-aligned usable regions;
-//! - [`frame_bitmap`]: the physical frame allocator's bitmap logic;
-//! - [`held_back`]: revocations held back until a PD is loaded again;
-//! - [`leaf_hints`]: per PD, the level-1 page table of its last leaf edit;
-//! - [`paging`]: x86_64 four-level page tables over an abstract physical memory;
-//! - [`madt`]: the ACPI MADT parser that finds the CPUs;
-//! - [`cpio`]: the `newc` archive reader used for the initrd;
-//! - [`kv_store`]: the bounded key-value store behind the `kv_get`/`kv_put` system calls;
-//! - [`stats`]: medians and extremes of benchmark samples;
-//! - [`virtio_mmio`]: decoding probes of the microvm board's virtio-mmio slots;
-//! - [`ktest`]: the in-kernel test descriptor and assertion macros.
+//! - [`cmdline`], [`memmap`], [`madt`], [`cpio`] (`boot/`): the kernel command line, the boot
+//!   memory map, the ACPI MADT parser that finds the CPUs, the initrd's `newc` archive reader;
+//! - [`layout`], [`paging`], [`frame_bitmap`] (`mm/`): the virtual-memory layout, four-level
+//!   page tables over an abstract physical memory, the frame allocator's bitmap;
+//! - [`kv_store`] (`kv/`): the key-value namespaces behind the `kv_*` system calls;
+//! - [`virtio_mmio`] (`net/`): decoding probes of the microvm board's virtio-mmio slots;
+//! - [`stats`] (`bench/`): medians and extremes of benchmark samples;
+//! - [`ktest`] (`ktests/`): the in-kernel test descriptor and assertion macros;
+//! - [`fnv`]: the FNV-1a hasher of the kernel's hash maps.
 //!
 //! Cargo features: none.
 #![cfg_attr(not(test), no_std)]
@@ -23,17 +21,26 @@
 
 extern crate alloc;
 
+#[path = "boot/cmdline.rs"]
 pub mod cmdline;
+#[path = "boot/cpio.rs"]
 pub mod cpio;
 pub mod fnv;
+#[path = "mm/frame_bitmap.rs"]
 pub mod frame_bitmap;
-pub mod held_back;
+#[path = "ktests/ktest.rs"]
 pub mod ktest;
+#[path = "kv/store.rs"]
 pub mod kv_store;
+#[path = "mm/layout.rs"]
 pub mod layout;
-pub mod leaf_hints;
+#[path = "boot/madt.rs"]
 pub mod madt;
+#[path = "boot/memmap.rs"]
 pub mod memmap;
+#[path = "mm/paging.rs"]
 pub mod paging;
+#[path = "bench/stats.rs"]
 pub mod stats;
+#[path = "net/virtio_mmio.rs"]
 pub mod virtio_mmio;

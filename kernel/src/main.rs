@@ -20,35 +20,25 @@ mod arch;
 #[cfg(target_os = "none")]
 mod bench;
 #[cfg(target_os = "none")]
-mod bench_faas;
-#[cfg(target_os = "none")]
-mod bench_pd;
-#[cfg(target_os = "none")]
-mod bench_workloads;
+mod boot;
 #[cfg(target_os = "none")]
 mod console;
 #[cfg(target_os = "none")]
 mod jord;
 #[cfg(target_os = "none")]
-mod kernel_main;
-#[cfg(target_os = "none")]
 mod ktests;
 #[cfg(target_os = "none")]
-mod logger;
+mod kv;
 #[cfg(target_os = "none")]
 mod mm;
-#[cfg(target_os = "none")]
-mod modules;
 #[cfg(target_os = "none")]
 mod net;
 #[cfg(target_os = "none")]
 mod orchestrator;
 #[cfg(target_os = "none")]
-mod pvh;
+mod runtime;
 #[cfg(target_os = "none")]
 mod syscalls;
-#[cfg(target_os = "none")]
-mod userspace;
 
 #[cfg(target_os = "none")]
-pub use kernel_main::{TIMER_HZ, boot_main};
+pub use boot::{TIMER_HZ, boot_main};

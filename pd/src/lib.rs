@@ -30,6 +30,8 @@ pub mod call;
 pub mod error;
 pub mod free_list;
 pub mod grant;
+pub mod held_back;
+pub mod leaf_hints;
 pub mod overflow;
 pub mod pd_id;
 pub mod pd_table;

@@ -11,7 +11,7 @@
 //!   permission is enforced per page by the page tables, and a miss costs a trap. Single-leaf
 //!   edits (a fill, an ArgBuf's leaf installed in the PD it moves to or cleared in the PD it
 //!   leaves, a one-page `mmap` populated) go through a per-PD memo of the level-1 tables of
-//!   recent edits (`fjord_kernel::leaf_hints`) instead of walking from the root each time.
+//!   recent edits (`fjord_pd::leaf_hints`) instead of walking from the root each time.
 //! - **VLB shootdown**: revocations clear the leaves in every affected PD table, flush the local
 //!   TLB and IPI only the CPUs in the PD's sharer mask (the paper's VTD). Without PCID every
 //!   CR3 write flushes the TLB, so a CPU leaves a PD's mask when it switches away.

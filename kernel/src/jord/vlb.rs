@@ -5,8 +5,8 @@ use super::state::{Jord, with};
 use crate::arch::{cpu, percpu};
 use crate::mm::frames::DIRECT;
 use fjord_kernel::layout::{PAGE_SIZE, align_down};
-use fjord_kernel::leaf_hints::Way;
 use fjord_kernel::paging::{Flags, PageTables};
+use fjord_pd::leaf_hints::Way;
 use fjord_pd::{PdId, Perm};
 
 /// The access a page-fault error code describes.

@@ -2,12 +2,12 @@
 //! or get an error, be reported, and leave the kernel and every other PD running.
 
 use crate::arch::user::Access;
-use crate::arch::user_programs::Program;
 use crate::arch::{cpu, smp};
 use crate::jord::exec::{InvokeError, call};
 use crate::jord::state::Handoff;
 use crate::jord::{self, state};
 use crate::ktest;
+use crate::ktests::user_programs::Program;
 use alloc::format;
 use alloc::string::String;
 use fjord_kernel::{kassert, kassert_eq};
@@ -32,7 +32,7 @@ fn mmap_for(owner: PdId, len: u64) -> R<u64> {
 }
 
 fn run(pd: PdId, prog: Program, args: [u64; 4]) -> Result<u64, InvokeError> {
-    let entry = jord::with(|j| j.entry(prog));
+    let entry = crate::ktests::user_programs::entry(prog);
     let deadline = cpu::rdtsc() + crate::arch::apic::tsc_hz();
     call(pd, entry, args, Some(deadline))
 }
@@ -114,7 +114,7 @@ ktest! {
         let table = jord::with(|j| j.vma_table_address());
         expect_fault(run(p, Program::Write, [table, 0, 0, 0]), p, table, Access::Write)?;
         // The code VMA is Global read-execute: readable, not writable.
-        let code = jord::with(|j| j.entry(Program::Hello));
+        let code = crate::ktests::user_programs::entry(Program::Hello);
         kassert!(run(p, Program::Read, [code, 0, 0, 0]).is_ok());
         expect_fault(run(p, Program::Write, [code, 0, 0, 0]), p, code, Access::Write)?;
         put(p);
@@ -182,11 +182,11 @@ ktest! {
     fn nested_ccall_returns_through_the_caller() {
         let p = new_pd(PdId::KERNEL)?;
         let q = new_pd(p)?;
-        let callee = jord::with(|j| j.entry(Program::ReturnInc));
+        let callee = crate::ktests::user_programs::entry(Program::ReturnInc);
         kassert_eq!(run(p, Program::Caller, [u64::from(q.raw()), callee, 41, 0]), Ok(42));
         // A fault in the callee is reported against the callee.
         let bad = fjord_kernel::layout::JORD_REGION_BASE + (5 << 39);
-        let read = jord::with(|j| j.entry(Program::Read));
+        let read = crate::ktests::user_programs::entry(Program::Read);
         match run(p, Program::Caller, [u64::from(q.raw()), read, bad, 0]) {
             Err(InvokeError::Faulted { pd, fault }) => {
                 kassert_eq!(pd, q);
@@ -280,7 +280,7 @@ ktest! {
 ktest! {
     fn ccall_move_hands_the_argbuf_over_and_back_without_a_walk() {
         let (p, q, buf) = caller_callee_and_page(41)?;
-        let callee = jord::with(|j| j.entry(Program::BumpReturnMove));
+        let callee = crate::ktests::user_programs::entry(Program::BumpReturnMove);
         let before = jord::with(|j| j.stats);
         let r = run(p, Program::MoveCaller, [u64::from(q.raw()), callee, buf, 0]);
         kassert_eq!(r, Ok(42));
@@ -306,7 +306,7 @@ ktest! {
         let (p, q, buf) = caller_callee_and_page(7)?;
         // Q returns with a plain creturn and keeps the buffer: P's held-back leaf must be
         // gone when P resumes and reads it.
-        let keeps = jord::with(|j| j.entry(Program::ReturnInc));
+        let keeps = crate::ktests::user_programs::entry(Program::ReturnInc);
         let r = run(p, Program::MoveCaller, [u64::from(q.raw()), keeps, buf, 0]);
         expect_fault(r, p, buf, Access::Read)?;
         kassert_eq!(run(q, Program::Read, [buf, 0, 0, 0]), Ok(7));
@@ -319,7 +319,7 @@ ktest! {
 ktest! {
     fn refused_ccall_move_and_creturn_move_move_nothing() {
         let (p, q, buf) = caller_callee_and_page(9)?;
-        let callee = jord::with(|j| j.entry(Program::BumpReturnMove));
+        let callee = crate::ktests::user_programs::entry(Program::BumpReturnMove);
         // No such PD: refused before anything moved.
         let r = run(p, Program::MoveCaller, [1 << 20, callee, buf, 0]);
         kassert_eq!(r, Ok(encode(Err(Error::NoSuchPd))));
@@ -328,7 +328,7 @@ ktest! {
         let r = run(p, Program::MoveCaller, [u64::from(q.raw()), callee, other, 0]);
         kassert!(r.is_err(), "P cannot read Q's VMA: {r:?}");
         // A callee returning a buffer it does not hold gets an error and goes on running.
-        let returns = jord::with(|j| j.entry(Program::ReturnMove));
+        let returns = crate::ktests::user_programs::entry(Program::ReturnMove);
         let r = run(p, Program::Caller, [u64::from(q.raw()), returns, buf, 0]);
         kassert_eq!(r, Ok(encode(Err(Error::AccessDenied))));
         kassert_eq!(run(p, Program::Read, [buf, 0, 0, 0]), Ok(9));

@@ -13,6 +13,8 @@ mod smp;
 mod tenancy;
 mod traps;
 mod user;
+pub mod user_programs;
+pub mod userspace;
 
 use crate::arch::exit::{ExitCode, exit_qemu};
 use crate::kprintln;

@@ -4,9 +4,9 @@
 use crate::arch::user::Access;
 use crate::jord::{self, state};
 use crate::ktest;
-use crate::modules::invoke::{InvokeOptions, Phases, invoke_function};
-use crate::modules::loader::LoadError;
-use crate::modules::{self, InvokeFailure, invoke};
+use crate::runtime::invoke::{InvokeOptions, Phases, invoke_function};
+use crate::runtime::loader::LoadError;
+use crate::runtime::{self, InvokeFailure, invoke};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -41,7 +41,7 @@ fn expect_fault(r: Result<Vec<u8>, InvokeFailure>, addr: u64, access: Access) ->
 }
 
 fn needs_modules() -> R<()> {
-    let names = modules::list();
+    let names = runtime::list();
     for f in ["echo", "hello", "hostile"] {
         kassert!(
             names.iter().any(|n| n == f),
@@ -64,7 +64,7 @@ ktest! {
         kassert!(got == big, "echo returned {} different bytes", got.len());
         // Too little response room is the function's typed error, not a fault.
         let tight = InvokeOptions { response_room: Some(0), ..InvokeOptions::default() };
-        let f = modules::lookup("echo").ok_or("echo")?;
+        let f = runtime::lookup("echo").ok_or("echo")?;
         let r = invoke_function(&f, &big[..4096], &tight, &mut Phases::default());
         kassert_eq!(r, Err(InvokeFailure::Function(FnError::ResponseTooLarge)));
         kassert_eq!(call("nope", b""), Err(InvokeFailure::NoSuchFunction));
@@ -89,7 +89,7 @@ ktest! {
             p.finish();
         }
         // Its own code: the shared image is Global read-execute, never writable.
-        let code = modules::lookup("hostile").ok_or("hostile")?.image.base;
+        let code = runtime::lookup("hostile").ok_or("hostile")?.image.base;
         kassert!(hostile(&format!("read {code:x}")).is_ok());
         expect_fault(hostile(&format!("write {code:x}")), code, Access::Write)?;
         // The VMA table.
@@ -108,7 +108,7 @@ ktest! {
 ktest! {
     fn runaway_function_times_out() {
         needs_modules()?;
-        let f = modules::lookup("hostile").ok_or("hostile")?;
+        let f = runtime::lookup("hostile").ok_or("hostile")?;
         let short = InvokeOptions { time_limit_ms: Some(20), ..InvokeOptions::default() };
         let r = invoke_function(&f, b"loop", &short, &mut Phases::default());
         kassert!(matches!(r, Err(InvokeFailure::TimedOut { .. })), "got {r:?}");
@@ -162,15 +162,15 @@ ktest! {
 ktest! {
     fn reused_instances_keep_nothing_of_the_last_request() {
         needs_modules()?;
-        let was = modules::warm::enabled();
-        modules::warm::set_enabled(true);
-        modules::warm::drain();
+        let was = runtime::warm::enabled();
+        runtime::warm::set_enabled(true);
+        runtime::warm::drain();
         let restored = || jord::with(|j| j.stats.instances_restored);
         let before = restored();
         kassert_eq!(hostile("remember 5eedf00d").as_deref(), Ok(&[][..]));
         // The instance went back to its pool.
         kassert_eq!(restored(), before + 1);
-        let idle = modules::lookup("hostile").ok_or("hostile")?.warm.idle();
+        let idle = runtime::lookup("hostile").ok_or("hostile")?.warm.idle();
         kassert_eq!(idle, 1);
         // The next request runs in the same PD, with the same stack: what the last one wrote
         // there is gone.
@@ -179,15 +179,15 @@ ktest! {
         // A fault destroys the instance instead.
         let kernel = crate::mm::phys_to_virt(0x10_0000);
         kassert!(hostile(&format!("read {kernel:x}")).is_err());
-        kassert_eq!(modules::lookup("hostile").ok_or("hostile")?.warm.idle(), 0);
+        kassert_eq!(runtime::lookup("hostile").ok_or("hostile")?.warm.idle(), 0);
         kassert_eq!(restored(), before + 2);
         // Off, every instance is destroyed after its request.
-        modules::warm::set_enabled(false);
+        runtime::warm::set_enabled(false);
         let pds = jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed);
         kassert_eq!(call("hello", b"x").as_deref(), Ok(b"hello, x!".as_slice()));
         kassert_eq!(jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed), pds);
-        kassert_eq!(modules::warm::kept(), 0);
-        modules::warm::set_enabled(was);
+        kassert_eq!(runtime::warm::kept(), 0);
+        runtime::warm::set_enabled(was);
         Ok(())
     }
 }
@@ -195,22 +195,22 @@ ktest! {
 ktest! {
     fn deploy_validates_and_replaces_at_run_time() {
         needs_modules()?;
-        let elf = modules::module_file("echo").ok_or("echo has no file")?;
+        let elf = runtime::module_file("echo").ok_or("echo has no file")?;
         // Malformed bytes get the validator's own error.
         for bad in [&b"not an elf"[..], &elf[..100], &elf[..elf.len() / 2]] {
             let want = validate(bad, &ModuleLimits::default()).err().ok_or("validator accepted")?;
-            kassert_eq!(modules::deploy("echo", bad).err(), Some(LoadError::Invalid(want)));
+            kassert_eq!(runtime::deploy("echo", bad).err(), Some(LoadError::Invalid(want)));
         }
-        kassert_eq!(modules::deploy("other", &elf).err(), Some(LoadError::NameMismatch));
+        kassert_eq!(runtime::deploy("other", &elf).err(), Some(LoadError::NameMismatch));
         // Re-deploying maps a new image; the old one goes when its last user is gone.
-        let old = modules::lookup("echo").ok_or("echo")?.image.base;
-        let new = modules::deploy("echo", &elf).map_err(|e| format!("{e}"))?;
+        let old = runtime::lookup("echo").ok_or("echo")?.image.base;
+        let new = runtime::deploy("echo", &elf).map_err(|e| format!("{e}"))?;
         kassert!(new.image.base != old);
         kassert_eq!(call("echo", b"v2").as_deref(), Ok(b"v2".as_slice()));
-        kassert!(modules::remove("echo"));
-        kassert!(!modules::list().iter().any(|n| n == "echo"));
+        kassert!(runtime::remove("echo"));
+        kassert!(!runtime::list().iter().any(|n| n == "echo"));
         kassert_eq!(call("echo", b""), Err(InvokeFailure::NoSuchFunction));
-        modules::deploy("echo", &elf).map_err(|e| format!("{e}"))?;
+        runtime::deploy("echo", &elf).map_err(|e| format!("{e}"))?;
         kassert_eq!(call("echo", b"back").as_deref(), Ok(b"back".as_slice()));
         Ok(())
     }

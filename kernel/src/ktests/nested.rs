@@ -4,8 +4,8 @@
 
 use crate::jord;
 use crate::ktest;
-use crate::modules::{self, task};
 use crate::orchestrator;
+use crate::runtime::{self, task};
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
@@ -17,7 +17,7 @@ type R<T> = Result<T, String>;
 
 /// Invokes `name` as an external request through the orchestrator, as the gateway does.
 fn request(name: &str, req: &[u8]) -> R<Vec<u8>> {
-    let f = modules::lookup(name).ok_or_else(|| format!("{name} is not deployed"))?;
+    let f = runtime::lookup(name).ok_or_else(|| format!("{name} is not deployed"))?;
     let req = req.to_vec();
     let work =
         Box::new(move |info| task::run_root(f, &req, info).map(|r| r.map_err(|e| format!("{e}"))));
@@ -26,7 +26,7 @@ fn request(name: &str, req: &[u8]) -> R<Vec<u8>> {
 }
 
 fn needs_modules() -> R<()> {
-    let names = modules::list();
+    let names = runtime::list();
     for f in ["relay", "fanout", "hostile"] {
         kassert!(names.iter().any(|n| n == f), "function {f} is not deployed");
     }
@@ -146,7 +146,7 @@ ktest! {
         }
         // Idle instances kept for reuse hold frames and PDs; how many depends on how the
         // calls overlapped. Count without them.
-        crate::modules::warm::drain();
+        crate::runtime::warm::drain();
         let before = crate::mm::frames::free_frames();
         let pds = jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed);
         const ROUNDS: usize = 30;
@@ -156,7 +156,7 @@ ktest! {
         // Callees run in parallel on several executors, so how many recycled PD root tables
         // (with their page-table pages) sit in the reuse cache varies by a few frames from run
         // to run; a leak of even one frame per round would show as at least ROUNDS.
-        crate::modules::warm::drain();
+        crate::runtime::warm::drain();
         let after = crate::mm::frames::free_frames();
         kassert!(after + ROUNDS / 2 > before, "free frames {before} -> {after} over {ROUNDS} rounds");
         kassert_eq!(jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed), pds);

@@ -1,10 +1,10 @@
 //! Tests of the orchestrator: JBSQ(k) dispatch to executor CPUs, internal-before-external
 //! priority, and PD invocations through it.
 
-use crate::arch::user_programs::Program;
 use crate::arch::{apic, cpu, smp};
 use crate::jord::{self, exec};
 use crate::ktest;
+use crate::ktests::user_programs::Program;
 use crate::orchestrator::{self, Done};
 use alloc::boxed::Box;
 use alloc::format;
@@ -115,7 +115,7 @@ ktest! {
 ktest! {
     fn pd_invocations_run_through_the_orchestrator() {
         orchestrator::init(2);
-        let entry = jord::with(|j| j.entry(Program::ReturnInc));
+        let entry = crate::ktests::user_programs::entry(Program::ReturnInc);
         let tickets: Vec<_> = (0..6u64)
             .map(|i| {
                 orchestrator::submit(RequestClass::External, Box::new(move || {

@@ -3,12 +3,11 @@
 //! the console. Every attack gets an error code, and the kernel and every other function go on.
 
 use crate::arch::cpu;
-use crate::arch::user_programs::Program;
 use crate::jord::exec::{InvokeError, call};
 use crate::jord::state::MAX_LIVE_PDS;
 use crate::ktest;
-use crate::modules::{self, InvokeFailure, invoke};
-use crate::syscalls;
+use crate::ktests::user_programs::Program;
+use crate::runtime::{self, InvokeFailure, invoke};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -30,7 +29,7 @@ fn put(pd: PdId) {
 }
 
 fn run(pd: PdId, prog: Program, args: [u64; 4]) -> Result<u64, InvokeError> {
-    let entry = crate::jord::with(|j| j.entry(prog));
+    let entry = crate::ktests::user_programs::entry(prog);
     let deadline = cpu::rdtsc() + crate::arch::apic::tsc_hz();
     call(pd, entry, args, Some(deadline))
 }
@@ -83,7 +82,7 @@ ktest! {
 ktest! {
     fn privlib_calls_get_error_codes_for_any_argument() {
         // An mmap the memory cannot cover drains the idle instances: count without them.
-        modules::warm::drain();
+        runtime::warm::drain();
         let before = live_pds();
         let p = new_pd(PdId::KERNEL)?;
         let q = new_pd(PdId::KERNEL)?;
@@ -137,7 +136,7 @@ ktest! {
                 }
             }
         }
-        let entry = crate::jord::with(|j| j.entry(Program::ReturnInc));
+        let entry = crate::ktests::user_programs::entry(Program::ReturnInc);
         for &id in &ids {
             go(Sysno::Center, [id, 0, 0])?;
             go(Sysno::Ccall, [id, entry, 0])?;
@@ -176,7 +175,7 @@ ktest! {
 
 fn needs_hostile() -> R<()> {
     kassert!(
-        modules::lookup("hostile").is_some(),
+        runtime::lookup("hostile").is_some(),
         "hostile is not deployed (boot with modules=initrd)"
     );
     Ok(())
@@ -194,13 +193,13 @@ fn words(r: Result<Vec<u8>, InvokeFailure>) -> R<Vec<u64>> {
 ktest! {
     fn pds_an_invocation_creates_go_with_it_and_are_bounded() {
         needs_hostile()?;
-        let limit = modules::lookup("hostile").ok_or("hostile")?.manifest.max_pds;
-        modules::warm::drain();
+        let limit = runtime::lookup("hostile").ok_or("hostile")?.manifest.max_pds;
+        runtime::warm::drain();
         let before = live_pds();
         for _ in 0..3 {
             let w = words(invoke("hostile", b"cget-flood"))?;
             kassert_eq!(w, [u64::from(limit), Error::LimitReached.to_ret() as u64]);
-            modules::warm::drain();
+            runtime::warm::drain();
             kassert!(live_pds() == before, "PDs outlived their invocation");
         }
         // Others still create PDs and run.
@@ -212,8 +211,8 @@ ktest! {
 ktest! {
     fn a_function_names_keys_only_in_its_own_namespace() {
         needs_hostile()?;
-        let hotel = syscalls::kv::with(|kv| kv.namespace("hotel")).ok_or("no hotel namespace")?;
-        syscalls::kv::with(|kv| kv.put(hotel, b"ktest/secret", b"alice"))
+        let hotel = crate::kv::with(|kv| kv.namespace("hotel")).ok_or("no hotel namespace")?;
+        crate::kv::with(|kv| kv.put(hotel, b"ktest/secret", b"alice"))
             .map_err(|e| format!("{e:?}"))?;
         let read = invoke("hostile", b"kv-get ktest/secret");
         kassert_eq!(read, Err(InvokeFailure::Function(FnError::BadRequest)));
@@ -225,9 +224,9 @@ ktest! {
             words(invoke("hostile", b"kv-delete ktest/secret"))?,
             [Error::NotFound.to_ret() as u64]
         );
-        let got = syscalls::kv::with(|kv| kv.get(hotel, b"ktest/secret").map(|v| v.map(Vec::from)));
+        let got = crate::kv::with(|kv| kv.get(hotel, b"ktest/secret").map(|v| v.map(Vec::from)));
         kassert_eq!(got, Ok(Some(Vec::from(&b"alice"[..]))));
-        syscalls::kv::with(|kv| kv.delete(hotel, b"ktest/secret")).map_err(|e| format!("{e:?}"))?;
+        crate::kv::with(|kv| kv.delete(hotel, b"ktest/secret")).map_err(|e| format!("{e:?}"))?;
         Ok(())
     }
 }
@@ -238,18 +237,18 @@ ktest! {
         let w = words(invoke("hostile", b"kv-fill"))?;
         let refused = w.get(1).copied() == Some(Error::LimitReached.to_ret() as u64);
         kassert!(refused, "{w:?}");
-        let quota = modules::lookup("hostile").ok_or("hostile")?.manifest.kv_quota;
+        let quota = runtime::lookup("hostile").ok_or("hostile")?.manifest.kv_quota;
         kassert_eq!(w[0], quota / (8 + 1024 + 64));
-        let usage = syscalls::kv::usage();
+        let usage = crate::kv::usage();
         let mine = usage.iter().find(|u| u.name == "hostile").ok_or("no usage")?;
         kassert!(mine.refused >= 1 && mine.bytes <= mine.quota);
         // Another namespace still takes entries.
-        let hotel = syscalls::kv::with(|kv| kv.namespace("hotel")).ok_or("no hotel namespace")?;
-        syscalls::kv::with(|kv| kv.put(hotel, b"ktest/after", b"ok")).map_err(|e| format!("{e:?}"))?;
-        syscalls::kv::with(|kv| kv.delete(hotel, b"ktest/after")).map_err(|e| format!("{e:?}"))?;
-        let hostile = syscalls::kv::with(|kv| kv.namespace("hostile")).ok_or("hostile ns")?;
+        let hotel = crate::kv::with(|kv| kv.namespace("hotel")).ok_or("no hotel namespace")?;
+        crate::kv::with(|kv| kv.put(hotel, b"ktest/after", b"ok")).map_err(|e| format!("{e:?}"))?;
+        crate::kv::with(|kv| kv.delete(hotel, b"ktest/after")).map_err(|e| format!("{e:?}"))?;
+        let hostile = crate::kv::with(|kv| kv.namespace("hostile")).ok_or("hostile ns")?;
         for i in 0..w[0] {
-            let _ = syscalls::kv::with(|kv| kv.delete(hostile, &i.to_le_bytes()));
+            let _ = crate::kv::with(|kv| kv.delete(hostile, &i.to_le_bytes()));
         }
         Ok(())
     }
@@ -267,11 +266,11 @@ ktest! {
 ktest! {
     fn console_floods_stop_at_the_invocation_limit() {
         needs_hostile()?;
-        let limit = modules::lookup("hostile").ok_or("hostile")?.manifest.log_limit;
-        let (before, _) = syscalls::log::dropped();
+        let limit = runtime::lookup("hostile").ok_or("hostile")?.manifest.log_limit;
+        let (before, _) = crate::syscalls::log::dropped();
         let w = words(invoke("hostile", b"log-flood"))?;
         kassert_eq!(w, [limit / 256, Error::LimitReached.to_ret() as u64]);
-        let (after, _) = syscalls::log::dropped();
+        let (after, _) = crate::syscalls::log::dropped();
         kassert_eq!(after.0, before.0 + 1);
         kassert_eq!(after.1, before.1 + 256);
         Ok(())
@@ -282,14 +281,14 @@ ktest! {
     fn time_outs_and_panics_are_counted() {
         needs_hostile()?;
         use core::sync::atomic::Ordering::Relaxed;
-        let (t, p) = (modules::invoke::TIMEOUTS.load(Relaxed), modules::invoke::PANICS.load(Relaxed));
+        let (t, p) = (runtime::invoke::TIMEOUTS.load(Relaxed), runtime::invoke::PANICS.load(Relaxed));
         kassert_eq!(invoke("hostile", b"panic"), Err(InvokeFailure::Function(FnError::Panicked)));
-        let f = modules::lookup("hostile").ok_or("hostile")?;
-        let short = modules::invoke::InvokeOptions { time_limit_ms: Some(10), ..Default::default() };
-        let r = modules::invoke::invoke_function(&f, b"loop", &short, &mut Default::default());
+        let f = runtime::lookup("hostile").ok_or("hostile")?;
+        let short = runtime::invoke::InvokeOptions { time_limit_ms: Some(10), ..Default::default() };
+        let r = runtime::invoke::invoke_function(&f, b"loop", &short, &mut Default::default());
         kassert!(matches!(r, Err(InvokeFailure::TimedOut { .. })), "{r:?}");
-        kassert_eq!(modules::invoke::PANICS.load(Relaxed), p + 1);
-        kassert_eq!(modules::invoke::TIMEOUTS.load(Relaxed), t + 1);
+        kassert_eq!(runtime::invoke::PANICS.load(Relaxed), p + 1);
+        kassert_eq!(runtime::invoke::TIMEOUTS.load(Relaxed), t + 1);
         Ok(())
     }
 }

@@ -2,9 +2,9 @@
 
 use crate::arch::smp;
 use crate::arch::user::{Access, UserExit};
-use crate::arch::user_programs::Program;
 use crate::ktest;
-use crate::userspace::{CODE_BASE, DATA_BASE, UserSpace};
+use crate::ktests::user_programs::Program;
+use crate::ktests::userspace::{CODE_BASE, DATA_BASE, UserSpace};
 use fjord_kernel::{kassert, kassert_eq};
 use fjord_libos::abi::{Error, Sysno, encode};
 

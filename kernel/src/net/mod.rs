@@ -61,7 +61,7 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
     let o = crate::orchestrator::stats();
     let j = crate::jord::with(|j| j.stats);
     let nested = |c: &core::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-    use crate::modules::{invoke, task};
+    use crate::runtime::{invoke, task};
     let dropped = crate::syscalls::log::dropped();
     let mut v = alloc::vec![
         s(
@@ -195,7 +195,7 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             Gauge,
             "Idle function instances kept for reuse.",
             &[],
-            crate::modules::warm::kept() as u64
+            crate::runtime::warm::kept() as u64
         ),
         s(
             "fjord_nested_calls_total",
@@ -327,7 +327,7 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
 /// together).
 fn kv_samples() -> Vec<Sample> {
     use SampleKind::{Counter, Gauge};
-    let usage = crate::syscalls::kv::usage();
+    let usage = crate::kv::usage();
     let families: [(&'static str, SampleKind, &'static str); 4] = [
         (
             "fjord_kv_namespace_entries",
@@ -374,7 +374,7 @@ fn kv_samples() -> Vec<Sample> {
 
 /// Brings up the network and serves HTTP forever; returns (after a warning) only if there is no
 /// usable network card.
-pub fn run() {
+pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
     let Some((nic, bus)) = nic::find() else {
         log::warn!("net: no virtio-net card found; the HTTP gateway is off");
         return;
@@ -385,7 +385,6 @@ pub fn run() {
     let mut config = Config::new(mac.into());
     config.random_seed = cpu::rdtsc();
     let mut iface = Interface::new(config, &mut dev, now());
-    let opts = crate::kernel_main::options();
     let [a, b, c, d] = opts.ip.addr;
     let guest_ip = Ipv4Address::new(a, b, c, d);
     let [a, b, c, d] = opts.gateway;
@@ -401,7 +400,7 @@ pub fn run() {
         log::warn!("net: no room for the default route");
     }
     let mut sockets = SocketSet::new(Vec::new());
-    let service = crate::modules::service::RuntimeService::new();
+    let service = crate::runtime::service::RuntimeService::new();
     let gateway = Gateway::new(service, LatencyUnit::Nanoseconds);
     let mut server = server::Server::new(&mut sockets, CONNECTIONS, HTTP_PORT, gateway);
     kprintln!("fjord: http listening on {guest_ip}:{HTTP_PORT}");

@@ -4,7 +4,6 @@
 //! PrivLib calls act for the PD running on this CPU (`ucid`). Ring-3 code that runs outside any
 //! PD (the kernel's own self-test address spaces, `ucid` 0) may not use them.
 
-pub mod kv;
 pub mod log;
 
 use crate::arch::{cpu, percpu};
@@ -38,9 +37,9 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         Sysno::Ucid => Ok(percpu::current().current_pd),
         // Outside any PD (the kernel's own test spaces) a function's return ends the run.
         Sysno::Creturn if percpu::current().current_pd == 0 => return Action::Exit(args[0]),
-        Sysno::KvGet => kv::get(args),
-        Sysno::KvPut => kv::put(args),
-        Sysno::KvDelete => kv::delete(args),
+        Sysno::KvGet => crate::kv::get(args),
+        Sysno::KvPut => crate::kv::put(args),
+        Sysno::KvDelete => crate::kv::delete(args),
         Sysno::Ccall
         | Sysno::CcallMove
         | Sysno::CreturnMove
@@ -101,7 +100,7 @@ fn privlib(call: Sysno, a: [u64; 4]) -> Result<u64, Error> {
             }
             // Idle function instances may hold the memory this needs.
             let r =
-                crate::modules::warm::or_drain(|| map_own(me, a[0], prot), |e| *e == Short::Memory);
+                crate::runtime::warm::or_drain(|| map_own(me, a[0], prot), |e| *e == Short::Memory);
             let r = r.map_err(|e| match e {
                 Short::Memory => PdError::NoMemory,
                 Short::Other(e) => e,

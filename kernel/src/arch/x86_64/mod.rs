@@ -14,4 +14,3 @@ pub mod serial;
 pub mod smp;
 pub mod trap;
 pub mod user;
-pub mod user_programs;

@@ -4,7 +4,7 @@
 
 use crate::arch::cpu;
 use crate::arch::user::{self, UserContext, UserExit};
-use crate::arch::user_programs::{self, Program};
+use crate::ktests::user_programs::{self, Program};
 use crate::mm::frames::{self, DIRECT, KernelFrames};
 use crate::mm::kernel_tables;
 use alloc::vec::Vec;

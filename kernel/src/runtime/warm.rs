@@ -233,7 +233,7 @@ impl Warm {
 
     /// Whether its PD still exists: it belongs to the current Jord state.
     fn is_live(&self) -> bool {
-        self.generation == crate::modules::loader::jord_epoch()
+        self.generation == crate::runtime::loader::jord_epoch()
     }
 
     /// Takes it out of its pool's totals and destroys its PD (if a reset has not already).

@@ -1,4 +1,7 @@
-//! `kprintln!`: unconditional console output (the banner, test and benchmark lines).
+//! The console: `kprintln!`, unconditional output (the banner, test and benchmark lines), and
+//! the [`logger`] behind the `log` crate's macros, both on the serial line.
+
+pub mod logger;
 
 /// Prints a line on the serial console regardless of the log level.
 #[macro_export]

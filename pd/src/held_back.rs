@@ -12,9 +12,9 @@
 //!
 //! This module keeps the notes; the kernel's Jord state clears the leaves.
 
+use crate::{PdId, Perm};
 use alloc::vec;
 use alloc::vec::Vec;
-use fjord_pd::{PdId, Perm};
 
 /// One held-back revocation: `pd`'s leaves for `[base, base + len)`, carrying at most `had`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

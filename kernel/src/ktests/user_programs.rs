@@ -514,3 +514,23 @@ pub fn blob() -> &'static [u8] {
     // SAFETY: the symbols delimit the blob in .rodata, which is immutable and lives forever.
     unsafe { core::slice::from_raw_parts(start, len) }
 }
+
+/// Where the programs' code VMA is mapped in the Jord state of one generation.
+static MAPPED: spin::Mutex<(u64, u64)> = spin::Mutex::new((0, 0));
+
+/// The address of `prog` in the current Jord state: the programs are mapped there, as one
+/// Global read-execute VMA every PD may run, the first time a test or benchmark asks (the
+/// production kernel never maps them).
+pub fn entry(prog: Program) -> u64 {
+    let base = crate::arch::cpu::without_interrupts(|| {
+        let mut mapped = MAPPED.lock();
+        let generation = crate::jord::state::current_generation();
+        if mapped.0 != generation || mapped.1 == 0 {
+            let base = crate::jord::with(|j| j.map_code(blob()))
+                .expect("memory for the test programs' code VMA");
+            *mapped = (generation, base);
+        }
+        mapped.1
+    });
+    base + prog.offset()
+}

@@ -15,12 +15,12 @@
 //! One executor (CPU 1) serves behind the orchestrator (CPU 0); see `bench_faas` for why.
 
 use crate::arch::{apic, smp};
+use crate::bench::faas::{run_open_loop, system_name, wait_halting};
 use crate::bench::{Sys, report_derived, report_sys, report_unit};
-use crate::bench_faas::{run_open_loop, system_name, wait_halting};
 use crate::jord::state;
 use crate::kprintln;
-use crate::modules::{self, LoadedFunction, task};
 use crate::orchestrator::{self, Ticket};
+use crate::runtime::{self, LoadedFunction, task};
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
@@ -74,7 +74,7 @@ fn set_system(sys: Sys) -> R<()> {
     // The workloads keep state in the store (a hotel fills up and then answers
     // `unavailable`, which is less work): every system starts an operation from an empty
     // store, as the Linux baseline does, so that all see the same requests do the same work.
-    crate::syscalls::kv::clear();
+    crate::kv::clear();
     Ok(())
 }
 
@@ -185,7 +185,7 @@ fn run_op(op: &Op) -> R<()> {
     let mut throughput = [0u64; 3];
     for (i, sys) in SYSTEMS.into_iter().enumerate() {
         set_system(sys)?;
-        let f = modules::lookup(op.entry).ok_or_else(|| format!("{} is not deployed", op.entry))?;
+        let f = runtime::lookup(op.entry).ok_or_else(|| format!("{} is not deployed", op.entry))?;
         for _ in 0..3 {
             check(&f, op)?;
         }

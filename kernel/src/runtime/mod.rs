@@ -13,7 +13,6 @@
 //! `jord::state::reset` (switching between full isolation and Jord_NI) released it; each state
 //! has its own generation, so a stale mapping is never mistaken for a live one.
 
-pub mod bench;
 pub mod invoke;
 pub mod loader;
 pub mod service;
@@ -69,7 +68,7 @@ struct Deployed {
 
 impl Drop for Deployed {
     fn drop(&mut self) {
-        crate::syscalls::kv::detach(self.namespace);
+        crate::kv::detach(self.namespace);
     }
 }
 
@@ -102,12 +101,12 @@ pub fn deploy(name: &str, file: &[u8]) -> Result<Arc<LoadedFunction>, LoadError>
         return Err(LoadError::NameMismatch);
     }
     let m = &plan.manifest;
-    let namespace = crate::syscalls::kv::attach(m.namespace(), m.kv_quota as usize)
-        .map_err(|_| LoadError::NoKvRoom)?;
+    let namespace =
+        crate::kv::attach(m.namespace(), m.kv_quota as usize).map_err(|_| LoadError::NoKvRoom)?;
     let loaded = match map(file, &plan, namespace) {
         Ok(l) => l,
         Err(e) => {
-            crate::syscalls::kv::detach(namespace);
+            crate::kv::detach(namespace);
             return Err(e);
         }
     };
@@ -202,7 +201,7 @@ pub fn load_initrd(bytes: &[u8]) -> (usize, usize) {
 }
 
 /// Boot hook: with `modules=initrd`, deploys the initrd's function modules.
-pub fn boot(info: &crate::pvh::BootInfo, opts: &fjord_kernel::cmdline::BootOptions<'_>) {
+pub fn boot(info: &crate::boot::pvh::BootInfo, opts: &fjord_kernel::cmdline::BootOptions<'_>) {
     if opts.modules != fjord_kernel::cmdline::ModuleSource::Initrd {
         return;
     }

@@ -4,16 +4,18 @@ use crate::arch::exit::{ExitCode, exit_qemu};
 use crate::arch::{apic, cpu, percpu, serial, smp};
 use crate::kprintln;
 use crate::mm::{self, frames, kernel_tables, stacks};
-use crate::pvh::{self, BootInfo};
+pub mod pvh;
+
 use core::sync::atomic::{AtomicU64, Ordering};
 use fjord_kernel::cmdline::{self, BootOptions, Crash, Mode, ModuleSource};
 use fjord_kernel::layout::{KERNEL_BASE, LOW_MEMORY_END, PAGE_SIZE};
+use pvh::BootInfo;
 
 /// Timer interrupts per second on every CPU.
 pub const TIMER_HZ: u64 = 100;
 
 /// TSC value when the first kernel line was printed (guest instructions under icount).
-pub static FIRST_LINE_TSC: AtomicU64 = AtomicU64::new(0);
+static FIRST_LINE_TSC: AtomicU64 = AtomicU64::new(0);
 
 static BOOT_INFO: spin::Once<BootInfo> = spin::Once::new();
 
@@ -51,7 +53,7 @@ pub extern "C" fn boot_main(start_info: u32) -> ! {
         Ok(o) => o,
         Err(e) => fail(format_args!("{e}")),
     };
-    crate::logger::init(opts.log_level);
+    crate::console::logger::init(opts.log_level);
 
     // Physical memory: everything usable except low memory, the kernel image and boot modules.
     let mut usable = info.usable.clone();
@@ -75,7 +77,7 @@ pub extern "C" fn boot_main(start_info: u32) -> ! {
         )),
     }
     // The key-value namespaces may reserve half the heap between them.
-    crate::syscalls::kv::init(heap_bytes as usize / 2);
+    crate::kv::init(heap_bytes as usize / 2);
     let st = match stacks::allocate(0) {
         Ok(s) => s,
         Err(e) => fail(format_args!("mapping the boot CPU's stacks: {e:?}")),
@@ -138,10 +140,10 @@ extern "C" fn boot_on_stack() -> ! {
 
     print_banner(info, &features);
     check_initrd(info, &opts);
-    crate::modules::boot(info, &opts);
+    crate::runtime::boot(info, &opts);
     crate::orchestrator::init_groups(opts.jbsq_k, opts.orch_group);
-    crate::modules::task::set_hop_mode(opts.hops);
-    crate::modules::warm::set_enabled(opts.warm);
+    crate::runtime::task::set_hop_mode(opts.hops);
+    crate::runtime::warm::set_enabled(opts.warm);
     kprintln!(
         "fjord: {} orchestrator group(s), {} executor(s), JBSQ({}), nested calls {}, warm instances {}",
         crate::orchestrator::groups(),
@@ -160,11 +162,13 @@ extern "C" fn boot_on_stack() -> ! {
         Mode::Run => {
             kprintln!("fjord: ready");
             // Serves HTTP forever; returns only when there is no network card.
-            crate::net::run();
+            crate::net::run(&opts);
             smp::idle_loop(0)
         }
         Mode::Test => crate::ktests::run_all(opts.test_filter),
-        Mode::Bench => crate::bench::run_all(opts.bench_filter),
+        Mode::Bench => {
+            crate::bench::run_all(opts.bench_filter, FIRST_LINE_TSC.load(Ordering::Relaxed))
+        }
     }
 }
 

@@ -1,9 +1,9 @@
 //! The `faas` benchmark group: the cost of one invocation of the `hello` function, split into
-//! setup, call and teardown (see [`super::invoke::Phases`]).
+//! setup, call and teardown (see [`crate::runtime::invoke::Phases`]).
 
-use super::invoke::{InvokeOptions, Phases, invoke_function};
 use crate::arch::cpu;
 use crate::bench::{Sys, report_sys};
+use crate::runtime::invoke::{InvokeOptions, Phases, invoke_function};
 use alloc::vec::Vec;
 
 /// Samples per metric.
@@ -13,7 +13,7 @@ const WARM_UP: usize = 10;
 
 /// Runs the group; skipped (with a note) unless `hello` is deployed (`modules=initrd`).
 pub fn run_group() -> Result<(), &'static str> {
-    let Some(f) = super::lookup("hello") else {
+    let Some(f) = crate::runtime::lookup("hello") else {
         crate::kprintln!(
             "fjord: bench faas: function hello is not deployed (modules=initrd); skipped"
         );

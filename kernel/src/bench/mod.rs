@@ -5,12 +5,17 @@
 //! tool (`cargo xtask bench`) collects them. Numbers include the cost of the RDTSC pair around
 //! the measured work (reported separately as `rdtsc_pair`).
 
+mod faas;
+mod invoke;
+mod pd;
+mod workloads;
+
 use crate::arch::cpu;
 use crate::arch::exit::{ExitCode, exit_qemu};
 use crate::arch::user::UserExit;
-use crate::arch::user_programs::Program;
 use crate::kprintln;
-use crate::userspace::{DATA_BASE, UserSpace};
+use crate::ktests::user_programs::Program;
+use crate::ktests::userspace::{DATA_BASE, UserSpace};
 use alloc::vec::Vec;
 use fjord_kernel::stats::{Summary, summarize};
 
@@ -73,9 +78,8 @@ fn report(group: &str, metric: &str, samples: &mut [u64]) {
 /// Samples per microbenchmark.
 const RUNS: usize = 1000;
 
-fn bench_boot() {
-    let t = crate::kernel_main::FIRST_LINE_TSC.load(core::sync::atomic::Ordering::Relaxed);
-    report("boot", "boot_to_first_line", &mut [t]);
+fn bench_boot(first_line_tsc: u64) {
+    report("boot", "boot_to_first_line", &mut [first_line_tsc]);
 }
 
 fn bench_rdtsc_pair() {
@@ -133,11 +137,11 @@ fn bench_cr3_switch() -> Result<(), &'static str> {
 }
 
 /// Runs the benchmark groups whose name contains `filter` and exits QEMU.
-pub fn run_all(filter: Option<&str>) -> ! {
+pub fn run_all(filter: Option<&str>, first_line_tsc: u64) -> ! {
     let wants = |g: &str| filter.is_none_or(|f| g.contains(f) || f.contains(g));
     let mut ok = true;
     if wants("boot") {
-        bench_boot();
+        bench_boot(first_line_tsc);
     }
     if wants("syscall") {
         bench_rdtsc_pair();
@@ -150,25 +154,25 @@ pub fn run_all(filter: Option<&str>) -> ! {
         }
     }
     if wants("pd")
-        && let Err(e) = crate::bench_pd::run_group()
+        && let Err(e) = crate::bench::pd::run_group()
     {
         kprintln!("fjord: bench error: pd: {e}");
         ok = false;
     }
     if wants("faas")
-        && let Err(e) = crate::bench_faas::run_group()
+        && let Err(e) = crate::bench::faas::run_group()
     {
         kprintln!("fjord: bench error: faas: {e}");
         ok = false;
     }
     if wants("faas")
-        && let Err(e) = crate::modules::bench::run_group()
+        && let Err(e) = crate::bench::invoke::run_group()
     {
         kprintln!("fjord: bench error: faas: {e}");
         ok = false;
     }
     if wants("workloads")
-        && let Err(e) = crate::bench_workloads::run_group()
+        && let Err(e) = crate::bench::workloads::run_group()
     {
         kprintln!("fjord: bench error: workloads: {e}");
         ok = false;

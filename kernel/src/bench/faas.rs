@@ -11,11 +11,11 @@
 //! virtual time: the sweep uses one executor (CPU 1) behind the orchestrator (CPU 0), and the
 //! orchestrator halts between arrivals so that it does not steal virtual time.
 
-use crate::arch::user_programs::Program;
 use crate::arch::{apic, cpu, smp};
 use crate::bench::{Sys, report_sys};
 use crate::jord::{self, exec, state};
 use crate::kprintln;
+use crate::ktests::user_programs::Program;
 use crate::orchestrator::{self, Ticket, Work};
 use alloc::boxed::Box;
 use alloc::collections::BTreeSet;
@@ -38,7 +38,7 @@ const REQUESTS: usize = 1000;
 /// One invocation of the work function in a fresh PD, with its ArgBuf moved in and out.
 fn invocation() -> Work {
     Box::new(|| {
-        let entry = jord::with(|j| j.entry(Program::Work));
+        let entry = crate::ktests::user_programs::entry(Program::Work);
         let pd = jord::with(|j| j.cget(PdId::KERNEL)).map_err(|e| format!("cget: {e:?}"))?;
         let buf = jord::with(|j| j.mmap(PdId::KERNEL, PAGE_SIZE, Perm::RW, MapFlags::default()))
             .map_err(|e| format!("mmap: {e:?}"))?;
@@ -230,7 +230,7 @@ fn chain(sys: Sys, form: &ChainForm) -> R<()> {
         jord::with(|j| j.mmap(a, PAGE_SIZE, Perm::RW, MapFlags::default())).map_err(|_| "mmap")?;
     let results = jord::with(|j| j.mmap(a, (ROUNDS * 8) as u64, Perm::RW, MapFlags::default()))
         .map_err(|_| "mmap")?;
-    let relay = jord::with(|j| j.entry(form.relay));
+    let relay = crate::ktests::user_programs::entry(form.relay);
     let header = [0, 3, a.raw().into(), b.raw().into(), c.raw().into(), relay];
     let phys = jord::with(|j| j.initialised_backing(buf)).ok_or("no backing")?;
     let words = crate::mm::phys_to_virt(phys) as *mut u64;
@@ -239,7 +239,7 @@ fn chain(sys: Sys, form: &ChainForm) -> R<()> {
         // runs yet.
         unsafe { words.add(i).write_volatile(*w) };
     }
-    let driver = jord::with(|j| j.entry(form.driver));
+    let driver = crate::ktests::user_programs::entry(form.driver);
     let deadline = cpu::rdtsc() + apic::tsc_hz() * 10;
     exec::call(a, driver, [buf, ROUNDS as u64, results, 0], Some(deadline))
         .map_err(|_| "chain failed")?;

@@ -3,9 +3,9 @@
 //! [`fjord_kernel::kv_store`]). A PD that acts for no tenant has no namespace: its calls are
 //! refused with [`Error::AccessDenied`].
 
-use super::{check_user_writable, user_bytes};
 use crate::arch::{cpu, percpu};
 use crate::jord::tenant;
+use crate::syscalls::{check_user_writable, user_bytes};
 use alloc::vec::Vec;
 use fjord_kernel::kv_store::{self, KvError, KvStore, NsId, Usage};
 use fjord_libos::abi::Error;

@@ -7,11 +7,11 @@
 //! destruction, pmove, a whole invocation).
 
 use crate::arch::user::{self, UserContext, UserExit};
-use crate::arch::user_programs::Program;
 use crate::arch::{apic, cpu};
 use crate::bench::{Sys, report_sys};
 use crate::jord::exec::call;
 use crate::jord::{self, state};
+use crate::ktests::user_programs::Program;
 use crate::mm::frames::{self, DIRECT, KernelFrames};
 use crate::mm::kernel_tables;
 use alloc::vec::Vec;
@@ -50,7 +50,7 @@ fn read_words(base: u64, words: usize) -> R<Vec<u64>> {
 }
 
 fn run(pd: PdId, prog: Program, args: [u64; 4]) -> R<u64> {
-    let entry = jord::with(|j| j.entry(prog));
+    let entry = crate::ktests::user_programs::entry(prog);
     call(pd, entry, args, deadline()).map_err(|_| "invocation failed")
 }
 
@@ -89,7 +89,7 @@ fn ring3_ops(sys: Sys) -> R<()> {
     // PD switch round trip: P ccalls a function in R (created by P), which creturns.
     let r = jord::with(|j| j.cget(p)).map_err(|_| "cget failed")?;
     let res = results_vma(p, N)?;
-    let callee = jord::with(|j| j.entry(Program::ReturnInc));
+    let callee = crate::ktests::user_programs::entry(Program::ReturnInc);
     run(
         p,
         Program::CcallLoop,
@@ -138,8 +138,8 @@ fn kernel_ops(sys: Sys) -> R<()> {
 
     let argbuf = jord::with(|j| j.mmap(PdId::KERNEL, PAGE_SIZE, Perm::RW, MapFlags::default()))
         .map_err(|_| "mmap")?;
-    let ret = jord::with(|j| j.entry(Program::ReturnInc));
-    let work = jord::with(|j| j.entry(Program::Work));
+    let ret = crate::ktests::user_programs::entry(Program::ReturnInc);
+    let work = crate::ktests::user_programs::entry(Program::Work);
     for (metric, entry, arg) in [
         ("invocation_isolation_overhead", ret, 0),
         ("invocation_20k_function", work, 5000),
@@ -191,7 +191,7 @@ fn kernel_ops(sys: Sys) -> R<()> {
 /// The baseline: isolate each invocation by building a fresh page table (code, stack and
 /// argument buffer mapped anew), running the function in it, and tearing it down.
 fn baseline_invocations() -> R<()> {
-    let blob = crate::arch::user_programs::blob();
+    let blob = crate::ktests::user_programs::blob();
     let code_pages = blob.len().div_ceil(PAGE_SIZE as usize);
     let code = frames::alloc_contiguous(code_pages, 1).map_err(|_| "frames")?;
     // SAFETY: fresh frames reached through the direct map.

@@ -1,0 +1,101 @@
+//! The frames behind each VMA and which of its pages have been initialised.
+
+use super::*;
+
+/// Which pages of a backing have been initialised: one bit per page, in place for VMAs of up
+/// to 64 pages (almost all of them), on the heap beyond.
+pub(super) enum InitBits {
+    Inline(u64),
+    Heap(Vec<u64>),
+}
+
+/// The frames behind one VMA and which of its pages have been initialised. Pages are zeroed
+/// on their first fill rather than at `mmap`, so memory a function never touches costs nothing.
+/// `pages == 0` marks a VMA slot without backing.
+pub(super) struct Backing {
+    pub(super) base: u64,
+    pub(super) phys: u64,
+    pub(super) pages: usize,
+    initialised: InitBits,
+}
+
+impl Backing {
+    pub(super) const NONE: Backing = Backing {
+        base: 0,
+        phys: 0,
+        pages: 0,
+        initialised: InitBits::Inline(0),
+    };
+
+    pub(super) fn new(base: u64, phys: u64, pages: usize) -> Backing {
+        let initialised = if pages <= 64 {
+            InitBits::Inline(0)
+        } else {
+            InitBits::Heap(vec![0; pages.div_ceil(64)])
+        };
+        Backing {
+            base,
+            phys,
+            pages,
+            initialised,
+        }
+    }
+
+    /// Zeroes page `i` unless it was initialised before; marks it initialised.
+    pub(super) fn initialise(&mut self, i: usize) {
+        if i >= self.pages {
+            return;
+        }
+        let (w, b) = (i / 64, 1u64 << (i % 64));
+        let word = match &mut self.initialised {
+            InitBits::Inline(word) => word,
+            InitBits::Heap(words) => &mut words[w],
+        };
+        if *word & b == 0 {
+            frames::zero(self.phys + i as u64 * PAGE_SIZE, 1);
+            *word |= b;
+        }
+    }
+
+    /// Whether page `i` has been initialised.
+    pub(super) fn is_initialised(&self, i: usize) -> bool {
+        let (w, b) = (i / 64, 1u64 << (i % 64));
+        let word = match &self.initialised {
+            InitBits::Inline(word) => Some(*word),
+            InitBits::Heap(words) => words.get(w).copied(),
+        };
+        i < self.pages && word.is_some_and(|word| word & b != 0)
+    }
+
+    /// Zeroes every initialised page again (they stay initialised): what a request wrote is
+    /// gone, and the pages it never touched still cost nothing.
+    pub(super) fn rezero_initialised(&mut self) {
+        let words: &[u64] = match &self.initialised {
+            InitBits::Inline(w) => core::slice::from_ref(w),
+            InitBits::Heap(ws) => ws,
+        };
+        for (w, &word) in words.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                // One run of consecutive initialised pages: a single zeroing pass.
+                let first = bits.trailing_zeros() as usize;
+                let run = (bits >> first).trailing_ones() as usize;
+                let page = w * 64 + first;
+                frames::zero(self.phys + page as u64 * PAGE_SIZE, run);
+                bits &= !(((1u128 << run) - 1) << first) as u64;
+            }
+        }
+    }
+
+    pub(super) fn initialise_all(&mut self) {
+        if let InitBits::Inline(w) = self.initialised
+            && self.pages <= 64
+            && w == u64::MAX >> (64 - self.pages.max(1))
+        {
+            return;
+        }
+        for i in 0..self.pages {
+            self.initialise(i);
+        }
+    }
+}

@@ -1,5 +1,5 @@
 //! The orchestrators: one per group of cores, each with its central queues and JBSQ(k)
-//! dispatch to the group's executors (Jord §3.3, DESIGN.md §4).
+//! dispatch to the group's executors (Jord §3.3).
 //!
 //! The CPUs split into groups of consecutive cores (`fjord_faas::core_groups`; one group by
 //! default, `orch_group=N` on the command line for groups of N). The first core of a group is

@@ -4,8 +4,10 @@
 //!    PD (`cget`, which gives it a root table and a small creation stack) with its instance
 //!    VMA: the manifest's stack, then its heap (see the entry ABI in
 //!    [`fjord_libos::function`]), and the heap allocator's header below the boundary;
-//! 2. `mmap` an ArgBuf VMA owned by the kernel, copy the request in (the one copy, from the
-//!    network buffer), and `pmove` it to the PD: a permission move, no copy;
+//! 2. `mmap` an ArgBuf VMA owned by the kernel, copy the request in, and `pmove` it to the PD:
+//!    a permission move, no copy. An HTTP request body is copied three times on its way here:
+//!    from the socket into the gateway's request, into the task that carries it to an executor
+//!    CPU, and into the ArgBuf; from then on, nested calls move it and never copy it;
 //! 3. `ccall` the entry (`exec::call`) with a deadline;
 //! 4. `pmove` the ArgBuf back to the kernel, read the response;
 //! 5. give the instance back: restored into its pool if the function returned (see

@@ -1,5 +1,5 @@
 //! Requests that call other functions: invocation tasks, nested calls and their handles
-//! (Jord §3.4, DESIGN.md §4).
+//! (Jord §3.4).
 //!
 //! Every request runs as a *task*: a function instance in its own PD with an ArgBuf. When the
 //! function calls another (`async_call`), the executor creates the callee's task, moves the

@@ -17,9 +17,9 @@ use crate::jord::{self, exec, state};
 use crate::kprintln;
 use crate::ktests::user_programs::Program;
 use crate::orchestrator::{self, Ticket, Work};
+use crate::runtime::InvokeFailure;
 use alloc::boxed::Box;
 use alloc::collections::BTreeSet;
-use alloc::format;
 use alloc::vec::Vec;
 use fjord_faas::hdr::HdrHistogram;
 use fjord_faas::jbsq::RequestClass;
@@ -39,18 +39,18 @@ const REQUESTS: usize = 1000;
 fn invocation() -> Work {
     Box::new(|| {
         let entry = crate::ktests::user_programs::entry(Program::Work);
-        let pd = jord::with(|j| j.cget(PdId::KERNEL)).map_err(|e| format!("cget: {e:?}"))?;
+        let pd = jord::with(|j| j.cget(PdId::KERNEL)).map_err(InvokeFailure::Refused)?;
         let buf = jord::with(|j| j.mmap(PdId::KERNEL, PAGE_SIZE, Perm::RW, MapFlags::default()))
-            .map_err(|e| format!("mmap: {e:?}"))?;
+            .map_err(InvokeFailure::Refused)?;
         let moved = jord::with(|j| j.pmove(PdId::KERNEL, buf, pd, Perm::RW));
         let r = match moved {
             Ok(p) => {
                 p.finish();
                 let deadline = cpu::rdtsc() + apic::tsc_hz();
                 exec::call(pd, entry, [WORK, buf, 0, 0], Some(deadline))
-                    .map_err(|e| format!("{e:?}"))
+                    .map_err(crate::runtime::invoke::exec_failure)
             }
-            Err(e) => Err(format!("pmove: {e:?}")),
+            Err(e) => Err(InvokeFailure::Refused(e)),
         };
         if let Ok(p) = jord::with(|j| j.pmove(pd, buf, PdId::KERNEL, Perm::RW)) {
             p.finish();

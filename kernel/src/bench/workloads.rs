@@ -85,9 +85,7 @@ fn submit(
     let f = f.clone();
     orchestrator::submit_task(
         RequestClass::External,
-        Box::new(move |info| {
-            task::run_root(f, request, info).map(|r| r.map_err(|e| format!("{e}")))
-        }),
+        Box::new(move |info| task::run_root(f, request, info)),
     )
 }
 
@@ -95,7 +93,7 @@ fn submit(
 fn check(f: &Arc<LoadedFunction>, op: &Op) -> R<()> {
     let t = submit(f, op.request).map_err(|_| "queue full")?;
     let done = wait_halting(t);
-    let body = done.result?;
+    let body = done.result.map_err(|e| format!("{e}"))?;
     if body.windows(op.expect.len()).any(|w| w == op.expect) {
         Ok(())
     } else {
@@ -113,7 +111,7 @@ fn min_load(f: &Arc<LoadedFunction>, op: &Op) -> R<Vec<u64>> {
     for _ in 0..MIN_LOAD_REQUESTS {
         let t = submit(f, op.request).map_err(|_| "queue full")?;
         let d = wait_halting(t);
-        d.result?;
+        d.result.map_err(|e| format!("{e}"))?;
         v.push(d.finished - d.arrived);
     }
     v.sort_unstable();

@@ -6,7 +6,6 @@ use crate::jord;
 use crate::ktest;
 use crate::orchestrator;
 use crate::runtime::{self, task};
-use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -17,12 +16,7 @@ type R<T> = Result<T, String>;
 
 /// Invokes `name` as an external request through the orchestrator, as the gateway does.
 fn request(name: &str, req: &[u8]) -> R<Vec<u8>> {
-    let f = runtime::lookup(name).ok_or_else(|| format!("{name} is not deployed"))?;
-    let req = req.to_vec();
-    let work =
-        Box::new(move |info| task::run_root(f, &req, info).map(|r| r.map_err(|e| format!("{e}"))));
-    let done = orchestrator::run_external_task(work).map_err(|_| String::from("queue full"))?;
-    done.result
+    runtime::invoke(name, req).map_err(|e| format!("{e}"))
 }
 
 fn needs_modules() -> R<()> {

@@ -6,6 +6,7 @@ use crate::jord::{self, exec};
 use crate::ktest;
 use crate::ktests::user_programs::Program;
 use crate::orchestrator::{self, Done};
+use crate::runtime::InvokeFailure;
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::vec::Vec;
@@ -119,13 +120,13 @@ ktest! {
         let tickets: Vec<_> = (0..6u64)
             .map(|i| {
                 orchestrator::submit(RequestClass::External, Box::new(move || {
-                    let pd = jord::with(|j| j.cget(PdId::KERNEL)).map_err(|e| format!("{e:?}"))?;
+                    let pd = jord::with(|j| j.cget(PdId::KERNEL)).map_err(InvokeFailure::Refused)?;
                     let deadline = cpu::rdtsc() + apic::tsc_hz();
                     let r = exec::call(pd, entry, [i, 0, 0, 0], Some(deadline));
                     if let Ok(p) = jord::with(|j| j.cput(PdId::KERNEL, pd)) {
                         p.finish();
                     }
-                    let v = r.map_err(|e| format!("{e:?}"))?;
+                    let v = r.map_err(crate::runtime::invoke::exec_failure)?;
                     Ok(v.to_le_bytes().to_vec())
                 }))
                 .map_err(|e| format!("{e:?}"))

@@ -16,14 +16,16 @@
 use crate::arch::{cpu, percpu, smp};
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
-use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use fjord_faas::jbsq::{Dispatcher, Jbsq, JbsqConfig, RequestClass};
 use spin::Mutex;
 
 /// The work of one request; returns the response bytes or why it failed.
-pub type Work = Box<dyn FnOnce() -> Result<Vec<u8>, String> + Send>;
+pub type Work = Box<dyn FnOnce() -> Outcome + Send>;
+
+/// What a request ends with: the response, or how the invocation failed.
+pub type Outcome = Result<Vec<u8>, crate::runtime::InvokeFailure>;
 
 /// A request's identity, returned by [`submit`].
 pub type Ticket = u64;
@@ -42,7 +44,7 @@ pub struct JobInfo {
 /// One step of a request that may suspend: it returns the request's result when the request
 /// finished, or `None` when it continues in a later step (submitted with [`resume`]) or belongs
 /// to another request (a nested call).
-pub type TaskWork = Box<dyn FnOnce(JobInfo) -> Option<Result<Vec<u8>, String>> + Send>;
+pub type TaskWork = Box<dyn FnOnce(JobInfo) -> Option<Outcome> + Send>;
 
 /// One step, in a central queue or an executor's step queue: kept to seven words, as it is
 /// moved on every dispatch.
@@ -78,7 +80,7 @@ impl Job {
 /// A finished request.
 pub struct Done {
     /// The response or the failure.
-    pub result: Result<Vec<u8>, String>,
+    pub result: Outcome,
     /// TSC when the orchestrator received the request.
     pub arrived: u64,
     /// TSC when the orchestrator pushed it to an executor.

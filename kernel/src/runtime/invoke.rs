@@ -56,6 +56,8 @@ pub enum InvokeFailure {
     BadResponse(u64),
     /// PrivLib refused an operation of the sequence (a bug or a hostile function).
     Refused(PdError),
+    /// The orchestrator's queue was full.
+    Busy,
 }
 
 impl core::fmt::Display for InvokeFailure {
@@ -73,6 +75,7 @@ impl core::fmt::Display for InvokeFailure {
             InvokeFailure::Function(e) => write!(f, "function error {e:?}"),
             InvokeFailure::BadResponse(v) => write!(f, "bad response value {v:#x}"),
             InvokeFailure::Refused(e) => write!(f, "PrivLib refused: {e:?}"),
+            InvokeFailure::Busy => f.write_str("the orchestrator's queue is full"),
         }
     }
 }
@@ -119,15 +122,16 @@ pub(super) fn count_ending(called: &Result<u64, InvokeFailure>) {
     }
 }
 
-/// Invokes the deployed function `name` on `request` with default options.
+/// Invokes the deployed function `name` on `request` as an external request through the
+/// orchestrator, the path HTTP requests take (nested calls included), and waits for it.
 pub fn invoke(name: &str, request: &[u8]) -> Result<Vec<u8>, InvokeFailure> {
     let f = super::lookup(name).ok_or(InvokeFailure::NoSuchFunction)?;
-    invoke_function(
-        &f,
-        request,
-        &InvokeOptions::default(),
-        &mut Phases::default(),
-    )
+    let request = request.to_vec();
+    let work = alloc::boxed::Box::new(move |info| super::task::run_root(f, &request, info));
+    match crate::orchestrator::run_external_task(work) {
+        Ok(done) => done.result,
+        Err(crate::orchestrator::SubmitError::QueueFull) => Err(InvokeFailure::Busy),
+    }
 }
 
 /// What the setup built: everything the teardown must release.
@@ -361,7 +365,7 @@ pub fn invoke_function(
 }
 
 /// The invocation failure for an executor error.
-pub(super) fn exec_failure(e: exec::InvokeError) -> InvokeFailure {
+pub fn exec_failure(e: exec::InvokeError) -> InvokeFailure {
     match e {
         exec::InvokeError::Faulted { pd, fault } => InvokeFailure::Faulted { pd, fault },
         exec::InvokeError::TimedOut { pd } => InvokeFailure::TimedOut { pd },

@@ -53,9 +53,7 @@ impl RuntimeService {
 fn root_task(name: &FunctionName, input: &[u8]) -> Result<orchestrator::TaskWork, InvokeError> {
     let f = super::lookup(name.as_str()).ok_or(InvokeError::NotFound)?;
     let input = input.to_vec();
-    Ok(Box::new(move |info| {
-        super::task::run_root(f, &input, info).map(|r| r.map_err(|e| format!("{e}")))
-    }))
+    Ok(Box::new(move |info| super::task::run_root(f, &input, info)))
 }
 
 impl Default for RuntimeService {
@@ -68,7 +66,7 @@ impl FunctionService for RuntimeService {
     fn invoke(&mut self, name: &FunctionName, input: &[u8]) -> Result<Vec<u8>, InvokeError> {
         let work = root_task(name, input)?;
         match orchestrator::run_external_task(work) {
-            Ok(done) => done.result.map_err(InvokeError::Failed),
+            Ok(done) => done.result.map_err(|e| InvokeError::Failed(format!("{e}"))),
             Err(SubmitError::QueueFull) => Err(InvokeError::Unavailable),
         }
     }
@@ -99,7 +97,7 @@ impl FunctionService for RuntimeService {
         let hz = u128::from(crate::arch::apic::tsc_hz().max(1));
         let nanos = (u128::from(ticks) * 1_000_000_000 / hz) as u64;
         Some(Completion {
-            result: done.result.map_err(InvokeError::Failed),
+            result: done.result.map_err(|e| InvokeError::Failed(format!("{e}"))),
             latency: Some(nanos),
         })
     }

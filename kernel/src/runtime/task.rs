@@ -23,8 +23,6 @@ use crate::orchestrator::{self, JobInfo, SubmitError};
 use crate::syscalls::{check_user_writable, user_bytes};
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
-use alloc::format;
-use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
@@ -278,12 +276,8 @@ fn park(task: Box<Task>, cont: exec::Continuation, handle: u64, info: JobInfo) {
 fn resume_later(task: Box<Task>, cont: exec::Continuation, value: u64, info: JobInfo) {
     orchestrator::resume_here(
         info,
-        Box::new(move |info| step(task, Some((cont, value)), info).map(|r| r.map_err(text))),
+        Box::new(move |info| step(task, Some((cont, value)), info)),
     );
-}
-
-fn text(e: InvokeFailure) -> String {
-    format!("{e}")
 }
 
 /// `async_call(name, name_len, argbuf, request_len)` from `caller` running in `pd`. With
@@ -364,7 +358,7 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4], suspending: bool) -> Result<
         },
     });
     let func = task.func.clone();
-    let work = Box::new(move |info| step(task, None, info).map(|r| r.map_err(text)));
+    let work = Box::new(move |info| step(task, None, info));
     match orchestrator::submit_task(RequestClass::Internal, work) {
         Ok(_) => {
             NESTED_CALLS.fetch_add(1, Ordering::Relaxed);

@@ -21,7 +21,6 @@ use crate::jord::state;
 use crate::kprintln;
 use crate::orchestrator::{self, Ticket};
 use crate::runtime::{self, LoadedFunction, task};
-use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -82,11 +81,7 @@ fn submit(
     f: &Arc<LoadedFunction>,
     request: &'static [u8],
 ) -> Result<Ticket, orchestrator::SubmitError> {
-    let f = f.clone();
-    orchestrator::submit_task(
-        RequestClass::External,
-        Box::new(move |info| task::run_root(f, request, info)),
-    )
+    orchestrator::submit_task(RequestClass::External, task::root_work(f.clone(), request))
 }
 
 /// Runs `op` once and checks its response.

@@ -27,3 +27,9 @@ pub mod tenant;
 pub mod vlb;
 
 pub use state::with;
+
+/// Runs `f` on the Jord state and finishes the remote TLB flushes its operation owes once the
+/// lock is released (they wait for other CPUs, never under the lock).
+pub fn flushed<E>(f: impl FnOnce(&mut state::Jord) -> Result<state::Pending, E>) -> Result<(), E> {
+    with(f).map(state::Pending::finish)
+}

@@ -1,6 +1,6 @@
 //! Invoking a function: the Jord executor sequence for one request (Jord §3.4).
 //!
-//! 1. take an instance of the function: an idle one from its pool ([`super::warm`]), or a new
+//! 1. take an instance of the function ([`super::instance`]): an idle one from its pool, or a new
 //!    PD (`cget`, which gives it a root table and a small creation stack) with its instance
 //!    VMA: the manifest's stack, then its heap (see the entry ABI in
 //!    [`fjord_libos::function`]), and the heap allocator's header below the boundary;
@@ -16,14 +16,14 @@
 //!
 //! The instance is given back and the ArgBuf freed whatever happened; every failure is typed.
 
-use super::{LoadedFunction, warm};
+use super::LoadedFunction;
+use super::instance::{ArgBuf, Invocation};
 use crate::arch::cpu;
 use crate::arch::user::UserFault;
-use crate::jord::state::Handoff;
-use crate::jord::{self, exec};
+use crate::jord::exec;
 use alloc::vec::Vec;
 use fjord_libos::function::{FnError, FnReturn, argbuf_capacity, response_offset};
-use fjord_pd::{Error as PdError, MapFlags, PdId, Perm};
+use fjord_pd::{Error as PdError, PdId};
 
 pub use fjord_libos::function::DEFAULT_RESPONSE_ROOM;
 /// Largest request accepted (bounds the ArgBuf).
@@ -126,194 +126,10 @@ pub(super) fn count_ending(called: &Result<u64, InvokeFailure>) {
 /// orchestrator, the path HTTP requests take (nested calls included), and waits for it.
 pub fn invoke(name: &str, request: &[u8]) -> Result<Vec<u8>, InvokeFailure> {
     let f = super::lookup(name).ok_or(InvokeFailure::NoSuchFunction)?;
-    let request = request.to_vec();
-    let work = alloc::boxed::Box::new(move |info| super::task::run_root(f, &request, info));
+    let work = super::task::root_work(f, request.to_vec());
     match crate::orchestrator::run_external_task(work) {
         Ok(done) => done.result,
         Err(crate::orchestrator::SubmitError::QueueFull) => Err(InvokeFailure::Busy),
-    }
-}
-
-/// What the setup built: everything the teardown must release.
-pub(super) struct Instance {
-    /// The invocation's PD.
-    pub pd: PdId,
-    /// The ArgBuf VMA (kernel-owned).
-    pub argbuf: u64,
-    /// The ArgBuf's size.
-    pub capacity: u64,
-    /// Physical address of the ArgBuf's (contiguous) backing.
-    pub argbuf_phys: u64,
-    /// The memory boundary: stack below, heap above.
-    pub boundary: u64,
-}
-
-/// Creates a PD for `f` with its instance VMA (stack and heap); returns the PD and the memory
-/// boundary.
-pub(super) fn create_pd(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure> {
-    let m = &f.manifest;
-    let mut owed = None;
-    let r = jord::with(|j| {
-        let pd = j.cget(PdId::KERNEL)?;
-        j.set_memory_limit(pd, m.memory_limit);
-        // Cannot fail: the kernel just made `pd`.
-        let _ = j.set_pd_limit(pd, m.max_pds);
-        match map_instance(j, pd, m) {
-            Ok(boundary) => Ok((pd, boundary)),
-            Err(e) => {
-                owed = j.cput(PdId::KERNEL, pd).ok();
-                Err(e)
-            }
-        }
-    });
-    if let Some(p) = owed {
-        p.finish();
-    }
-    r.map_err(pd_failure)
-}
-
-/// Maps `pd`'s instance VMA for a function with manifest `m` (its stack, then its heap) and
-/// writes the heap allocator's header at the top of the stack region; returns the memory
-/// boundary. On failure the VMA goes with the PD.
-fn map_instance(
-    j: &mut jord::state::Jord,
-    pd: PdId,
-    m: &fjord_faas::module::Manifest,
-) -> Result<u64, PdError> {
-    let instance = j.mmap(
-        pd,
-        m.stack_size + m.heap_size,
-        Perm::RW,
-        MapFlags::default(),
-    )?;
-    let (offset, words) = fresh_header(m, instance);
-    j.write_words(instance, offset, &words)?;
-    Ok(instance + m.stack_size)
-}
-
-/// The heap header a fresh instance of a function with manifest `m` starts with, when its
-/// instance VMA is at `base`: its byte offset in the VMA and its words.
-pub(super) fn fresh_header(m: &fjord_faas::module::Manifest, base: u64) -> (u64, [u64; 3]) {
-    let boundary = base + m.stack_size;
-    let header = heap_header(boundary);
-    (
-        header - base,
-        fjord_libos::heap::header_words(header, boundary, m.heap_size),
-    )
-}
-
-/// Where the heap header of an instance whose memory boundary is `boundary` lives: the top
-/// [`HEADER_BYTES`](fjord_libos::heap::HEADER_BYTES) of its stack region. The function runs
-/// with it as its thread pointer.
-pub(super) fn heap_header(boundary: u64) -> u64 {
-    boundary - fjord_libos::heap::HEADER_BYTES
-}
-
-/// Destroys `pd` (with everything it owns).
-pub(super) fn destroy_pd(pd: PdId) {
-    if let Ok(p) = jord::with(|j| j.cput(PdId::KERNEL, pd)) {
-        p.finish();
-    }
-}
-
-fn pd_failure(e: PdError) -> InvokeFailure {
-    match e {
-        PdError::NoMemory => InvokeFailure::OutOfMemory,
-        e => InvokeFailure::Refused(e),
-    }
-}
-
-/// Moves the ArgBuf at `addr` from `from` to `to` (read-write) and, when `to` is a PD about to
-/// run, installs its leaves for the buffer at once (see `Handoff::prefill`).
-pub(super) fn move_argbuf(from: PdId, addr: u64, to: PdId) -> Result<(), PdError> {
-    jord::with(|j| j.pmove_with(from, addr, to, Perm::RW, Handoff::TO_NEXT)).map(|p| p.finish())
-}
-
-/// [`move_argbuf`] from `from`, the PD running on this CPU, which is suspended before it runs
-/// again: its leaves for the buffer may be held back (see `Handoff::leaving`).
-pub(super) fn move_argbuf_leaving(from: PdId, addr: u64, to: PdId) -> Result<(), PdError> {
-    jord::with(|j| j.pmove_with(from, addr, to, Perm::RW, Handoff::CALL)).map(|p| p.finish())
-}
-
-/// Builds a PD and a kernel-owned ArgBuf of `capacity` bytes for `f`, copies `request` into
-/// the ArgBuf and moves it to the PD; everything is released again on failure.
-pub(super) fn prepare(
-    f: &LoadedFunction,
-    request: &[u8],
-    capacity: u64,
-) -> Result<Instance, InvokeFailure> {
-    let mut inst = setup(f, capacity)?;
-    inst.argbuf_mut()[..request.len()].copy_from_slice(request);
-    if let Err(e) = move_argbuf(PdId::KERNEL, inst.argbuf, inst.pd) {
-        teardown(f, &inst, false);
-        return Err(InvokeFailure::Refused(e));
-    }
-    Ok(inst)
-}
-
-/// Takes an instance of `f` (see [`warm::take`]) and maps a kernel-owned ArgBuf of
-/// `capacity` bytes for it.
-fn setup(f: &LoadedFunction, capacity: u64) -> Result<Instance, InvokeFailure> {
-    let (pd, boundary) = warm::take(f)?;
-    match warm::or_drain(|| map_argbuf(capacity), |e| *e == PdError::NoMemory) {
-        Ok((argbuf, argbuf_phys)) => Ok(Instance {
-            pd,
-            argbuf,
-            capacity,
-            argbuf_phys,
-            boundary,
-        }),
-        Err(e) => {
-            warm::give_back(f, pd, boundary, true);
-            Err(pd_failure(e))
-        }
-    }
-}
-
-/// Maps a kernel-owned ArgBuf of `capacity` bytes, initialised; returns its base and the
-/// physical address of its (contiguous) backing.
-fn map_argbuf(capacity: u64) -> Result<(u64, u64), PdError> {
-    let mut owed = None;
-    let r = jord::with(|j| {
-        let argbuf = j.mmap(PdId::KERNEL, capacity, Perm::RW, MapFlags::default())?;
-        match j.initialised_backing(argbuf) {
-            Some(phys) => Ok((argbuf, phys)),
-            None => {
-                owed = j.munmap(PdId::KERNEL, argbuf, capacity).ok();
-                Err(PdError::NoMemory)
-            }
-        }
-    });
-    if let Some(p) = owed {
-        p.finish();
-    }
-    r
-}
-
-/// Ends an invocation: gives its instance back to `f` (to its pool when `reusable`: the
-/// function returned) and unmaps the ArgBuf.
-pub(super) fn teardown(f: &LoadedFunction, inst: &Instance, reusable: bool) {
-    warm::give_back(f, inst.pd, inst.boundary, reusable);
-    let p = jord::with(|j| j.munmap(PdId::KERNEL, inst.argbuf, inst.capacity).ok());
-    if let Some(p) = p {
-        p.finish();
-    }
-}
-
-impl Instance {
-    /// The ArgBuf's bytes through the kernel's direct map.
-    pub(super) fn argbuf_mut(&mut self) -> &mut [u8] {
-        // SAFETY: the ArgBuf's backing is `capacity` physically contiguous, initialised bytes
-        // that stay allocated until `teardown`. The kernel touches them only before the `pmove`
-        // to the PD and after `exec::call` returned, when no code of this invocation runs; no
-        // other PD was ever given a right on this VMA by the kernel, and `&mut self` makes this
-        // the only kernel access.
-        unsafe {
-            core::slice::from_raw_parts_mut(
-                crate::mm::phys_to_virt(self.argbuf_phys) as *mut u8,
-                self.capacity as usize,
-            )
-        }
     }
 }
 
@@ -332,18 +148,18 @@ pub fn invoke_function(
         .response_room
         .unwrap_or(request.len() + DEFAULT_RESPONSE_ROOM)
         .min(MAX_REQUEST);
-    let mut inst = prepare(f, request, argbuf_capacity(request.len(), room) as u64)?;
+    let mut inv = Invocation::prepare(f, request, argbuf_capacity(request.len(), room) as u64)?;
     let t1 = cpu::rdtsc();
     let limit_ms = options.time_limit_ms.unwrap_or(f.manifest.time_limit_ms());
     let deadline = t1 + crate::arch::apic::tsc_hz() / 1000 * limit_ms;
+    let (pd, tp) = (inv.instance.pd, inv.instance.thread_pointer());
     let args = [
-        inst.argbuf,
+        inv.argbuf.base,
         request.len() as u64,
-        inst.capacity,
-        inst.boundary,
+        inv.argbuf.capacity,
+        inv.instance.boundary,
     ];
-    let tp = heap_header(inst.boundary);
-    let called = exec::call_tp(inst.pd, f.entry, args, tp, Some(deadline)).map_err(exec_failure);
+    let called = exec::call_tp(pd, f.entry, args, tp, Some(deadline)).map_err(exec_failure);
     count_ending(&called);
     let t2 = cpu::rdtsc();
     let reusable = called.is_ok();
@@ -351,10 +167,10 @@ pub fn invoke_function(
         // The ArgBuf goes back to the kernel (a pmove on the PD's behalf). If the function gave
         // its right away, the pmove fails; no code of this invocation runs any more, and the
         // ArgBuf's munmap in the teardown revokes every right that is left.
-        let _ = move_argbuf(inst.pd, inst.argbuf, PdId::KERNEL);
-        response(&mut inst, request.len(), value)
+        let _ = inv.argbuf.move_to(pd, PdId::KERNEL);
+        response(&mut inv.argbuf, request.len(), value)
     });
-    teardown(f, &inst, reusable);
+    inv.end(f, reusable);
     let t3 = cpu::rdtsc();
     *phases = Phases {
         setup: t1 - t0,
@@ -373,9 +189,10 @@ pub fn exec_failure(e: exec::InvokeError) -> InvokeFailure {
     }
 }
 
-/// Decodes the function's return value and copies the response out of the ArgBuf.
+/// Decodes the function's return value and copies the response out of its kernel-owned
+/// ArgBuf.
 pub(super) fn response(
-    inst: &mut Instance,
+    argbuf: &mut ArgBuf,
     request_len: usize,
     value: u64,
 ) -> Result<Vec<u8>, InvokeFailure> {
@@ -385,9 +202,12 @@ pub(super) fn response(
             let end = usize::try_from(n)
                 .ok()
                 .and_then(|n| start.checked_add(n))
-                .filter(|&end| end <= inst.capacity as usize)
+                .filter(|&end| end <= argbuf.capacity as usize)
                 .ok_or(InvokeFailure::BadResponse(value))?;
-            Ok(inst.argbuf_mut()[start..end].to_vec())
+            let bytes = argbuf
+                .bytes_mut()
+                .ok_or(InvokeFailure::BadResponse(value))?;
+            Ok(bytes[start..end].to_vec())
         }
         FnReturn::Error(e) => Err(InvokeFailure::Function(e)),
         FnReturn::UnknownError(_) => Err(InvokeFailure::BadResponse(value)),

@@ -13,6 +13,7 @@
 //! `jord::state::reset` (switching between full isolation and Jord_NI) released it; each state
 //! has its own generation, so a stale mapping is never mistaken for a live one.
 
+pub mod instance;
 pub mod invoke;
 pub mod loader;
 pub mod service;

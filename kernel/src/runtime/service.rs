@@ -2,7 +2,6 @@
 //! CPUs through the orchestrator (a [`FunctionService`] for `fjord_faas::gateway`).
 
 use crate::orchestrator::{self, SubmitError};
-use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
@@ -52,8 +51,7 @@ impl RuntimeService {
 /// The root task of an external invocation of `name` with `input`.
 fn root_task(name: &FunctionName, input: &[u8]) -> Result<orchestrator::TaskWork, InvokeError> {
     let f = super::lookup(name.as_str()).ok_or(InvokeError::NotFound)?;
-    let input = input.to_vec();
-    Ok(Box::new(move |info| super::task::run_root(f, &input, info)))
+    Ok(super::task::root_work(f, input.to_vec()))
 }
 
 impl Default for RuntimeService {

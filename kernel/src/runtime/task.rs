@@ -15,8 +15,9 @@
 //! hop copies the request and the response through a kernel channel (caller buffer → channel →
 //! callee buffer and back), as a pipe between worker processes would.
 
-use super::invoke::{self, Instance, InvokeFailure};
-use super::{LoadedFunction, warm};
+use super::LoadedFunction;
+use super::instance::{ArgBuf, Instance, Invocation};
+use super::invoke::{self, InvokeFailure};
 use crate::arch::cpu;
 use crate::jord::{self, exec};
 use crate::orchestrator::{self, JobInfo, SubmitError};
@@ -79,12 +80,9 @@ enum Origin {
 struct Task {
     id: TaskId,
     func: Arc<LoadedFunction>,
-    pd: PdId,
-    boundary: u64,
-    argbuf: u64,
-    capacity: u64,
-    /// Physical base of a kernel-owned ArgBuf (root tasks and copied hops), freed at the end.
-    kernel_buf: Option<u64>,
+    /// The instance and its ArgBuf (kernel-owned for root tasks and copied hops, the caller's
+    /// for moved hops), until the task finishes.
+    inv: Option<Invocation>,
     request_len: usize,
     deadline: u64,
     origin: Origin,
@@ -134,6 +132,15 @@ fn deadline_of(f: &LoadedFunction) -> u64 {
     cpu::rdtsc() + crate::arch::apic::tsc_hz() / 1000 * f.manifest.time_limit_ms()
 }
 
+/// The first step of an external request of `f` with `request`, as the orchestrator runs it
+/// (the gateway's requests, the in-kernel tests', the workload benchmarks').
+pub fn root_work<R: AsRef<[u8]> + Send + 'static>(
+    f: Arc<LoadedFunction>,
+    request: R,
+) -> orchestrator::TaskWork {
+    Box::new(move |info| run_root(f, request.as_ref(), info))
+}
+
 /// Runs `request` as an external request of `f` (the first step of the request `info`);
 /// returns its response or failure, or `None` when it suspended in a nested call (it then
 /// finishes in a later step).
@@ -146,7 +153,7 @@ pub fn run_root(
         return Some(Err(InvokeFailure::RequestTooLarge));
     }
     let room = request.len() + invoke::DEFAULT_RESPONSE_ROOM;
-    let inst = match invoke::prepare(&f, request, argbuf_capacity(request.len(), room) as u64) {
+    let inv = match Invocation::prepare(&f, request, argbuf_capacity(request.len(), room) as u64) {
         Ok(i) => i,
         Err(e) => return Some(Err(e)),
     };
@@ -154,11 +161,7 @@ pub fn run_root(
         id: locked(Calls::new_task_id),
         deadline: deadline_of(&f),
         func: f,
-        pd: inst.pd,
-        boundary: inst.boundary,
-        argbuf: inst.argbuf,
-        capacity: inst.capacity,
-        kernel_buf: Some(inst.argbuf_phys),
+        inv: Some(inv),
         request_len: request.len(),
         origin: Origin::Root,
     });
@@ -183,14 +186,22 @@ fn step(
         let deadline = Some(task.deadline);
         match resume {
             None => {
+                let inv = task.inv.as_ref().expect("a task runs with its invocation");
                 let args = [
-                    task.argbuf,
+                    inv.argbuf.base,
                     task.request_len as u64,
-                    task.capacity,
-                    task.boundary,
+                    inv.argbuf.capacity,
+                    inv.instance.boundary,
                 ];
-                let tp = invoke::heap_header(task.boundary);
-                exec::call_with(task.pd, task.func.entry, args, tp, deadline, &mut hook)
+                let tp = inv.instance.thread_pointer();
+                exec::call_with(
+                    inv.instance.pd,
+                    task.func.entry,
+                    args,
+                    tp,
+                    deadline,
+                    &mut hook,
+                )
             }
             Some((cont, value)) => exec::resume(cont, value, deadline, &mut hook),
         }
@@ -296,37 +307,31 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4], suspending: bool) -> Result<
     if request_len > capacity {
         return Err(AbiError::InvalidArgs);
     }
-    let callee = match hop_mode() {
+    let inv = match hop_mode() {
         HopMode::Move => {
-            let (cpd, boundary) = warm::take(&f)?;
+            let instance = Instance::take(&f)?;
+            let argbuf = ArgBuf::callers(buf, capacity);
             let moved = if suspending {
-                invoke::move_argbuf_leaving(pd, buf, cpd)
+                argbuf.move_leaving(pd, instance.pd)
             } else {
-                invoke::move_argbuf(pd, buf, cpd)
+                argbuf.move_to(pd, instance.pd)
             };
             if let Err(e) = moved {
-                warm::give_back(&f, cpd, boundary, true);
+                instance.give_back(&f, true);
                 return Err(jord::state::abi_error(e));
             }
-            (cpd, boundary, buf, capacity, None)
+            Invocation { instance, argbuf }
         }
         HopMode::Copy => {
             // A pipe write: the kernel reads the request from the caller's buffer.
             check_user_writable(buf, capacity)?;
             let channel = user_bytes(buf, request_len)?.to_vec();
             // A pipe read: the callee's buffer gets the request from the channel.
-            let inst = invoke::prepare(&f, &channel, capacity)?;
+            let inv = Invocation::prepare(&f, &channel, capacity)?;
             HOP_BYTES_COPIED.fetch_add(2 * request_len, Ordering::Relaxed);
-            (
-                inst.pd,
-                inst.boundary,
-                inst.argbuf,
-                capacity,
-                Some(inst.argbuf_phys),
-            )
+            inv
         }
     };
-    let (cpd, boundary, argbuf, capacity, kernel_buf) = callee;
     let (id, handle) = locked(|c| {
         let id = c.new_task_id();
         let handle = c.next_handle;
@@ -344,11 +349,7 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4], suspending: bool) -> Result<
         id,
         deadline: deadline_of(&f),
         func: f,
-        pd: cpd,
-        boundary,
-        argbuf,
-        capacity,
-        kernel_buf,
+        inv: Some(inv),
         request_len: request_len as usize,
         origin: Origin::Child {
             caller: caller.id,
@@ -357,7 +358,6 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4], suspending: bool) -> Result<
             caller_buf: buf,
         },
     });
-    let func = task.func.clone();
     let work = Box::new(move |info| step(task, None, info));
     match orchestrator::submit_task(RequestClass::Internal, work) {
         Ok(_) => {
@@ -365,19 +365,9 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4], suspending: bool) -> Result<
             Ok(handle)
         }
         Err(SubmitError::QueueFull) => {
-            // The work (and the task in it) was dropped: undo the call.
+            // The work was dropped, and the task in it gave its invocation back (see
+            // `Task::drop`): undo the call.
             locked(|c| c.calls.remove(&handle));
-            if kernel_buf.is_none() {
-                let _ = invoke::move_argbuf(cpd, buf, pd);
-            }
-            let callee = Callee {
-                pd: cpd,
-                boundary,
-                argbuf,
-                capacity,
-                kernel_buf,
-            };
-            release(&func, &callee, true);
             Err(AbiError::Busy)
         }
     }
@@ -393,62 +383,45 @@ impl From<InvokeFailure> for AbiError {
     }
 }
 
-/// A callee's instance and ArgBuf, as [`release`] needs them.
-struct Callee {
-    pd: PdId,
-    boundary: u64,
-    argbuf: u64,
-    capacity: u64,
-    kernel_buf: Option<u64>,
-}
-
-/// Ends a callee's instance (see [`warm::give_back`]) and frees its kernel-owned ArgBuf, if
-/// it has one.
-fn release(f: &LoadedFunction, c: &Callee, reusable: bool) {
-    match c.kernel_buf {
-        Some(phys) => invoke::teardown(
-            f,
-            &Instance {
-                pd: c.pd,
-                argbuf: c.argbuf,
-                capacity: c.capacity,
-                argbuf_phys: phys,
-                boundary: c.boundary,
-            },
-            reusable,
-        ),
-        None => warm::give_back(f, c.pd, c.boundary, reusable),
+impl Drop for Task {
+    /// A task that never finished (the orchestrator refused its first step): the callee's
+    /// instance goes back to its pool, and an ArgBuf moved from its caller returns to it.
+    fn drop(&mut self) {
+        let Some(inv) = self.inv.take() else {
+            return;
+        };
+        if let Origin::Child { caller_pd, .. } = self.origin
+            && !inv.argbuf.is_kernels()
+        {
+            let _ = inv.argbuf.move_to(inv.instance.pd, caller_pd);
+        }
+        inv.end(&self.func, true);
     }
 }
 
 /// Ends `task` with the function's `creturn` value or its failure.
 fn finish(
-    task: Box<Task>,
+    mut task: Box<Task>,
     result: Result<u64, InvokeFailure>,
 ) -> Option<Result<Vec<u8>, InvokeFailure>> {
     invoke::count_ending(&result);
+    let mut inv = task
+        .inv
+        .take()
+        .expect("a task holds its invocation until it finishes");
+    let pd = inv.instance.pd;
     // Calls the task started and never waited for are orphaned: their results are dropped.
     locked(|c| c.calls.retain(|_, call| call.caller != task.id));
     let reusable = result.is_ok();
     match task.origin {
         Origin::Root => {
-            let phys = task
-                .kernel_buf
-                .expect("a root task's ArgBuf is the kernel's");
-            let mut inst = Instance {
-                pd: task.pd,
-                argbuf: task.argbuf,
-                capacity: task.capacity,
-                argbuf_phys: phys,
-                boundary: task.boundary,
-            };
             let r = result.and_then(|v| {
-                // If the function gave its right away, this fails; the teardown's munmap
-                // revokes every right that is left.
-                let _ = invoke::move_argbuf(task.pd, task.argbuf, PdId::KERNEL);
-                invoke::response(&mut inst, task.request_len, v)
+                // If the function gave its right away, this fails; the ArgBuf's munmap when
+                // the invocation ends revokes every right that is left.
+                let _ = inv.argbuf.move_to(pd, PdId::KERNEL);
+                invoke::response(&mut inv.argbuf, task.request_len, v)
             });
-            invoke::teardown(&task.func, &inst, reusable);
+            inv.end(&task.func, reusable);
             Some(r)
         }
         Origin::Child {
@@ -458,27 +431,21 @@ fn finish(
             caller_buf,
         } => {
             let value = match result {
-                Ok(v) => callee_value(&task, v),
+                Ok(v) => callee_value(&task, inv.argbuf.capacity, v),
                 Err(e) => {
                     log::warn!("nested call to {}: {e}", task.func.manifest.name.as_str());
                     encode(Err(AbiError::CalleeFailed))
                 }
             };
-            let value = match task.kernel_buf {
-                None => match invoke::move_argbuf(task.pd, task.argbuf, caller_pd) {
+            let value = if inv.argbuf.is_kernels() {
+                copy_back(&task, &mut inv, (caller, handle), caller_buf, value)
+            } else {
+                match inv.argbuf.move_to(pd, caller_pd) {
                     Ok(()) => value,
                     Err(_) => encode(Err(AbiError::CalleeFailed)),
-                },
-                Some(phys) => copy_back(&task, phys, (caller, handle), caller_buf, value),
+                }
             };
-            let callee = Callee {
-                pd: task.pd,
-                boundary: task.boundary,
-                argbuf: task.argbuf,
-                capacity: task.capacity,
-                kernel_buf: task.kernel_buf,
-            };
-            release(&task.func, &callee, reusable);
+            inv.end(&task.func, reusable);
             deliver(handle, value);
             None
         }
@@ -486,11 +453,11 @@ fn finish(
 }
 
 /// The `wait` value for a callee's `creturn` value `v`.
-fn callee_value(task: &Task, v: u64) -> u64 {
+fn callee_value(task: &Task, capacity: u64, v: u64) -> u64 {
     match FnReturn::decode(v) {
         FnReturn::Response(n) => {
             let end = (response_offset(task.request_len) as u64).checked_add(n);
-            if end.is_some_and(|end| end <= task.capacity) {
+            if end.is_some_and(|end| end <= capacity) {
                 n
             } else {
                 encode(Err(AbiError::CalleeFailed))
@@ -506,7 +473,7 @@ fn callee_value(task: &Task, v: u64) -> u64 {
 /// is known to be alive.
 fn copy_back(
     task: &Task,
-    phys: u64,
+    inv: &mut Invocation,
     (caller, handle): (TaskId, u64),
     caller_buf: u64,
     value: u64,
@@ -518,16 +485,13 @@ fn copy_back(
         return value;
     }
     let start = response_offset(task.request_len);
-    let _ = invoke::move_argbuf(task.pd, task.argbuf, PdId::KERNEL);
-    // SAFETY: the callee's ArgBuf is kernel-owned, `capacity` contiguous initialised bytes
-    // that stay allocated until `release`; the callee has finished and no longer runs.
-    let src = unsafe {
-        core::slice::from_raw_parts(
-            crate::mm::phys_to_virt(phys) as *const u8,
-            task.capacity as usize,
-        )
+    let _ = inv.argbuf.move_to(inv.instance.pd, PdId::KERNEL);
+    let Some(src) = inv.argbuf.bytes_mut() else {
+        return encode(Err(AbiError::CalleeFailed));
     };
-    let channel = src[start..start + n].to_vec();
+    let Some(channel) = src.get(start..start + n).map(<[u8]>::to_vec) else {
+        return encode(Err(AbiError::CalleeFailed));
+    };
     locked(|c| {
         // The caller's buffer exists while its call record does (a caller removes its records
         // before its PD, and with it the buffer, is destroyed).

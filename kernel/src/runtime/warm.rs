@@ -21,7 +21,6 @@
 //! up on memory, when a function goes, and by leak tests).
 
 use super::LoadedFunction;
-use super::invoke::{self, InvokeFailure};
 use crate::arch::cpu;
 use crate::jord::state::PD_STACK_SIZE;
 use crate::jord::{self, state::InstanceLayout};
@@ -123,27 +122,16 @@ pub fn drain() {
     }
 }
 
-/// An instance of `f` for a request: an idle one if the pool has one, else a new PD with its
-/// instance VMA. Returns the PD and its memory boundary.
-pub(super) fn take(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure> {
-    let (pd, boundary) = take_instance(f)?;
-    let log_limit = u32::try_from(f.manifest.log_limit).unwrap_or(u32::MAX);
-    jord::tenant::begin(pd, f.namespace, log_limit);
-    Ok((pd, boundary))
-}
-
-fn take_instance(f: &LoadedFunction) -> Result<(PdId, u64), InvokeFailure> {
+/// An idle instance of `f` for a request, if its pool has one: its PD and memory boundary.
+pub(super) fn take_idle(f: &LoadedFunction) -> Option<(PdId, u64)> {
     f.warm.touch();
     while let Some(w) = f.warm.locked(|v| v.pop()) {
         w.forget();
         if w.is_live() {
-            return Ok((w.pd, w.boundary));
+            return Some((w.pd, w.boundary));
         }
     }
-    or_drain(
-        || invoke::create_pd(f),
-        |e| *e == InvokeFailure::OutOfMemory,
-    )
+    None
 }
 
 /// Runs `attempt`; when it failed for want of memory (`short` says which errors mean that)
@@ -161,16 +149,15 @@ pub fn or_drain<T, E>(
     }
 }
 
-/// Ends the request of `f`'s instance `pd` (memory boundary `boundary`): restores it into
-/// `f`'s pool when `reusable` (its function returned), the pool has room and the instance is
-/// fit for reuse; destroys it otherwise.
-pub(super) fn give_back(f: &LoadedFunction, pd: PdId, boundary: u64, reusable: bool) {
-    if !(reusable && restore(f, pd, boundary)) {
-        invoke::destroy_pd(pd);
-    }
-}
-
-fn restore(f: &LoadedFunction, pd: PdId, boundary: u64) -> bool {
+/// Restores `f`'s instance `pd` (memory boundary `boundary`), whose request has ended, to
+/// `layout` and keeps it in `f`'s pool, when the pool has room and the instance is fit for
+/// reuse; returns whether it was kept (the caller destroys it otherwise).
+pub(super) fn keep(
+    f: &LoadedFunction,
+    pd: PdId,
+    boundary: u64,
+    layout: &InstanceLayout<'_>,
+) -> bool {
     if !enabled() || f.warm.idle() >= PER_FUNCTION {
         return false;
     }
@@ -185,18 +172,9 @@ fn restore(f: &LoadedFunction, pd: PdId, boundary: u64) -> bool {
             return false;
         }
     }
-    let base = boundary - m.stack_size;
-    let (header_offset, header) = invoke::fresh_header(m, base);
-    let layout = InstanceLayout {
-        base,
-        len: m.stack_size + m.heap_size,
-        header_offset,
-        header: &header,
-        memory_limit: m.memory_limit,
-    };
     let restored = jord::with(|j| {
         let generation = j.generation();
-        j.restore_instance(pd, &layout).map(|p| (p, generation))
+        j.restore_instance(pd, layout).map(|p| (p, generation))
     });
     let Ok((pending, generation)) = restored else {
         return false;
@@ -240,7 +218,7 @@ impl Warm {
     fn discard(self) {
         self.forget();
         if self.is_live() {
-            invoke::destroy_pd(self.pd);
+            let _ = jord::flushed(|j| j.cput(PdId::KERNEL, self.pd));
         }
     }
 }

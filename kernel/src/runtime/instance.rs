@@ -1,0 +1,279 @@
+//! A function instance and its ArgBuf: what one request of a function runs in.
+//!
+//! An [`Instance`] is a PD with its creation stack and its *instance VMA* (the manifest's stack,
+//! then its heap, with the heap allocator's header at the top of the stack region), taken from
+//! the function's pool of idle instances ([`super::warm`]) or made new, and given back when the
+//! request ends: restored into the pool if the function returned and the pool has room,
+//! destroyed otherwise (with every PD the request created). An [`ArgBuf`] is the request's
+//! buffer: a kernel-owned VMA the kernel fills (an external request, a copied hop) or the
+//! caller's own VMA moved in (a nested call). An [`Invocation`] is the two together. Instances
+//! restored from a Groundhog snapshot or forked will be further kinds of instance.
+
+use super::LoadedFunction;
+use super::invoke::InvokeFailure;
+use super::warm;
+use crate::jord::{self, state::Handoff};
+use fjord_faas::module::Manifest;
+use fjord_pd::{Error as PdError, MapFlags, PdId, Perm};
+
+/// A PD with its stack and instance VMA, serving one request of its function at a time.
+#[derive(Debug)]
+pub struct Instance {
+    /// Its PD.
+    pub pd: PdId,
+    /// The memory boundary: stack below, heap above.
+    pub boundary: u64,
+}
+
+impl Instance {
+    /// An instance of `f` for a request: an idle one from its pool, or a new one; marked as
+    /// acting for `f`'s tenant (its key-value namespace and console budget, see
+    /// [`jord::tenant`]).
+    pub fn take(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
+        let inst = match warm::take_idle(f) {
+            Some((pd, boundary)) => Instance { pd, boundary },
+            None => warm::or_drain(|| Instance::create(f), |e| *e == InvokeFailure::OutOfMemory)?,
+        };
+        let log_limit = u32::try_from(f.manifest.log_limit).unwrap_or(u32::MAX);
+        jord::tenant::begin(inst.pd, f.namespace, log_limit);
+        Ok(inst)
+    }
+
+    /// Ends the request: into `f`'s pool when `reusable` (the function returned) and the
+    /// instance is fit for reuse and the pool has room; destroyed otherwise.
+    pub fn give_back(self, f: &LoadedFunction, reusable: bool) {
+        if !(reusable && self.keep(f)) {
+            destroy(self.pd);
+        }
+    }
+
+    /// Restores this instance to the state of a fresh one and keeps it in `f`'s pool, if
+    /// [`warm::keep`] takes it.
+    fn keep(&self, f: &LoadedFunction) -> bool {
+        let m = &f.manifest;
+        let base = self.boundary - m.stack_size;
+        let (header_offset, header) = fresh_header(m, base);
+        let layout = jord::state::InstanceLayout {
+            base,
+            len: m.stack_size + m.heap_size,
+            header_offset,
+            header: &header,
+            memory_limit: m.memory_limit,
+        };
+        warm::keep(f, self.pd, self.boundary, &layout)
+    }
+
+    /// The thread pointer the function runs with: its heap header.
+    pub fn thread_pointer(&self) -> u64 {
+        heap_header(self.boundary)
+    }
+
+    /// A new PD for `f` with its instance VMA and heap header, its memory allowance and its
+    /// bound on the PDs it may create.
+    fn create(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
+        let m = &f.manifest;
+        let mut owed = None;
+        let r = jord::with(|j| {
+            let pd = j.cget(PdId::KERNEL)?;
+            j.set_memory_limit(pd, m.memory_limit);
+            // Cannot fail: the kernel just made `pd`.
+            let _ = j.set_pd_limit(pd, m.max_pds);
+            match map_instance(j, pd, m) {
+                Ok(boundary) => Ok(Instance { pd, boundary }),
+                Err(e) => {
+                    owed = j.cput(PdId::KERNEL, pd).ok();
+                    Err(e)
+                }
+            }
+        });
+        if let Some(p) = owed {
+            p.finish();
+        }
+        r.map_err(pd_failure)
+    }
+}
+
+/// Destroys `pd` with everything it owns and every PD it created.
+pub fn destroy(pd: PdId) {
+    let _ = jord::flushed(|j| j.cput(PdId::KERNEL, pd));
+}
+
+/// Maps `pd`'s instance VMA for a function with manifest `m` (its stack, then its heap) and
+/// writes the heap allocator's header at the top of the stack region; returns the memory
+/// boundary. On failure the VMA goes with the PD.
+fn map_instance(j: &mut jord::state::Jord, pd: PdId, m: &Manifest) -> Result<u64, PdError> {
+    let instance = j.mmap(
+        pd,
+        m.stack_size + m.heap_size,
+        Perm::RW,
+        MapFlags::default(),
+    )?;
+    let (offset, words) = fresh_header(m, instance);
+    j.write_words(instance, offset, &words)?;
+    Ok(instance + m.stack_size)
+}
+
+/// The heap header a fresh instance of a function with manifest `m` starts with, when its
+/// instance VMA is at `base`: its byte offset in the VMA and its words.
+fn fresh_header(m: &Manifest, base: u64) -> (u64, [u64; 3]) {
+    let boundary = base + m.stack_size;
+    let header = heap_header(boundary);
+    (
+        header - base,
+        fjord_libos::heap::header_words(header, boundary, m.heap_size),
+    )
+}
+
+/// Where the heap header of an instance whose memory boundary is `boundary` lives: the top
+/// [`HEADER_BYTES`](fjord_libos::heap::HEADER_BYTES) of its stack region. The function runs
+/// with it as its thread pointer.
+fn heap_header(boundary: u64) -> u64 {
+    boundary - fjord_libos::heap::HEADER_BYTES
+}
+
+/// The invocation failure for a PrivLib error of the sequence.
+pub(super) fn pd_failure(e: PdError) -> InvokeFailure {
+    match e {
+        PdError::NoMemory => InvokeFailure::OutOfMemory,
+        e => InvokeFailure::Refused(e),
+    }
+}
+
+/// A request's ArgBuf: the request at its start, the response room after it.
+#[derive(Debug)]
+pub struct ArgBuf {
+    /// Base of the VMA.
+    pub base: u64,
+    /// Its size in bytes (whole pages).
+    pub capacity: u64,
+    /// For a kernel-owned ArgBuf, the physical address of its contiguous, initialised frames.
+    kernel_phys: Option<u64>,
+}
+
+impl ArgBuf {
+    /// A kernel-owned ArgBuf of `capacity` bytes, initialised (draining idle instances once if
+    /// memory is short).
+    pub fn map(capacity: u64) -> Result<ArgBuf, PdError> {
+        warm::or_drain(|| ArgBuf::map_once(capacity), |e| *e == PdError::NoMemory)
+    }
+
+    fn map_once(capacity: u64) -> Result<ArgBuf, PdError> {
+        let mut owed = None;
+        let r = jord::with(|j| {
+            let base = j.mmap(PdId::KERNEL, capacity, Perm::RW, MapFlags::default())?;
+            match j.initialised_backing(base) {
+                Some(phys) => Ok(ArgBuf {
+                    base,
+                    capacity,
+                    kernel_phys: Some(phys),
+                }),
+                None => {
+                    owed = j.munmap(PdId::KERNEL, base, capacity).ok();
+                    Err(PdError::NoMemory)
+                }
+            }
+        });
+        if let Some(p) = owed {
+            p.finish();
+        }
+        r
+    }
+
+    /// A caller's ArgBuf VMA of `capacity` bytes at `base`, handed on to a callee.
+    pub fn callers(base: u64, capacity: u64) -> ArgBuf {
+        ArgBuf {
+            base,
+            capacity,
+            kernel_phys: None,
+        }
+    }
+
+    /// Whether the kernel owns it (it frees it when the request ends).
+    pub fn is_kernels(&self) -> bool {
+        self.kernel_phys.is_some()
+    }
+
+    /// The bytes of a kernel-owned ArgBuf through the kernel's direct map; `None` for a
+    /// caller's.
+    pub fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        let phys = self.kernel_phys?;
+        // SAFETY: a kernel-owned ArgBuf's backing is `capacity` physically contiguous,
+        // initialised bytes that stay allocated until `free`. The kernel touches them only
+        // before the `pmove` to the instance's PD and after its call ended, when no code of the
+        // request runs; the kernel gives no other PD a right on this VMA, and `&mut self` makes
+        // this the only kernel access.
+        Some(unsafe {
+            core::slice::from_raw_parts_mut(
+                crate::mm::phys_to_virt(phys) as *mut u8,
+                self.capacity as usize,
+            )
+        })
+    }
+
+    /// Moves the buffer from `from` to `to` (read-write) and, `to` being a PD about to run,
+    /// installs its leaves for the buffer at once (see `Handoff::prefill`).
+    pub fn move_to(&self, from: PdId, to: PdId) -> Result<(), PdError> {
+        move_between(self.base, from, to, Handoff::TO_NEXT)
+    }
+
+    /// [`ArgBuf::move_to`] from `from`, the PD running on this CPU, which is suspended before
+    /// it runs again: its leaves for the buffer may be held back (see `Handoff::leaving`).
+    pub fn move_leaving(&self, from: PdId, to: PdId) -> Result<(), PdError> {
+        move_between(self.base, from, to, Handoff::CALL)
+    }
+
+    /// Frees a kernel-owned ArgBuf (every right left on it is revoked); a caller's stays.
+    pub fn free(self) {
+        if self.kernel_phys.is_some() {
+            let _ = jord::flushed(|j| j.munmap(PdId::KERNEL, self.base, self.capacity));
+        }
+    }
+}
+
+fn move_between(base: u64, from: PdId, to: PdId, how: Handoff) -> Result<(), PdError> {
+    jord::flushed(|j| j.pmove_with(from, base, to, Perm::RW, how))
+}
+
+/// An instance and the ArgBuf of its request.
+#[derive(Debug)]
+pub struct Invocation {
+    /// The instance.
+    pub instance: Instance,
+    /// Its request's ArgBuf.
+    pub argbuf: ArgBuf,
+}
+
+impl Invocation {
+    /// An instance of `f` with a kernel-owned ArgBuf of `capacity` bytes holding `request`,
+    /// moved to the instance's PD; everything is released again on failure.
+    pub fn prepare(
+        f: &LoadedFunction,
+        request: &[u8],
+        capacity: u64,
+    ) -> Result<Invocation, InvokeFailure> {
+        let instance = Instance::take(f)?;
+        let mut argbuf = match ArgBuf::map(capacity) {
+            Ok(a) => a,
+            Err(e) => {
+                instance.give_back(f, true);
+                return Err(pd_failure(e));
+            }
+        };
+        if let Some(bytes) = argbuf.bytes_mut() {
+            bytes[..request.len()].copy_from_slice(request);
+        }
+        let inv = Invocation { instance, argbuf };
+        if let Err(e) = inv.argbuf.move_to(PdId::KERNEL, inv.instance.pd) {
+            inv.end(f, false);
+            return Err(InvokeFailure::Refused(e));
+        }
+        Ok(inv)
+    }
+
+    /// Ends the request: gives the instance back (to its pool when `reusable`: the function
+    /// returned) and frees a kernel-owned ArgBuf.
+    pub fn end(self, f: &LoadedFunction, reusable: bool) {
+        self.instance.give_back(f, reusable);
+        self.argbuf.free();
+    }
+}

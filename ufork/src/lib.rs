@@ -2,6 +2,8 @@
 //!
 //! Modules:
 //! - [`area`]: a μprocess's contiguous, size-aligned area and the layout of its regions.
+//! - [`cap`]: the 128-bit capability format (address word + area-relative bounds and
+//!   permissions), its checks and its relocation.
 //!
 //! Cargo features: none. The crate needs `alloc` and nothing else.
 #![no_std]
@@ -10,5 +12,7 @@
 extern crate alloc;
 
 pub mod area;
+pub mod cap;
 
 pub use area::{Area, AreaError, AreaLayout, LayoutBuilder, PAGE_SIZE, Region};
+pub use cap::{Cap, CapError, CapPerms, MAX_AREA_SIZE};

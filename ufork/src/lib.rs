@@ -4,6 +4,7 @@
 //! - [`area`]: a μprocess's contiguous, size-aligned area and the layout of its regions.
 //! - [`cap`]: the 128-bit capability format (address word + area-relative bounds and
 //!   permissions), its checks and its relocation.
+//! - [`tags`]: the kernel-owned shadow tag table, one bit per aligned 8-byte pointer slot.
 //!
 //! Cargo features: none. The crate needs `alloc` and nothing else.
 #![no_std]
@@ -13,6 +14,8 @@ extern crate alloc;
 
 pub mod area;
 pub mod cap;
+pub mod tags;
 
 pub use area::{Area, AreaError, AreaLayout, LayoutBuilder, PAGE_SIZE, Region};
 pub use cap::{Cap, CapError, CapPerms, MAX_AREA_SIZE};
+pub use tags::{PageWords, SLOT_SIZE, SLOTS_PER_PAGE, ShadowTags, SlotMask, TagError};

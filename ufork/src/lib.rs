@@ -5,6 +5,8 @@
 //! - [`cap`]: the 128-bit capability format (address word + area-relative bounds and
 //!   permissions), its checks and its relocation.
 //! - [`tags`]: the kernel-owned shadow tag table, one bit per aligned 8-byte pointer slot.
+//! - [`source`]: the [`TagSource`] interface and its emulated sources (precise, inferred,
+//!   their union); a CHERI backend plugs in here.
 //!
 //! Cargo features: none. The crate needs `alloc` and nothing else.
 #![no_std]
@@ -14,8 +16,10 @@ extern crate alloc;
 
 pub mod area;
 pub mod cap;
+pub mod source;
 pub mod tags;
 
 pub use area::{Area, AreaError, AreaLayout, LayoutBuilder, PAGE_SIZE, Region};
 pub use cap::{Cap, CapError, CapPerms, MAX_AREA_SIZE};
+pub use source::{Inferred, Precise, TagSource, Union};
 pub use tags::{PageWords, SLOT_SIZE, SLOTS_PER_PAGE, ShadowTags, SlotMask, TagError};

@@ -7,6 +7,7 @@
 //! - [`tags`]: the kernel-owned shadow tag table, one bit per aligned 8-byte pointer slot.
 //! - [`source`]: the [`TagSource`] interface and its emulated sources (precise, inferred,
 //!   their union); a CHERI backend plugs in here.
+//! - [`relocate`]: relocation of one page's tagged words and of the saved registers.
 //!
 //! Cargo features: none. The crate needs `alloc` and nothing else.
 #![no_std]
@@ -16,10 +17,12 @@ extern crate alloc;
 
 pub mod area;
 pub mod cap;
+pub mod relocate;
 pub mod source;
 pub mod tags;
 
 pub use area::{Area, AreaError, AreaLayout, LayoutBuilder, PAGE_SIZE, Region};
 pub use cap::{Cap, CapError, CapPerms, MAX_AREA_SIZE};
+pub use relocate::{Gpr, RegTags, Registers, RelocError, relocate_page, relocate_word};
 pub use source::{Inferred, Precise, TagSource, Union};
 pub use tags::{PageWords, SLOT_SIZE, SLOTS_PER_PAGE, ShadowTags, SlotMask, TagError};

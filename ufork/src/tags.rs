@@ -155,7 +155,7 @@ impl ShadowTags {
     /// The page index and slot index of an aligned slot address.
     fn locate(&self, addr: u64) -> Result<(u64, usize), TagError> {
         let off = self.area.offset_of(addr).ok_or(TagError::OutsideArea)?;
-        if off % SLOT_SIZE != 0 {
+        if !off.is_multiple_of(SLOT_SIZE) {
             return Err(TagError::Misaligned);
         }
         Ok((off >> PAGE_SHIFT, ((off % PAGE_SIZE) / SLOT_SIZE) as usize))
@@ -229,7 +229,7 @@ impl ShadowTags {
     /// a page copy carries its tags, or how a hardware tag read is installed.
     pub fn set_page_mask(&mut self, page: u64, mask: SlotMask) -> Result<(), TagError> {
         let off = self.area.offset_of(page).ok_or(TagError::OutsideArea)?;
-        if off % PAGE_SIZE != 0 {
+        if !off.is_multiple_of(PAGE_SIZE) {
             return Err(TagError::Misaligned);
         }
         let index = off >> PAGE_SHIFT;

@@ -8,6 +8,8 @@
 //! - [`source`]: the [`TagSource`] interface and its emulated sources (precise, inferred,
 //!   their union); a CHERI backend plugs in here.
 //! - [`relocate`]: relocation of one page's tagged words and of the saved registers.
+//! - [`copy_mode`]: copy modes (full, CoW, CoA, CoPA), isolation levels and the per-page
+//!   decisions at fork and on later faults.
 //!
 //! Cargo features: none. The crate needs `alloc` and nothing else.
 #![no_std]
@@ -17,12 +19,16 @@ extern crate alloc;
 
 pub mod area;
 pub mod cap;
+pub mod copy_mode;
 pub mod relocate;
 pub mod source;
 pub mod tags;
 
 pub use area::{Area, AreaError, AreaLayout, LayoutBuilder, PAGE_SIZE, Region};
 pub use cap::{Cap, CapError, CapPerms, MAX_AREA_SIZE};
+pub use copy_mode::{
+    Access, CopyMode, ForkDecision, Isolation, ModeError, OnFault, PageRole, PageState, Prot,
+};
 pub use relocate::{Gpr, RegTags, Registers, RelocError, relocate_page, relocate_word};
 pub use source::{Inferred, Precise, TagSource, Union};
 pub use tags::{PageWords, SLOT_SIZE, SLOTS_PER_PAGE, ShadowTags, SlotMask, TagError};

@@ -10,6 +10,7 @@
 //! - [`relocate`]: relocation of one page's tagged words and of the saved registers.
 //! - [`copy_mode`]: copy modes (full, CoW, CoA, CoPA), isolation levels and the per-page
 //!   decisions at fork and on later faults.
+//! - [`process`]: the μprocess table (PIDs, parents, children, states, exit, kill, waitpid).
 //!
 //! Cargo features: none. The crate needs `alloc` and nothing else.
 #![no_std]
@@ -20,6 +21,7 @@ extern crate alloc;
 pub mod area;
 pub mod cap;
 pub mod copy_mode;
+pub mod process;
 pub mod relocate;
 pub mod source;
 pub mod tags;
@@ -28,6 +30,10 @@ pub use area::{Area, AreaError, AreaLayout, LayoutBuilder, PAGE_SIZE, Region};
 pub use cap::{Cap, CapError, CapPerms, MAX_AREA_SIZE};
 pub use copy_mode::{
     Access, CopyMode, ForkDecision, Isolation, ModeError, OnFault, PageRole, PageState, Prot,
+};
+pub use process::{
+    BlockReason, ExitStatus, Pid, ProcError, Process, ProcessTable, Signal, State, WaitOptions,
+    WaitOutcome, WaitStatus, WaitTarget,
 };
 pub use relocate::{Gpr, RegTags, Registers, RelocError, relocate_page, relocate_word};
 pub use source::{Inferred, Precise, TagSource, Union};

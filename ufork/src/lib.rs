@@ -11,6 +11,8 @@
 //! - [`copy_mode`]: copy modes (full, CoW, CoA, CoPA), isolation levels and the per-page
 //!   decisions at fork and on later faults.
 //! - [`process`]: the μprocess table (PIDs, parents, children, states, exit, kill, waitpid).
+//! - [`fd`]: per-μprocess descriptor tables over shared, reference-counted open files.
+//! - [`pipe`]: bounded pipes and the pipe table.
 //!
 //! Cargo features: none. The crate needs `alloc` and nothing else.
 #![no_std]
@@ -21,6 +23,8 @@ extern crate alloc;
 pub mod area;
 pub mod cap;
 pub mod copy_mode;
+pub mod fd;
+pub mod pipe;
 pub mod process;
 pub mod relocate;
 pub mod source;
@@ -31,6 +35,8 @@ pub use cap::{Cap, CapError, CapPerms, MAX_AREA_SIZE};
 pub use copy_mode::{
     Access, CopyMode, ForkDecision, Isolation, ModeError, OnFault, PageRole, PageState, Prot,
 };
+pub use fd::{Fd, FdError, FdTable, FileId, OpenFiles};
+pub use pipe::{End, PIPE_BUF, Pipe, PipeError, PipeId, PipeTable};
 pub use process::{
     BlockReason, ExitStatus, Pid, ProcError, Process, ProcessTable, Signal, State, WaitOptions,
     WaitOutcome, WaitStatus, WaitTarget,

@@ -183,10 +183,16 @@ impl Cap {
         self.perms
     }
 
-    /// The absolute bounds when the capability belongs to `area`.
+    /// True when the bounds fit inside an area of `area`'s size.
+    pub const fn fits(&self, area: &Area) -> bool {
+        self.base_offset() + self.len() <= area.size()
+    }
+
+    /// The absolute bounds when the capability belongs to `area` (clipped at the top of the
+    /// address space for a capability that does not [`Cap::fits`] the area).
     pub const fn bounds_in(&self, area: &Area) -> Range<u64> {
-        let base = area.base() + self.base_off as u64;
-        base..base + self.len as u64
+        let base = area.base().saturating_add(self.base_off as u64);
+        base..base.saturating_add(self.len as u64)
     }
 
     /// The two 64-bit words: address, then metadata.
@@ -237,7 +243,7 @@ impl Cap {
         if !self.perms.contains(need) {
             return Err(CapError::PermissionDenied);
         }
-        if self.base_offset() + self.len() > area.size() {
+        if !self.fits(area) {
             return Err(CapError::OutOfBounds);
         }
         let off = addr.wrapping_sub(area.base() + self.base_offset());
@@ -264,6 +270,9 @@ impl Cap {
     /// The capability with bounds `[base, base + len)`, which must lie inside the current
     /// bounds (bounds never grow); the address is kept.
     pub fn narrow(self, area: &Area, base: u64, len: u64) -> Result<Cap, CapError> {
+        if !self.fits(area) {
+            return Err(CapError::OutOfBounds);
+        }
         let cur = self.bounds_in(area);
         let off = base.wrapping_sub(cur.start);
         let cur_len = cur.end - cur.start;
@@ -284,7 +293,7 @@ impl Cap {
         if from.size() != to.size() {
             return Err(CapError::AreaMismatch);
         }
-        if self.base_offset() + self.len() > from.size() {
+        if !self.fits(from) {
             return Err(CapError::OutOfBounds);
         }
         Ok(self.with_addr(self.addr.wrapping_add(from.delta_to(to))))
@@ -405,6 +414,22 @@ mod tests {
         let small = Area::new(0, 1 << 12).unwrap();
         let small2 = Area::new(1 << 12, 1 << 12).unwrap();
         assert_eq!(cap.relocate(&small, &small2), Err(CapError::OutOfBounds));
+    }
+
+    #[test]
+    fn a_capability_from_another_area_never_panics() {
+        // A decoded capability whose bounds exceed a small area at the top of the address
+        // space: every operation refuses it instead of overflowing.
+        let top = Area::new(u64::MAX - 8191, 4096).unwrap();
+        let cap = Cap::from_words([0, (MAX_AREA_SIZE - 8) << BASE_SHIFT | 8 << LEN_SHIFT]).unwrap();
+        assert!(!cap.fits(&top));
+        assert_eq!(cap.bounds_in(&top).end, u64::MAX);
+        assert_eq!(
+            cap.check_access(&top, 1, CapPerms::NONE),
+            Err(CapError::OutOfBounds)
+        );
+        assert_eq!(cap.narrow(&top, 0, 0), Err(CapError::OutOfBounds));
+        assert_eq!(cap.relocate(&top, &top), Err(CapError::OutOfBounds));
     }
 
     mod props {

@@ -1,0 +1,469 @@
+//! Relocation: moving the pointers of a copied page and of the saved registers from the
+//! parent's area to the child's.
+//!
+//! A word is relocated when its tag source says it holds a pointer *and* its value lies inside
+//! the parent's area; it becomes the address at the same offset in the child's area, that is
+//! the value plus `child_base - parent_base`. Tagged words pointing elsewhere (kernel entry
+//! points, memory shared on purpose) are left alone, as the μFork prototype does. On CHERI the
+//! capability's bounds move with it; here bounds are area-relative ([`crate::cap`]) and do not
+//! change.
+//!
+//! x86_64 registers carry no tags either. The instruction pointer and the stack pointer always
+//! point into the area and are always relocated; the fs base (TLS) is relocated when it points
+//! into the area; the general registers are relocated as a [`RegTags`] mask says, which the
+//! kernel infers from their values ([`RegTags::inferred`], with the same misreading of integers
+//! as [`crate::source::Inferred`]) and a CHERI backend reads from the register tags.
+
+use crate::area::{Area, PAGE_SIZE};
+use crate::source::TagSource;
+use crate::tags::PageWords;
+
+/// Why a relocation was refused; nothing was changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RelocError {
+    /// The two areas differ in size.
+    AreaMismatch,
+    /// The page address is not page-aligned or lies in neither area.
+    BadPage,
+    /// The saved instruction pointer is not inside the parent's area.
+    RipOutsideArea,
+    /// The saved stack pointer is not inside the parent's area (nor at its end).
+    RspOutsideArea,
+}
+
+/// The word moved to `to` if it points into `from`, else unchanged.
+pub const fn relocate_word(from: &Area, to: &Area, word: u64) -> u64 {
+    match from.translate_to(to, word) {
+        Some(w) => w,
+        None => word,
+    }
+}
+
+/// Relocates the tagged words of one page from `from` to `to` in place and returns how many
+/// words changed. `page` is the address the tag source knows the page by: its address in the
+/// parent's area when the parent's tags are read, in the child's when the child's copy of them
+/// is; it must be page-aligned and lie in one of the two areas.
+pub fn relocate_page<S: TagSource + ?Sized>(
+    source: &S,
+    from: &Area,
+    to: &Area,
+    page: u64,
+    words: &mut PageWords,
+) -> Result<usize, RelocError> {
+    if from.size() != to.size() {
+        return Err(RelocError::AreaMismatch);
+    }
+    if !page.is_multiple_of(PAGE_SIZE) || !(from.contains(page) || to.contains(page)) {
+        return Err(RelocError::BadPage);
+    }
+    let mut changed = 0;
+    for slot in source.tagged_slots(page, words).iter() {
+        let old = words[slot];
+        let new = relocate_word(from, to, old);
+        if new != old {
+            words[slot] = new;
+            changed += 1;
+        }
+    }
+    Ok(changed)
+}
+
+/// The fifteen general registers other than rsp, in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Gpr {
+    /// rax (the system-call return value).
+    Rax,
+    /// rbx.
+    Rbx,
+    /// rcx.
+    Rcx,
+    /// rdx.
+    Rdx,
+    /// rsi.
+    Rsi,
+    /// rdi.
+    Rdi,
+    /// rbp (the frame pointer).
+    Rbp,
+    /// r8.
+    R8,
+    /// r9.
+    R9,
+    /// r10.
+    R10,
+    /// r11.
+    R11,
+    /// r12.
+    R12,
+    /// r13.
+    R13,
+    /// r14.
+    R14,
+    /// r15.
+    R15,
+}
+
+impl Gpr {
+    /// Every general register, in index order.
+    pub const ALL: [Gpr; 15] = [
+        Gpr::Rax,
+        Gpr::Rbx,
+        Gpr::Rcx,
+        Gpr::Rdx,
+        Gpr::Rsi,
+        Gpr::Rdi,
+        Gpr::Rbp,
+        Gpr::R8,
+        Gpr::R9,
+        Gpr::R10,
+        Gpr::R11,
+        Gpr::R12,
+        Gpr::R13,
+        Gpr::R14,
+        Gpr::R15,
+    ];
+
+    /// The register's index in [`Registers::gpr`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Which general registers hold pointers: one bit per [`Gpr`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RegTags(u16);
+
+impl RegTags {
+    /// No register.
+    pub const NONE: RegTags = RegTags(0);
+    /// Every general register.
+    pub const ALL: RegTags = RegTags((1 << 15) - 1);
+
+    /// The mask with `r` added.
+    pub const fn with(self, r: Gpr) -> RegTags {
+        RegTags(self.0 | 1 << r.index())
+    }
+
+    /// True when `r` is in the mask.
+    pub const fn test(self, r: Gpr) -> bool {
+        self.0 & (1 << r.index()) != 0
+    }
+
+    /// The registers whose value lies inside `area`: the emulated register tags.
+    pub fn inferred(regs: &Registers, area: &Area) -> RegTags {
+        Gpr::ALL
+            .into_iter()
+            .filter(|&r| area.contains(regs.get(r)))
+            .fold(RegTags::NONE, RegTags::with)
+    }
+}
+
+/// The user register context saved at the fork system call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Registers {
+    /// The general registers, indexed by [`Gpr::index`].
+    pub gpr: [u64; 15],
+    /// The stack pointer.
+    pub rsp: u64,
+    /// The instruction pointer: where the μprocess resumes after the system call.
+    pub rip: u64,
+    /// The flags register (never a pointer).
+    pub rflags: u64,
+    /// The fs base: the thread-local storage pointer, or 0.
+    pub fs_base: u64,
+}
+
+impl Registers {
+    /// The value of a general register.
+    pub const fn get(&self, r: Gpr) -> u64 {
+        self.gpr[r.index()]
+    }
+
+    /// Sets a general register.
+    pub const fn set(&mut self, r: Gpr, value: u64) {
+        self.gpr[r.index()] = value;
+    }
+
+    /// The frame pointer.
+    pub const fn rbp(&self) -> u64 {
+        self.get(Gpr::Rbp)
+    }
+
+    /// Relocates the context from `from` to `to` in place: rip and rsp always (they must point
+    /// into `from`; rsp may equal its end), the fs base when it points into `from`, and each
+    /// general register in `tags` that points into `from`. Returns how many registers changed;
+    /// on error nothing changed.
+    pub fn relocate(&mut self, from: &Area, to: &Area, tags: RegTags) -> Result<usize, RelocError> {
+        if from.size() != to.size() {
+            return Err(RelocError::AreaMismatch);
+        }
+        if !from.contains(self.rip) {
+            return Err(RelocError::RipOutsideArea);
+        }
+        if !from.contains_range(self.rsp, 0) {
+            return Err(RelocError::RspOutsideArea);
+        }
+        let delta = from.delta_to(to);
+        self.rip = self.rip.wrapping_add(delta);
+        self.rsp = self.rsp.wrapping_add(delta);
+        let mut changed = 2;
+        if from.contains(self.fs_base) {
+            self.fs_base = self.fs_base.wrapping_add(delta);
+            changed += 1;
+        }
+        for r in Gpr::ALL {
+            if tags.test(r) && from.contains(self.get(r)) {
+                self.set(r, self.get(r).wrapping_add(delta));
+                changed += 1;
+            }
+        }
+        Ok(changed)
+    }
+
+    /// The child's context after fork: this (the parent's) context relocated to `to`, with rax
+    /// set to 0 so that fork returns 0 in the child. The parent's rax gets the child's PID.
+    pub fn fork_child(
+        &self,
+        from: &Area,
+        to: &Area,
+        tags: RegTags,
+    ) -> Result<Registers, RelocError> {
+        let mut child = *self;
+        child.relocate(from, to, tags)?;
+        child.set(Gpr::Rax, 0);
+        Ok(child)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{Inferred, Precise, Union};
+    use crate::tags::{SLOTS_PER_PAGE, ShadowTags};
+
+    fn areas() -> (Area, Area) {
+        (
+            Area::new(0x4000_0000, 1 << 20).unwrap(),
+            Area::new(0x4030_0000, 1 << 20).unwrap(),
+        )
+    }
+
+    #[test]
+    fn relocates_tagged_in_area_words_only() {
+        let (p, c) = areas();
+        let page = p.base() + 0x2000;
+        let mut tags = ShadowTags::new(p);
+        let mut words = [0u64; SLOTS_PER_PAGE];
+        words[0] = p.base() + 0x10; // tagged pointer into the parent
+        words[1] = p.base() + 0x20; // untagged (precise only): left alone
+        words[2] = 0xffff_8000_0000_1000; // tagged, outside the area: left alone
+        words[3] = p.end() - 8; // tagged
+        for s in [0, 2, 3] {
+            tags.set(page + 8 * s).unwrap();
+        }
+        let n = relocate_page(&Precise::new(&tags), &p, &c, page, &mut words).unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(words[0], c.base() + 0x10);
+        assert_eq!(words[1], p.base() + 0x20);
+        assert_eq!(words[2], 0xffff_8000_0000_1000);
+        assert_eq!(words[3], c.end() - 8);
+        // The union also catches the untagged in-area word.
+        let mut w2 = [0u64; SLOTS_PER_PAGE];
+        w2[1] = p.base() + 0x20;
+        let u = Union::new(Precise::new(&tags), Inferred::new(p));
+        assert_eq!(relocate_page(&u, &p, &c, page, &mut w2), Ok(1));
+        assert_eq!(w2[1], c.base() + 0x20);
+    }
+
+    #[test]
+    fn page_errors() {
+        let (p, c) = areas();
+        let t = ShadowTags::new(p);
+        let mut w = [0u64; SLOTS_PER_PAGE];
+        let src = Precise::new(&t);
+        assert_eq!(
+            relocate_page(&src, &p, &c, p.base() + 8, &mut w),
+            Err(RelocError::BadPage)
+        );
+        assert_eq!(
+            relocate_page(&src, &p, &c, 0, &mut w),
+            Err(RelocError::BadPage)
+        );
+        assert_eq!(relocate_page(&src, &p, &c, c.base(), &mut w), Ok(0));
+        let big = Area::new(0, 1 << 21).unwrap();
+        assert_eq!(
+            relocate_page(&src, &p, &big, p.base(), &mut w),
+            Err(RelocError::AreaMismatch)
+        );
+    }
+
+    #[test]
+    fn registers_relocate_and_fork_returns_zero_in_the_child() {
+        let (p, c) = areas();
+        let mut r = Registers {
+            rip: p.base() + 0x1234,
+            rsp: p.end() - 0x40,
+            fs_base: p.base() + 0xf_0000,
+            rflags: 0x202,
+            ..Registers::default()
+        };
+        r.set(Gpr::Rax, 57); // the fork system-call number: an integer
+        r.set(Gpr::Rbp, p.end() - 0x10);
+        r.set(Gpr::Rdi, p.base() + 0x8000);
+        r.set(Gpr::R12, 12345);
+        let tags = RegTags::inferred(&r, &p);
+        assert!(tags.test(Gpr::Rbp) && tags.test(Gpr::Rdi) && !tags.test(Gpr::Rax));
+        let child = r.fork_child(&p, &c, tags).unwrap();
+        assert_eq!(child.rip, c.base() + 0x1234);
+        assert_eq!(child.rsp, c.end() - 0x40);
+        assert_eq!(child.fs_base, c.base() + 0xf_0000);
+        assert_eq!(child.rbp(), c.end() - 0x10);
+        assert_eq!(child.get(Gpr::Rdi), c.base() + 0x8000);
+        assert_eq!(child.get(Gpr::R12), 12345);
+        assert_eq!(child.get(Gpr::Rax), 0);
+        assert_eq!(child.rflags, 0x202);
+        // An untagged pointer register is left alone.
+        let mut r2 = r;
+        assert_eq!(r2.relocate(&p, &c, RegTags::NONE), Ok(3));
+        assert_eq!(r2.get(Gpr::Rdi), p.base() + 0x8000);
+        // No TLS: fs base 0 stays 0. rsp at the area's end is allowed.
+        let mut r3 = Registers {
+            rip: p.base(),
+            rsp: p.end(),
+            ..Registers::default()
+        };
+        assert_eq!(r3.relocate(&p, &c, RegTags::ALL), Ok(2));
+        assert_eq!((r3.fs_base, r3.rsp), (0, c.end()));
+    }
+
+    #[test]
+    fn register_errors_change_nothing() {
+        let (p, c) = areas();
+        let r = Registers {
+            rip: 0x1000,
+            rsp: p.end() - 8,
+            ..Registers::default()
+        };
+        let mut x = r;
+        assert_eq!(
+            x.relocate(&p, &c, RegTags::ALL),
+            Err(RelocError::RipOutsideArea)
+        );
+        assert_eq!(x, r);
+        let mut y = Registers {
+            rip: p.base(),
+            rsp: c.base(),
+            ..Registers::default()
+        };
+        assert_eq!(
+            y.relocate(&p, &c, RegTags::ALL),
+            Err(RelocError::RspOutsideArea)
+        );
+        let big = Area::new(0, 1 << 21).unwrap();
+        assert_eq!(
+            r.fork_child(&p, &big, RegTags::ALL),
+            Err(RelocError::AreaMismatch)
+        );
+    }
+
+    mod props {
+        use super::super::*;
+        use crate::source::{Inferred, Precise};
+        use crate::tags::{SLOTS_PER_PAGE, ShadowTags};
+        use proptest::prelude::*;
+
+        const P: u64 = 0x4000_0000;
+        const C: u64 = 0x4030_0000;
+        const SIZE: u64 = 1 << 20;
+
+        fn word() -> impl Strategy<Value = u64> {
+            prop_oneof![
+                any::<u64>(),
+                (0..SIZE).prop_map(|o| P + o),
+                (0..SIZE).prop_map(|o| C + o),
+                Just(P + SIZE),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn precise_round_trip_is_identity(
+                words in proptest::collection::vec(word(), SLOTS_PER_PAGE),
+                tagged in proptest::collection::vec(any::<bool>(), SLOTS_PER_PAGE),
+                page in 0u64..256,
+            ) {
+                let p = Area::new(P, SIZE).unwrap();
+                let c = Area::new(C, SIZE).unwrap();
+                let ppage = P + page * PAGE_SIZE;
+                let mut ptags = ShadowTags::new(p);
+                for (i, &t) in tagged.iter().enumerate() {
+                    if t { ptags.set(ppage + 8 * i as u64).unwrap(); }
+                }
+                let ctags = ptags.copy_for(&c).unwrap();
+                let orig: PageWords = words.try_into().unwrap();
+                let mut w = orig;
+                let n = relocate_page(&Precise::new(&ptags), &p, &c, ppage, &mut w).unwrap();
+                let mut expect = 0;
+                for i in 0..SLOTS_PER_PAGE {
+                    if tagged[i] && p.contains(orig[i]) {
+                        prop_assert_eq!(w[i], orig[i] - P + C);
+                        expect += 1;
+                    } else {
+                        prop_assert_eq!(w[i], orig[i]);
+                    }
+                }
+                prop_assert_eq!(n, expect);
+                let back = relocate_page(&Precise::new(&ctags), &c, &p, ppage - P + C, &mut w).unwrap();
+                // Back from the child: the relocated words, plus tagged words that pointed
+                // into the child's area to begin with.
+                let into_child = (0..SLOTS_PER_PAGE).filter(|&i| tagged[i] && c.contains(orig[i])).count();
+                prop_assert_eq!(back, n + into_child);
+                for i in 0..SLOTS_PER_PAGE {
+                    if !(tagged[i] && c.contains(orig[i])) {
+                        prop_assert_eq!(w[i], orig[i]);
+                    }
+                }
+            }
+
+            #[test]
+            fn inferred_round_trip_is_identity_without_child_pointers(
+                words in proptest::collection::vec(word(), SLOTS_PER_PAGE),
+            ) {
+                let p = Area::new(P, SIZE).unwrap();
+                let c = Area::new(C, SIZE).unwrap();
+                let orig: PageWords = words.try_into().unwrap();
+                let mut w = orig;
+                relocate_page(&Inferred::new(p), &p, &c, P, &mut w).unwrap();
+                prop_assert!(w.iter().all(|&x| !p.contains(x)));
+                relocate_page(&Inferred::new(c), &c, &p, C, &mut w).unwrap();
+                for i in 0..SLOTS_PER_PAGE {
+                    if !c.contains(orig[i]) {
+                        prop_assert_eq!(w[i], orig[i]);
+                    }
+                }
+            }
+
+            #[test]
+            fn register_round_trip(gpr in proptest::array::uniform15(word()), rip in 0..SIZE,
+                                   rsp in 0..=SIZE, fs in word()) {
+                let p = Area::new(P, SIZE).unwrap();
+                let c = Area::new(C, SIZE).unwrap();
+                let r = Registers { gpr, rip: P + rip, rsp: P + rsp, rflags: 2, fs_base: fs };
+                let tags = RegTags::inferred(&r, &p);
+                let mut x = r;
+                x.relocate(&p, &c, tags).unwrap();
+                prop_assert_eq!(RegTags::inferred(&x, &p), RegTags::NONE);
+                x.relocate(&c, &p, tags).unwrap();
+                if !c.contains(fs) {
+                    prop_assert_eq!(x.fs_base, r.fs_base);
+                }
+                prop_assert_eq!((x.rip, x.rsp), (r.rip, r.rsp));
+                for g in Gpr::ALL {
+                    if !c.contains(r.get(g)) {
+                        prop_assert_eq!(x.get(g), r.get(g));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Where fork learns which words of a page hold pointers: one [`TagSource`] interface, two
+//! emulated sources and their union.
+//!
+//! On CHERI the answer is the hardware tag of each 16-byte capability granule, which the
+//! processor keeps exact: set by capability stores, cleared by every other store. x86_64 has
+//! no tags, so Fjord emulates them:
+//!
+//! - [`Precise`]: the tags the kernel and the loader set in the [`ShadowTags`] table for the
+//!   pointers they create: relocation entries of the module and the GOT, the stack, heap and
+//!   TLS bases, what mmap returns, the words of a saved register context. They are exact when
+//!   set, but native code's own stores do not clear them (nothing traps on a plain store), so a
+//!   program that overwrites such a slot with an integer leaves a stale tag; and pointers the
+//!   program computes and stores itself (a `malloc` result kept in a list node) are not tagged
+//!   at all.
+//! - [`Inferred`]: an aligned 8-byte word whose value lies inside the μprocess's own area is
+//!   taken to be a pointer. This finds the pointers the program made itself, and misreads:
+//!   - an integer that happens to fall inside the area (a hash, a counter, a timestamp, a
+//!     random value) is relocated, so the child sees that integer changed by
+//!     `child_base - parent_base`. Areas sit at high, size-aligned addresses, so small
+//!     integers, sizes and offsets never qualify; a uniformly random word does with
+//!     probability `area size / 2^64` (2^-36 for a 256 MiB area);
+//!   - a pointer is missed when it is not an aligned word (packed structures), when it is
+//!     stored encoded (XOR-linked lists, compressed or high-bit-tagged pointers, NaN boxing),
+//!     or when it points one past the area's end.
+//! - [`Union`]: precise ∪ inferred, what fork uses by default: every pointer the kernel made
+//!   plus every word that looks like one.
+//!
+//! Isolation does not rest on tags. Relocation only decides what the child sees in its own
+//! memory; which memory it can reach is decided by its protection domain, whose page tables map
+//! the child's area and nothing else. A missed pointer still names the parent's area, so the
+//! child's first use of it faults and the kernel kills the child (reported to `waitpid` as
+//! killed by a fault); it never reads or writes the parent. A false positive corrupts only the
+//! child's own integer. With isolation off (see [`crate::copy_mode`]) a missed pointer does
+//! reach the parent: that mode is for trusted programs only.
+//!
+//! A CHERI backend implements [`TagSource`] by reading the page's hardware tags (CLoadTags or
+//! one tag test per granule) and reports the address slot of each tagged granule; nothing in
+//! the fork code changes.
+
+use crate::area::Area;
+use crate::tags::{PageWords, ShadowTags, SlotMask};
+
+/// Tells which slots of a page hold pointers that fork must relocate.
+pub trait TagSource {
+    /// The slots of the page whose base address is `page` (in the μprocess's area) and whose
+    /// contents are `words` that hold pointers. Sources that keep tags elsewhere (the shadow
+    /// table, hardware) may ignore `words`.
+    fn tagged_slots(&self, page: u64, words: &PageWords) -> SlotMask;
+
+    /// True when the page may hold a pointer. The default asks [`TagSource::tagged_slots`];
+    /// sources with a per-page summary answer without looking at the words.
+    fn page_has_tags(&self, page: u64, words: &PageWords) -> bool {
+        !self.tagged_slots(page, words).is_empty()
+    }
+}
+
+impl<T: TagSource + ?Sized> TagSource for &T {
+    fn tagged_slots(&self, page: u64, words: &PageWords) -> SlotMask {
+        (**self).tagged_slots(page, words)
+    }
+
+    fn page_has_tags(&self, page: u64, words: &PageWords) -> bool {
+        (**self).page_has_tags(page, words)
+    }
+}
+
+/// Precise tags: the bits the kernel and loader set in the shadow table.
+#[derive(Clone, Copy, Debug)]
+pub struct Precise<'a> {
+    tags: &'a ShadowTags,
+}
+
+impl<'a> Precise<'a> {
+    /// A source reading `tags`.
+    pub const fn new(tags: &'a ShadowTags) -> Precise<'a> {
+        Precise { tags }
+    }
+
+    /// The table read.
+    pub const fn tags(&self) -> &'a ShadowTags {
+        self.tags
+    }
+}
+
+impl TagSource for Precise<'_> {
+    fn tagged_slots(&self, page: u64, _words: &PageWords) -> SlotMask {
+        self.tags.page_mask(page)
+    }
+
+    fn page_has_tags(&self, page: u64, _words: &PageWords) -> bool {
+        self.tags.page_has_tags(page)
+    }
+}
+
+/// Inferred tags: every aligned word whose value lies inside the area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inferred {
+    area: Area,
+}
+
+impl Inferred {
+    /// A source treating words that point into `area` as pointers.
+    pub const fn new(area: Area) -> Inferred {
+        Inferred { area }
+    }
+
+    /// The area words must point into.
+    pub const fn area(&self) -> &Area {
+        &self.area
+    }
+}
+
+impl TagSource for Inferred {
+    fn tagged_slots(&self, _page: u64, words: &PageWords) -> SlotMask {
+        let mut mask = SlotMask::EMPTY;
+        for (i, &w) in words.iter().enumerate() {
+            if self.area.contains(w) {
+                mask.set(i);
+            }
+        }
+        mask
+    }
+
+    fn page_has_tags(&self, _page: u64, words: &PageWords) -> bool {
+        words.iter().any(|&w| self.area.contains(w))
+    }
+}
+
+/// The union of two sources: a slot is tagged when either says so.
+#[derive(Clone, Copy, Debug)]
+pub struct Union<A, B> {
+    a: A,
+    b: B,
+}
+
+impl<A: TagSource, B: TagSource> Union<A, B> {
+    /// A source tagging what `a` or `b` tags.
+    pub const fn new(a: A, b: B) -> Union<A, B> {
+        Union { a, b }
+    }
+}
+
+impl<A: TagSource, B: TagSource> TagSource for Union<A, B> {
+    fn tagged_slots(&self, page: u64, words: &PageWords) -> SlotMask {
+        self.a
+            .tagged_slots(page, words)
+            .union(self.b.tagged_slots(page, words))
+    }
+
+    fn page_has_tags(&self, page: u64, words: &PageWords) -> bool {
+        self.a.page_has_tags(page, words) || self.b.page_has_tags(page, words)
+    }
+}
+
+/// The default emulated source of a μprocess: precise tags from its shadow table plus inferred
+/// tags over its area.
+pub fn emulated(tags: &ShadowTags) -> Union<Precise<'_>, Inferred> {
+    Union::new(Precise::new(tags), Inferred::new(*tags.area()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tags::SLOTS_PER_PAGE;
+    use alloc::vec::Vec;
+
+    fn area() -> Area {
+        Area::new(0x4000_0000, 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn precise_reads_the_shadow_table_not_the_words() {
+        let a = area();
+        let mut t = ShadowTags::new(a);
+        t.set(a.base() + 16).unwrap();
+        let words = [a.base(); SLOTS_PER_PAGE];
+        let p = Precise::new(&t);
+        assert_eq!(
+            p.tagged_slots(a.base(), &words).iter().collect::<Vec<_>>(),
+            [2]
+        );
+        assert!(p.page_has_tags(a.base(), &[0; SLOTS_PER_PAGE]));
+        assert!(!p.page_has_tags(a.base() + 4096, &words));
+    }
+
+    #[test]
+    fn inferred_tags_in_area_words_including_integers() {
+        let a = area();
+        let mut words = [0u64; SLOTS_PER_PAGE];
+        words[0] = a.base(); // the first byte
+        words[1] = a.end() - 1; // the last byte
+        words[2] = a.end(); // one past the end: missed
+        words[3] = a.base() - 1;
+        words[4] = 42; // a small integer: never misread
+        words[5] = a.base() + 0x1234; // an integer that falls inside: misread as a pointer
+        let i = Inferred::new(a);
+        assert_eq!(
+            i.tagged_slots(0, &words).iter().collect::<Vec<_>>(),
+            [0, 1, 5]
+        );
+        assert!(i.page_has_tags(0, &words));
+        assert!(!i.page_has_tags(0, &[7; SLOTS_PER_PAGE]));
+    }
+
+    #[test]
+    fn union_and_dyn_use() {
+        let a = area();
+        let mut t = ShadowTags::new(a);
+        t.set(a.base() + 8 * 10).unwrap();
+        let mut words = [0u64; SLOTS_PER_PAGE];
+        words[3] = a.base() + 64;
+        let u = emulated(&t);
+        assert_eq!(
+            u.tagged_slots(a.base(), &words).iter().collect::<Vec<_>>(),
+            [3, 10]
+        );
+        let dynamic: &dyn TagSource = &u;
+        assert!(dynamic.page_has_tags(a.base(), &[0; SLOTS_PER_PAGE]));
+        assert!(!(&dynamic).page_has_tags(a.base() + 4096, &[0; SLOTS_PER_PAGE]));
+    }
+
+    mod props {
+        use super::super::*;
+        use crate::tags::SLOTS_PER_PAGE;
+        use proptest::prelude::*;
+
+        fn word(a: Area) -> impl Strategy<Value = u64> {
+            prop_oneof![
+                any::<u64>(),
+                (0..a.size()).prop_map(move |o| a.base() + o),
+                (0u64..4096).prop_map(move |o| a.end() + o),
+                (1u64..4096).prop_map(move |o| a.base() - o),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn inferred_finds_exactly_the_in_area_words(
+                words in proptest::collection::vec(word(Area::new(0x4000_0000, 1 << 20).unwrap()),
+                                                   SLOTS_PER_PAGE)
+            ) {
+                let a = Area::new(0x4000_0000, 1 << 20).unwrap();
+                let words: PageWords = words.try_into().unwrap();
+                let m = Inferred::new(a).tagged_slots(0, &words);
+                for (i, &w) in words.iter().enumerate() {
+                    prop_assert_eq!(m.test(i), w >= a.base() && w < a.end());
+                }
+                prop_assert_eq!(Inferred::new(a).page_has_tags(0, &words), !m.is_empty());
+            }
+        }
+    }
+}

@@ -1,0 +1,511 @@
+//! The shadow tag table: one bit per aligned 8-byte pointer slot of an area, kept by the kernel.
+//!
+//! On CHERI every 16-byte capability granule of memory has a hidden tag bit that the hardware
+//! sets on a capability store and clears on any other store, and fork scans a page's tags to
+//! find the pointers to relocate. x86_64 has no such bit and its pointers are 8 bytes, so Fjord
+//! keeps one bit per aligned 8-byte slot in kernel memory that no μprocess can map. The kernel
+//! and loader set the bits for the pointers they create (see [`crate::source::Precise`]) and
+//! clear them for memory they overwrite ([`ShadowTags::clear_range`], as every data store
+//! would on CHERI); stores made by native μprocess code are not seen, which is what the
+//! module [`crate::source`] explains.
+//!
+//! The table is sparse: a page's 512 bits (64 bytes, 1/64 of the page) exist only while the
+//! page holds a tag, so "does this page hold any tag" is one map lookup and untagged memory
+//! costs nothing. Bits are kept by offset from the area's base, so the child's table at fork is
+//! the parent's with another base ([`ShadowTags::copy_for`]).
+
+use crate::area::{Area, PAGE_SHIFT, PAGE_SIZE};
+use alloc::collections::BTreeMap;
+
+/// The size of a pointer slot in bytes.
+pub const SLOT_SIZE: u64 = 8;
+
+/// The number of pointer slots (and of 64-bit words) in a page.
+pub const SLOTS_PER_PAGE: usize = (PAGE_SIZE / SLOT_SIZE) as usize;
+
+/// A page's contents as 64-bit words, in address order.
+pub type PageWords = [u64; SLOTS_PER_PAGE];
+
+/// Why a tag operation was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TagError {
+    /// The address or range is not inside the table's area.
+    OutsideArea,
+    /// The address is not a multiple of [`SLOT_SIZE`] (or of the page size where a page is
+    /// expected).
+    Misaligned,
+    /// The other area has a different size.
+    AreaMismatch,
+}
+
+/// One bit per slot of a page: bit `i` stands for the word at `page + 8 * i`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SlotMask([u64; SLOTS_PER_PAGE / 64]);
+
+impl SlotMask {
+    /// No slot.
+    pub const EMPTY: SlotMask = SlotMask([0; SLOTS_PER_PAGE / 64]);
+    /// Every slot.
+    pub const FULL: SlotMask = SlotMask([u64::MAX; SLOTS_PER_PAGE / 64]);
+
+    /// Adds slot `i`; an index of [`SLOTS_PER_PAGE`] or more is ignored.
+    pub fn set(&mut self, i: usize) {
+        if i < SLOTS_PER_PAGE {
+            self.0[i / 64] |= 1 << (i % 64);
+        }
+    }
+
+    /// Removes slot `i`; an index of [`SLOTS_PER_PAGE`] or more is ignored.
+    pub fn clear(&mut self, i: usize) {
+        if i < SLOTS_PER_PAGE {
+            self.0[i / 64] &= !(1 << (i % 64));
+        }
+    }
+
+    /// True when slot `i` is in the mask (never for an index past the page).
+    pub fn test(&self, i: usize) -> bool {
+        i < SLOTS_PER_PAGE && self.0[i / 64] & (1 << (i % 64)) != 0
+    }
+
+    /// The number of slots in the mask.
+    pub fn count(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// True when no slot is in the mask.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|&w| w == 0)
+    }
+
+    /// The slots in either mask.
+    pub fn union(mut self, other: SlotMask) -> SlotMask {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a |= b;
+        }
+        self
+    }
+
+    /// The slots in both masks.
+    pub fn intersect(mut self, other: SlotMask) -> SlotMask {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a &= b;
+        }
+        self
+    }
+
+    /// The slots in `self` and not in `other`.
+    pub fn difference(mut self, other: SlotMask) -> SlotMask {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a &= !b;
+        }
+        self
+    }
+
+    /// The slots `first..first + n` (clipped to the page).
+    pub fn range(first: usize, n: usize) -> SlotMask {
+        let mut m = SlotMask::EMPTY;
+        let end = first.saturating_add(n).min(SLOTS_PER_PAGE);
+        for i in first..end {
+            m.set(i);
+        }
+        m
+    }
+
+    /// The slot indices in the mask, lowest first.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + use<> {
+        let words = self.0;
+        (0..words.len()).flat_map(move |w| {
+            let mut bits = words[w];
+            core::iter::from_fn(move || {
+                if bits == 0 {
+                    return None;
+                }
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                Some(w * 64 + b)
+            })
+        })
+    }
+}
+
+/// The kernel-owned tag bits of one area.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShadowTags {
+    area: Area,
+    /// Page index (offset / page size) to that page's bits; pages without tags are absent.
+    pages: BTreeMap<u64, SlotMask>,
+    count: usize,
+}
+
+impl ShadowTags {
+    /// An empty table over `area`.
+    pub const fn new(area: Area) -> ShadowTags {
+        ShadowTags {
+            area,
+            pages: BTreeMap::new(),
+            count: 0,
+        }
+    }
+
+    /// The area the table covers.
+    pub const fn area(&self) -> &Area {
+        &self.area
+    }
+
+    /// The page index and slot index of an aligned slot address.
+    fn locate(&self, addr: u64) -> Result<(u64, usize), TagError> {
+        let off = self.area.offset_of(addr).ok_or(TagError::OutsideArea)?;
+        if !off.is_multiple_of(SLOT_SIZE) {
+            return Err(TagError::Misaligned);
+        }
+        Ok((off >> PAGE_SHIFT, ((off % PAGE_SIZE) / SLOT_SIZE) as usize))
+    }
+
+    /// Tags the slot at `addr` (which must be 8-byte aligned and inside the area).
+    pub fn set(&mut self, addr: u64) -> Result<(), TagError> {
+        let (page, slot) = self.locate(addr)?;
+        let mask = self.pages.entry(page).or_default();
+        if !mask.test(slot) {
+            mask.set(slot);
+            self.count += 1;
+        }
+        Ok(())
+    }
+
+    /// Untags the slot at `addr` (which must be 8-byte aligned and inside the area).
+    pub fn clear(&mut self, addr: u64) -> Result<(), TagError> {
+        let (page, slot) = self.locate(addr)?;
+        if let Some(mask) = self.pages.get_mut(&page)
+            && mask.test(slot)
+        {
+            mask.clear(slot);
+            self.count -= 1;
+            if mask.is_empty() {
+                self.pages.remove(&page);
+            }
+        }
+        Ok(())
+    }
+
+    /// True when the slot at `addr` is tagged. A misaligned address or one outside the area
+    /// is never tagged.
+    pub fn is_tagged(&self, addr: u64) -> bool {
+        match self.locate(addr) {
+            Ok((page, slot)) => self.pages.get(&page).is_some_and(|m| m.test(slot)),
+            Err(_) => false,
+        }
+    }
+
+    /// The tagged slots of the page holding `addr` (empty outside the area).
+    pub fn page_mask(&self, addr: u64) -> SlotMask {
+        match self.area.offset_of(addr) {
+            Some(off) => self
+                .pages
+                .get(&(off >> PAGE_SHIFT))
+                .copied()
+                .unwrap_or_default(),
+            None => SlotMask::EMPTY,
+        }
+    }
+
+    /// True when the page holding `addr` has any tag: the cheap summary fork uses to tell
+    /// pages that need relocation from pages that can be shared as they are.
+    pub fn page_has_tags(&self, addr: u64) -> bool {
+        match self.area.offset_of(addr) {
+            Some(off) => self.pages.contains_key(&(off >> PAGE_SHIFT)),
+            None => false,
+        }
+    }
+
+    /// The addresses of the tagged slots of the page holding `addr`, lowest first.
+    pub fn tagged_in_page(&self, addr: u64) -> impl Iterator<Item = u64> + use<> {
+        let page = addr & !(PAGE_SIZE - 1);
+        self.page_mask(addr)
+            .iter()
+            .map(move |i| page + i as u64 * SLOT_SIZE)
+    }
+
+    /// Replaces the tags of the page at `page` (page-aligned, inside the area) by `mask`: how
+    /// a page copy carries its tags, or how a hardware tag read is installed.
+    pub fn set_page_mask(&mut self, page: u64, mask: SlotMask) -> Result<(), TagError> {
+        let off = self.area.offset_of(page).ok_or(TagError::OutsideArea)?;
+        if !off.is_multiple_of(PAGE_SIZE) {
+            return Err(TagError::Misaligned);
+        }
+        let index = off >> PAGE_SHIFT;
+        let old = self.pages.get(&index).map_or(0, SlotMask::count);
+        self.count = self.count - old + mask.count();
+        if mask.is_empty() {
+            self.pages.remove(&index);
+        } else {
+            self.pages.insert(index, mask);
+        }
+        Ok(())
+    }
+
+    /// The number of tagged slots in the area.
+    pub const fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The number of pages holding at least one tag.
+    pub fn tagged_page_count(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// The base addresses of the pages holding at least one tag, lowest first.
+    pub fn tagged_pages(&self) -> impl Iterator<Item = u64> + '_ {
+        let base = self.area.base();
+        self.pages.keys().map(move |&i| base + (i << PAGE_SHIFT))
+    }
+
+    /// Untags every slot overlapping `[addr, addr + len)`, as any data store to those bytes
+    /// does on CHERI (a partial overwrite of a pointer destroys it). The range must lie inside
+    /// the area. Returns how many tags were cleared.
+    pub fn clear_range(&mut self, addr: u64, len: u64) -> Result<usize, TagError> {
+        if !self.area.contains_range(addr, len) {
+            return Err(TagError::OutsideArea);
+        }
+        if len == 0 {
+            return Ok(0);
+        }
+        let first = addr - self.area.base();
+        let last = first + (len - 1);
+        let (first_slot, last_slot) = (first / SLOT_SIZE, last / SLOT_SIZE);
+        let per_page = SLOTS_PER_PAGE as u64;
+        let mut cleared = 0;
+        let mut emptied = alloc::vec::Vec::new();
+        for (&page, mask) in self
+            .pages
+            .range_mut(first >> PAGE_SHIFT..=last >> PAGE_SHIFT)
+        {
+            let lo = first_slot.max(page * per_page) - page * per_page;
+            let hi = last_slot.min(page * per_page + per_page - 1) - page * per_page;
+            let drop = mask.intersect(SlotMask::range(lo as usize, (hi - lo + 1) as usize));
+            cleared += drop.count();
+            *mask = mask.difference(drop);
+            if mask.is_empty() {
+                emptied.push(page);
+            }
+        }
+        for page in emptied {
+            self.pages.remove(&page);
+        }
+        self.count -= cleared;
+        Ok(cleared)
+    }
+
+    /// Untags everything.
+    pub fn clear_all(&mut self) {
+        self.pages.clear();
+        self.count = 0;
+    }
+
+    /// The same tags over `child` (same size): the child's table right after fork, before any
+    /// relocation (tags stay at the same offsets).
+    pub fn copy_for(&self, child: &Area) -> Result<ShadowTags, TagError> {
+        if child.size() != self.area.size() {
+            return Err(TagError::AreaMismatch);
+        }
+        Ok(ShadowTags {
+            area: *child,
+            pages: self.pages.clone(),
+            count: self.count,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+
+    fn area() -> Area {
+        Area::new(0x100_0000, 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn slot_mask_basics() {
+        let mut m = SlotMask::EMPTY;
+        m.set(0);
+        m.set(63);
+        m.set(64);
+        m.set(511);
+        m.set(512);
+        assert_eq!(m.count(), 4);
+        assert!(m.test(511) && !m.test(512) && !m.test(usize::MAX));
+        assert_eq!(m.iter().collect::<Vec<_>>(), [0, 63, 64, 511]);
+        m.clear(63);
+        m.clear(9999);
+        assert_eq!(m.iter().collect::<Vec<_>>(), [0, 64, 511]);
+        assert_eq!(SlotMask::FULL.count(), SLOTS_PER_PAGE);
+        assert_eq!(
+            SlotMask::range(510, 10).iter().collect::<Vec<_>>(),
+            [510, 511]
+        );
+        assert!(SlotMask::range(600, 3).is_empty());
+        assert_eq!(m.intersect(SlotMask::range(1, 100)).count(), 1);
+        assert_eq!(m.difference(SlotMask::range(0, 65)).count(), 1);
+        assert_eq!(m.union(SlotMask::range(0, 2)).count(), 4);
+    }
+
+    #[test]
+    fn set_clear_test() {
+        let a = area();
+        let mut t = ShadowTags::new(a);
+        assert_eq!(t.set(a.base() + 8), Ok(()));
+        assert_eq!(t.set(a.base() + 8), Ok(()));
+        assert_eq!(t.count(), 1);
+        assert!(t.is_tagged(a.base() + 8));
+        assert!(!t.is_tagged(a.base() + 9));
+        assert!(!t.is_tagged(a.base()));
+        assert_eq!(t.set(a.base() + 4), Err(TagError::Misaligned));
+        assert_eq!(t.set(a.end()), Err(TagError::OutsideArea));
+        assert_eq!(t.clear(a.base() - 8), Err(TagError::OutsideArea));
+        assert!(!t.is_tagged(a.end()));
+        assert_eq!(t.clear(a.base() + 8), Ok(()));
+        assert_eq!(t.clear(a.base() + 8), Ok(()));
+        assert_eq!(t.count(), 0);
+        assert_eq!(t.tagged_page_count(), 0);
+    }
+
+    #[test]
+    fn page_summary_and_iteration() {
+        let a = area();
+        let mut t = ShadowTags::new(a);
+        let page = a.base() + 5 * PAGE_SIZE;
+        for off in [0, 8, 4088] {
+            t.set(page + off).unwrap();
+        }
+        t.set(a.base() + 9 * PAGE_SIZE).unwrap();
+        assert!(t.page_has_tags(page));
+        assert!(t.page_has_tags(page + 100));
+        assert!(!t.page_has_tags(page + PAGE_SIZE));
+        assert!(!t.page_has_tags(a.end()));
+        assert_eq!(t.page_mask(page).count(), 3);
+        assert_eq!(
+            t.tagged_in_page(page + 17).collect::<Vec<_>>(),
+            [page, page + 8, page + 4088]
+        );
+        assert_eq!(
+            t.tagged_pages().collect::<Vec<_>>(),
+            [page, a.base() + 9 * PAGE_SIZE]
+        );
+        assert_eq!(t.count(), 4);
+    }
+
+    #[test]
+    fn clear_range_clears_overlapping_slots_across_pages() {
+        let a = area();
+        let mut t = ShadowTags::new(a);
+        let p = a.base() + PAGE_SIZE;
+        for off in [0, 8, 16, 4088, 4096, 4104, 8192] {
+            t.set(p + off).unwrap();
+        }
+        // One byte into slot 1 destroys that pointer only.
+        assert_eq!(t.clear_range(p + 9, 1), Ok(1));
+        assert!(t.is_tagged(p) && !t.is_tagged(p + 8) && t.is_tagged(p + 16));
+        // From the last slot of the first page into the second slot of the next.
+        assert_eq!(t.clear_range(p + 4095, 9), Ok(2));
+        assert!(!t.is_tagged(p + 4088) && !t.is_tagged(p + 4096));
+        assert!(t.is_tagged(p + 4104));
+        assert_eq!(t.clear_range(p, 0), Ok(0));
+        assert_eq!(t.clear_range(a.end() - 8, 16), Err(TagError::OutsideArea));
+        assert_eq!(t.count(), 4);
+        assert_eq!(t.clear_range(a.base(), a.size()), Ok(4));
+        assert_eq!(t.count(), 0);
+        assert_eq!(t.tagged_page_count(), 0);
+    }
+
+    #[test]
+    fn copy_for_child_and_page_masks() {
+        let p = area();
+        let c = Area::new(0x300_0000, 1 << 20).unwrap();
+        let mut t = ShadowTags::new(p);
+        t.set(p.base() + 0x1008).unwrap();
+        let ct = t.copy_for(&c).unwrap();
+        assert!(ct.is_tagged(c.base() + 0x1008));
+        assert_eq!(ct.count(), 1);
+        assert_eq!(
+            t.copy_for(&Area::new(0, 1 << 21).unwrap()),
+            Err(TagError::AreaMismatch)
+        );
+        let mut ct = ct;
+        assert_eq!(
+            ct.set_page_mask(c.base() + 0x1000, SlotMask::range(0, 3)),
+            Ok(())
+        );
+        assert_eq!(ct.count(), 3);
+        assert_eq!(ct.set_page_mask(c.base() + 0x1000, SlotMask::EMPTY), Ok(()));
+        assert_eq!(ct.count(), 0);
+        assert!(!ct.page_has_tags(c.base() + 0x1000));
+        assert_eq!(
+            ct.set_page_mask(c.base() + 8, SlotMask::FULL),
+            Err(TagError::Misaligned)
+        );
+        assert_eq!(
+            ct.set_page_mask(p.base(), SlotMask::FULL),
+            Err(TagError::OutsideArea)
+        );
+        ct.set_page_mask(c.base(), SlotMask::FULL).unwrap();
+        ct.clear_all();
+        assert_eq!(ct.count(), 0);
+    }
+
+    mod props {
+        use super::super::*;
+        use alloc::collections::BTreeSet;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Set(u64),
+            Clear(u64),
+            ClearRange(u64, u64),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            // A 64 KiB area: 8192 slots over 16 pages.
+            prop_oneof![
+                (0u64..8192).prop_map(|s| Op::Set(s * 8)),
+                (0u64..8192).prop_map(|s| Op::Clear(s * 8)),
+                (0u64..65536, 0u64..10000).prop_map(|(a, l)| Op::ClearRange(a, l)),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn matches_a_set_model(ops in proptest::collection::vec(op(), 0..200)) {
+                let a = Area::new(0x10_0000, 1 << 16).unwrap();
+                let mut t = ShadowTags::new(a);
+                let mut model = BTreeSet::new();
+                for op in ops {
+                    match op {
+                        Op::Set(off) => { t.set(a.base() + off).unwrap(); model.insert(off); }
+                        Op::Clear(off) => { t.clear(a.base() + off).unwrap(); model.remove(&off); }
+                        Op::ClearRange(off, len) => {
+                            let r = t.clear_range(a.base() + off, len);
+                            if off + len > a.size() {
+                                prop_assert_eq!(r, Err(TagError::OutsideArea));
+                            } else {
+                                let gone: alloc::vec::Vec<u64> = model.iter().copied()
+                                    .filter(|&s| s + 8 > off && s < off + len).collect();
+                                prop_assert_eq!(r, Ok(gone.len()));
+                                for s in gone { model.remove(&s); }
+                            }
+                        }
+                    }
+                    prop_assert_eq!(t.count(), model.len());
+                }
+                for off in (0..a.size()).step_by(8) {
+                    prop_assert_eq!(t.is_tagged(a.base() + off), model.contains(&off));
+                }
+                for page in a.page_addrs() {
+                    let n = model.iter().filter(|&&s| s / PAGE_SIZE == (page - a.base()) / PAGE_SIZE).count();
+                    prop_assert_eq!(t.page_mask(page).count(), n);
+                    prop_assert_eq!(t.page_has_tags(page), n > 0);
+                }
+            }
+        }
+    }
+}

@@ -232,27 +232,18 @@ fn chain(sys: Sys, form: &ChainForm) -> R<()> {
         .map_err(|_| "mmap")?;
     let relay = crate::ktests::user_programs::entry(form.relay);
     let header = [0, 3, a.raw().into(), b.raw().into(), c.raw().into(), relay];
-    let phys = jord::with(|j| j.initialised_backing(buf)).ok_or("no backing")?;
-    let words = crate::mm::phys_to_virt(phys) as *mut u64;
-    for (i, w) in header.iter().enumerate() {
-        // SAFETY: the ArgBuf's frames are initialised and mapped through the direct map; no PD
-        // runs yet.
-        unsafe { words.add(i).write_volatile(*w) };
-    }
+    let header: Vec<u8> = header.iter().flat_map(|w| w.to_le_bytes()).collect();
+    jord::with(|j| j.vma_write(buf, 0, &header)).map_err(|_| "no backing")?;
     let driver = crate::ktests::user_programs::entry(form.driver);
     let deadline = cpu::rdtsc() + apic::tsc_hz() * 10;
     exec::call(a, driver, [buf, ROUNDS as u64, results, 0], Some(deadline))
         .map_err(|_| "chain failed")?;
     // The payload was touched by C once per round: the ArgBuf really travelled.
-    // SAFETY: as above; the chain has finished.
-    let touched = unsafe { words.add(32).read_volatile() };
+    let touched = words_of(buf, 32, 1)?[0];
     if touched != ROUNDS as u64 {
         return Err("the payload did not reach the end of the chain every round");
     }
-    let phys = jord::with(|j| j.initialised_backing(results)).ok_or("no backing")?;
-    let p = crate::mm::phys_to_virt(phys) as *const u64;
-    // SAFETY: the results VMA is backed by ROUNDS words, written by A.
-    let mut samples = unsafe { core::slice::from_raw_parts(p, ROUNDS) }.to_vec();
+    let mut samples = words_of(results, 0, ROUNDS)?;
     report_sys("chain", form.metric, sys, &mut samples);
     for pd in [c, b, a] {
         if let Ok(p) = jord::with(|j| j.cput(PdId::KERNEL, pd)) {
@@ -328,4 +319,14 @@ pub fn run_group() -> R<()> {
     state::reset(Isolation::Full).map_err(|_| "reset")?;
     crate::arch::apic::start_periodic_timer(crate::TIMER_HZ);
     Ok(())
+}
+
+/// The `n` words from word `first` of the VMA at `base`.
+fn words_of(base: u64, first: usize, n: usize) -> Result<Vec<u64>, &'static str> {
+    let bytes =
+        jord::with(|j| j.vma_bytes(base, 8 * first as u64, 8 * n)).map_err(|_| "no backing")?;
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect())
 }

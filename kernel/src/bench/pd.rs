@@ -43,10 +43,11 @@ fn results_vma(owner: PdId, words: usize) -> R<u64> {
 }
 
 fn read_words(base: u64, words: usize) -> R<Vec<u64>> {
-    let (phys, _) = jord::with(|j| j.backing_of(base)).ok_or("no backing")?;
-    let p = crate::mm::phys_to_virt(phys) as *const u64;
-    // SAFETY: the VMA is backed by `words` words (or more) of contiguous frames, alive here.
-    Ok(unsafe { core::slice::from_raw_parts(p, words) }.to_vec())
+    let bytes = jord::with(|j| j.vma_bytes(base, 0, 8 * words)).map_err(|_| "no backing")?;
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect())
 }
 
 fn run(pd: PdId, prog: Program, args: [u64; 4]) -> R<u64> {

@@ -210,16 +210,22 @@ fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
+/// The initrd's bytes, if the boot loader gave one.
+pub fn initrd(info: &BootInfo) -> Option<&'static [u8]> {
+    let (pa, len) = info.initrd()?;
+    // SAFETY: the initrd's frames are reserved from the frame allocator at boot and nothing
+    // writes them, so the bytes stay as they are for the kernel's lifetime.
+    Some(unsafe { mm::phys_slice(pa, len as usize) })
+}
+
 fn check_initrd(info: &BootInfo, opts: &BootOptions<'_>) {
-    match info.initrd() {
+    match initrd(info) {
         None if opts.modules == ModuleSource::Initrd => fail(format_args!(
             "no initrd was given, but modules=initrd needs one (pass -initrd <archive>; \
              `cargo xtask run` does this)"
         )),
         None => kprintln!("fjord: no initrd"),
-        Some((pa, len)) => {
-            // SAFETY: the initrd's frames are reserved from the allocator and never written.
-            let bytes = unsafe { mm::phys_slice(pa, len as usize) };
+        Some(bytes) => {
             let mut files = 0;
             for entry in fjord_kernel::cpio::Reader::new(bytes) {
                 match entry {
@@ -238,7 +244,10 @@ fn check_initrd(info: &BootInfo, opts: &BootOptions<'_>) {
                     }
                 }
             }
-            kprintln!("fjord: initrd of {} KiB with {files} files", len / 1024);
+            kprintln!(
+                "fjord: initrd of {} KiB with {files} files",
+                bytes.len() / 1024
+            );
         }
     }
 }

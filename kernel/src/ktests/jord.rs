@@ -64,9 +64,8 @@ fn caller_callee_and_page(value: u64) -> R<(PdId, PdId, u64)> {
 
 /// Reads the word at `offset` in the VMA at `base` through the kernel's direct map.
 fn word_at(base: u64, offset: u64) -> R<u64> {
-    let (phys, _) = jord::with(|j| j.backing_of(base)).ok_or("VMA has no backing")?;
-    // SAFETY: the VMA's backing frames stay allocated while the test holds the VMA.
-    Ok(unsafe { (crate::mm::phys_to_virt(phys + offset) as *const u64).read_volatile() })
+    let bytes = jord::with(|j| j.vma_bytes(base, offset, 8)).map_err(|e| format!("{e:?}"))?;
+    Ok(u64::from_le_bytes(bytes.try_into().unwrap_or_default()))
 }
 
 ktest! {

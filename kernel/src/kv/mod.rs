@@ -5,7 +5,7 @@
 
 use crate::arch::{cpu, percpu};
 use crate::jord::tenant;
-use crate::syscalls::{check_user_writable, user_bytes};
+use crate::syscalls::{check_user_writable, copy_to_user, user_bytes};
 use alloc::vec::Vec;
 use fjord_kernel::kv_store::{self, KvError, KvStore, NsId, Usage};
 use fjord_libos::abi::Error;
@@ -84,12 +84,7 @@ pub fn get(a: [u64; 4]) -> Result<u64, Error> {
     locked(|kv| {
         let value = kv.get(ns, key).map_err(kv_error)?.ok_or(Error::NotFound)?;
         let n = value.len().min(out_len as usize);
-        if n > 0 {
-            // SAFETY: `[a[2], a[2] + out_len)` was checked to be user-writable in this address
-            // space above, and `n <= out_len`; the kernel's own data never lies in user ranges.
-            let out = unsafe { core::slice::from_raw_parts_mut(a[2] as *mut u8, n) };
-            out.copy_from_slice(&value[..n]);
-        }
+        copy_to_user(a[2], &value[..n])?;
         Ok(value.len() as u64)
     })
 }

@@ -94,3 +94,104 @@ impl TableAllocator for KernelFrames {
 
 /// The physical-memory accessor to use with `PageTables`.
 pub static DIRECT: DirectMap = DirectMap;
+
+/// Physically contiguous frames owned by the holder of this value (a VMA's backing), reached
+/// through the direct map. Only [`FrameRun::alloc`] makes a non-empty run, and a run is neither
+/// `Clone` nor `Copy`, so its frames belong to it alone until [`FrameRun::free`].
+///
+/// User mappings of the frames may exist (that is what a VMA's backing is for), and ring-3 code
+/// may write them on another CPU while the kernel reads them. So the kernel never holds a Rust
+/// reference into a run: it copies in and out ([`FrameRun::read_at`], [`FrameRun::write_at`]),
+/// and a concurrent user write can only change the bytes copied, as it would on hardware.
+#[derive(Debug)]
+pub struct FrameRun {
+    phys: u64,
+    pages: usize,
+}
+
+impl FrameRun {
+    /// A run of no frames.
+    pub const EMPTY: FrameRun = FrameRun { phys: 0, pages: 0 };
+
+    /// Allocates `pages` contiguous frames (contents undefined).
+    pub fn alloc(pages: usize) -> Result<FrameRun, FrameError> {
+        Ok(FrameRun {
+            phys: alloc_contiguous(pages, 1)?,
+            pages,
+        })
+    }
+
+    /// The physical address of the first frame.
+    pub fn phys(&self) -> u64 {
+        self.phys
+    }
+
+    /// The number of frames.
+    pub fn pages(&self) -> usize {
+        self.pages
+    }
+
+    /// The run's length in bytes.
+    fn bytes(&self) -> usize {
+        self.pages * PAGE_SIZE as usize
+    }
+
+    /// Whether `[offset, offset + len)` lies in the run.
+    fn covers(&self, offset: usize, len: usize) -> bool {
+        offset
+            .checked_add(len)
+            .is_some_and(|end| end <= self.bytes())
+    }
+
+    /// Zeroes `count` frames from frame `first`; nothing beyond the run.
+    pub fn zero(&mut self, first: usize, count: usize) {
+        let count = count.min(self.pages.saturating_sub(first));
+        if count > 0 {
+            zero(self.phys + first as u64 * PAGE_SIZE, count);
+        }
+    }
+
+    /// Copies `data` to byte `offset` of the run; false (nothing written) beyond its end.
+    pub fn write_at(&mut self, offset: usize, data: &[u8]) -> bool {
+        if !self.covers(offset, data.len()) {
+            return false;
+        }
+        let dst = phys_to_virt(self.phys + offset as u64) as *mut u8;
+        // SAFETY: the bytes lie in this run's frames, which it owns and the direct map maps;
+        // no Rust reference to them exists (see the type's documentation).
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+        true
+    }
+
+    /// Copies bytes from byte `offset` of the run into `buf`; false (nothing read) beyond its
+    /// end.
+    pub fn read_at(&self, offset: usize, buf: &mut [u8]) -> bool {
+        if !self.covers(offset, buf.len()) {
+            return false;
+        }
+        let src = phys_to_virt(self.phys + offset as u64) as *const u8;
+        // SAFETY: as for `write_at`.
+        unsafe { core::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), buf.len()) };
+        true
+    }
+
+    /// Keeps the first `keep` frames and frees the rest.
+    pub fn shrink(&mut self, keep: usize) {
+        if keep < self.pages {
+            let tail = self.phys + keep as u64 * PAGE_SIZE;
+            if let Err(e) = free_contiguous(tail, self.pages - keep) {
+                log::error!("freeing frames at {tail:#x}: {e:?}");
+            }
+            self.pages = keep;
+        }
+    }
+
+    /// Gives the frames back to the allocator.
+    pub fn free(self) {
+        if self.pages > 0
+            && let Err(e) = free_contiguous(self.phys, self.pages)
+        {
+            log::error!("freeing frames at {:#x}: {e:?}", self.phys);
+        }
+    }
+}

@@ -7,6 +7,7 @@ pub mod frames;
 pub mod heap;
 pub mod kernel_tables;
 pub mod stacks;
+pub mod user_memory;
 
 use core::sync::atomic::{AtomicU64, Ordering};
 use fjord_kernel::paging::PhysMemory;

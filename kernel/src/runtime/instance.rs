@@ -146,30 +146,33 @@ pub struct ArgBuf {
     pub base: u64,
     /// Its size in bytes (whole pages).
     pub capacity: u64,
-    /// For a kernel-owned ArgBuf, the physical address of its contiguous, initialised frames.
-    kernel_phys: Option<u64>,
+    /// Whether the kernel owns it (it frees it when the request ends).
+    kernels: bool,
 }
 
 impl ArgBuf {
-    /// A kernel-owned ArgBuf of `capacity` bytes, initialised (draining idle instances once if
-    /// memory is short).
-    pub fn map(capacity: u64) -> Result<ArgBuf, PdError> {
-        warm::or_drain(|| ArgBuf::map_once(capacity), |e| *e == PdError::NoMemory)
+    /// A kernel-owned ArgBuf of `capacity` bytes holding `request` at its start, the rest
+    /// zeroed (draining idle instances once if memory is short).
+    pub fn map(capacity: u64, request: &[u8]) -> Result<ArgBuf, PdError> {
+        warm::or_drain(
+            || ArgBuf::map_once(capacity, request),
+            |e| *e == PdError::NoMemory,
+        )
     }
 
-    fn map_once(capacity: u64) -> Result<ArgBuf, PdError> {
+    fn map_once(capacity: u64, request: &[u8]) -> Result<ArgBuf, PdError> {
         let mut owed = None;
         let r = jord::with(|j| {
             let base = j.mmap(PdId::KERNEL, capacity, Perm::RW, MapFlags::default())?;
-            match j.initialised_backing(base) {
-                Some(phys) => Ok(ArgBuf {
+            match j.vma_write(base, 0, request) {
+                Ok(()) => Ok(ArgBuf {
                     base,
                     capacity,
-                    kernel_phys: Some(phys),
+                    kernels: true,
                 }),
-                None => {
+                Err(e) => {
                     owed = j.munmap(PdId::KERNEL, base, capacity).ok();
-                    Err(PdError::NoMemory)
+                    Err(e)
                 }
             }
         });
@@ -184,30 +187,22 @@ impl ArgBuf {
         ArgBuf {
             base,
             capacity,
-            kernel_phys: None,
+            kernels: false,
         }
     }
 
     /// Whether the kernel owns it (it frees it when the request ends).
     pub fn is_kernels(&self) -> bool {
-        self.kernel_phys.is_some()
+        self.kernels
     }
 
-    /// The bytes of a kernel-owned ArgBuf through the kernel's direct map; `None` for a
-    /// caller's.
-    pub fn bytes_mut(&mut self) -> Option<&mut [u8]> {
-        let phys = self.kernel_phys?;
-        // SAFETY: a kernel-owned ArgBuf's backing is `capacity` physically contiguous,
-        // initialised bytes that stay allocated until `free`. The kernel touches them only
-        // before the `pmove` to the instance's PD and after its call ended, when no code of the
-        // request runs; the kernel gives no other PD a right on this VMA, and `&mut self` makes
-        // this the only kernel access.
-        Some(unsafe {
-            core::slice::from_raw_parts_mut(
-                crate::mm::phys_to_virt(phys) as *mut u8,
-                self.capacity as usize,
-            )
-        })
+    /// A copy of the `len` bytes at byte `offset` of a kernel-owned ArgBuf (the response, read
+    /// once the call ended); `None` for a caller's or beyond its end.
+    pub fn read(&self, offset: usize, len: usize) -> Option<alloc::vec::Vec<u8>> {
+        if !self.kernels {
+            return None;
+        }
+        jord::with(|j| j.vma_bytes(self.base, offset as u64, len)).ok()
     }
 
     /// Moves the buffer from `from` to `to` (read-write) and, `to` being a PD about to run,
@@ -224,7 +219,7 @@ impl ArgBuf {
 
     /// Frees a kernel-owned ArgBuf (every right left on it is revoked); a caller's stays.
     pub fn free(self) {
-        if self.kernel_phys.is_some() {
+        if self.kernels {
             let _ = jord::flushed(|j| j.munmap(PdId::KERNEL, self.base, self.capacity));
         }
     }
@@ -252,16 +247,13 @@ impl Invocation {
         capacity: u64,
     ) -> Result<Invocation, InvokeFailure> {
         let instance = Instance::take(f)?;
-        let mut argbuf = match ArgBuf::map(capacity) {
+        let argbuf = match ArgBuf::map(capacity, request) {
             Ok(a) => a,
             Err(e) => {
                 instance.give_back(f, true);
                 return Err(pd_failure(e));
             }
         };
-        if let Some(bytes) = argbuf.bytes_mut() {
-            bytes[..request.len()].copy_from_slice(request);
-        }
         let inv = Invocation { instance, argbuf };
         if let Err(e) = inv.argbuf.move_to(PdId::KERNEL, inv.instance.pd) {
             inv.end(f, false);

@@ -148,7 +148,7 @@ pub fn invoke_function(
         .response_room
         .unwrap_or(request.len() + DEFAULT_RESPONSE_ROOM)
         .min(MAX_REQUEST);
-    let mut inv = Invocation::prepare(f, request, argbuf_capacity(request.len(), room) as u64)?;
+    let inv = Invocation::prepare(f, request, argbuf_capacity(request.len(), room) as u64)?;
     let t1 = cpu::rdtsc();
     let limit_ms = options.time_limit_ms.unwrap_or(f.manifest.time_limit_ms());
     let deadline = t1 + crate::arch::apic::tsc_hz() / 1000 * limit_ms;
@@ -168,7 +168,7 @@ pub fn invoke_function(
         // its right away, the pmove fails; no code of this invocation runs any more, and the
         // ArgBuf's munmap in the teardown revokes every right that is left.
         let _ = inv.argbuf.move_to(pd, PdId::KERNEL);
-        response(&mut inv.argbuf, request.len(), value)
+        response(&inv.argbuf, request.len(), value)
     });
     inv.end(f, reusable);
     let t3 = cpu::rdtsc();
@@ -192,7 +192,7 @@ pub fn exec_failure(e: exec::InvokeError) -> InvokeFailure {
 /// Decodes the function's return value and copies the response out of its kernel-owned
 /// ArgBuf.
 pub(super) fn response(
-    argbuf: &mut ArgBuf,
+    argbuf: &ArgBuf,
     request_len: usize,
     value: u64,
 ) -> Result<Vec<u8>, InvokeFailure> {
@@ -204,10 +204,9 @@ pub(super) fn response(
                 .and_then(|n| start.checked_add(n))
                 .filter(|&end| end <= argbuf.capacity as usize)
                 .ok_or(InvokeFailure::BadResponse(value))?;
-            let bytes = argbuf
-                .bytes_mut()
-                .ok_or(InvokeFailure::BadResponse(value))?;
-            Ok(bytes[start..end].to_vec())
+            argbuf
+                .read(start, end - start)
+                .ok_or(InvokeFailure::BadResponse(value))
         }
         FnReturn::Error(e) => Err(InvokeFailure::Function(e)),
         FnReturn::UnknownError(_) => Err(InvokeFailure::BadResponse(value)),

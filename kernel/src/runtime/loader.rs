@@ -78,26 +78,23 @@ pub fn map_image(file: &[u8], plan: &LoadPlan) -> Result<MappedImage, LoadError>
     };
     let len = plan.image_size;
     let size = usize::try_from(len).map_err(|_| LoadError::NoMemory)?;
-    let (base, phys, epoch) = jord::with(|j| {
+    let (base, epoch) = jord::with(|j| {
         let base = j.mmap(PdId::KERNEL, len, Perm::RX, global).ok()?;
-        Some((base, j.initialised_backing(base), current_epoch(j)))
+        Some((base, current_epoch(j)))
     })
     .ok_or(LoadError::NoMemory)?;
-    let Some(phys) = phys else {
-        unmap_image(&MappedImage { base, len, epoch });
-        return Err(LoadError::NoMemory);
-    };
-    // SAFETY: the VMA was just allocated with `size` bytes of physically contiguous, initialised
-    // backing, reached through the direct map; no registry entry names it yet, and PDs may only
-    // read it, so this is the only writer.
-    let image =
-        unsafe { core::slice::from_raw_parts_mut(crate::mm::phys_to_virt(phys) as *mut u8, size) };
+    // The image is built and relocated in kernel memory, then copied into the VMA's frames.
+    let mut image = alloc::vec![0u8; size];
     let done = plan
-        .populate(file, image)
-        .and_then(|()| apply_relocations(image, base, plan));
+        .populate(file, &mut image)
+        .and_then(|()| apply_relocations(&mut image, base, plan));
     if let Err(e) = done {
         unmap_image(&MappedImage { base, len, epoch });
         return Err(LoadError::Relocate(e));
+    }
+    if jord::with(|j| j.vma_write(base, 0, &image)).is_err() {
+        unmap_image(&MappedImage { base, len, epoch });
+        return Err(LoadError::NoMemory);
     }
     Ok(MappedImage { base, len, epoch })
 }

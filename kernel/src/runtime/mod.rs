@@ -206,11 +206,9 @@ pub fn boot(info: &crate::boot::pvh::BootInfo, opts: &fjord_kernel::cmdline::Boo
     if opts.modules != fjord_kernel::cmdline::ModuleSource::Initrd {
         return;
     }
-    let Some((pa, len)) = info.initrd() else {
+    let Some(bytes) = crate::boot::initrd(info) else {
         return;
     };
-    // SAFETY: the initrd's frames are reserved from the allocator and never written.
-    let bytes = unsafe { crate::mm::phys_slice(pa, len as usize) };
     let (ok, failed) = load_initrd(bytes);
     kprintln!("fjord: {ok} function modules deployed from the initrd, {failed} rejected");
 }

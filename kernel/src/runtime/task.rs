@@ -405,7 +405,7 @@ fn finish(
     result: Result<u64, InvokeFailure>,
 ) -> Option<Result<Vec<u8>, InvokeFailure>> {
     invoke::count_ending(&result);
-    let mut inv = task
+    let inv = task
         .inv
         .take()
         .expect("a task holds its invocation until it finishes");
@@ -419,7 +419,7 @@ fn finish(
                 // If the function gave its right away, this fails; the ArgBuf's munmap when
                 // the invocation ends revokes every right that is left.
                 let _ = inv.argbuf.move_to(pd, PdId::KERNEL);
-                invoke::response(&mut inv.argbuf, task.request_len, v)
+                invoke::response(&inv.argbuf, task.request_len, v)
             });
             inv.end(&task.func, reusable);
             Some(r)
@@ -438,7 +438,7 @@ fn finish(
                 }
             };
             let value = if inv.argbuf.is_kernels() {
-                copy_back(&task, &mut inv, (caller, handle), caller_buf, value)
+                copy_back(&task, &inv, (caller, handle), caller_buf, value)
             } else {
                 match inv.argbuf.move_to(pd, caller_pd) {
                     Ok(()) => value,
@@ -473,7 +473,7 @@ fn callee_value(task: &Task, capacity: u64, v: u64) -> u64 {
 /// is known to be alive.
 fn copy_back(
     task: &Task,
-    inv: &mut Invocation,
+    inv: &Invocation,
     (caller, handle): (TaskId, u64),
     caller_buf: u64,
     value: u64,
@@ -486,10 +486,7 @@ fn copy_back(
     }
     let start = response_offset(task.request_len);
     let _ = inv.argbuf.move_to(inv.instance.pd, PdId::KERNEL);
-    let Some(src) = inv.argbuf.bytes_mut() else {
-        return encode(Err(AbiError::CalleeFailed));
-    };
-    let Some(channel) = src.get(start..start + n).map(<[u8]>::to_vec) else {
+    let Some(channel) = inv.argbuf.read(start, n) else {
         return encode(Err(AbiError::CalleeFailed));
     };
     locked(|c| {
@@ -501,20 +498,10 @@ fn copy_back(
         {
             return value;
         }
-        let Some((base, pages)) = jord::with(|j| j.backing_of(caller_buf)) else {
-            return encode(Err(AbiError::CalleeFailed));
-        };
-        if start + n > pages * fjord_kernel::layout::PAGE_SIZE as usize {
+        // The caller's buffer exists while the call record does (checked under this lock).
+        if jord::with(|j| j.vma_write(caller_buf, start as u64, &channel)).is_err() {
             return encode(Err(AbiError::CalleeFailed));
         }
-        // SAFETY: the caller's buffer is backed by `pages` contiguous frames owned by the
-        // caller's VMA, alive while the call record exists (held under this lock); the caller
-        // does not touch its buffer while the call is outstanding (the libos keeps it inside
-        // the pending call), and a caller that does only corrupts its own memory.
-        let dst = unsafe {
-            core::slice::from_raw_parts_mut(crate::mm::phys_to_virt(base) as *mut u8, start + n)
-        };
-        dst[start..].copy_from_slice(&channel);
         HOP_BYTES_COPIED.fetch_add(2 * n as u64, Ordering::Relaxed);
         value
     })

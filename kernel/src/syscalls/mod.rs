@@ -6,11 +6,9 @@
 
 pub mod log;
 
-use crate::arch::{cpu, percpu};
+use crate::arch::percpu;
 use crate::jord::{self, state::abi_error};
-use crate::mm::frames::DIRECT;
-use fjord_kernel::layout::{PAGE_SIZE, align_down, is_user_range};
-use fjord_kernel::paging::{Flags, PageTables};
+use crate::mm::user_memory;
 use fjord_libos::abi::{Error, Sysno, encode};
 use fjord_pd::{Error as PdError, MapFlags, PdId, Perm};
 
@@ -146,50 +144,19 @@ pub fn on_user_page_fault(addr: u64, error: u64) -> bool {
     jord::vlb::on_user_page_fault(addr, error)
 }
 
-/// Checks that `[addr, addr + len)` is user memory the current address space lets ring 3 read,
-/// filling VLB misses on the way as a ring-3 access would.
-pub fn check_user_readable(addr: u64, len: u64) -> Result<(), Error> {
-    check_user(addr, len, false)
-}
-
-/// Checks that `[addr, addr + len)` is user memory ring 3 may write, as for
-/// [`check_user_readable`].
+/// Checks that `[addr, addr + len)` is user memory ring 3 may write in the address space loaded
+/// on this CPU, filling VLB misses on the way as a ring-3 access would.
 pub fn check_user_writable(addr: u64, len: u64) -> Result<(), Error> {
-    check_user(addr, len, true)
+    user_memory::check_writable(addr, len, on_user_page_fault).map_err(|_| Error::BadAddress)
 }
 
-fn check_user(addr: u64, len: u64, write: bool) -> Result<(), Error> {
-    if !is_user_range(addr, len) {
-        return Err(Error::BadAddress);
-    }
-    let need = if write {
-        Flags::USER.union(Flags::WRITABLE)
-    } else {
-        Flags::USER
-    };
-    // Error code of the equivalent ring-3 fault: user (bit 2), write (bit 1).
-    let error = if write { 6 } else { 4 };
-    let mut page = align_down(addr, PAGE_SIZE);
-    while page < addr + len {
-        let pt = PageTables::new(cpu::read_cr3() & !0xfff, &DIRECT);
-        match pt.translate(page) {
-            Some(t) if t.flags.contains(need) => {}
-            _ if on_user_page_fault(page, error) => {}
-            _ => return Err(Error::BadAddress),
-        }
-        page += PAGE_SIZE;
-    }
-    Ok(())
-}
-
-/// The `len` bytes of user memory at `addr`, after checking that the address space loaded on
-/// this CPU lets ring 3 read them (VLB misses filled on the way); no check for `len == 0`.
+/// The `len` bytes of user memory at `addr`, after checking that ring 3 may read them in the
+/// address space loaded on this CPU (VLB misses filled on the way).
 pub fn user_bytes<'a>(addr: u64, len: u64) -> Result<&'a [u8], Error> {
-    if len == 0 {
-        return Ok(&[]);
-    }
-    check_user_readable(addr, len)?;
-    // SAFETY: the range was just checked to be mapped user-readable in this address space,
-    // which cannot change while this CPU runs the system call with interrupts off.
-    Ok(unsafe { core::slice::from_raw_parts(addr as *const u8, len as usize) })
+    user_memory::bytes(addr, len, on_user_page_fault).map_err(|_| Error::BadAddress)
+}
+
+/// Copies `data` to user memory at `addr` after checking that ring 3 may write it there.
+pub fn copy_to_user(addr: u64, data: &[u8]) -> Result<(), Error> {
+    user_memory::copy_to(addr, data, on_user_page_fault).map_err(|_| Error::BadAddress)
 }

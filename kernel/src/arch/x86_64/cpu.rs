@@ -129,6 +129,13 @@ pub unsafe fn write_cr3(root: u64) {
     unsafe { asm!("mov cr3, {}", in(reg) root, options(nostack, preserves_flags)) };
 }
 
+/// Flushes this CPU's non-global TLB entries by reloading the current root table.
+pub fn flush_tlb() {
+    // SAFETY: reloading the root table already loaded changes no translation; it only drops
+    // the cached non-global ones.
+    unsafe { write_cr3(read_cr3()) };
+}
+
 /// Invalidates the TLB entry for the page containing `va` on this CPU.
 pub fn invlpg(va: u64) {
     // SAFETY: INVLPG only drops a cached translation.

@@ -273,7 +273,6 @@ pub fn tlb_shootdown(cpus: impl Iterator<Item = usize>) -> usize {
 
 /// Handles a TLB-shootdown IPI: flushes this CPU's non-global TLB entries.
 pub fn on_tlb_ipi() {
-    // SAFETY: reloading the current CR3 only flushes non-global TLB entries.
-    unsafe { cpu::write_cr3(cpu::read_cr3()) };
+    cpu::flush_tlb();
     TLB_GENERATION[percpu::cpu_index()].fetch_add(1, Ordering::Release);
 }

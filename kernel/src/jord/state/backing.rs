@@ -14,7 +14,8 @@ pub(super) enum InitBits {
 /// `pages == 0` marks a VMA slot without backing.
 pub(super) struct Backing {
     pub(super) base: u64,
-    pub(super) phys: u64,
+    /// The frames (physically contiguous).
+    pub(super) frames: frames::FrameRun,
     pub(super) pages: usize,
     initialised: InitBits,
 }
@@ -22,12 +23,13 @@ pub(super) struct Backing {
 impl Backing {
     pub(super) const NONE: Backing = Backing {
         base: 0,
-        phys: 0,
+        frames: frames::FrameRun::EMPTY,
         pages: 0,
         initialised: InitBits::Inline(0),
     };
 
-    pub(super) fn new(base: u64, phys: u64, pages: usize) -> Backing {
+    pub(super) fn new(base: u64, frames: frames::FrameRun) -> Backing {
+        let pages = frames.pages();
         let initialised = if pages <= 64 {
             InitBits::Inline(0)
         } else {
@@ -35,7 +37,7 @@ impl Backing {
         };
         Backing {
             base,
-            phys,
+            frames,
             pages,
             initialised,
         }
@@ -52,7 +54,7 @@ impl Backing {
             InitBits::Heap(words) => &mut words[w],
         };
         if *word & b == 0 {
-            frames::zero(self.phys + i as u64 * PAGE_SIZE, 1);
+            self.frames.zero(i, 1);
             *word |= b;
         }
     }
@@ -70,6 +72,7 @@ impl Backing {
     /// Zeroes every initialised page again (they stay initialised): what a request wrote is
     /// gone, and the pages it never touched still cost nothing.
     pub(super) fn rezero_initialised(&mut self) {
+        let frames = &mut self.frames;
         let words: &[u64] = match &self.initialised {
             InitBits::Inline(w) => core::slice::from_ref(w),
             InitBits::Heap(ws) => ws,
@@ -81,9 +84,22 @@ impl Backing {
                 let first = bits.trailing_zeros() as usize;
                 let run = (bits >> first).trailing_ones() as usize;
                 let page = w * 64 + first;
-                frames::zero(self.phys + page as u64 * PAGE_SIZE, run);
+                frames.zero(page, run);
                 bits &= !(((1u128 << run) - 1) << first) as u64;
             }
+        }
+    }
+
+    /// The physical address of the first frame.
+    pub(super) fn phys(&self) -> u64 {
+        self.frames.phys()
+    }
+
+    /// Keeps the first `keep` pages and frees the frames beyond.
+    pub(super) fn shrink(&mut self, keep: usize) {
+        if keep < self.pages {
+            self.frames.shrink(keep);
+            self.pages = keep;
         }
     }
 

@@ -211,7 +211,7 @@ impl Jord {
                     pd,
                     root,
                     base + off,
-                    b.phys + off,
+                    b.phys() + off,
                     flags,
                 )
             {

@@ -12,19 +12,7 @@ impl Jord {
             privileged: false,
         };
         let base = self.mmap(PdId::KERNEL, code.len() as u64, Perm::RX, global)?;
-        let b = self.backing_mut(base).ok_or(Error::NoMemory)?;
-        b.initialise_all();
-        let phys = b.phys;
-        // SAFETY: the VMA's backing frames were just allocated for it, hold at least
-        // `code.len()` bytes and are reached through the direct map; no PD holds a right on the
-        // VMA yet, so nothing else reads or writes them.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                code.as_ptr(),
-                crate::mm::phys_to_virt(phys) as *mut u8,
-                code.len(),
-            )
-        };
+        self.vma_write(base, 0, code)?;
         Ok(base)
     }
 
@@ -44,12 +32,37 @@ impl Jord {
             .filter(|b| b.pages != 0 && b.base == base)
     }
 
-    /// Physical backing of the VMA at `base` as (address, pages), if it has any, with every
-    /// page initialised first: the kernel never reads what the frames held before the VMA.
-    pub fn backing_of(&mut self, base: u64) -> Option<(u64, usize)> {
-        let b = self.backing_mut(base)?;
+    /// Copies `data` to byte `offset` of the VMA at `base`, every page of the VMA initialised
+    /// first (the kernel never exposes what the frames held before the VMA). [`Error::NotMapped`]
+    /// for a VMA without frames, [`Error::InvalidArgs`] beyond its end.
+    pub fn vma_write(&mut self, base: u64, offset: u64, data: &[u8]) -> Result<(), Error> {
+        let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
         b.initialise_all();
-        Some((b.phys, b.pages))
+        let offset = usize::try_from(offset).map_err(|_| Error::InvalidArgs)?;
+        if b.frames.write_at(offset, data) {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgs)
+        }
+    }
+
+    /// Copies bytes from byte `offset` of the VMA at `base` into `buf`, as [`Jord::vma_write`].
+    pub fn vma_read(&mut self, base: u64, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
+        let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
+        b.initialise_all();
+        let offset = usize::try_from(offset).map_err(|_| Error::InvalidArgs)?;
+        if b.frames.read_at(offset, buf) {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgs)
+        }
+    }
+
+    /// The `len` bytes at byte `offset` of the VMA at `base`, as [`Jord::vma_read`].
+    pub fn vma_bytes(&mut self, base: u64, offset: u64, len: usize) -> Result<Vec<u8>, Error> {
+        let mut v = vec![0; len];
+        self.vma_read(base, offset, &mut v)?;
+        Ok(v)
     }
 
     /// Writes `words` at byte `offset` (8-aligned, within one page) of the VMA at `base`,
@@ -66,10 +79,9 @@ impl Jord {
             return Err(Error::InvalidArgs);
         }
         b.initialise(page as usize);
-        let at = crate::mm::phys_to_virt(b.phys + offset) as *mut u64;
-        // SAFETY: the bytes lie in one initialised page of the VMA's backing frames, reached
-        // through the direct map; no code of the PD runs while the executor sets it up.
-        unsafe { core::ptr::copy_nonoverlapping(words.as_ptr(), at, words.len()) };
+        for (i, w) in words.iter().enumerate() {
+            b.frames.write_at(offset as usize + 8 * i, &w.to_le_bytes());
+        }
         Ok(())
     }
 
@@ -106,13 +118,6 @@ impl Jord {
         Ok(v.len().next_multiple_of(PAGE_SIZE))
     }
 
-    /// Physical address of the VMA at `base` with every page initialised, for kernel access.
-    pub fn initialised_backing(&mut self, base: u64) -> Option<u64> {
-        let b = self.backing_mut(base)?;
-        b.initialise_all();
-        Some(b.phys)
-    }
-
     /// Initialises (zeroes on first use) page `index` of the VMA at `base` before it is mapped.
     pub(in crate::jord) fn initialise_page(&mut self, base: u64, index: usize) {
         if let Some(b) = self.backing_mut(base) {
@@ -131,16 +136,21 @@ impl Jord {
     ) -> Result<u64, Error> {
         let base = self.privlib.mmap(caller, len, prot, flags)?;
         let pages = len.div_ceil(PAGE_SIZE) as usize;
-        let phys = match frames::alloc_contiguous(pages, 1) {
-            Ok(p) => p,
+        let run = match frames::FrameRun::alloc(pages) {
+            Ok(r) => r,
             Err(_) => {
                 let _ = self.privlib.munmap(PdId::KERNEL, base, len);
                 return Err(Error::NoMemory);
             }
         };
-        self.privlib.set_backing(PdId::KERNEL, base, phys)?;
-        if let Some(slot) = self.slot_of(base) {
-            self.backing[slot] = Backing::new(base, phys, pages);
+        if let Err(e) = self.privlib.set_backing(PdId::KERNEL, base, run.phys()) {
+            run.free();
+            let _ = self.privlib.munmap(PdId::KERNEL, base, len);
+            return Err(e);
+        }
+        match self.slot_of(base) {
+            Some(slot) => self.backing[slot] = Backing::new(base, run),
+            None => run.free(),
         }
         Ok(base)
     }
@@ -149,7 +159,7 @@ impl Jord {
         self.settle_vma(base);
         if let Some(b) = self.backing_mut(base) {
             let b = core::mem::replace(b, Backing::NONE);
-            let _ = frames::free_contiguous(b.phys, b.pages);
+            b.frames.free();
         }
     }
 
@@ -166,12 +176,8 @@ impl Jord {
             None => self.free_backing(base),
             Some(len) => {
                 let keep = len.div_ceil(PAGE_SIZE) as usize;
-                if let Some(b) = self.backing_mut(base)
-                    && keep < b.pages
-                {
-                    let _ =
-                        frames::free_contiguous(b.phys + keep as u64 * PAGE_SIZE, b.pages - keep);
-                    b.pages = keep;
+                if let Some(b) = self.backing_mut(base) {
+                    b.shrink(keep);
                 }
             }
         }
@@ -216,7 +222,7 @@ impl Jord {
             return;
         };
         b.initialise_all();
-        let (phys, pages) = (b.phys, b.pages);
+        let (phys, pages) = (b.phys(), b.pages);
         let flags = crate::jord::vlb::leaf_flags(perm);
         for i in 0..pages as u64 {
             // A new VMA has no leaf anywhere yet, so one appearing needs no TLB flush.

@@ -190,8 +190,7 @@ impl Pending {
     /// Flushes this CPU (if needed) and every CPU in the mask, waiting for them.
     pub fn finish(self) {
         if self.reload_local {
-            // SAFETY: reloading CR3 only flushes non-global TLB entries.
-            unsafe { cpu::write_cr3(cpu::read_cr3()) };
+            cpu::flush_tlb();
         }
         if !self.cpus.is_empty() {
             crate::arch::smp::tlb_shootdown(self.cpus.iter().map(|c| c as usize));

@@ -508,16 +508,15 @@ fn step(lib: &mut PrivLib, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
                 let v = &m.vmas[&base];
                 if t == c || prot.is_empty() {
                     Err(Error::InvalidArgs)
-                } else if !v.perms.get(&c).is_some_and(|p| p.contains(prot)) {
-                    Err(Error::AccessDenied)
-                } else if v
-                    .perms
-                    .get(&t)
-                    .copied()
-                    .unwrap_or(Perm::NONE)
-                    .union(prot)
-                    .contains(Perm::W.union(Perm::X))
+                } else if !v.perms.get(&c).is_some_and(|p| p.contains(prot))
+                    || v.perms
+                        .get(&t)
+                        .copied()
+                        .unwrap_or(Perm::NONE)
+                        .union(prot)
+                        .contains(Perm::W.union(Perm::X))
                 {
+                    // Not a subset of the caller's rights, or the target would hold W and X.
                     Err(Error::AccessDenied)
                 } else if !moving && m.no_room_for_new_holder(base, t) {
                     Err(Error::NoMemory)

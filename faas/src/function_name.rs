@@ -1,4 +1,4 @@
-//! Validated function names, shared by the router, the manifest and the registry.
+//! Validated function names, shared by the router, the manifest and the gateway's service.
 
 use alloc::string::String;
 use core::fmt;

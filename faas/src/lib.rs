@@ -8,7 +8,6 @@
 //!   relocation; [`module::manifest`] is the `.fjord_manifest` format;
 //! - [`hdr`]: the HDR histogram the load generators keep latencies in;
 //! - [`metrics`]: counters, latency histograms, quantiles and Prometheus text exposition;
-//! - [`registry`]: deployed functions by name, with generations;
 //! - [`gateway`]: request handling of the HTTP gateway over a pluggable
 //!   [`gateway::FunctionService`], and one connection's request/response stream;
 //! - [`function_name`]: the validated [`FunctionName`] type they share;
@@ -32,7 +31,6 @@ pub mod jbsq;
 pub mod metrics;
 pub mod module;
 pub mod open_loop;
-pub mod registry;
 pub mod workloads;
 
 pub use function_name::FunctionName;

@@ -1,17 +1,16 @@
 //! The HTTP gateway's request handling: from a parsed [`Request`] to a [`Response`], over a
 //! pluggable [`FunctionService`], with its own Prometheus counters.
 //!
-//! Modules: [`service`] (the runtime trait and the registry-backed [`RegistryService`]),
-//! [`connection`] (one TCP connection's byte stream to requests and responses), [`json`] (the
-//! JSON bodies).
+//! Modules: [`service`] (the runtime trait, which the kernel implements), [`connection`] (one TCP
+//! connection's byte stream to requests and responses), [`json`] (the JSON bodies).
 //!
 //! | request | answer |
 //! |---|---|
 //! | `GET /metrics` | 200, Prometheus text: gateway counters, kernel samples, per-function series |
 //! | `GET /functions` | 200, JSON list of `{name, size, generation}` |
-//! | `PUT /functions/<name>` | 201 created / 200 replaced; 400 invalid module (reason in the body), 413 too large |
+//! | `PUT /functions/<name>` | 201 created / 200 replaced; 400 invalid module (reason in the body), 413 too large, 503 no room |
 //! | `DELETE /functions/<name>` | 204, or 404 |
-//! | `POST /invoke/<fn>` | the function's output (200), 404 unknown, 501 while execution is unavailable |
+//! | `POST /invoke/<fn>` | the function's output (200); 404 unknown, 500 the function failed (reason in the body), 503 no capacity |
 //!
 //! Unknown paths are 404, known paths with another method 405, unparsable requests get the
 //! parser's status and the connection closes.
@@ -22,8 +21,8 @@ pub mod service;
 
 pub use connection::Connection;
 pub use service::{
-    Completion, DeployError, DeployOutcome, FunctionInfo, FunctionService, InvocationId,
-    InvokeError, RegistryService, Started, StoredModule,
+    Completion, DeployError, DeployOutcome, FunctionInfo, FunctionService, Generation,
+    InvocationId, InvokeError, Started,
 };
 
 use crate::http::{HttpError, Request, Response, Route, RouteError, Status, route};
@@ -33,9 +32,6 @@ use crate::module::ModuleError;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
-
-/// The body of `501 Not Implemented` for an invocation the runtime cannot execute yet.
-pub const NOT_IMPLEMENTED_BODY: &str = "function execution is not available yet\n";
 
 /// Whether a kernel sample is a counter (only grows) or a gauge (goes up and down).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -328,9 +324,6 @@ fn invoke_response(result: Result<Vec<u8>, InvokeError>) -> Response {
                 .unwrap_or_else(|_| Response::new(Status::InternalServerError))
         }
         Err(InvokeError::NotFound) => Response::text(Status::NotFound, "no such function\n"),
-        Err(InvokeError::NotImplemented) => {
-            Response::text(Status::NotImplemented, NOT_IMPLEMENTED_BODY)
-        }
         Err(InvokeError::Unavailable) => {
             Response::text(Status::ServiceUnavailable, "no capacity, retry later\n")
         }
@@ -351,5 +344,7 @@ fn json_response(status: Status, body: &str) -> Response {
         .unwrap_or_else(|_| Response::new(Status::InternalServerError))
 }
 
+#[cfg(test)]
+mod fake_service;
 #[cfg(test)]
 mod tests;

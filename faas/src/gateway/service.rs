@@ -1,20 +1,22 @@
-//! The gateway's view of the FaaS runtime: the [`FunctionService`] trait and the registry-backed
-//! implementation used until functions can run ([`RegistryService`]).
+//! The gateway's view of the FaaS runtime: the [`FunctionService`] trait and the types it
+//! answers with. The kernel implements it (its registry of deployed functions, the loader and the
+//! orchestrator behind it); the gateway's tests use a scripted fake.
 
 use crate::function_name::FunctionName;
-use crate::module::{LoadPlan, ModuleError, ModuleLimits, validate};
-use crate::registry::{Generation, Registry, RegistryError};
+use crate::module::ModuleError;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
+
+/// A function's version as the runtime reports it to deployers: every deployment gets a new,
+/// greater one (the runtime keeps the count; the gateway only passes it on).
+pub type Generation = u64;
 
 /// Why an invocation produced no result.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum InvokeError {
     /// No function of that name is deployed (404).
     NotFound,
-    /// The function exists but this runtime cannot execute functions (501).
-    NotImplemented,
     /// The runtime is out of capacity (503).
     Unavailable,
     /// The function ran and failed (500); the text says how (fault, timeout, out of memory).
@@ -31,7 +33,8 @@ pub enum DeployError {
         /// The name in the module's manifest.
         manifest: FunctionName,
     },
-    /// The registry holds its maximum number of functions (503).
+    /// The runtime has no room for another function: it holds its maximum number of functions
+    /// or is out of memory (503).
     Full,
     /// The module is valid ELF but the runtime cannot load it (400), e.g. it has writable
     /// statics that one shared image cannot hold; the text says why.
@@ -56,7 +59,7 @@ impl fmt::Display for DeployError {
 /// What a successful deployment did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeployOutcome {
-    /// Registry generation of the new version.
+    /// Generation of the new version.
     pub generation: Generation,
     /// Whether an older version was replaced (200) rather than created (201).
     pub replaced: bool,
@@ -128,84 +131,4 @@ pub trait FunctionService {
     fn list(&self) -> Vec<FunctionInfo>;
     /// Removes `name`; `false` if it was not deployed.
     fn remove(&mut self, name: &FunctionName) -> bool;
-}
-
-/// A validated, deployed module: the ELF bytes and the plan to load them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredModule {
-    /// The ELF image as uploaded.
-    pub image: Vec<u8>,
-    /// Its validated load plan.
-    pub plan: LoadPlan,
-}
-
-/// A [`FunctionService`] that validates and stores modules in a [`Registry`] but cannot run them
-/// yet: [`FunctionService::invoke`] answers [`InvokeError::NotImplemented`] for deployed
-/// functions.
-#[derive(Clone, Debug)]
-pub struct RegistryService {
-    registry: Registry<StoredModule>,
-    limits: ModuleLimits,
-}
-
-impl RegistryService {
-    /// A service holding at most `capacity` functions, validating with `limits`.
-    pub fn new(capacity: usize, limits: ModuleLimits) -> Self {
-        RegistryService {
-            registry: Registry::new(capacity),
-            limits,
-        }
-    }
-
-    /// The registry of deployed modules.
-    pub fn registry(&self) -> &Registry<StoredModule> {
-        &self.registry
-    }
-}
-
-impl FunctionService for RegistryService {
-    fn invoke(&mut self, name: &FunctionName, _input: &[u8]) -> Result<Vec<u8>, InvokeError> {
-        match self.registry.lookup(name.as_str()) {
-            None => Err(InvokeError::NotFound),
-            Some(_) => Err(InvokeError::NotImplemented),
-        }
-    }
-
-    fn deploy(&mut self, name: FunctionName, image: &[u8]) -> Result<DeployOutcome, DeployError> {
-        let plan = validate(image, &self.limits).map_err(DeployError::Invalid)?;
-        if plan.manifest.name != name {
-            return Err(DeployError::NameMismatch {
-                manifest: plan.manifest.name,
-            });
-        }
-        let module = StoredModule {
-            image: Vec::from(image),
-            plan,
-        };
-        match self.registry.deploy_or_replace(name, module) {
-            Ok(d) => Ok(DeployOutcome {
-                generation: d.generation,
-                replaced: d.replaced.is_some(),
-            }),
-            Err(RegistryError::Full) => Err(DeployError::Full),
-            // `deploy_or_replace` fails only when the registry is full.
-            Err(RegistryError::AlreadyDeployed | RegistryError::NotFound) => Err(DeployError::Full),
-        }
-    }
-
-    fn list(&self) -> Vec<FunctionInfo> {
-        self.registry
-            .list()
-            .into_iter()
-            .map(|e| FunctionInfo {
-                name: e.name.clone(),
-                size: e.function.image.len(),
-                generation: e.generation,
-            })
-            .collect()
-    }
-
-    fn remove(&mut self, name: &FunctionName) -> bool {
-        self.registry.remove(name.as_str()).is_ok()
-    }
 }

@@ -1,17 +1,19 @@
-//! Gateway tests over the registry-backed service and the real fixture module.
+//! Gateway tests over fake runtimes: [`FakeService`] (scripted answers, recorded calls) for
+//! deployment, listing, removal and invocations that finish at once, and [`SlowService`] for
+//! invocations that keep running while the gateway serves other connections.
 
+use super::fake_service::{Call, FakeService};
 use super::*;
+use crate::FunctionName;
 use crate::http::Limits;
+use crate::module::{ModuleLimits, validate};
 use alloc::string::ToString;
 use alloc::vec;
 
 const HELLO: &[u8] = include_bytes!("../../tests/fixtures/hello-rela.elf");
 
-fn gateway() -> Gateway<RegistryService> {
-    Gateway::new(
-        RegistryService::new(8, crate::module::ModuleLimits::default()),
-        LatencyUnit::Nanoseconds,
-    )
+fn gateway(service: FakeService) -> Gateway<FakeService> {
+    Gateway::new(service, LatencyUnit::Nanoseconds)
 }
 
 fn request(method: &str, path: &str, body: &[u8]) -> Vec<u8> {
@@ -24,11 +26,26 @@ fn request(method: &str, path: &str, body: &[u8]) -> Vec<u8> {
     r
 }
 
-/// Sends one request on a fresh connection and returns the status code and body text.
-fn call(gw: &mut Gateway<RegistryService>, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+/// Sends one request on a fresh connection and returns the whole response as text.
+fn call_raw<S: FunctionService>(
+    gw: &mut Gateway<S>,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> String {
     let mut c = Connection::new(Limits::default());
     c.receive(&request(method, path, body), gw, &no_samples);
-    parse_response(c.output())
+    String::from_utf8_lossy(c.output()).to_string()
+}
+
+/// Sends one request on a fresh connection and returns the status code and body text.
+fn call<S: FunctionService>(
+    gw: &mut Gateway<S>,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> (u16, String) {
+    parse_response(call_raw(gw, method, path, body).as_bytes())
 }
 
 fn parse_response(raw: &[u8]) -> (u16, String) {
@@ -42,15 +59,38 @@ fn no_samples() -> Vec<Sample> {
     Vec::new()
 }
 
+fn name(s: &str) -> FunctionName {
+    FunctionName::new(s).unwrap()
+}
+
+/// Why `validate` refuses `image` under `limits`, as the runtime reports it.
+fn invalid(image: &[u8], limits: &ModuleLimits) -> Result<DeployOutcome, DeployError> {
+    Err(DeployError::Invalid(validate(image, limits).unwrap_err()))
+}
+
 #[test]
 fn deploy_list_invoke_remove() {
-    let mut gw = gateway();
+    let fake = FakeService::new()
+        .list_gives(&[])
+        .deployed(1, false)
+        .list_gives(&[("hello", HELLO.len(), 1)])
+        .deployed(2, true)
+        .invoke_gives(Err(InvokeError::NotFound))
+        .invoke_gives(Ok(b"hello, x"))
+        .remove_gives(true)
+        .remove_gives(false)
+        .invoke_gives(Err(InvokeError::NotFound));
+    let mut gw = gateway(fake);
     assert_eq!(
         call(&mut gw, "GET", "/functions", b""),
         (200, "[]\n".into())
     );
     let (code, body) = call(&mut gw, "PUT", "/functions/hello", HELLO);
     assert_eq!(code, 201, "{body}");
+    assert_eq!(
+        body,
+        "{\"name\":\"hello\",\"generation\":1,\"replaced\":false}\n"
+    );
     let (code, body) = call(&mut gw, "GET", "/functions", b"");
     assert_eq!(code, 200);
     assert_eq!(
@@ -60,20 +100,57 @@ fn deploy_list_invoke_remove() {
             HELLO.len()
         )
     );
-    assert_eq!(call(&mut gw, "PUT", "/functions/hello", HELLO).0, 200);
-    assert_eq!(call(&mut gw, "POST", "/invoke/nope", b"").0, 404);
+    assert_eq!(
+        call(&mut gw, "PUT", "/functions/hello", HELLO),
+        (
+            200,
+            "{\"name\":\"hello\",\"generation\":2,\"replaced\":true}\n".into()
+        )
+    );
+    assert_eq!(
+        call(&mut gw, "POST", "/invoke/nope", b""),
+        (404, "no such function\n".into())
+    );
     assert_eq!(
         call(&mut gw, "POST", "/invoke/hello", b"x"),
-        (501, NOT_IMPLEMENTED_BODY.into())
+        (200, "hello, x".into())
     );
     assert_eq!(call(&mut gw, "DELETE", "/functions/hello", b"").0, 204);
     assert_eq!(call(&mut gw, "DELETE", "/functions/hello", b"").0, 404);
     assert_eq!(call(&mut gw, "POST", "/invoke/hello", b"").0, 404);
+    // Names, images and inputs reach the service as sent.
+    assert_eq!(
+        gw.service().calls(),
+        vec![
+            Call::List,
+            Call::Deploy("hello".into(), HELLO.to_vec()),
+            Call::List,
+            Call::Deploy("hello".into(), HELLO.to_vec()),
+            Call::Invoke("nope".into(), vec![]),
+            Call::Invoke("hello".into(), b"x".to_vec()),
+            Call::Remove("hello".into()),
+            Call::Remove("hello".into()),
+            Call::Invoke("hello".into(), vec![]),
+        ]
+    );
+    assert!(gw.service().script_done());
 }
 
 #[test]
 fn bad_modules_are_refused_with_a_reason() {
-    let mut gw = gateway();
+    let limits = ModuleLimits::default();
+    let small = ModuleLimits {
+        max_image_bytes: 100,
+        ..Default::default()
+    };
+    let fake = FakeService::new()
+        .deploy_gives(invalid(b"garbage", &limits))
+        .deploy_gives(invalid(&HELLO[..HELLO.len() / 2], &limits))
+        .deploy_gives(Err(DeployError::NameMismatch {
+            manifest: name("hello"),
+        }))
+        .deploy_gives(invalid(HELLO, &small));
+    let mut gw = gateway(fake);
     let (code, body) = call(&mut gw, "PUT", "/functions/hello", b"garbage");
     assert_eq!(code, 400);
     assert!(body.contains("not an ELF file"), "{body}");
@@ -88,32 +165,145 @@ fn bad_modules_are_refused_with_a_reason() {
     let (code, body) = call(&mut gw, "PUT", "/functions/other", HELLO);
     assert_eq!(code, 400);
     assert!(body.contains("'hello'"), "{body}");
-    let mut small = Gateway::new(
-        RegistryService::new(
-            8,
-            crate::module::ModuleLimits {
-                max_image_bytes: 100,
-                ..Default::default()
-            },
-        ),
-        LatencyUnit::Nanoseconds,
+    assert_eq!(call(&mut gw, "PUT", "/functions/hello", HELLO).0, 413);
+    assert!(gw.service().script_done());
+    let m = gw.render_metrics(&[]);
+    for want in [
+        "fjord_gateway_requests_total{route=\"deploy\",status=\"400\"} 3",
+        "fjord_gateway_requests_total{route=\"deploy\",status=\"413\"} 1",
+    ] {
+        assert!(m.contains(want), "missing {want:?} in\n{m}");
+    }
+}
+
+#[test]
+fn modules_the_runtime_cannot_take_are_refused_with_a_reason() {
+    let fake = FakeService::new()
+        .deploy_gives(Err(DeployError::Unloadable("writable statics".into())))
+        .deploy_gives(Err(DeployError::Full));
+    let mut gw = gateway(fake);
+    assert_eq!(
+        call(&mut gw, "PUT", "/functions/hello", HELLO),
+        (
+            400,
+            "the module cannot be loaded: writable statics\n".into()
+        )
     );
-    assert_eq!(call(&mut small, "PUT", "/functions/hello", HELLO).0, 413);
-    assert_eq!(call(&mut gw, "GET", "/functions", b"").1, "[]\n");
+    assert_eq!(
+        call(&mut gw, "PUT", "/functions/hello", HELLO),
+        (503, "no room for another function\n".into())
+    );
+    assert!(gw.service().script_done());
+}
+
+#[test]
+fn invoke_outcomes_map_to_status_codes() {
+    let fake = FakeService::new()
+        .invoke_gives(Ok(b"\x00out"))
+        .invoke_gives(Err(InvokeError::NotFound))
+        .invoke_gives(Err(InvokeError::Unavailable))
+        .invoke_gives(Err(InvokeError::Failed("page fault at 0x0".into())));
+    let mut gw = gateway(fake);
+    let raw = call_raw(&mut gw, "POST", "/invoke/echo", b"in");
+    assert!(raw.starts_with("HTTP/1.1 200 "), "{raw}");
+    assert!(
+        raw.contains("Content-Type: application/octet-stream\r\n"),
+        "{raw}"
+    );
+    assert!(raw.ends_with("\r\n\r\n\x00out"), "{raw}");
+    assert_eq!(
+        call(&mut gw, "POST", "/invoke/gone", b""),
+        (404, "no such function\n".into())
+    );
+    assert_eq!(
+        call(&mut gw, "POST", "/invoke/echo", b""),
+        (503, "no capacity, retry later\n".into())
+    );
+    assert_eq!(
+        call(&mut gw, "POST", "/invoke/echo", b"boom"),
+        (500, "page fault at 0x0\n".into())
+    );
+    assert_eq!(
+        gw.service().calls(),
+        vec![
+            Call::Invoke("echo".into(), b"in".to_vec()),
+            Call::Invoke("gone".into(), vec![]),
+            Call::Invoke("echo".into(), vec![]),
+            Call::Invoke("echo".into(), b"boom".to_vec()),
+        ]
+    );
+    let m = gw.render_metrics(&[]);
+    for want in [
+        "fjord_gateway_requests_total{route=\"invoke\",status=\"200\"} 1",
+        "fjord_gateway_requests_total{route=\"invoke\",status=\"404\"} 1",
+        "fjord_gateway_requests_total{route=\"invoke\",status=\"503\"} 1",
+        "fjord_gateway_requests_total{route=\"invoke\",status=\"500\"} 1",
+    ] {
+        assert!(m.contains(want), "missing {want:?} in\n{m}");
+    }
+    // Only invocations the runtime timed enter the per-function series.
+    assert!(!m.contains("function=\"echo\""), "{m}");
+}
+
+#[test]
+fn list_is_the_services_in_its_order() {
+    let fake = FakeService::new().list_gives(&[("b", 10, 3), ("a-2", 2048, 7)]);
+    let mut gw = gateway(fake);
+    let raw = call_raw(&mut gw, "GET", "/functions", b"");
+    assert!(raw.starts_with("HTTP/1.1 200 "), "{raw}");
+    assert!(raw.contains("Content-Type: application/json\r\n"), "{raw}");
+    assert!(
+        raw.ends_with(
+            "\r\n\r\n[{\"name\":\"b\",\"size\":10,\"generation\":3},\
+             {\"name\":\"a-2\",\"size\":2048,\"generation\":7}]\n"
+        ),
+        "{raw}"
+    );
+    assert_eq!(gw.service().calls(), vec![Call::List]);
+}
+
+#[test]
+fn removing_a_function_drops_its_series() {
+    let fake = FakeService::new().remove_gives(true).remove_gives(false);
+    let mut gw = gateway(fake);
+    gw.metrics_mut()
+        .record_invocation(&name("hello"), 1500, true);
+    gw.metrics_mut()
+        .record_invocation(&name("other"), 900, false);
+    assert_eq!(call(&mut gw, "DELETE", "/functions/hello", b"").0, 204);
+    assert_eq!(
+        call(&mut gw, "DELETE", "/functions/nope", b""),
+        (404, "no such function\n".into())
+    );
+    let m = gw.render_metrics(&[]);
+    assert!(!m.contains("function=\"hello\""), "{m}");
+    for want in [
+        "fjord_function_invocations_total{function=\"other\"} 1",
+        "fjord_function_errors_total{function=\"other\"} 1",
+        "fjord_gateway_requests_total{route=\"remove\",status=\"204\"} 1",
+        "fjord_gateway_requests_total{route=\"remove\",status=\"404\"} 1",
+    ] {
+        assert!(m.contains(want), "missing {want:?} in\n{m}");
+    }
+    assert_eq!(
+        gw.service().calls(),
+        vec![Call::Remove("hello".into()), Call::Remove("nope".into())]
+    );
 }
 
 #[test]
 fn routing_errors() {
-    let mut gw = gateway();
+    let mut gw = gateway(FakeService::new());
     assert_eq!(call(&mut gw, "GET", "/nope", b"").0, 404);
     assert_eq!(call(&mut gw, "POST", "/metrics", b"").0, 405);
     assert_eq!(call(&mut gw, "GET", "/invoke/x", b"").0, 405);
     assert_eq!(call(&mut gw, "PUT", "/functions/BAD!", b"").0, 400);
+    assert_eq!(gw.service().calls(), vec![]);
 }
 
 #[test]
 fn malformed_request_closes_after_400() {
-    let mut gw = gateway();
+    let mut gw = gateway(FakeService::new());
     let mut c = Connection::new(Limits::default());
     c.receive(b"NOT A REQUEST\r\n\r\n", &mut gw, &no_samples);
     let out = String::from_utf8_lossy(c.output()).to_string();
@@ -124,11 +314,12 @@ fn malformed_request_closes_after_400() {
     assert!(c.finished());
     c.receive(&request("GET", "/functions", b""), &mut gw, &no_samples);
     assert!(c.output().is_empty());
+    assert_eq!(gw.service().calls(), vec![]);
 }
 
 #[test]
 fn oversized_body_is_413() {
-    let mut gw = gateway();
+    let mut gw = gateway(FakeService::new());
     let mut c = Connection::new(Limits {
         max_body_bytes: 10,
         ..Limits::default()
@@ -139,11 +330,12 @@ fn oversized_body_is_413() {
         &no_samples,
     );
     assert_eq!(parse_response(c.output()).0, 413);
+    assert_eq!(gw.service().calls(), vec![]);
 }
 
 #[test]
 fn keep_alive_and_pipelining() {
-    let mut gw = gateway();
+    let mut gw = gateway(FakeService::new().list_gives(&[]));
     let mut c = Connection::new(Limits::default());
     let mut two = request("GET", "/functions", b"");
     two.extend(request("GET", "/nope", b""));
@@ -156,16 +348,17 @@ fn keep_alive_and_pipelining() {
     let n = c.output().len();
     c.sent(n);
     assert!(!c.finished());
+    assert_eq!(gw.service().calls(), vec![Call::List]);
 }
 
 #[test]
 fn metrics_have_gateway_kernel_and_function_series() {
-    let mut gw = gateway();
+    let mut gw = gateway(FakeService::new());
     gw.count_connection();
     gw.count_bytes(10, 20);
     call(&mut gw, "GET", "/nope", b"");
-    let name = crate::FunctionName::new("hello").unwrap();
-    gw.metrics_mut().record_invocation(&name, 1500, true);
+    gw.metrics_mut()
+        .record_invocation(&name("hello"), 1500, true);
     let samples = || {
         vec![
             Sample {

@@ -8,12 +8,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use fjord_faas::FunctionName;
 use fjord_faas::gateway::{
-    Completion, DeployError, DeployOutcome, FunctionInfo, FunctionService, InvocationId,
-    InvokeError, Started,
+    Completion, DeployError, DeployOutcome, FunctionInfo, FunctionService, Generation,
+    InvocationId, InvokeError, Started,
 };
 use fjord_faas::jbsq::RequestClass;
 use fjord_faas::module::{ModuleLimits, validate};
-use fjord_faas::registry::Generation;
 
 /// Most functions deployed at once.
 pub const MAX_FUNCTIONS: usize = 64;

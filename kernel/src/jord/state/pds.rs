@@ -85,10 +85,22 @@ impl Jord {
     /// recycles their root tables. Nothing changes unless every one of them may go (none is
     /// running or waiting for a callee).
     pub fn cput(&mut self, caller: PdId, cid: PdId) -> Result<Pending, Error> {
-        self.privlib.check_cput(caller, cid)?;
-        if self.privlib.pds().children(cid).is_empty() {
-            return self.cput_one(caller, cid);
+        // The per-PD arrays hold MAX_LIVE_PDS entries (PrivLib's ids go further): refuse
+        // beyond them before indexing; PrivLib checks the rest.
+        if cid.index() >= self.roots.len() {
+            return Err(Error::NoSuchPd);
         }
+        if self.privlib.pds().children(cid).is_empty() {
+            self.cput_one(caller, cid)
+        } else {
+            self.cput_tree(caller, cid)
+        }
+    }
+
+    /// [`Jord::cput`] of a PD that created PDs: every one may go, or nothing changes.
+    #[cold]
+    fn cput_tree(&mut self, caller: PdId, cid: PdId) -> Result<Pending, Error> {
+        self.privlib.check_cput(caller, cid)?;
         let descendants = self.privlib.pds().descendants(cid);
         for &d in &descendants {
             self.privlib.check_cput(PdId::KERNEL, d)?;
@@ -101,9 +113,9 @@ impl Jord {
         Ok(pending)
     }
 
-    /// Destroys `cid` alone (PDs it created pass to the kernel; see [`Jord::cput`]).
+    /// Destroys `cid` alone (PDs it created pass to the kernel; see [`Jord::cput`]); `cid` is
+    /// below `MAX_LIVE_PDS`, and PrivLib checks the call before anything changes.
     pub(super) fn cput_one(&mut self, caller: PdId, cid: PdId) -> Result<Pending, Error> {
-        self.privlib.check_cput(caller, cid)?;
         // The PD's root table is recycled: as PrivLib walks what the PD owned or was granted,
         // clear exactly those leaves from it (Global leaves stay valid for any PD) and keep
         // its tables for reuse. Note which VMAs it owns: their frames are freed once the

@@ -42,3 +42,22 @@ mod syscalls;
 
 #[cfg(target_os = "none")]
 pub use boot::{TIMER_HZ, boot_main};
+
+/// What the kernel does once it is up (`mode=`): serve HTTP, run the in-kernel tests, or run the
+/// benchmarks. Decided here, at the root, so that no kernel module imports the tests or the
+/// benchmarks; they get what they need as arguments (`first_line_tsc`: the TSC when the first
+/// line was printed).
+#[cfg(target_os = "none")]
+fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>, first_line_tsc: u64) -> ! {
+    use fjord_kernel::cmdline::Mode;
+    match opts.mode {
+        Mode::Run => {
+            kprintln!("fjord: ready");
+            // Serves HTTP forever; returns only when there is no network card.
+            net::run(opts);
+            arch::smp::idle_loop(0)
+        }
+        Mode::Test => ktests::run_all(opts.test_filter),
+        Mode::Bench => bench::run_all(opts.bench_filter, first_line_tsc),
+    }
+}

@@ -7,7 +7,7 @@ use crate::mm::{self, frames, kernel_tables, stacks};
 pub mod pvh;
 
 use core::sync::atomic::{AtomicU64, Ordering};
-use fjord_kernel::cmdline::{self, BootOptions, Crash, Mode, ModuleSource};
+use fjord_kernel::cmdline::{self, BootOptions, Crash, ModuleSource};
 use fjord_kernel::layout::{KERNEL_BASE, LOW_MEMORY_END, PAGE_SIZE};
 use pvh::BootInfo;
 
@@ -158,18 +158,7 @@ extern "C" fn boot_on_stack() -> ! {
     if let Some(crash) = opts.crash {
         crash_on_purpose(crash);
     }
-    match opts.mode {
-        Mode::Run => {
-            kprintln!("fjord: ready");
-            // Serves HTTP forever; returns only when there is no network card.
-            crate::net::run(&opts);
-            smp::idle_loop(0)
-        }
-        Mode::Test => crate::ktests::run_all(opts.test_filter),
-        Mode::Bench => {
-            crate::bench::run_all(opts.bench_filter, FIRST_LINE_TSC.load(Ordering::Relaxed))
-        }
-    }
+    crate::run(&opts, FIRST_LINE_TSC.load(Ordering::Relaxed))
 }
 
 fn print_banner(info: &BootInfo, f: &cpu::Features) {

@@ -39,6 +39,8 @@ mod orchestrator;
 mod runtime;
 #[cfg(target_os = "none")]
 mod syscalls;
+#[cfg(target_os = "none")]
+mod ufork;
 
 #[cfg(target_os = "none")]
 pub use boot::{TIMER_HZ, boot_main};
@@ -52,6 +54,12 @@ fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>, first_line_tsc: u64) -> ! 
     use fjord_kernel::cmdline::Mode;
     match opts.mode {
         Mode::Run => {
+            if let Some(name) = opts.init {
+                match ufork::spawn(name) {
+                    Ok((pid, _)) => kprintln!("fjord: started {name} as μprocess {pid}"),
+                    Err(e) => kprintln!("fjord: init={name}: {e:?}"),
+                }
+            }
             kprintln!("fjord: ready");
             // Serves HTTP forever; returns only when there is no network card.
             net::run(opts);

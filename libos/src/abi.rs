@@ -70,11 +70,24 @@ pub enum Sysno {
     /// `kv_delete(key, key_len)`: removes the value stored under `key`; returns 0, or
     /// [`Error::NotFound`] when there was none.
     KvDelete = 35,
+    /// μprocesses: `fork()` duplicates the calling μprocess into a new area; returns the
+    /// child's PID in the parent and 0 in the child.
+    Fork = 40,
+    /// `waitpid(pid, options)`: waits for the child `pid` (or any child for `u64::MAX`) to end
+    /// and reaps it; returns `pid << 32 | status` (a POSIX status word), or 0 with `WNOHANG`
+    /// when no child has ended yet.
+    Waitpid = 41,
+    /// `getpid()`: the calling μprocess's PID.
+    Getpid = 42,
+    /// `getppid()`: its parent's PID.
+    Getppid = 43,
+    /// `sched_yield()`: gives the rest of the time slice up.
+    SchedYield = 44,
 }
 
 impl Sysno {
     /// Every defined system call, in number order.
-    pub const ALL: [Sysno; 24] = [
+    pub const ALL: [Sysno; 29] = [
         Sysno::Null,
         Sysno::Exit,
         Sysno::Log,
@@ -99,6 +112,11 @@ impl Sysno {
         Sysno::CreturnMove,
         Sysno::Call,
         Sysno::KvDelete,
+        Sysno::Fork,
+        Sysno::Waitpid,
+        Sysno::Getpid,
+        Sysno::Getppid,
+        Sysno::SchedYield,
     ];
 
     /// The call with number `n`, if one is defined.
@@ -141,11 +159,13 @@ pub enum Error {
     /// create (`max_pds`), its key-value namespace's size (`kv_quota`), or what it may log
     /// in one invocation (`log_limit`).
     LimitReached = 14,
+    /// The caller has no child to wait for (`ECHILD`), or is not a μprocess.
+    NoChild = 15,
 }
 
 impl Error {
     /// Every defined error, in code order.
-    pub const ALL: [Error; 14] = [
+    pub const ALL: [Error; 15] = [
         Error::NoSys,
         Error::InvalidArgs,
         Error::BadAddress,
@@ -160,6 +180,7 @@ impl Error {
         Error::NotFound,
         Error::TooLarge,
         Error::LimitReached,
+        Error::NoChild,
     ];
 
     /// The value placed in `rax` for this error.

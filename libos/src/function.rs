@@ -304,6 +304,9 @@ macro_rules! __manifest_key {
     (log_limit) => {
         "log_limit"
     };
+    (kind) => {
+        "kind"
+    };
 }
 
 /// Declares the crate a Fjord function whose requests `handler` (a [`Handler`]) serves.

@@ -8,6 +8,7 @@
 //! - [`call`]: nested calls to other functions ([`call::call`], [`call::async_call`],
 //!   [`call::wait`]) over zero-copy [`call::ArgBuf`]s;
 //! - [`kv`]: the kernel's key-value store, for state that outlives an invocation;
+//! - [`process`]: μprocesses: the [`program!`] macro, `fork`, `waitpid`, `exit`, `getpid`;
 //! - [`heap`]: the global allocator of function modules (`alloc` works in functions);
 //! - [`text`]: formatting and parsing on fixed buffers, for code that avoids the heap.
 //!
@@ -21,6 +22,8 @@ pub mod heap;
 pub mod kv;
 #[cfg(target_arch = "x86_64")]
 pub mod privlib;
+#[cfg(target_arch = "x86_64")]
+pub mod process;
 #[cfg(target_arch = "x86_64")]
 pub mod syscall;
 pub mod text;

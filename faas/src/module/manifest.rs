@@ -19,6 +19,7 @@
 //! | `app` | the application whose key-value namespace the function shares: `[a-z0-9_]{1,64}`, and the function's name must start with `<app>-` | none: the function's own namespace |
 //! | `kv_quota` | bytes the key-value namespace may hold (each entry counts its key, value and 64 bytes); at most 16 MiB | 256 KiB |
 //! | `log_limit` | bytes one invocation may write to the console (0 to 1 MiB) | 16 KiB |
+//! | `kind` | `function` (serves requests) or `program` (a μprocess with a `main`) | `function` |
 //!
 //! Numbers are decimal or `0x` hexadecimal, optionally followed by `K` or `M` (KiB, MiB).
 //! A module embeds the manifest with a static such as
@@ -66,6 +67,15 @@ pub enum Isolation {
     None,
 }
 
+/// What a module is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ModuleKind {
+    /// A function: invoked per request.
+    Function,
+    /// A program: started as a μprocess that runs `main` until it exits.
+    Program,
+}
+
 /// A parsed, validated manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Manifest {
@@ -93,6 +103,8 @@ pub struct Manifest {
     pub kv_quota: u64,
     /// Console bytes one invocation may write.
     pub log_limit: u64,
+    /// Function or program.
+    pub kind: ModuleKind,
 }
 
 /// Why a manifest was rejected; `line` numbers count from 1.
@@ -217,6 +229,7 @@ impl Manifest {
             app: None,
             kv_quota: DEFAULT_KV_QUOTA,
             log_limit: DEFAULT_LOG_LIMIT,
+            kind: ModuleKind::Function,
         }
     }
 
@@ -259,7 +272,8 @@ impl Manifest {
         let mut memory_limit = DEFAULT_MEMORY_LIMIT;
         let (mut max_pds, mut app, mut app_line) = (DEFAULT_MAX_PDS, None, 0);
         let (mut kv_quota, mut log_limit) = (DEFAULT_KV_QUOTA, DEFAULT_LOG_LIMIT);
-        let mut seen = [false; 12];
+        let mut kind = ModuleKind::Function;
+        let mut seen = [false; 13];
         for (line, l) in lines {
             let (key, value) = l
                 .split_once('=')
@@ -278,6 +292,7 @@ impl Manifest {
                 "app" => 9,
                 "kv_quota" => 10,
                 "log_limit" => 11,
+                "kind" => 12,
                 _ => return Err(ManifestError::UnknownKey { line }),
             };
             if core::mem::replace(&mut seen[slot], true) {
@@ -317,6 +332,13 @@ impl Manifest {
                     kv_quota = parse_number(value)
                         .filter(|n| *n <= MAX_KV_QUOTA)
                         .ok_or(bad)?
+                }
+                12 => {
+                    kind = match value {
+                        "function" => ModuleKind::Function,
+                        "program" => ModuleKind::Program,
+                        _ => return Err(bad),
+                    }
                 }
                 11 => {
                     log_limit = parse_number(value)
@@ -360,6 +382,7 @@ impl Manifest {
             app,
             kv_quota,
             log_limit,
+            kind,
         })
     }
 
@@ -389,6 +412,9 @@ impl Manifest {
         }
         let _ = writeln!(s, "kv_quota={:#x}", self.kv_quota);
         let _ = writeln!(s, "log_limit={:#x}", self.log_limit);
+        if self.kind == ModuleKind::Program {
+            let _ = writeln!(s, "kind=program");
+        }
         s
     }
 }
@@ -436,6 +462,12 @@ mod tests {
         assert_eq!(m.app.as_deref(), Some("hotel"));
         assert_eq!(m.namespace(), "hotel");
         assert_eq!((m.max_pds, m.kv_quota, m.log_limit), (0, 2 << 20, 0));
+        let p = Manifest::parse(b"fjord-manifest=1\nname=init\nkind=program\n").unwrap();
+        assert_eq!(p.kind, ModuleKind::Program);
+        assert_eq!(
+            Manifest::parse(b"fjord-manifest=1\nname=f\nkind=daemon\n"),
+            Err(ManifestError::BadValue { line: 3 })
+        );
     }
 
     #[test]
@@ -560,6 +592,7 @@ mod tests {
                 app,
                 kv_quota,
                 log_limit,
+                kind: if in_app { ModuleKind::Program } else { ModuleKind::Function },
             };
             prop_assert_eq!(Manifest::parse(m.to_text().as_bytes()), Ok(m));
         }

@@ -148,6 +148,8 @@ pub struct BootOptions<'a> {
     pub orch_group: usize,
     /// Whether idle function instances are kept for reuse (`warm=`).
     pub warm: bool,
+    /// A program to start as a μprocess once the kernel is up (`init=<name>`, `mode=run`).
+    pub init: Option<&'a str>,
 }
 
 impl Default for BootOptions<'_> {
@@ -165,13 +167,14 @@ impl Default for BootOptions<'_> {
             hops: Hops::Move,
             orch_group: 0,
             warm: true,
+            init: None,
         }
     }
 }
 
 /// The option names the parser knows, for error messages.
 pub const KNOWN_OPTIONS: &str =
-    "mode, log, test, bench, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm";
+    "mode, log, test, bench, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init";
 
 /// Why a command line was rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,6 +237,7 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             "hops",
             "orch_group",
             "warm",
+            "init",
         ];
         if !known.contains(&key) {
             return Err(CmdlineError::UnknownOption(word));
@@ -265,6 +269,7 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             }
             "test" => opts.test_filter = Some(value),
             "bench" => opts.bench_filter = Some(value),
+            "init" => opts.init = Some(value),
             "modules" => {
                 opts.modules = match value {
                     "none" => ModuleSource::None,
@@ -362,6 +367,8 @@ mod tests {
         assert_eq!(o.log_level, LogLevel::Debug);
         assert_eq!(o.test_filter, Some("smp"));
         assert_eq!(o.bench_filter, Some("pd"));
+        assert_eq!(parse("init=forktest").unwrap().init, Some("forktest"));
+        assert_eq!(o.init, None);
         assert_eq!(o.modules, ModuleSource::Initrd);
         assert_eq!(o.crash, Some(Crash::Panic));
     }

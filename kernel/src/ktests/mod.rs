@@ -12,6 +12,7 @@ mod orchestrator;
 mod smp;
 mod tenancy;
 mod traps;
+mod ufork;
 mod user;
 pub mod user_programs;
 pub mod userspace;

@@ -69,8 +69,8 @@ impl Instance {
     }
 
     /// A new PD for `f` with its instance VMA and heap header, its memory allowance and its
-    /// bound on the PDs it may create.
-    fn create(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
+    /// bound on the PDs it may create (not from the pool: a μprocess's area, too).
+    pub fn create(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
         let m = &f.manifest;
         let mut owed = None;
         let r = jord::with(|j| {

@@ -58,6 +58,8 @@ pub enum InvokeFailure {
     Refused(PdError),
     /// The orchestrator's queue was full.
     Busy,
+    /// The module is a program (a μprocess), not a function.
+    NotAFunction,
 }
 
 impl core::fmt::Display for InvokeFailure {
@@ -76,6 +78,9 @@ impl core::fmt::Display for InvokeFailure {
             InvokeFailure::BadResponse(v) => write!(f, "bad response value {v:#x}"),
             InvokeFailure::Refused(e) => write!(f, "PrivLib refused: {e:?}"),
             InvokeFailure::Busy => f.write_str("the orchestrator's queue is full"),
+            InvokeFailure::NotAFunction => {
+                f.write_str("a program, not a function: start it as a process")
+            }
         }
     }
 }

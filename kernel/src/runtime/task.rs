@@ -152,6 +152,9 @@ pub fn run_root(
     if request.len() > invoke::MAX_REQUEST {
         return Some(Err(InvokeFailure::RequestTooLarge));
     }
+    if f.manifest.kind != fjord_faas::module::ModuleKind::Function {
+        return Some(Err(InvokeFailure::NotAFunction));
+    }
     let room = request.len() + invoke::DEFAULT_RESPONSE_ROOM;
     let inv = match Invocation::prepare(&f, request, argbuf_capacity(request.len(), room) as u64) {
         Ok(i) => i,
@@ -302,7 +305,9 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4], suspending: bool) -> Result<
     // The caller's address space is loaded on this CPU while the executor handles the call.
     let name = user_bytes(name_ptr, name_len)?;
     let name = core::str::from_utf8(name).map_err(|_| AbiError::InvalidArgs)?;
-    let f = super::lookup(name).ok_or(AbiError::NoSuchFunction)?;
+    let f = super::lookup(name)
+        .filter(|f| f.manifest.kind == fjord_faas::module::ModuleKind::Function)
+        .ok_or(AbiError::NoSuchFunction)?;
     let capacity = jord::with(|j| j.vma_len(buf)).map_err(jord::state::abi_error)?;
     if request_len > capacity {
         return Err(AbiError::InvalidArgs);

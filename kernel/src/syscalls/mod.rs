@@ -46,7 +46,12 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         | Sysno::Creturn
         | Sysno::AsyncCall
         | Sysno::Wait
-        | Sysno::Call => {
+        | Sysno::Call
+        | Sysno::Fork
+        | Sysno::Waitpid
+        | Sysno::Getpid
+        | Sysno::Getppid
+        | Sysno::SchedYield => {
             if percpu::current().current_pd == 0 {
                 Err(Error::AccessDenied)
             } else {

@@ -18,6 +18,7 @@ use crate::workspace;
 pub const APPS: &[(&str, &str)] = &[
     ("fjord-app-echo", "echo"),
     ("fjord-app-hello", "hello"),
+    ("fjord-app-forktest", "forktest"),
     ("fjord-app-hostile", "hostile"),
     ("fjord-app-wordfreq", "wordfreq"),
     ("fjord-app-chain", "relay"),

@@ -1,0 +1,69 @@
+//! μprocesses: a program forks children that see their own relocated copies of its memory,
+//! exit with codes their parent collects with `waitpid`, and leave nothing behind; functions
+//! cannot fork, and programs are not invoked as functions.
+
+use crate::ktest;
+use crate::ktests::user_programs::{self, Program};
+use crate::orchestrator;
+use crate::runtime::{self, InvokeFailure};
+use crate::ufork;
+use alloc::format;
+use alloc::string::String;
+use fjord_kernel::{kassert, kassert_eq};
+use fjord_libos::abi::{Error, Sysno, encode};
+use fjord_pd::PdId;
+
+type R<T> = Result<T, String>;
+
+fn needs_forktest() -> R<()> {
+    kassert!(
+        runtime::lookup("forktest").is_some(),
+        "forktest is not deployed (boot with modules=initrd)"
+    );
+    Ok(())
+}
+
+ktest! {
+    fn forked_children_see_their_own_relocated_memory() {
+        needs_forktest()?;
+        runtime::warm::drain();
+        let run = || -> R<()> {
+            let (pid, ticket) = ufork::spawn("forktest").map_err(|e| format!("{e:?}"))?;
+            kassert!(pid > 1);
+            let done = orchestrator::wait(ticket);
+            kassert_eq!(ufork::status_of(&done.result), Some(0));
+            kassert_eq!(ufork::count(), 0);
+            Ok(())
+        };
+        // Warm up: destroyed PDs leave their root tables in a reuse cache.
+        run()?;
+        let pds = crate::jord::with(|j| j.live_pds());
+        let frames = crate::mm::frames::free_frames();
+        for _ in 0..2 {
+            run()?;
+        }
+        kassert_eq!(crate::jord::with(|j| j.live_pds()), pds);
+        kassert_eq!(crate::mm::frames::free_frames(), frames);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn functions_cannot_fork_and_programs_are_not_functions() {
+        needs_forktest()?;
+        let p = crate::jord::with(|j| j.cget(PdId::KERNEL)).map_err(|e| format!("{e:?}"))?;
+        let entry = user_programs::entry(Program::Syscall4);
+        let deadline = crate::arch::cpu::rdtsc() + crate::arch::apic::tsc_hz();
+        for no in [Sysno::Fork, Sysno::Waitpid, Sysno::Getpid] {
+            let r = crate::jord::exec::call(p, entry, [no as u64, 0, 0, 0], Some(deadline));
+            kassert_eq!(r, Ok(encode(Err(Error::NoSys))));
+        }
+        if let Ok(f) = crate::jord::with(|j| j.cput(PdId::KERNEL, p)) {
+            f.finish();
+        }
+        kassert_eq!(runtime::invoke("forktest", b""), Err(InvokeFailure::NotAFunction));
+        kassert_eq!(ufork::spawn("hello").err(), Some(ufork::SpawnError::NotAProgram));
+        kassert_eq!(ufork::spawn("nope").err(), Some(ufork::SpawnError::NoSuchProgram));
+        Ok(())
+    }
+}

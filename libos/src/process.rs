@@ -1,0 +1,156 @@
+//! μprocesses: programs with a `main` that run until they exit, and the POSIX-style calls they
+//! make (`fork`, `waitpid`, `exit`, `getpid`, `getppid`, `sched_yield`).
+//!
+//! A program is built like a function (a static PIE module for `x86_64-unknown-none`) but
+//! declared with [`program!`](crate::program!): the kernel starts it in a protection domain of
+//! its own with one area holding its stack and heap, and time-slices it on the executor CPUs.
+//! `fork` makes a child at another address of the same address space: the kernel copies the
+//! area and relocates the pointers into it (see the `ufork` crate), so the child goes on as
+//! the parent would, with its own memory.
+
+use crate::abi::{Error, Sysno};
+use crate::syscall::{syscall3, syscall4};
+
+/// `waitpid` option: return at once (0) when no child has ended yet.
+pub const WNOHANG: u64 = 1;
+
+/// Waits for any child.
+pub const ANY_CHILD: u64 = u64::MAX;
+
+/// How a child ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// It called `exit` with this code (0–255).
+    Exited(u8),
+    /// It was killed: a fault (signal 11, SIGSEGV) or `kill` (the signal).
+    Killed(u8),
+}
+
+impl ExitStatus {
+    /// Decodes a POSIX status word (`WIFEXITED`/`WEXITSTATUS`, `WTERMSIG`).
+    pub fn from_word(word: u32) -> ExitStatus {
+        if word & 0x7f == 0 {
+            ExitStatus::Exited(((word >> 8) & 0xff) as u8)
+        } else {
+            ExitStatus::Killed((word & 0x7f) as u8)
+        }
+    }
+}
+
+/// Creates a child μprocess; returns its PID in the parent and 0 in the child.
+pub fn fork() -> Result<u64, Option<Error>> {
+    syscall3(Sysno::Fork, 0, 0, 0)
+}
+
+/// Waits for the child `pid` (or any, [`ANY_CHILD`]) to end and reaps it: its PID and how it
+/// ended; `None` with [`WNOHANG`] when none has ended yet.
+pub fn waitpid(pid: u64, options: u64) -> Result<Option<(u64, ExitStatus)>, Option<Error>> {
+    let r = syscall3(Sysno::Waitpid, pid, options, 0)?;
+    if r == 0 {
+        return Ok(None);
+    }
+    Ok(Some((r >> 32, ExitStatus::from_word(r as u32))))
+}
+
+/// The calling μprocess's PID.
+pub fn getpid() -> u64 {
+    syscall3(Sysno::Getpid, 0, 0, 0).unwrap_or(0)
+}
+
+/// The parent's PID.
+pub fn getppid() -> u64 {
+    syscall3(Sysno::Getppid, 0, 0, 0).unwrap_or(0)
+}
+
+/// Gives the rest of the time slice up.
+pub fn sched_yield() {
+    let _ = syscall3(Sysno::SchedYield, 0, 0, 0);
+}
+
+/// Ends the calling μprocess with `code` (0–255); does not return.
+pub fn exit(code: u8) -> ! {
+    crate::syscall::exit(u64::from(code))
+}
+
+/// Writes `msg` to the kernel console (one line).
+pub fn print(msg: &str) {
+    let _ = syscall4(Sysno::Log, msg.as_ptr() as u64, msg.len() as u64, 0, 0);
+}
+
+/// Declares the crate a Fjord program whose `main` (a `fn() -> u8`, the exit code) runs when
+/// the kernel starts it.
+///
+/// ```ignore
+/// #![cfg_attr(target_os = "none", no_std, no_main)]
+/// fn main() -> u8 { fjord_libos::process::print("hi"); 0 }
+/// fjord_libos::program!(main, name = "hi", stack_size = "64K", heap_size = "256K");
+/// ```
+///
+/// It emits the `.fjord_manifest` section (with `kind=program`), the `_start` stub (the stack
+/// below the heap header under the memory boundary in `rcx`, as for functions), the heap
+/// allocator and a panic handler that logs the message and exits with code 101.
+#[macro_export]
+macro_rules! program {
+    ($main:path, name = $name:literal $(, $key:ident = $value:literal)* $(,)?) => {
+        #[cfg(target_os = "none")]
+        const _: () = {
+            const TEXT: &str =
+                $crate::manifest_text!(name = $name, kind = "program" $(, $key = $value)*);
+
+            #[unsafe(link_section = ".fjord_manifest")]
+            #[used]
+            static MANIFEST: [u8; TEXT.len()] = $crate::function::manifest_bytes(TEXT);
+
+            extern "C" fn fjord_program_main() -> ! {
+                let main: fn() -> u8 = $main;
+                $crate::process::exit(main())
+            }
+
+            /// `alloc` in programs: the heap of the μprocess's area.
+            #[global_allocator]
+            static HEAP: $crate::heap::FunctionHeap = $crate::heap::FunctionHeap;
+
+            /// The entry point: the stack below the heap header under the memory boundary (rcx).
+            #[unsafe(no_mangle)]
+            #[unsafe(naked)]
+            extern "C" fn _start() -> ! {
+                ::core::arch::naked_asm!(
+                    "lea rsp, [rcx - {header}]",
+                    "and rsp, -16",
+                    "xor ebp, ebp",
+                    "call {main}",
+                    "ud2",
+                    main = sym fjord_program_main,
+                    header = const $crate::heap::HEADER_BYTES,
+                )
+            }
+
+            #[panic_handler]
+            fn panic(info: &::core::panic::PanicInfo<'_>) -> ! {
+                use ::core::fmt::Write;
+                let mut text = $crate::function::StackText::<256>::new();
+                let _ = write!(text, "program panicked: {info}");
+                $crate::process::print(text.as_str());
+                $crate::process::exit(101)
+            }
+        };
+
+        #[cfg(not(target_os = "none"))]
+        fn main() {
+            ::std::eprintln!("{} is a Fjord program: run it with `cargo xtask run`", $name);
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_words_decode_as_posix_does() {
+        assert_eq!(ExitStatus::from_word(0), ExitStatus::Exited(0));
+        assert_eq!(ExitStatus::from_word(42 << 8), ExitStatus::Exited(42));
+        assert_eq!(ExitStatus::from_word(11), ExitStatus::Killed(11));
+        assert_eq!(ExitStatus::from_word(9), ExitStatus::Killed(9));
+    }
+}

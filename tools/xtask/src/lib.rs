@@ -7,6 +7,8 @@
 //! `linux` boots the Linux-guest baseline with the same `qemu` and `cpio` modules, and `report`
 //! turns benchmark results into the Markdown table and plots.
 
+#![forbid(unsafe_code)]
+
 pub mod apps_build;
 pub mod bench;
 pub mod bench_results;
@@ -16,6 +18,7 @@ pub mod e2e;
 pub mod e2e_http;
 pub mod host_checks;
 pub mod host_deps;
+pub mod http_client;
 pub mod initrd;
 pub mod kernel_build;
 pub mod ktest;

@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{self, BenchOptions};
 use crate::kernel_build;
-use crate::qemu::Machine;
+use crate::qemu::{Accel, Machine};
 use crate::run::{self, RunOptions};
 use crate::test_runner::{self, Layer, TestOptions};
 
@@ -50,9 +50,12 @@ pub struct RunArgs {
     /// Extra kernel command-line options (e.g. "log=debug"); `mode=run` unless a mode is given.
     #[arg(long)]
     pub append: Option<String>,
-    /// Count guest instructions deterministically (-icount shift=0,sleep=off).
+    /// Count guest instructions deterministically (-icount shift=0,sleep=off; implies TCG).
     #[arg(long)]
     pub icount: bool,
+    /// The accelerator [default: KVM if /dev/kvm is usable, else TCG].
+    #[arg(long, value_enum)]
+    pub accel: Option<Accel>,
 }
 
 /// Arguments of `test`.
@@ -107,6 +110,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<bool> {
                 memory_mib: args.mem,
                 append: args.append,
                 icount: args.icount,
+                accel: args.accel,
             })?;
             Ok(true)
         }
@@ -159,5 +163,19 @@ mod tests {
             panic!("not bench")
         };
         assert_eq!((args.group.as_deref(), args.report), (Some("boot"), true));
+    }
+
+    #[test]
+    fn run_chooses_the_accelerator() {
+        let accel = |argv: &[&str]| {
+            let Command::Run(args) = Cli::parse_from(argv).command else {
+                panic!("not run")
+            };
+            args.accel
+        };
+        assert_eq!(accel(&["xtask", "run"]), None);
+        assert_eq!(accel(&["xtask", "run", "--accel", "tcg"]), Some(Accel::Tcg));
+        assert_eq!(accel(&["xtask", "run", "--accel", "kvm"]), Some(Accel::Kvm));
+        assert!(Cli::try_parse_from(["xtask", "run", "--accel", "hvf"]).is_err());
     }
 }

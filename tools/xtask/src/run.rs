@@ -1,9 +1,11 @@
 //! `cargo xtask run`: build, pack the initrd and boot Fjord with its serial console on the
 //! terminal until Ctrl-A X.
+//!
+//! It uses KVM when `/dev/kvm` and QEMU allow (`qemu::choose_accel`), TCG otherwise.
 
 use anyhow::{Context, Result, bail};
 
-use crate::qemu::{Device, HostForward, Machine, QemuConfig};
+use crate::qemu::{self, Accel, Device, HostForward, Machine, QemuConfig};
 use crate::qemu_run::QemuExit;
 use crate::{host_deps, initrd, kernel_build, workspace};
 
@@ -20,6 +22,8 @@ pub struct RunOptions {
     pub append: Option<String>,
     /// Deterministic instruction counting.
     pub icount: bool,
+    /// The accelerator; `None` means KVM if usable, else TCG.
+    pub accel: Option<Accel>,
 }
 
 /// Boots Fjord interactively.
@@ -36,6 +40,16 @@ pub fn run(options: &RunOptions) -> Result<()> {
     config.append = command_line(options.append.as_deref());
     config.icount = options.icount;
     config.interactive = true;
+    let (accel, note) = qemu::choose_accel(options.accel, options.icount, || {
+        qemu::kvm_usable(&config.qemu, options.machine)
+    });
+    if let Some(note) = note {
+        println!("xtask: {note}");
+    }
+    config.accel = accel;
+    if accel == Accel::Kvm {
+        config.cpu = "host".to_owned();
+    }
     let port = gateway_port();
     config.devices.push(Device::UserNet {
         hostfwd: vec![HostForward {
@@ -45,8 +59,8 @@ pub fn run(options: &RunOptions) -> Result<()> {
     });
     let mut command = config.command()?;
     println!(
-        "xtask: booting Fjord on {} with {} CPUs, {} MiB ({}); Ctrl-A X quits",
-        options.machine, options.smp, options.memory_mib, config.append
+        "xtask: booting Fjord on {} ({}) with {} CPUs, {} MiB ({}); Ctrl-A X quits",
+        options.machine, accel, options.smp, options.memory_mib, config.append
     );
     println!(
         "xtask: HTTP gateway at http://127.0.0.1:{port}/ once the kernel prints `fjord: http listening`"

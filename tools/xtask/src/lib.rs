@@ -6,6 +6,9 @@
 //!
 //! `linux` boots the Linux-guest baseline with the same `qemu` and `cpio` modules, and `report`
 //! turns benchmark results into the Markdown table and plots.
+//!
+//! `fn_cli` is the `fn` and `metrics` commands: the gateway's HTTP API (`http_client`) from the
+//! command line, against the Fjord that `cargo xtask run` started.
 
 #![forbid(unsafe_code)]
 
@@ -16,6 +19,7 @@ pub mod cli;
 pub mod cpio;
 pub mod e2e;
 pub mod e2e_http;
+pub mod fn_cli;
 pub mod host_checks;
 pub mod host_deps;
 pub mod http_client;

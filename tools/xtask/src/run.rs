@@ -1,10 +1,15 @@
 //! `cargo xtask run`: build, pack the initrd and boot Fjord with its serial console on the
 //! terminal until Ctrl-A X.
 //!
-//! It uses KVM when `/dev/kvm` and QEMU allow (`qemu::choose_accel`), TCG otherwise.
+//! It uses KVM when `/dev/kvm` and QEMU allow (`qemu::choose_accel`), TCG otherwise, and while
+//! the VM runs it keeps the gateway's URL in `fn_cli::url_file()` for the `fn` and `metrics`
+//! commands.
+
+use std::net::{Ipv4Addr, SocketAddr};
 
 use anyhow::{Context, Result, bail};
 
+use crate::fn_cli::{self, UrlPublisher};
 use crate::qemu::{self, Accel, Device, HostForward, Machine, QemuConfig};
 use crate::qemu_run::QemuExit;
 use crate::{host_deps, initrd, kernel_build, workspace};
@@ -62,15 +67,24 @@ pub fn run(options: &RunOptions) -> Result<()> {
         "xtask: booting Fjord on {} ({}) with {} CPUs, {} MiB ({}); Ctrl-A X quits",
         options.machine, accel, options.smp, options.memory_mib, config.append
     );
+    let url = format!("http://127.0.0.1:{port}/");
+    let url_file = fn_cli::url_file();
     println!(
-        "xtask: HTTP gateway at http://127.0.0.1:{port}/ once the kernel prints `fjord: http listening`"
+        "xtask: HTTP gateway at {url} once the kernel prints `fjord: http listening` \
+         (saved in {} while it runs)",
+        url_file.display()
     );
-    println!("xtask:   curl http://127.0.0.1:{port}/functions");
-    println!("xtask:   curl --data world http://127.0.0.1:{port}/invoke/hello");
-    let status = command
-        .status()
+    println!("xtask:   cargo xtask fn list");
+    println!("xtask:   cargo xtask fn invoke hello --data world");
+    println!("xtask:   curl --data world {url}invoke/hello");
+    let mut child = command
+        .spawn()
         .with_context(|| format!("could not start `{}`", workspace::display_command(&command)))?;
-    match QemuExit::from_status(status) {
+    let publisher =
+        UrlPublisher::start(url, SocketAddr::from((Ipv4Addr::LOCALHOST, port)), url_file);
+    let status = child.wait().context("waiting for QEMU");
+    drop(publisher);
+    match QemuExit::from_status(status?) {
         QemuExit::Success | QemuExit::Code(0) => Ok(()),
         exit => bail!("{exit}"),
     }

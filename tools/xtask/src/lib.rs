@@ -18,6 +18,7 @@ pub mod bench_results;
 pub mod cli;
 pub mod cpio;
 pub mod e2e;
+pub mod e2e_cli;
 pub mod e2e_http;
 pub mod fn_cli;
 pub mod host_checks;

@@ -87,6 +87,28 @@ pub fn initrd_path(name: &str) -> String {
     format!("functions/{name}.elf")
 }
 
+/// The functions of app `name`: every function of package `fjord-app-<name>` (`hotel` gives all
+/// `hotel-*`), or the function called `name`. Empty if there is no such app.
+pub fn select(name: &str) -> Vec<&'static str> {
+    let package = format!("fjord-app-{name}");
+    APPS.iter()
+        .filter(|&&(p, f)| p == package || f == name)
+        .map(|&(_, f)| f)
+        .collect()
+}
+
+/// The apps' short names (their packages without `fjord-app-`), in order.
+pub fn app_names() -> Vec<&'static str> {
+    let mut names: Vec<&str> = Vec::new();
+    for (package, _) in APPS {
+        let name = package.trim_start_matches("fjord-app-");
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
 /// Builds every app in release mode, validates each ELF and checks that its manifest name is the
 /// app's name.
 pub fn build_apps() -> Result<Vec<BuiltApp>> {
@@ -159,6 +181,25 @@ mod tests {
             assert!(package.starts_with("fjord-app-"), "{package}");
             assert_eq!(initrd_path(name), format!("functions/{name}.elf"));
         }
+    }
+
+    #[test]
+    fn apps_select_their_functions() {
+        assert_eq!(select("hello"), ["hello"]);
+        assert_eq!(select("relay"), ["relay"]);
+        assert_eq!(select("chain"), ["relay", "fanout"]);
+        let hotel = select("hotel");
+        assert_eq!(hotel.len(), 7);
+        assert!(hotel.iter().all(|f| f.starts_with("hotel-")), "{hotel:?}");
+        assert!(select("nope").is_empty());
+        assert!(select("").is_empty());
+        assert_eq!(
+            app_names(),
+            [
+                "echo", "hello", "hostile", "wordfreq", "chain", "hotel", "social", "media",
+                "hipster"
+            ]
+        );
     }
 
     #[test]

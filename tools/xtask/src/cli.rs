@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{self, BenchOptions};
+use crate::fn_cli::{self, Gateway};
 use crate::kernel_build;
-use crate::qemu::Machine;
+use crate::qemu::{Accel, Machine};
 use crate::run::{self, RunOptions};
 use crate::test_runner::{self, Layer, TestOptions};
 
@@ -33,6 +34,70 @@ pub enum Command {
     Test(TestArgs),
     /// Run the benchmarks under icount and write bench/results/<date>.json.
     Bench(BenchArgs),
+    /// Deploy, invoke, list and remove functions on a running Fjord (`cargo xtask run`).
+    #[command(name = "fn")]
+    Fn(FnArgs),
+    /// Print a running Fjord's metrics (GET /metrics, Prometheus text).
+    Metrics(MetricsArgs),
+}
+
+/// Which Fjord the `fn` and `metrics` commands talk to.
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// The gateway's base URL, e.g. http://127.0.0.1:8080/ [default: $FJORD_URL, else the URL
+    /// `cargo xtask run` saved in target/fjord/gateway-url]
+    #[arg(long, global = true, value_name = "URL")]
+    pub url: Option<String>,
+}
+
+/// Arguments of `fn`.
+#[derive(Debug, Args)]
+pub struct FnArgs {
+    /// The gateway.
+    #[command(flatten)]
+    pub gateway: GatewayArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub verb: FnCommand,
+}
+
+/// The `fn` verbs.
+#[derive(Debug, Subcommand)]
+pub enum FnCommand {
+    /// Deploy an ELF module file under its manifest's name, or every function of an app in apps/.
+    Deploy {
+        /// A module file, or an app name (`hello`; `hotel` deploys every hotel-* function).
+        #[arg(value_name = "APP|FILE")]
+        target: String,
+    },
+    /// Invoke a function and print its response body.
+    Invoke {
+        /// The function.
+        name: String,
+        /// The request body: TEXT, @FILE for a file's bytes, @- for stdin [default: empty].
+        #[arg(short, long, value_name = "TEXT|@FILE")]
+        data: Option<String>,
+    },
+    /// List the deployed functions (name, size, generation).
+    #[command(visible_alias = "ls")]
+    List,
+    /// Remove a deployed function.
+    #[command(visible_alias = "rm")]
+    Remove {
+        /// The function.
+        name: String,
+    },
+}
+
+/// Arguments of `metrics`.
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// The gateway.
+    #[command(flatten)]
+    pub gateway: GatewayArgs,
+    /// Print only the lines containing PATTERN.
+    #[arg(long, value_name = "PATTERN")]
+    pub grep: Option<String>,
 }
 
 /// Arguments of `run`.
@@ -50,9 +115,12 @@ pub struct RunArgs {
     /// Extra kernel command-line options (e.g. "log=debug"); `mode=run` unless a mode is given.
     #[arg(long)]
     pub append: Option<String>,
-    /// Count guest instructions deterministically (-icount shift=0,sleep=off).
+    /// Count guest instructions deterministically (-icount shift=0,sleep=off; implies TCG).
     #[arg(long)]
     pub icount: bool,
+    /// The accelerator [default: KVM if /dev/kvm is usable, else TCG].
+    #[arg(long, value_enum)]
+    pub accel: Option<Accel>,
 }
 
 /// Arguments of `test`.
@@ -107,6 +175,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<bool> {
                 memory_mib: args.mem,
                 append: args.append,
                 icount: args.icount,
+                accel: args.accel,
             })?;
             Ok(true)
         }
@@ -121,6 +190,29 @@ fn dispatch(cli: Cli) -> anyhow::Result<bool> {
                 report: args.report,
                 verbose: cli.verbose,
             })?;
+            Ok(true)
+        }
+        Command::Fn(args) => {
+            let gateway = Gateway::locate(args.gateway.url.as_deref())?;
+            let mut out = std::io::stdout().lock();
+            match args.verb {
+                FnCommand::Deploy { target } => fn_cli::deploy(&gateway, &target, &mut out)?,
+                FnCommand::Invoke { name, data } => {
+                    let body = fn_cli::request_body(data.as_deref())?;
+                    fn_cli::invoke(&gateway, &name, &body, &mut out)?;
+                }
+                FnCommand::List => fn_cli::list(&gateway, &mut out)?,
+                FnCommand::Remove { name } => fn_cli::remove(&gateway, &name, &mut out)?,
+            }
+            Ok(true)
+        }
+        Command::Metrics(args) => {
+            let gateway = Gateway::locate(args.gateway.url.as_deref())?;
+            fn_cli::metrics(
+                &gateway,
+                args.grep.as_deref(),
+                &mut std::io::stdout().lock(),
+            )?;
             Ok(true)
         }
     }
@@ -159,5 +251,104 @@ mod tests {
             panic!("not bench")
         };
         assert_eq!((args.group.as_deref(), args.report), (Some("boot"), true));
+    }
+
+    #[test]
+    fn run_chooses_the_accelerator() {
+        let accel = |argv: &[&str]| {
+            let Command::Run(args) = Cli::parse_from(argv).command else {
+                panic!("not run")
+            };
+            args.accel
+        };
+        assert_eq!(accel(&["xtask", "run"]), None);
+        assert_eq!(accel(&["xtask", "run", "--accel", "tcg"]), Some(Accel::Tcg));
+        assert_eq!(accel(&["xtask", "run", "--accel", "kvm"]), Some(Accel::Kvm));
+        assert!(Cli::try_parse_from(["xtask", "run", "--accel", "hvf"]).is_err());
+    }
+
+    fn fn_verb(argv: &[&str]) -> (Option<String>, FnCommand) {
+        let Command::Fn(args) = Cli::parse_from(argv).command else {
+            panic!("not fn")
+        };
+        (args.gateway.url, args.verb)
+    }
+
+    #[test]
+    fn parses_fn_verbs() {
+        let (url, verb) = fn_verb(&["xtask", "fn", "deploy", "hotel"]);
+        assert_eq!(url, None);
+        assert!(matches!(verb, FnCommand::Deploy { target } if target == "hotel"));
+
+        let (_, verb) = fn_verb(&["xtask", "fn", "deploy", "target/apps/hello"]);
+        assert!(matches!(verb, FnCommand::Deploy { target } if target == "target/apps/hello"));
+
+        let (_, verb) = fn_verb(&["xtask", "fn", "invoke", "hello", "--data", "world"]);
+        assert!(
+            matches!(verb, FnCommand::Invoke { name, data } if name == "hello" && data.as_deref() == Some("world"))
+        );
+        let (_, verb) = fn_verb(&["xtask", "fn", "invoke", "hello", "-d", "@req.txt"]);
+        assert!(
+            matches!(verb, FnCommand::Invoke { data, .. } if data.as_deref() == Some("@req.txt"))
+        );
+        let (_, verb) = fn_verb(&["xtask", "fn", "invoke", "hello"]);
+        assert!(matches!(verb, FnCommand::Invoke { data: None, .. }));
+
+        assert!(matches!(
+            fn_verb(&["xtask", "fn", "list"]).1,
+            FnCommand::List
+        ));
+        assert!(matches!(fn_verb(&["xtask", "fn", "ls"]).1, FnCommand::List));
+        let (_, verb) = fn_verb(&["xtask", "fn", "remove", "hello"]);
+        assert!(matches!(verb, FnCommand::Remove { name } if name == "hello"));
+        let (_, verb) = fn_verb(&["xtask", "fn", "rm", "hello"]);
+        assert!(matches!(verb, FnCommand::Remove { name } if name == "hello"));
+
+        // Missing operands and unknown verbs are usage errors.
+        for argv in [
+            &["xtask", "fn"][..],
+            &["xtask", "fn", "deploy"],
+            &["xtask", "fn", "invoke"],
+            &["xtask", "fn", "remove"],
+            &["xtask", "fn", "update", "x"],
+            &["xtask", "fn", "list", "extra"],
+        ] {
+            assert!(Cli::try_parse_from(argv).is_err(), "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn url_goes_before_or_after_the_verb() {
+        let url = Some("http://127.0.0.1:9000/".to_owned());
+        assert_eq!(
+            fn_verb(&["xtask", "fn", "--url", "http://127.0.0.1:9000/", "list"]).0,
+            url
+        );
+        assert_eq!(
+            fn_verb(&["xtask", "fn", "list", "--url", "http://127.0.0.1:9000/"]).0,
+            url
+        );
+    }
+
+    #[test]
+    fn parses_metrics() {
+        let Command::Metrics(args) = Cli::parse_from(["xtask", "metrics"]).command else {
+            panic!("not metrics")
+        };
+        assert_eq!((args.gateway.url, args.grep), (None, None));
+        let Command::Metrics(args) = Cli::parse_from([
+            "xtask",
+            "metrics",
+            "--grep",
+            "free_frames",
+            "--url",
+            "127.0.0.1:8080",
+        ])
+        .command
+        else {
+            panic!("not metrics")
+        };
+        assert_eq!(args.grep.as_deref(), Some("free_frames"));
+        assert_eq!(args.gateway.url.as_deref(), Some("127.0.0.1:8080"));
     }
 }

@@ -132,6 +132,24 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
             }
         }
     }
+    // The `fn` and `metrics` commands against a gateway of their own.
+    if filter.is_none_or(|f| "cli".contains(f) || f.contains("cli")) {
+        match crate::e2e_cli::run(setup) {
+            Ok(outcomes) => {
+                for (name, result) in outcomes {
+                    match &result {
+                        Ok(()) => println!("e2e {name} ... ok"),
+                        Err(why) => println!("e2e {name} ... FAILED ({why})"),
+                    }
+                    tally.record(result.is_ok());
+                }
+            }
+            Err(e) => {
+                println!("e2e cli ... FAILED ({e:#})");
+                tally.record(false);
+            }
+        }
+    }
     tally
 }
 

@@ -5,14 +5,14 @@
 //! reports them like the other test layers. [`metrics_round_trips`] is the latency probe used for
 //! the gateway's round-trip measurement.
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use crate::http_client::{Client, one};
 use crate::qemu::{Device, HostForward, Machine, QemuConfig};
 use crate::qemu_run::QemuRun;
 
@@ -20,8 +20,6 @@ use crate::qemu_run::QemuRun;
 pub const LISTENING_LINE: &str = "fjord: http listening on ";
 /// How long the kernel may take to boot and bring the network up.
 const BOOT_LIMIT: Duration = Duration::from_secs(90);
-/// Read/write timeout of every host-side socket.
-const IO_LIMIT: Duration = Duration::from_secs(20);
 /// A validator test fixture (its manifest names the function `hello`).
 #[cfg(test)]
 const FIXTURE: &str = "faas/tests/fixtures/hello-rela.elf";
@@ -629,192 +627,6 @@ pub fn manifest_name(module: &[u8]) -> Option<String> {
     text.lines()
         .find_map(|l| l.strip_prefix("name="))
         .map(|n| n.trim().to_owned())
-}
-
-/// A parsed HTTP response.
-#[derive(Debug)]
-pub struct HttpResponse {
-    /// Status code.
-    pub status: u16,
-    /// Headers (names lower-cased).
-    pub headers: Vec<(String, String)>,
-    /// Body.
-    pub body: Vec<u8>,
-}
-
-impl HttpResponse {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    fn expect(&self, status: u16) -> Result<(), String> {
-        if self.status == status {
-            Ok(())
-        } else {
-            Err(format!(
-                "expected status {status}, got {} with body {:?}",
-                self.status,
-                self.text()
-            ))
-        }
-    }
-
-    fn expect_body_contains(&self, needle: &str) -> Result<(), String> {
-        if self.text().contains(needle) {
-            Ok(())
-        } else {
-            Err(format!("body lacks {needle:?}: {:?}", self.text()))
-        }
-    }
-
-    fn expect_body_eq(&self, want: &str) -> Result<(), String> {
-        if self.text().trim_end() == want {
-            Ok(())
-        } else {
-            Err(format!("body is {:?}, expected {want:?}", self.text()))
-        }
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// A keep-alive HTTP/1.1 client connection.
-pub struct Client {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Client {
-    /// Connects to `addr`.
-    pub fn connect(addr: SocketAddr) -> Result<Client, String> {
-        let stream = TcpStream::connect_timeout(&addr, IO_LIMIT).map_err(|e| e.to_string())?;
-        stream
-            .set_read_timeout(Some(IO_LIMIT))
-            .map_err(|e| e.to_string())?;
-        stream
-            .set_write_timeout(Some(IO_LIMIT))
-            .map_err(|e| e.to_string())?;
-        let _ = stream.set_nodelay(true);
-        Ok(Client {
-            stream,
-            buf: Vec::new(),
-        })
-    }
-
-    /// Sends raw bytes.
-    pub fn send_raw(&mut self, bytes: &[u8]) -> Result<(), String> {
-        self.stream.write_all(bytes).map_err(|e| e.to_string())
-    }
-
-    /// Sends one request and reads its response.
-    pub fn request(
-        &mut self,
-        method: &str,
-        path: &str,
-        body: &[u8],
-    ) -> Result<HttpResponse, String> {
-        let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: fjord\r\nContent-Length: {}\r\n\r\n",
-            body.len()
-        )
-        .into_bytes();
-        req.extend_from_slice(body);
-        self.send_raw(&req)?;
-        self.read_response()
-    }
-
-    fn fill(&mut self) -> Result<usize, String> {
-        let mut chunk = [0u8; 16384];
-        let n = self.stream.read(&mut chunk).map_err(|e| e.to_string())?;
-        self.buf.extend_from_slice(&chunk[..n]);
-        Ok(n)
-    }
-
-    /// Reads one response (`Content-Length` framing).
-    pub fn read_response(&mut self) -> Result<HttpResponse, String> {
-        let head_end = loop {
-            if let Some(p) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break p;
-            }
-            if self.fill()? == 0 {
-                return Err(format!(
-                    "connection closed before a complete response head ({} bytes)",
-                    self.buf.len()
-                ));
-            }
-        };
-        let head = String::from_utf8_lossy(&self.buf[..head_end]).into_owned();
-        let mut lines = head.split("\r\n");
-        let status_line = lines.next().unwrap_or_default();
-        let status = status_line
-            .strip_prefix("HTTP/1.1 ")
-            .and_then(|s| s.get(..3))
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-            .collect();
-        let len: usize = headers
-            .iter()
-            .find(|(n, _)| n == "content-length")
-            .and_then(|(_, v)| v.parse().ok())
-            .ok_or("response without Content-Length")?;
-        let total = head_end + 4 + len;
-        while self.buf.len() < total {
-            if self.fill()? == 0 {
-                return Err("connection closed inside a response body".to_owned());
-            }
-        }
-        let body = self.buf[head_end + 4..total].to_vec();
-        self.buf.drain(..total);
-        Ok(HttpResponse {
-            status,
-            headers,
-            body,
-        })
-    }
-
-    /// Whether response bytes have arrived (without waiting for them).
-    pub fn has_bytes(&mut self) -> Result<bool, String> {
-        if !self.buf.is_empty() {
-            return Ok(true);
-        }
-        self.stream
-            .set_nonblocking(true)
-            .map_err(|e| e.to_string())?;
-        let mut b = [0u8; 1];
-        let r = self.stream.peek(&mut b);
-        self.stream
-            .set_nonblocking(false)
-            .map_err(|e| e.to_string())?;
-        match r {
-            Ok(n) => Ok(n > 0),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-
-    /// Whether the server closes the connection (EOF) within the I/O limit.
-    pub fn closed_by_server(&mut self) -> Result<(), String> {
-        match self.fill() {
-            Ok(0) => Ok(()),
-            Ok(_) => Err("unexpected bytes after the response".to_owned()),
-            // A reset also means closed.
-            Err(e) if e.contains("reset") => Ok(()),
-            Err(e) => Err(format!("connection not closed: {e}")),
-        }
-    }
-}
-
-/// One request on a fresh connection.
-fn one(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> Result<HttpResponse, String> {
-    Client::connect(addr)?.request(method, path, body)
 }
 
 fn oversized(addr: SocketAddr, path: &str) -> Result<(), String> {

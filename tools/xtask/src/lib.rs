@@ -6,6 +6,11 @@
 //!
 //! `linux` boots the Linux-guest baseline with the same `qemu` and `cpio` modules, and `report`
 //! turns benchmark results into the Markdown table and plots.
+//!
+//! `fn_cli` is the `fn` and `metrics` commands: the gateway's HTTP API (`http_client`) from the
+//! command line, against the Fjord that `cargo xtask run` started.
+
+#![forbid(unsafe_code)]
 
 pub mod apps_build;
 pub mod bench;
@@ -13,9 +18,12 @@ pub mod bench_results;
 pub mod cli;
 pub mod cpio;
 pub mod e2e;
+pub mod e2e_cli;
 pub mod e2e_http;
+pub mod fn_cli;
 pub mod host_checks;
 pub mod host_deps;
+pub mod http_client;
 pub mod initrd;
 pub mod kernel_build;
 pub mod ktest;

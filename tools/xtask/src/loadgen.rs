@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use hdrhistogram::Histogram;
 
-use crate::e2e_http::Client;
+use crate::http_client::Client;
 
 /// One open-loop run.
 #[derive(Clone, Debug)]

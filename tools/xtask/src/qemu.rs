@@ -1,12 +1,13 @@
 //! The QEMU command line as typed values: a [`QemuConfig`] turns into a `std::process::Command`.
 //!
-//! Every run uses TCG (no KVM here), never reboots (a triple fault ends QEMU), has no display, and
+//! Tests and benchmarks use TCG (the default [`Accel`]); `cargo xtask run` asks for KVM where
+//! [`kvm_usable`] finds it. Every run never reboots (a triple fault ends QEMU), has no display, and
 //! has the `isa-debug-exit` device through which the kernel ends QEMU with [`EXIT_SUCCESS`] or
 //! [`EXIT_FAILURE`]. Supervising a started QEMU is `qemu_run`'s job.
 
 use std::ffi::OsString;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::host_deps::QEMU_BINARY;
@@ -35,6 +36,152 @@ impl fmt::Display for Machine {
             Machine::Microvm => "microvm",
             Machine::Q35 => "q35",
         })
+    }
+}
+
+/// The accelerator (`-accel`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Accel {
+    /// TCG, QEMU's emulator: every host, deterministic with icount (tests and benchmarks).
+    #[default]
+    Tcg,
+    /// KVM, hardware virtualisation: needs a usable `/dev/kvm`.
+    Kvm,
+}
+
+impl fmt::Display for Accel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Accel::Tcg => "tcg",
+            Accel::Kvm => "kvm",
+        })
+    }
+}
+
+/// The KVM device.
+pub const KVM_DEVICE: &str = "/dev/kvm";
+
+/// Whether this host can run `machine` under KVM: `/dev/kvm` opens read-write, `qemu` lists `kvm`
+/// among its accelerators, and QEMU, started paused with `-accel kvm -cpu host`, quits cleanly
+/// (under some nested hypervisors the first two pass but QEMU aborts setting up the vCPU). `Err`
+/// says why not, in a few words.
+pub fn kvm_usable(qemu: &Path, machine: Machine) -> Result<(), String> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(KVM_DEVICE)
+        .map_err(|e| format!("cannot open {KVM_DEVICE}: {e}"))?;
+    let output = Command::new(qemu)
+        .args(["-accel", "help"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run `{} -accel help`: {e}", qemu.display()))?;
+    if !accelerators_include_kvm(&String::from_utf8_lossy(&output.stdout)) {
+        return Err(format!("{} was built without KVM", qemu.display()));
+    }
+    kvm_trial(qemu, machine)
+}
+
+/// Starts QEMU paused under KVM with its monitor on stdin, tells it to quit, and judges the exit.
+fn kvm_trial(qemu: &Path, machine: Machine) -> Result<(), String> {
+    use std::io::{Read, Write};
+    let config = QemuConfig {
+        machine,
+        ..QemuConfig::new("")
+    };
+    let mut child = Command::new(qemu)
+        .args([
+            "-M",
+            &config.machine_arg(),
+            "-accel",
+            "kvm",
+            "-cpu",
+            "host",
+            "-m",
+            "64M",
+        ])
+        .args(["-nodefaults", "-display", "none", "-serial", "none", "-S"])
+        .args(["-monitor", "stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", qemu.display()))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(b"quit\n");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("QEMU under KVM did not quit within 10 s".to_owned());
+            }
+        }
+    };
+    if status.success() {
+        return Ok(());
+    }
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = pipe.read_to_string(&mut stderr);
+    }
+    Err(kvm_trial_failure(&stderr))
+}
+
+/// The reason in QEMU's messages when the KVM trial failed: its first message, without the
+/// program name.
+fn kvm_trial_failure(stderr: &str) -> String {
+    stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("(qemu)") && !l.starts_with("QEMU "))
+        .map(|l| {
+            let l = l.split_once(": ").map_or(l, |(program, rest)| {
+                if program.starts_with("qemu-system") {
+                    rest
+                } else {
+                    l
+                }
+            });
+            format!("QEMU cannot start a KVM guest here: {l}")
+        })
+        .unwrap_or_else(|| "QEMU cannot start a KVM guest here".to_owned())
+}
+
+/// Whether the output of `qemu-system-x86_64 -accel help` lists `kvm`.
+pub fn accelerators_include_kvm(help: &str) -> bool {
+    help.lines().any(|line| line.trim() == "kvm")
+}
+
+/// What `cargo xtask run` boots with: KVM when asked for (`--accel kvm`) or when `auto` and the
+/// probe found it usable, TCG otherwise. icount needs TCG. The message, if any, is the one line
+/// to print about the choice.
+pub fn choose_accel(
+    requested: Option<Accel>,
+    icount: bool,
+    probe: impl FnOnce() -> Result<(), String>,
+) -> (Accel, Option<String>) {
+    match requested {
+        Some(Accel::Tcg) => (Accel::Tcg, None),
+        Some(Accel::Kvm) if icount => (
+            Accel::Tcg,
+            Some("KVM cannot count instructions (--icount); using TCG".to_owned()),
+        ),
+        Some(Accel::Kvm) => (Accel::Kvm, None),
+        None if icount => (Accel::Tcg, None),
+        None => match probe() {
+            Ok(()) => (Accel::Kvm, None),
+            Err(why) => (
+                Accel::Tcg,
+                Some(format!("KVM not available ({why}); using TCG")),
+            ),
+        },
     }
 }
 
@@ -110,7 +257,9 @@ pub struct QemuConfig {
     pub machine: Machine,
     /// Board options used when `machine` is microvm.
     pub microvm: MicrovmOptions,
-    /// CPU model (`-cpu`), default `max`.
+    /// The accelerator, default TCG.
+    pub accel: Accel,
+    /// CPU model (`-cpu`), default `max` (`host` goes with KVM).
     pub cpu: String,
     /// Number of vCPUs (`-smp`).
     pub smp: u32,
@@ -132,13 +281,14 @@ pub struct QemuConfig {
 }
 
 impl QemuConfig {
-    /// A configuration with the defaults (microvm with ACPI, `-cpu max`, 1 CPU, 512 MiB, no
+    /// A configuration with the defaults (microvm with ACPI, TCG, `-cpu max`, 1 CPU, 512 MiB, no
     /// initrd, empty command line, no icount, not interactive, no devices).
     pub fn new(kernel: impl Into<PathBuf>) -> Self {
         QemuConfig {
             qemu: PathBuf::from(QEMU_BINARY),
             machine: Machine::Microvm,
             microvm: MicrovmOptions::default(),
+            accel: Accel::Tcg,
             cpu: "max".to_owned(),
             smp: 1,
             memory_mib: 512,
@@ -158,7 +308,7 @@ impl QemuConfig {
         }
         let mut args = Args::default();
         args.pair("-M", self.machine_arg());
-        args.pair("-accel", "tcg");
+        args.pair("-accel", self.accel.to_string());
         args.pair("-cpu", &self.cpu);
         args.pair("-smp", self.smp.to_string());
         args.pair("-m", format!("{}M", self.memory_mib));
@@ -391,6 +541,78 @@ mod tests {
             ),
             "{line}"
         );
+    }
+
+    #[test]
+    fn kvm_accel_and_host_cpu() {
+        let mut config = QemuConfig::new("k");
+        config.accel = Accel::Kvm;
+        config.cpu = "host".into();
+        assert!(rendered(&config).starts_with("-M microvm,acpi=on -accel kvm -cpu host "));
+    }
+
+    #[test]
+    fn accel_help_lists_kvm() {
+        assert!(accelerators_include_kvm(
+            "Accelerators supported in QEMU binary:\ntcg\nkvm\n"
+        ));
+        assert!(!accelerators_include_kvm(
+            "Accelerators supported in QEMU binary:\ntcg\n"
+        ));
+        assert!(!accelerators_include_kvm(""));
+    }
+
+    #[test]
+    fn kvm_trial_failure_names_qemus_reason() {
+        assert_eq!(
+            kvm_trial_failure(
+                "qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69\n\
+                 qemu-system-x86_64: ../../target/i386/kvm/kvm.c:3183: kvm_buf_set_msrs: \
+                 Assertion failed.\n"
+            ),
+            "QEMU cannot start a KVM guest here: error: failed to set MSR 0x10a to 0x69"
+        );
+        assert_eq!(kvm_trial_failure(""), "QEMU cannot start a KVM guest here");
+    }
+
+    /// On this host, whatever it has: the probe answers within its time limit, and a refusal
+    /// says why.
+    #[test]
+    fn kvm_probe_answers() {
+        let Some(qemu) = crate::host_deps::find_on_path(QEMU_BINARY) else {
+            eprintln!("QEMU not installed: skipping");
+            return;
+        };
+        match kvm_usable(&qemu, Machine::Microvm) {
+            Ok(()) => eprintln!("KVM usable"),
+            Err(why) => assert!(!why.is_empty()),
+        }
+    }
+
+    #[test]
+    fn kvm_is_chosen_only_when_usable() {
+        let usable = || Ok(());
+        let missing = || Err("cannot open /dev/kvm: No such file or directory".to_owned());
+        assert_eq!(choose_accel(None, false, usable), (Accel::Kvm, None));
+        let (accel, note) = choose_accel(None, false, missing);
+        assert_eq!(accel, Accel::Tcg);
+        assert_eq!(
+            note.as_deref(),
+            Some("KVM not available (cannot open /dev/kvm: No such file or directory); using TCG")
+        );
+        // An explicit choice skips the probe.
+        let never = || -> Result<(), String> { panic!("probed") };
+        assert_eq!(
+            choose_accel(Some(Accel::Tcg), false, never),
+            (Accel::Tcg, None)
+        );
+        assert_eq!(
+            choose_accel(Some(Accel::Kvm), false, never),
+            (Accel::Kvm, None)
+        );
+        // icount needs TCG.
+        assert_eq!(choose_accel(None, true, never), (Accel::Tcg, None));
+        assert_eq!(choose_accel(Some(Accel::Kvm), true, never).0, Accel::Tcg);
     }
 
     #[test]

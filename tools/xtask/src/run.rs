@@ -1,9 +1,16 @@
 //! `cargo xtask run`: build, pack the initrd and boot Fjord with its serial console on the
 //! terminal until Ctrl-A X.
+//!
+//! It uses KVM when `/dev/kvm` and QEMU allow (`qemu::choose_accel`), TCG otherwise, and while
+//! the VM runs it keeps the gateway's URL in `fn_cli::url_file()` for the `fn` and `metrics`
+//! commands.
+
+use std::net::{Ipv4Addr, SocketAddr};
 
 use anyhow::{Context, Result, bail};
 
-use crate::qemu::{Device, HostForward, Machine, QemuConfig};
+use crate::fn_cli::{self, UrlPublisher};
+use crate::qemu::{self, Accel, Device, HostForward, Machine, QemuConfig};
 use crate::qemu_run::QemuExit;
 use crate::{host_deps, initrd, kernel_build, workspace};
 
@@ -20,6 +27,8 @@ pub struct RunOptions {
     pub append: Option<String>,
     /// Deterministic instruction counting.
     pub icount: bool,
+    /// The accelerator; `None` means KVM if usable, else TCG.
+    pub accel: Option<Accel>,
 }
 
 /// Boots Fjord interactively.
@@ -36,6 +45,16 @@ pub fn run(options: &RunOptions) -> Result<()> {
     config.append = command_line(options.append.as_deref());
     config.icount = options.icount;
     config.interactive = true;
+    let (accel, note) = qemu::choose_accel(options.accel, options.icount, || {
+        qemu::kvm_usable(&config.qemu, options.machine)
+    });
+    if let Some(note) = note {
+        println!("xtask: {note}");
+    }
+    config.accel = accel;
+    if accel == Accel::Kvm {
+        config.cpu = "host".to_owned();
+    }
     let port = gateway_port();
     config.devices.push(Device::UserNet {
         hostfwd: vec![HostForward {
@@ -45,18 +64,27 @@ pub fn run(options: &RunOptions) -> Result<()> {
     });
     let mut command = config.command()?;
     println!(
-        "xtask: booting Fjord on {} with {} CPUs, {} MiB ({}); Ctrl-A X quits",
-        options.machine, options.smp, options.memory_mib, config.append
+        "xtask: booting Fjord on {} ({}) with {} CPUs, {} MiB ({}); Ctrl-A X quits",
+        options.machine, accel, options.smp, options.memory_mib, config.append
     );
+    let url = format!("http://127.0.0.1:{port}/");
+    let url_file = fn_cli::url_file();
     println!(
-        "xtask: HTTP gateway at http://127.0.0.1:{port}/ once the kernel prints `fjord: http listening`"
+        "xtask: HTTP gateway at {url} once the kernel prints `fjord: http listening` \
+         (saved in {} while it runs)",
+        url_file.display()
     );
-    println!("xtask:   curl http://127.0.0.1:{port}/functions");
-    println!("xtask:   curl --data world http://127.0.0.1:{port}/invoke/hello");
-    let status = command
-        .status()
+    println!("xtask:   cargo xtask fn list");
+    println!("xtask:   cargo xtask fn invoke hello --data world");
+    println!("xtask:   curl --data world {url}invoke/hello");
+    let mut child = command
+        .spawn()
         .with_context(|| format!("could not start `{}`", workspace::display_command(&command)))?;
-    match QemuExit::from_status(status) {
+    let publisher =
+        UrlPublisher::start(url, SocketAddr::from((Ipv4Addr::LOCALHOST, port)), url_file);
+    let status = child.wait().context("waiting for QEMU");
+    drop(publisher);
+    match QemuExit::from_status(status?) {
         QemuExit::Success | QemuExit::Code(0) => Ok(()),
         exit => bail!("{exit}"),
     }

@@ -196,8 +196,8 @@ mod tests {
         assert_eq!(
             app_names(),
             [
-                "echo", "hello", "hostile", "wordfreq", "chain", "hotel", "social", "media",
-                "hipster"
+                "echo", "hello", "forktest", "hostile", "wordfreq", "chain", "hotel", "social",
+                "media", "hipster"
             ]
         );
     }

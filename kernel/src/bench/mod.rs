@@ -171,6 +171,12 @@ pub fn run_all(filter: Option<&str>, first_line_tsc: u64) -> ! {
         kprintln!("fjord: bench error: faas: {e}");
         ok = false;
     }
+    if wants("fork")
+        && let Err(e) = fork_group()
+    {
+        kprintln!("fjord: bench fork: {e}");
+        ok = false;
+    }
     if wants("workloads")
         && let Err(e) = crate::bench::workloads::run_group()
     {
@@ -183,4 +189,16 @@ pub fn run_all(filter: Option<&str>, first_line_tsc: u64) -> ! {
     } else {
         ExitCode::Failure
     })
+}
+
+/// The `fork` group: the `forkbench` program measures `fork` + `exit` + `waitpid` itself, in
+/// ring 3, and prints its records; this runs it to its end.
+fn fork_group() -> Result<(), &'static str> {
+    let (_, ticket) =
+        crate::ufork::spawn("forkbench").map_err(|_| "forkbench is not deployed as a program")?;
+    let done = crate::orchestrator::wait(ticket);
+    match crate::ufork::status_of(&done.result) {
+        Some(0) => Ok(()),
+        _ => Err("forkbench failed"),
+    }
 }

@@ -15,7 +15,8 @@
 //! pointers) are the same in a parent and its child and need no relocation.
 //!
 //! `fork` (full-copy mode): the child gets a new PD and an area of the same size class at
-//! another address; the parent's area is copied into it and every aligned word that points into
+//! another address; the pages of the parent's area it ever touched are copied into it (the others
+//! are zero in both) and every aligned word that points into
 //! the parent's area is relocated by `child - parent` (inferred tags, `fjord_ufork::source`),
 //! as are the stack pointer, the frame pointer, the thread pointer and every general register
 //! that points into the area. The child's PD has no right on the parent's area: a pointer the
@@ -325,26 +326,46 @@ fn area_of(base: u64, len: u64) -> Option<Area> {
     Area::new(base, size).ok()
 }
 
-/// Copies the `len` bytes of the area at `from` to the area at `to`, relocating every aligned
-/// word that points into the source area; returns the two areas.
+/// Copies the pages of the area at `from` that the parent ever touched (the others are zero in
+/// both) to the area at `to`, relocating every aligned word that points into the source area;
+/// returns the two areas.
 fn copy_area(from: u64, to: u64, len: u64) -> Result<(Area, Area), ()> {
     let (src, dst) = (area_of(from, len).ok_or(())?, area_of(to, len).ok_or(())?);
-    let bytes = jord::with(|j| j.vma_bytes(from, 0, len as usize)).map_err(|_| ())?;
-    let mut out = vec![0u8; bytes.len()];
     let source = Inferred::new(src);
-    for (i, (page, dst_page)) in bytes.chunks(4096).zip(out.chunks_mut(4096)).enumerate() {
-        let mut words: PageWords = [0; SLOTS_PER_PAGE];
-        for (w, c) in words.iter_mut().zip(page.chunks_exact(8)) {
-            *w = u64::from_le_bytes(c.try_into().unwrap_or_default());
+    let pages = jord::with(|j| j.initialised_pages(from));
+    let mut bytes = [0u8; 4096];
+    // A batch of pages per Jord lock: few round trips, and other CPUs are not held up long.
+    for batch in pages.chunks(COPY_BATCH) {
+        let mut words: Vec<(usize, PageWords)> = Vec::with_capacity(batch.len());
+        jord::with(|j| {
+            for &i in batch {
+                j.read_page(from, i, &mut bytes).map_err(|_| ())?;
+                let mut w: PageWords = [0; SLOTS_PER_PAGE];
+                for (w, c) in w.iter_mut().zip(bytes.chunks_exact(8)) {
+                    *w = u64::from_le_bytes(c.try_into().unwrap_or_default());
+                }
+                words.push((i, w));
+            }
+            Ok::<(), ()>(())
+        })?;
+        for (i, w) in &mut words {
+            relocate_page(&source, &src, &dst, from + *i as u64 * 4096, w).map_err(|_| ())?;
         }
-        relocate_page(&source, &src, &dst, from + i as u64 * 4096, &mut words).map_err(|_| ())?;
-        for (c, w) in dst_page.chunks_exact_mut(8).zip(words) {
-            c.copy_from_slice(&w.to_le_bytes());
-        }
+        jord::with(|j| {
+            for (i, w) in &words {
+                for (c, w) in bytes.chunks_exact_mut(8).zip(w) {
+                    c.copy_from_slice(&w.to_le_bytes());
+                }
+                j.write_page(to, *i, &bytes).map_err(|_| ())?;
+            }
+            Ok::<(), ()>(())
+        })?;
     }
-    jord::with(|j| j.vma_write(to, 0, &out)).map_err(|_| ())?;
     Ok((src, dst))
 }
+
+/// Pages copied per Jord lock by `fork`.
+const COPY_BATCH: usize = 16;
 
 /// Relocates the registers of a context that point into `from` (the stack pointer, the frame
 /// pointer, the thread pointer, any general register) to `to`. The instruction pointer stays:

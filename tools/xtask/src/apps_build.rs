@@ -19,6 +19,7 @@ pub const APPS: &[(&str, &str)] = &[
     ("fjord-app-echo", "echo"),
     ("fjord-app-hello", "hello"),
     ("fjord-app-forktest", "forktest"),
+    ("fjord-app-forkbench", "forkbench"),
     ("fjord-app-hostile", "hostile"),
     ("fjord-app-wordfreq", "wordfreq"),
     ("fjord-app-chain", "relay"),
@@ -196,8 +197,17 @@ mod tests {
         assert_eq!(
             app_names(),
             [
-                "echo", "hello", "forktest", "hostile", "wordfreq", "chain", "hotel", "social",
-                "media", "hipster"
+                "echo",
+                "hello",
+                "forktest",
+                "forkbench",
+                "hostile",
+                "wordfreq",
+                "chain",
+                "hotel",
+                "social",
+                "media",
+                "hipster"
             ]
         );
     }

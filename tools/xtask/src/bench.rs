@@ -45,12 +45,18 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         None => format!("mode=bench bench={}", SINGLE_CPU_GROUPS.join(",")),
     };
     let mut boots = Vec::new();
+    if options.group.as_deref().is_none_or(|g| {
+        !(g.contains("faas") || g.contains("workloads") || g.contains("fork")) || g.is_empty()
+    }) {
+        boots.push((1, single));
+    }
     if options
         .group
         .as_deref()
-        .is_none_or(|g| !(g.contains("faas") || g.contains("workloads")) || g.is_empty())
+        .is_none_or(|g| "fork".contains(g) || g.contains("fork"))
     {
-        boots.push((1, single));
+        // μprocesses run on an executor CPU; the `forkbench` program comes from the initrd.
+        boots.push((2, "mode=bench bench=fork modules=initrd".to_owned()));
     }
     if options
         .group

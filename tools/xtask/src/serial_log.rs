@@ -87,9 +87,15 @@ pub struct BenchRecord {
 }
 
 /// Parses a `BENCH {json}` line: `None` if the line is not a bench record, `Some(Err)` if it is one
-/// but its JSON is malformed.
+/// but its JSON is malformed. A record a user program printed (`[user cpuN] BENCH {json}`, the
+/// `fork` group's) counts as well.
 pub fn parse_bench_line(line: &str) -> Option<Result<BenchRecord, serde_json::Error>> {
-    let json = line.trim().strip_prefix("BENCH ")?;
+    let line = line.trim();
+    let line = match line.strip_prefix("[user cpu") {
+        Some(rest) => rest.split_once("] ")?.1,
+        None => line,
+    };
+    let json = line.strip_prefix("BENCH ")?;
     Some(serde_json::from_str(json.trim()))
 }
 
@@ -184,6 +190,12 @@ mod tests {
         );
 
         assert!(parse_bench_line("BENCH {not json").unwrap().is_err());
+        let user = r#"[user cpu1] BENCH {"group":"fork","metric":"fork_exit_wait_1mb","unit":"insns","median":5,"min":4,"max":6,"runs":3}"#;
+        assert_eq!(
+            parse_bench_line(user).unwrap().unwrap().metric,
+            "fork_exit_wait_1mb"
+        );
+        assert!(parse_bench_line("[user cpu1] hello").is_none());
         assert!(parse_bench_line("fjord: ready").is_none());
     }
 

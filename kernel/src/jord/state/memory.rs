@@ -58,6 +58,43 @@ impl Jord {
         }
     }
 
+    /// The pages of the VMA at `base` that have been initialised (touched by a PD or written
+    /// by the kernel); the others read as zero.
+    pub fn initialised_pages(&self, base: u64) -> Vec<usize> {
+        let Some(b) = self
+            .slot_of(base)
+            .and_then(|slot| self.backing.get(slot))
+            .filter(|b| b.pages != 0 && b.base == base)
+        else {
+            return Vec::new();
+        };
+        (0..b.pages).filter(|&i| b.is_initialised(i)).collect()
+    }
+
+    /// Copies page `index` of the VMA at `base` into `buf` (at most a page), initialising it
+    /// first if it never was.
+    pub fn read_page(&mut self, base: u64, index: usize, buf: &mut [u8]) -> Result<(), Error> {
+        let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
+        if index >= b.pages || buf.len() > PAGE_SIZE as usize {
+            return Err(Error::InvalidArgs);
+        }
+        b.initialise(index);
+        b.frames.read_at(index * PAGE_SIZE as usize, buf);
+        Ok(())
+    }
+
+    /// Copies `data` (at most a page) to page `index` of the VMA at `base`, which counts as
+    /// initialised from then on (the rest of the page is zeroed the first time).
+    pub fn write_page(&mut self, base: u64, index: usize, data: &[u8]) -> Result<(), Error> {
+        let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
+        if index >= b.pages || data.len() > PAGE_SIZE as usize {
+            return Err(Error::InvalidArgs);
+        }
+        b.initialise(index);
+        b.frames.write_at(index * PAGE_SIZE as usize, data);
+        Ok(())
+    }
+
     /// The `len` bytes at byte `offset` of the VMA at `base`, as [`Jord::vma_read`].
     pub fn vma_bytes(&mut self, base: u64, offset: u64, len: usize) -> Result<Vec<u8>, Error> {
         let mut v = vec![0; len];

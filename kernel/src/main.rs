@@ -63,6 +63,8 @@ fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>, first_line_tsc: u64) -> ! 
             kprintln!("fjord: ready");
             // Serves HTTP forever; returns only when there is no network card.
             net::run(opts);
+            // Without one, this CPU still orchestrates (μprocesses started with `init=`).
+            orchestrator::serve(0);
             arch::smp::idle_loop(0)
         }
         Mode::Test => ktests::run_all(opts.test_filter),

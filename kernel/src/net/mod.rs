@@ -416,10 +416,16 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
             errors: dev.errors,
         };
         let served = server.service(&mut sockets, &|| kernel_samples(counters));
+        // Work queued without an HTTP request (μprocesses' time slices) is dispatched too.
+        let dispatched = crate::orchestrator::poll() > 0;
         let t = cpu::rdtsc();
         let arrived = dev.rx_packets != last_rx;
         last_rx = dev.rx_packets;
-        if served || arrived || changed == smoltcp::iface::PollResult::SocketStateChanged {
+        if served
+            || dispatched
+            || arrived
+            || changed == smoltcp::iface::PollResult::SocketStateChanged
+        {
             last_busy = t;
         } else if t.wrapping_sub(last_busy) > idle_ticks {
             cpu::enable_and_halt();

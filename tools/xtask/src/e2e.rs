@@ -21,6 +21,9 @@ pub enum Expect {
     },
     /// The serial log contains this text and QEMU exits with the failure code.
     FailsWith(&'static str),
+    /// The serial log comes to contain this text (a program started with `init=` printed it);
+    /// then we stop the kernel.
+    Prints(&'static str),
 }
 
 /// One end-to-end case.
@@ -39,7 +42,7 @@ pub struct Case {
 }
 
 /// Every end-to-end case, in order.
-pub const CASES: [Case; 7] = [
+pub const CASES: [Case; 8] = [
     Case {
         name: "boot",
         append: "mode=run",
@@ -81,6 +84,13 @@ pub const CASES: [Case; 7] = [
         initrd: true,
         smp: 1,
         expect: Expect::FailsWith("bad value '0' for command-line option 'jbsq_k'"),
+    },
+    Case {
+        name: "init-program-forks",
+        append: "mode=run modules=initrd init=forktest",
+        initrd: true,
+        smp: 2,
+        expect: Expect::Prints("forktest: every child saw its own relocated copy"),
     },
     Case {
         name: "no-initrd",
@@ -171,6 +181,12 @@ fn run_case(setup: &BootSetup, case: &Case) -> (Result<(), String>, Option<QemuR
         Expect::FailsWith(text) => {
             let exit = run.wait_exit(TIME_LIMIT);
             judge_failure(run.output_contains(text), text, exit)
+        }
+        Expect::Prints(text) => {
+            let seen = run.wait_for_line(|line| line.contains(text), TIME_LIMIT);
+            run.kill();
+            seen.map(drop)
+                .map_err(|e| format!("no line with `{text}`: {e:?}"))
         }
     };
     (result, Some(run))

@@ -83,11 +83,28 @@ pub enum Sysno {
     Getppid = 43,
     /// `sched_yield()`: gives the rest of the time slice up.
     SchedYield = 44,
+    /// `pipe(fds)`: a new pipe; writes its read and write descriptors (two `u32`) at `fds`.
+    Pipe = 45,
+    /// `read(fd, buf, len)`: reads up to `len` bytes; blocks on an empty pipe with a writer;
+    /// returns 0 at end of file.
+    Read = 46,
+    /// `write(fd, buf, len)`: writes `len` bytes (descriptors 1 and 2 start as the console);
+    /// blocks on a full pipe; [`Error::BrokenPipe`] when no reader is left.
+    Write = 47,
+    /// `close(fd)`.
+    Close = 48,
+    /// `dup2(old, new)`: makes `new` name what `old` names (closing what `new` named).
+    Dup2 = 49,
+    /// `kill(pid, signal)`: ends the μprocess `pid` as killed by `signal` (0 only checks it
+    /// exists).
+    Kill = 50,
+    /// `sleep(nanoseconds)`: blocks the caller for at least that long.
+    Sleep = 51,
 }
 
 impl Sysno {
     /// Every defined system call, in number order.
-    pub const ALL: [Sysno; 29] = [
+    pub const ALL: [Sysno; 36] = [
         Sysno::Null,
         Sysno::Exit,
         Sysno::Log,
@@ -117,6 +134,13 @@ impl Sysno {
         Sysno::Getpid,
         Sysno::Getppid,
         Sysno::SchedYield,
+        Sysno::Pipe,
+        Sysno::Read,
+        Sysno::Write,
+        Sysno::Close,
+        Sysno::Dup2,
+        Sysno::Kill,
+        Sysno::Sleep,
     ];
 
     /// The call with number `n`, if one is defined.
@@ -161,11 +185,17 @@ pub enum Error {
     LimitReached = 14,
     /// The caller has no child to wait for (`ECHILD`), or is not a μprocess.
     NoChild = 15,
+    /// The descriptor is not open (`EBADF`), or too many are (`EMFILE`).
+    BadFd = 16,
+    /// A write to a pipe whose read ends are all closed (`EPIPE`).
+    BrokenPipe = 17,
+    /// No μprocess has this PID (`ESRCH`), or it may not be signalled.
+    NoSuchProcess = 18,
 }
 
 impl Error {
     /// Every defined error, in code order.
-    pub const ALL: [Error; 15] = [
+    pub const ALL: [Error; 18] = [
         Error::NoSys,
         Error::InvalidArgs,
         Error::BadAddress,
@@ -181,6 +211,9 @@ impl Error {
         Error::TooLarge,
         Error::LimitReached,
         Error::NoChild,
+        Error::BadFd,
+        Error::BrokenPipe,
+        Error::NoSuchProcess,
     ];
 
     /// The value placed in `rax` for this error.

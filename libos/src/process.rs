@@ -72,6 +72,58 @@ pub fn exit(code: u8) -> ! {
     crate::syscall::exit(u64::from(code))
 }
 
+/// A descriptor.
+pub type Fd = u32;
+
+/// `pipe()`: a new pipe's read and write descriptors.
+pub fn pipe() -> Result<(Fd, Fd), Option<Error>> {
+    let mut fds = [0u32; 2];
+    syscall3(Sysno::Pipe, fds.as_mut_ptr() as u64, 0, 0)?;
+    Ok((fds[0], fds[1]))
+}
+
+/// `read(fd, buf)`: how many bytes were read (0 at end of file); blocks on an empty pipe.
+pub fn read(fd: Fd, buf: &mut [u8]) -> Result<usize, Option<Error>> {
+    syscall3(
+        Sysno::Read,
+        u64::from(fd),
+        buf.as_mut_ptr() as u64,
+        buf.len() as u64,
+    )
+    .map(|n| n as usize)
+}
+
+/// `write(fd, data)`: how many bytes were written; blocks on a full pipe.
+pub fn write(fd: Fd, data: &[u8]) -> Result<usize, Option<Error>> {
+    syscall3(
+        Sysno::Write,
+        u64::from(fd),
+        data.as_ptr() as u64,
+        data.len() as u64,
+    )
+    .map(|n| n as usize)
+}
+
+/// `close(fd)`.
+pub fn close(fd: Fd) -> Result<(), Option<Error>> {
+    syscall3(Sysno::Close, u64::from(fd), 0, 0).map(drop)
+}
+
+/// `dup2(old, new)`: `new` names what `old` names.
+pub fn dup2(old: Fd, new: Fd) -> Result<Fd, Option<Error>> {
+    syscall3(Sysno::Dup2, u64::from(old), u64::from(new), 0).map(|fd| fd as Fd)
+}
+
+/// `kill(pid, signal)`.
+pub fn kill(pid: u64, signal: u64) -> Result<(), Option<Error>> {
+    syscall3(Sysno::Kill, pid, signal, 0).map(drop)
+}
+
+/// `sleep`: blocks for at least `nanoseconds`.
+pub fn sleep(nanoseconds: u64) {
+    let _ = syscall3(Sysno::Sleep, nanoseconds, 0, 0);
+}
+
 /// Writes `msg` to the kernel console (one line).
 pub fn print(msg: &str) {
     let _ = syscall4(Sysno::Log, msg.as_ptr() as u64, msg.len() as u64, 0, 0);

@@ -4,7 +4,9 @@
 //! through the pointers it inherited (relocated into its own area by the kernel), changes every
 //! node, checks its PID and parent, and exits with `10 + i`. The parent waits for each child,
 //! checks the status, and checks that its own list is untouched. Exit code 0 means every check
-//! passed; any other code names the first that failed.
+//! passed; any other code names the first that failed. Then it checks pipes (a child writes
+//! through one, the parent reads to end of file), descriptors inherited across `fork`, `kill`
+//! of a sleeping child, and `write` to the console.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 #[cfg(target_os = "none")]
@@ -80,8 +82,60 @@ mod program {
         if sum(&head) != expected {
             return 8;
         }
+        if let Err(code) = pipes_and_kill() {
+            return code;
+        }
+        let _ = process::write(1, b"forktest: pipes, kill and the console work\n");
         process::print("forktest: every child saw its own relocated copy");
         0
+    }
+
+    /// A child writes through a pipe it inherited; a sleeping child is killed.
+    fn pipes_and_kill() -> Result<(), u8> {
+        let (r, w) = process::pipe().map_err(|_| 40)?;
+        match process::fork() {
+            Ok(0) => {
+                let _ = process::close(r);
+                let msg = b"through the pipe";
+                let ok = process::write(w, msg) == Ok(msg.len());
+                process::exit(if ok { 0 } else { 1 });
+            }
+            Ok(child) => {
+                process::close(w).map_err(|_| 41)?;
+                let mut got = [0u8; 64];
+                let mut n = 0;
+                loop {
+                    match process::read(r, &mut got[n..]) {
+                        Ok(0) => break,
+                        Ok(k) => n += k,
+                        Err(_) => return Err(42),
+                    }
+                }
+                if &got[..n] != b"through the pipe" {
+                    return Err(43);
+                }
+                match process::waitpid(child, 0) {
+                    Ok(Some((_, ExitStatus::Exited(0)))) => {}
+                    _ => return Err(44),
+                }
+                process::close(r).map_err(|_| 45)?;
+            }
+            Err(_) => return Err(46),
+        }
+        match process::fork() {
+            Ok(0) => {
+                process::sleep(10_000_000_000);
+                process::exit(1);
+            }
+            Ok(sleeper) => {
+                process::kill(sleeper, 9).map_err(|_| 47)?;
+                match process::waitpid(sleeper, 0) {
+                    Ok(Some((_, ExitStatus::Killed(9)))) => Ok(()),
+                    _ => Err(48),
+                }
+            }
+            Err(_) => Err(49),
+        }
     }
 }
 

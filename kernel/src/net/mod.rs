@@ -416,7 +416,9 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
             errors: dev.errors,
         };
         let served = server.service(&mut sockets, &|| kernel_samples(counters));
-        // Work queued without an HTTP request (μprocesses' time slices) is dispatched too.
+        // Work queued without an HTTP request (μprocesses' time slices, sleepers whose time
+        // came) is dispatched too.
+        crate::ufork::wake_sleepers();
         let dispatched = crate::orchestrator::poll() > 0;
         let t = cpu::rdtsc();
         let arrived = dev.rx_packets != last_rx;

@@ -272,6 +272,7 @@ pub fn idle_until(deadline: u64, done: &mut dyn FnMut() -> bool) {
     if now < deadline {
         crate::arch::apic::arm_oneshot(deadline - now);
     }
+    crate::ufork::wake_sleepers();
     poll();
     // On a one-CPU machine `poll` runs steps inline, with interrupts on: the timer may have
     // fired meanwhile, so halt only before the deadline.
@@ -569,6 +570,7 @@ pub fn take_range(tickets: core::ops::Range<Ticket>, out: &mut Vec<(Ticket, Done
 /// Dispatches and waits until `ticket` has finished (the orchestrator core's blocking path).
 pub fn wait(ticket: Ticket) -> Done {
     loop {
+        crate::ufork::wake_sleepers();
         poll();
         if let Some(d) = take(ticket) {
             return d;

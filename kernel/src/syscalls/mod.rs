@@ -51,7 +51,14 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         | Sysno::Waitpid
         | Sysno::Getpid
         | Sysno::Getppid
-        | Sysno::SchedYield => {
+        | Sysno::SchedYield
+        | Sysno::Pipe
+        | Sysno::Read
+        | Sysno::Write
+        | Sysno::Close
+        | Sysno::Dup2
+        | Sysno::Kill
+        | Sysno::Sleep => {
             if percpu::current().current_pd == 0 {
                 Err(Error::AccessDenied)
             } else {

@@ -39,13 +39,18 @@ use fjord_faas::jbsq::RequestClass;
 use fjord_libos::abi::{Error as AbiError, Sysno, encode};
 use fjord_pd::PdId;
 use fjord_ufork::area::Area;
+use fjord_ufork::fd::{FdTable, OpenFiles};
+use fjord_ufork::pipe::PipeTable;
 use fjord_ufork::process::{
-    ExitStatus, Pid, ProcError, ProcessTable, Signal, WaitOptions, WaitOutcome, WaitTarget,
+    BlockReason, ExitStatus, Pid, ProcError, ProcessTable, Signal, WaitOptions, WaitOutcome,
+    WaitTarget,
 };
 use fjord_ufork::relocate::relocate_page;
 use fjord_ufork::source::Inferred;
 use fjord_ufork::tags::{PageWords, SLOTS_PER_PAGE};
 use spin::Mutex;
+
+mod files;
 
 /// Most μprocesses at once (zombies included).
 pub const MAX_PROCESSES: usize = 256;
@@ -60,8 +65,10 @@ struct Proc {
     area: (u64, u64),
     /// Its context while it is not running.
     ctx: Option<UserContext>,
-    /// The `waitpid` it is blocked in, re-issued when it is woken.
-    waiting: Option<(WaitTarget, WaitOptions)>,
+    /// The system call it is blocked in, re-issued when it is woken.
+    blocked: Option<Blocked>,
+    /// Its descriptors.
+    fds: FdTable,
     /// The step it was parked at, to queue its next step when woken.
     parked: Option<JobInfo>,
     /// The orchestrator request its steps belong to.
@@ -71,6 +78,20 @@ struct Proc {
 struct Procs {
     table: ProcessTable,
     procs: BTreeMap<Pid, Proc>,
+    /// Every open file of every μprocess.
+    files: OpenFiles<files::File>,
+    pipes: PipeTable,
+    /// Sleeping μprocesses and when they wake (TSC).
+    sleepers: Vec<(Pid, u64)>,
+}
+
+/// A blocking system call a μprocess waits in.
+#[derive(Clone, Copy, Debug)]
+enum Blocked {
+    Wait(WaitTarget, WaitOptions),
+    Read { fd: u32, buf: u64, len: u64 },
+    Write { fd: u32, buf: u64, len: u64 },
+    Sleep,
 }
 
 static PROCS: Mutex<Option<Procs>> = Mutex::new(None);
@@ -81,6 +102,9 @@ fn with<R>(f: impl FnOnce(&mut Procs) -> R) -> R {
         let p = g.get_or_insert_with(|| Procs {
             table: ProcessTable::new(MAX_PROCESSES, 1 << 20).expect("a valid table size"),
             procs: BTreeMap::new(),
+            files: OpenFiles::new(files::MAX_FILES),
+            pipes: PipeTable::new(files::MAX_PIPES),
+            sleepers: Vec::new(),
         });
         f(p)
     })
@@ -122,7 +146,8 @@ pub fn spawn(name: &str) -> Result<(u64, Ticket), SpawnError> {
         }
     };
     let area = (base, m.stack_size + m.heap_size);
-    let ticket = start(pid, f, inst, area, ctx)?;
+    let fds = with(files::console_fds);
+    let ticket = start(pid, f, inst, area, ctx, fds)?;
     Ok((u64::from(pid.raw()), ticket))
 }
 
@@ -133,6 +158,7 @@ fn start(
     instance: Instance,
     area: (u64, u64),
     ctx: UserContext,
+    fds: FdTable,
 ) -> Result<Ticket, SpawnError> {
     with(|p| {
         p.procs.insert(
@@ -142,7 +168,8 @@ fn start(
                 instance,
                 area,
                 ctx: Some(ctx),
-                waiting: None,
+                blocked: None,
+                fds,
                 parked: None,
                 ticket: 0,
             },
@@ -192,11 +219,20 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
     let taken = with(|p| {
         let pr = p.procs.get_mut(&pid)?;
         let _ = p.table.run(pid);
-        Some((pr.instance.pd, pr.ctx.take()?, pr.waiting.take()))
+        Some((pr.instance.pd, pr.ctx.take()?, pr.blocked.take()))
     });
-    let (pd, mut ctx, waiting) = taken?;
-    if let Some(w) = waiting {
-        match wait(pid, w, &mut ctx, info) {
+    let (pd, mut ctx, blocked) = taken?;
+    if let Some(sig) = with(|p| p.table.take_pending_kill(pid)) {
+        return finish(pid, ExitStatus::Signaled(sig));
+    }
+    if let Some(b) = blocked {
+        let next = match b {
+            Blocked::Wait(target, options) => wait(pid, (target, options), &mut ctx, info),
+            Blocked::Read { fd, buf, len } => files::read(pid, fd, buf, len, &mut ctx, info),
+            Blocked::Write { fd, buf, len } => files::write(pid, fd, buf, len, &mut ctx, info),
+            Blocked::Sleep => Next::Continue(0),
+        };
+        match next {
             Next::Continue(v) => ctx.frame.rax = v,
             Next::Stop => return None,
         }
@@ -206,6 +242,9 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
         jord::with(|j| j.switch_to(pd));
         let exit = user::run(&mut ctx, Some(deadline));
         jord::with(|j| j.switch_to(PdId::KERNEL));
+        if let Some(sig) = with(|p| p.table.take_pending_kill(pid)) {
+            return finish(pid, ExitStatus::Signaled(sig));
+        }
         let next = match exit {
             UserExit::Exited(code) => return finish(pid, ExitStatus::Exited(code as u8)),
             UserExit::Fault(fault) => {
@@ -234,6 +273,19 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
                     ctx.frame.rax = 0;
                     yield_now(pid, ctx, info)
                 }
+                Some(Sysno::Pipe) => Next::Continue(encode(files::pipe(pid, args[0]))),
+                Some(Sysno::Read) => {
+                    let fd = u32::try_from(args[0]).unwrap_or(u32::MAX);
+                    files::read(pid, fd, args[1], args[2], &mut ctx, info)
+                }
+                Some(Sysno::Write) => {
+                    let fd = u32::try_from(args[0]).unwrap_or(u32::MAX);
+                    files::write(pid, fd, args[1], args[2], &mut ctx, info)
+                }
+                Some(Sysno::Close) => Next::Continue(encode(files::close(pid, args[0]))),
+                Some(Sysno::Dup2) => Next::Continue(encode(files::dup2(pid, args[0], args[1]))),
+                Some(Sysno::Kill) => Next::Continue(encode(kill(args[0], args[1]))),
+                Some(Sysno::Sleep) => sleep(pid, args[0], &mut ctx, info),
                 _ => Next::Continue(encode(Err(AbiError::NoSys))),
             },
         };
@@ -271,7 +323,7 @@ fn wait(pid: Pid, w: (WaitTarget, WaitOptions), ctx: &mut UserContext, info: Job
             && let Some(pr) = p.procs.get_mut(&pid)
         {
             pr.ctx = Some(*ctx);
-            pr.waiting = Some(w);
+            pr.blocked = Some(Blocked::Wait(w.0, w.1));
             pr.parked = Some(info);
         }
         r
@@ -296,11 +348,18 @@ fn fork(parent: Pid, ctx: &UserContext) -> Result<u64, AbiError> {
         Some((pr.func.clone(), pr.area))
     })
     .ok_or(AbiError::InvalidArgs)?;
+    // The child's descriptors name the parent's open files (reference counts go up).
+    let fds = with(|p| {
+        let pr = p.procs.get(&parent)?;
+        pr.fds.fork(&mut p.files).ok()
+    })
+    .ok_or(AbiError::BadFd)?;
     let child = with(|p| p.table.fork(parent)).map_err(|_| AbiError::LimitReached)?;
     let inst = match Instance::create(&func) {
         Ok(i) => i,
         Err(_) => {
             // The child never ran: it ends at once and its parent reaps it like any other.
+            files::close_all(fds);
             with(|p| p.table.terminate(child, ExitStatus::Signaled(Signal::KILL))).ok();
             return Err(AbiError::NoMemory);
         }
@@ -309,6 +368,7 @@ fn fork(parent: Pid, ctx: &UserContext) -> Result<u64, AbiError> {
     let child_base = inst.boundary - func.manifest.stack_size;
     let copied = copy_area(base, child_base, len);
     let Ok((from, to)) = copied else {
+        files::close_all(fds);
         instance::destroy(inst.pd);
         with(|p| p.table.terminate(child, ExitStatus::Signaled(Signal::KILL))).ok();
         return Err(AbiError::NoMemory);
@@ -316,7 +376,7 @@ fn fork(parent: Pid, ctx: &UserContext) -> Result<u64, AbiError> {
     let mut child_ctx = *ctx;
     relocate_registers(&mut child_ctx, &from, &to);
     child_ctx.frame.rax = 0;
-    start(child, func, inst, (child_base, len), child_ctx).map_err(|_| AbiError::Busy)?;
+    start(child, func, inst, (child_base, len), child_ctx, fds).map_err(|_| AbiError::Busy)?;
     Ok(u64::from(child.raw()))
 }
 
@@ -391,11 +451,20 @@ fn relocate_registers(ctx: &mut UserContext, from: &Area, to: &Area) {
 /// `pid` ended with `status`: it becomes a zombie, its memory goes, a parent blocked in
 /// `waitpid` is woken, and its request completes (see [`status_of`]).
 fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
-    let (pd, woken, gone) = with(|p| {
-        let pd = p.procs.get_mut(&pid).map(|pr| {
-            pr.ctx = None;
-            pr.instance.pd
-        });
+    let (pd, fds) = with(|p| {
+        let pr = p.procs.get_mut(&pid)?;
+        pr.ctx = None;
+        forget_sleeper(&mut p.sleepers, pid);
+        Some((
+            pr.instance.pd,
+            core::mem::replace(&mut pr.fds, FdTable::new(0)),
+        ))
+    })
+    .unzip();
+    if let Some(fds) = fds {
+        files::close_all(fds);
+    }
+    let (woken, gone) = with(|p| {
         let woken = p.table.terminate(pid, status).unwrap_or_default();
         // Children of init are reaped by the kernel (their request carries the status).
         let gone: Vec<Proc> = p
@@ -408,7 +477,7 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
             .into_iter()
             .filter_map(|w| p.procs.get_mut(&w)?.parked.take().map(|i| (w, i)))
             .collect();
-        (pd, woken, gone)
+        (woken, gone)
     });
     // The PD and its area go now; a zombie's entry stays until its parent reaps it.
     if let Some(pd) = pd {
@@ -451,4 +520,113 @@ fn reap(child: Pid) {
 /// Live and zombie μprocesses, for tests and `/metrics`.
 pub fn count() -> usize {
     with(|p| p.table.len().saturating_sub(1))
+}
+
+/// Wakes `pids` (now runnable): queues the step each was parked at.
+fn wake(pids: Vec<Pid>) {
+    let parked: Vec<(Pid, JobInfo)> = with(|p| {
+        pids.into_iter()
+            .filter_map(|w| p.procs.get_mut(&w)?.parked.take().map(|i| (w, i)))
+            .collect()
+    });
+    for (w, info) in parked {
+        orchestrator::resume(info, step_work(w));
+    }
+}
+
+/// Parks `pid` in `blocked` (its context saved, nothing queued) until it is woken.
+fn park(pid: Pid, reason: BlockReason, blocked: Blocked, ctx: &UserContext, info: JobInfo) {
+    with(|p| {
+        let _ = p.table.block(pid, reason);
+        if let Some(pr) = p.procs.get_mut(&pid) {
+            pr.ctx = Some(*ctx);
+            pr.blocked = Some(blocked);
+            pr.parked = Some(info);
+        }
+    });
+}
+
+/// `kill(pid, signal)`: a blocked target is woken to die; a running or runnable one dies at
+/// its next system call or slice.
+fn kill(target: u64, sig: u64) -> Result<u64, AbiError> {
+    let woken = with(|p| {
+        let pid = u32::try_from(target)
+            .ok()
+            .and_then(|t| p.table.lookup(u64::from(t)))
+            .ok_or(AbiError::NoSuchProcess)?;
+        let woken = p.table.kill(pid, sig).map_err(|e| match e {
+            ProcError::InvalidArgument => AbiError::InvalidArgs,
+            _ => AbiError::NoSuchProcess,
+        })?;
+        forget_sleeper(&mut p.sleepers, pid);
+        Ok::<_, AbiError>(woken.then_some(pid))
+    })?;
+    if let Some(pid) = woken {
+        wake(alloc::vec![pid]);
+    }
+    Ok(0)
+}
+
+/// `sleep(ns)`: parks `pid` until [`wake_sleepers`] finds its time has come.
+fn sleep(pid: Pid, ns: u64, ctx: &mut UserContext, info: JobInfo) -> Next {
+    let hz = u128::from(crate::arch::apic::tsc_hz());
+    let ticks = (u128::from(ns) * hz / 1_000_000_000).min(u128::from(u64::MAX / 2)) as u64;
+    let until = cpu::rdtsc().saturating_add(ticks);
+    ctx.frame.rax = 0;
+    park(pid, BlockReason::Sleep { until }, Blocked::Sleep, ctx, info);
+    with(|p| p.sleepers.push((pid, until)));
+    SLEEPING.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    Next::Stop
+}
+
+/// How many μprocesses sleep (so that looking for due sleepers costs one load when none do).
+static SLEEPING: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Wakes the μprocesses whose sleep is over (called by the CPU that orchestrates, each time
+/// it looks for work).
+pub fn wake_sleepers() {
+    if SLEEPING.load(core::sync::atomic::Ordering::Relaxed) == 0 {
+        return;
+    }
+    let now = cpu::rdtsc();
+    let due = cpu::without_interrupts(|| {
+        let Some(mut g) = PROCS.try_lock() else {
+            return Vec::new();
+        };
+        let Some(p) = g.as_mut() else {
+            return Vec::new();
+        };
+        if p.sleepers.is_empty() {
+            return Vec::new();
+        }
+        let before = p.sleepers.len();
+        let mut due = Vec::new();
+        p.sleepers.retain(|&(pid, until)| {
+            if until <= now {
+                due.push(pid);
+                false
+            } else {
+                true
+            }
+        });
+        SLEEPING.fetch_sub(
+            before - p.sleepers.len(),
+            core::sync::atomic::Ordering::Relaxed,
+        );
+        due.retain(|&pid| p.table.wake(pid));
+        due
+    });
+    if !due.is_empty() {
+        wake(due);
+    }
+}
+
+/// Takes `pid` off the sleepers (it ended or was killed).
+fn forget_sleeper(sleepers: &mut Vec<(Pid, u64)>, pid: Pid) {
+    let before = sleepers.len();
+    sleepers.retain(|&(s, _)| s != pid);
+    SLEEPING.fetch_sub(
+        before - sleepers.len(),
+        core::sync::atomic::Ordering::Relaxed,
+    );
 }

@@ -1,0 +1,322 @@
+//! μprocesses' descriptors: the console and pipes (`pipe`, `read`, `write`, `close`, `dup2`),
+//! over `fjord_ufork::fd` (descriptor tables, reference-counted open files) and
+//! `fjord_ufork::pipe` (bounded pipes).
+//!
+//! What a μprocess writes is read through its own page tables (its area, its code and
+//! read-only data); what it reads lands in its area, copied through Jord
+//! (`Jord::read_page`/`write_page`), and a destination outside the area is refused with
+//! [`AbiError::BadAddress`]. A read from an empty pipe that still has a writer, and a write to a
+//! full pipe, block the caller (no step is queued) until the other side acts.
+
+use super::{Blocked, Next, Pid, Procs, park, wake, with};
+use crate::arch::user::UserContext;
+use crate::jord;
+use crate::orchestrator::JobInfo;
+use alloc::vec;
+use alloc::vec::Vec;
+use fjord_libos::abi::Error as AbiError;
+use fjord_ufork::fd::{FdError, FdTable};
+use fjord_ufork::pipe::{End, PipeError, PipeId};
+use fjord_ufork::process::BlockReason;
+
+/// Most open files over all μprocesses.
+pub const MAX_FILES: usize = 4096;
+/// Most pipes.
+pub const MAX_PIPES: usize = 1024;
+/// Most descriptors per μprocess.
+pub const MAX_FDS: u32 = 64;
+/// A pipe's capacity in bytes.
+pub const PIPE_CAPACITY: usize = 16 * 1024;
+/// Most bytes one `read` or `write` moves.
+const MAX_IO: u64 = 64 * 1024;
+
+/// What a descriptor names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum File {
+    /// The kernel console: writes are printed, reads are at end of file.
+    Console,
+    /// A pipe's read end.
+    PipeRead(PipeId),
+    /// A pipe's write end.
+    PipeWrite(PipeId),
+}
+
+/// A new μprocess's descriptors: 0, 1 and 2 name the console.
+pub(super) fn console_fds(p: &mut Procs) -> FdTable {
+    let mut fds = FdTable::new(MAX_FDS);
+    if let Ok(fd) = fds.open(&mut p.files, File::Console) {
+        let _ = fds.dup(&mut p.files, fd);
+        let _ = fds.dup(&mut p.files, fd);
+    }
+    fds
+}
+
+fn fd_error(_: FdError) -> AbiError {
+    AbiError::BadFd
+}
+
+/// The area of `pid` and whether `[addr, addr + len)` lies in it: the byte offset.
+fn area_offset(p: &Procs, pid: Pid, addr: u64, len: u64) -> Result<(u64, u64), AbiError> {
+    let pr = p.procs.get(&pid).ok_or(AbiError::InvalidArgs)?;
+    let (base, size) = pr.area;
+    let end = addr.checked_add(len).ok_or(AbiError::BadAddress)?;
+    if addr < base || end > base + size {
+        return Err(AbiError::BadAddress);
+    }
+    Ok((base, addr - base))
+}
+
+/// Copies `len` bytes `pid` may read at `addr` (its area, its code and read-only data): read
+/// through its own page tables, loaded for the copy, so it reads only what it could itself.
+fn copy_in(pid: Pid, addr: u64, len: u64) -> Result<Vec<u8>, AbiError> {
+    let pd = with(|p| p.procs.get(&pid).map(|pr| pr.instance.pd)).ok_or(AbiError::InvalidArgs)?;
+    crate::arch::cpu::without_interrupts(|| {
+        jord::with(|j| j.switch_to(pd));
+        let bytes = crate::syscalls::user_bytes(addr, len).map(<[u8]>::to_vec);
+        jord::with(|j| j.switch_to(fjord_pd::PdId::KERNEL));
+        bytes
+    })
+}
+
+/// Copies `data` into `pid`'s area at `addr`.
+fn copy_out(pid: Pid, addr: u64, data: &[u8]) -> Result<(), AbiError> {
+    let (base, offset) = with(|p| area_offset(p, pid, addr, data.len() as u64))?;
+    let mut page = [0u8; 4096];
+    let mut done = 0usize;
+    jord::with(|j| {
+        while done < data.len() {
+            let at = offset as usize + done;
+            let (index, within) = (at / 4096, at % 4096);
+            let n = (4096 - within).min(data.len() - done);
+            j.read_page(base, index, &mut page)
+                .map_err(|_| AbiError::BadAddress)?;
+            page[within..within + n].copy_from_slice(&data[done..done + n]);
+            j.write_page(base, index, &page)
+                .map_err(|_| AbiError::BadAddress)?;
+            done += n;
+        }
+        Ok(())
+    })
+}
+
+/// `pipe(fds)`: two descriptors, written as two `u32` at `fds`.
+pub(super) fn pipe(pid: Pid, out: u64) -> Result<u64, AbiError> {
+    // Check the destination before anything is made.
+    with(|p| area_offset(p, pid, out, 8))?;
+    let (r, w) = with(|p| {
+        let id = p
+            .pipes
+            .create(PIPE_CAPACITY)
+            .map_err(|_| AbiError::NoMemory)?;
+        let pr = p.procs.get_mut(&pid).ok_or(AbiError::InvalidArgs)?;
+        let r = pr.fds.open(&mut p.files, File::PipeRead(id));
+        let r = match r {
+            Ok(fd) => fd,
+            Err(_) => {
+                let _ = p.pipes.close_end(id, End::Read);
+                let _ = p.pipes.close_end(id, End::Write);
+                return Err(AbiError::BadFd);
+            }
+        };
+        match pr.fds.open(&mut p.files, File::PipeWrite(id)) {
+            Ok(w) => Ok((r, w)),
+            Err(_) => {
+                let _ = pr.fds.close(&mut p.files, r);
+                let _ = p.pipes.close_end(id, End::Read);
+                let _ = p.pipes.close_end(id, End::Write);
+                Err(AbiError::BadFd)
+            }
+        }
+    })?;
+    let mut bytes = [0u8; 8];
+    bytes[..4].copy_from_slice(&r.to_le_bytes());
+    bytes[4..].copy_from_slice(&w.to_le_bytes());
+    copy_out(pid, out, &bytes)?;
+    Ok(0)
+}
+
+/// The open file `fd` of `pid` names.
+fn file_of(p: &Procs, pid: Pid, fd: u32) -> Result<File, AbiError> {
+    let pr = p.procs.get(&pid).ok_or(AbiError::InvalidArgs)?;
+    let id = pr.fds.get(fd).map_err(fd_error)?;
+    p.files.get(id).copied().ok_or(AbiError::BadFd)
+}
+
+/// `read(fd, buf, len)`.
+pub(super) fn read(
+    pid: Pid,
+    fd: u32,
+    buf: u64,
+    len: u64,
+    ctx: &mut UserContext,
+    info: JobInfo,
+) -> Next {
+    let len = len.min(MAX_IO);
+    let r = with(|p| {
+        area_offset(p, pid, buf, len)?;
+        match file_of(p, pid, fd)? {
+            File::Console => Ok(Some((Vec::new(), Vec::new()))),
+            File::PipeWrite(_) => Err(AbiError::BadFd),
+            File::PipeRead(id) => {
+                let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
+                let mut data = vec![0u8; len as usize];
+                match pipe.read(&mut data) {
+                    Ok(n) => {
+                        data.truncate(n);
+                        // Room was made: writers blocked on this pipe may go on.
+                        let woken = p.table.wake_all(BlockReason::Write(id.raw()));
+                        Ok(Some((data, woken)))
+                    }
+                    Err(PipeError::WouldBlock) => Ok(None),
+                    Err(_) => Err(AbiError::InvalidArgs),
+                }
+            }
+        }
+    });
+    let r = r.map(|d| {
+        d.map(|(data, woken)| {
+            wake(woken);
+            data
+        })
+    });
+    match r {
+        Ok(Some(data)) => match copy_out(pid, buf, &data) {
+            Ok(()) => Next::Continue(data.len() as u64),
+            Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
+        },
+        Ok(None) => {
+            let id = with(|p| match file_of(p, pid, fd) {
+                Ok(File::PipeRead(id)) => id.raw(),
+                _ => 0,
+            });
+            park(
+                pid,
+                BlockReason::Read(id),
+                Blocked::Read { fd, buf, len },
+                ctx,
+                info,
+            );
+            Next::Stop
+        }
+        Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
+    }
+}
+
+/// `write(fd, buf, len)`.
+pub(super) fn write(
+    pid: Pid,
+    fd: u32,
+    buf: u64,
+    len: u64,
+    ctx: &mut UserContext,
+    info: JobInfo,
+) -> Next {
+    let len = len.min(MAX_IO);
+    let data = match copy_in(pid, buf, len) {
+        Ok(d) => d,
+        Err(e) => return Next::Continue(fjord_libos::abi::encode(Err(e))),
+    };
+    let r = with(|p| match file_of(p, pid, fd)? {
+        File::Console => Ok(Some((data.len(), None))),
+        File::PipeRead(_) => Err(AbiError::BadFd),
+        File::PipeWrite(id) => {
+            let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
+            match pipe.write(&data) {
+                Ok(n) => Ok(Some((
+                    n,
+                    Some(p.table.wake_all(BlockReason::Read(id.raw()))),
+                ))),
+                Err(PipeError::WouldBlock) => Ok(None),
+                Err(PipeError::BrokenPipe) => Err(AbiError::BrokenPipe),
+                Err(_) => Err(AbiError::InvalidArgs),
+            }
+        }
+    });
+    match r {
+        Ok(Some((n, woken))) => {
+            if woken.is_none() {
+                console(pid, &data);
+            }
+            wake(woken.unwrap_or_default());
+            Next::Continue(n as u64)
+        }
+        Ok(None) => {
+            let id = with(|p| match file_of(p, pid, fd) {
+                Ok(File::PipeWrite(id)) => id.raw(),
+                _ => 0,
+            });
+            park(
+                pid,
+                BlockReason::Write(id),
+                Blocked::Write { fd, buf, len },
+                ctx,
+                info,
+            );
+            Next::Stop
+        }
+        Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
+    }
+}
+
+/// Prints what `pid` wrote to the console, within its console budget.
+fn console(pid: Pid, data: &[u8]) {
+    let pd = with(|p| p.procs.get(&pid).map(|pr| pr.instance.pd));
+    let text = core::str::from_utf8(data).unwrap_or("(not UTF-8)");
+    if let Some(pd) = pd
+        && jord::tenant::take_log(pd, data.len() as u32)
+    {
+        crate::kprintln!("[μprocess {}] {}", pid.raw(), text.trim_end_matches('\n'));
+    }
+}
+
+/// `close(fd)`.
+pub(super) fn close(pid: Pid, fd: u64) -> Result<u64, AbiError> {
+    let fd = u32::try_from(fd).map_err(|_| AbiError::BadFd)?;
+    let last = with(|p| {
+        let pr = p.procs.get_mut(&pid).ok_or(AbiError::InvalidArgs)?;
+        pr.fds.close(&mut p.files, fd).map_err(fd_error)
+    })?;
+    if let Some(file) = last {
+        release(file);
+    }
+    Ok(0)
+}
+
+/// `dup2(old, new)`.
+pub(super) fn dup2(pid: Pid, old: u64, new: u64) -> Result<u64, AbiError> {
+    let old = u32::try_from(old).map_err(|_| AbiError::BadFd)?;
+    let new = u32::try_from(new).map_err(|_| AbiError::BadFd)?;
+    let (fd, last) = with(|p| {
+        let pr = p.procs.get_mut(&pid).ok_or(AbiError::InvalidArgs)?;
+        pr.fds.dup2(&mut p.files, old, new).map_err(fd_error)
+    })?;
+    if let Some(file) = last {
+        release(file);
+    }
+    Ok(u64::from(fd))
+}
+
+/// Closes every descriptor of a μprocess that ended.
+pub(super) fn close_all(mut fds: FdTable) {
+    let last = with(|p| fds.close_all(&mut p.files));
+    for file in last {
+        release(file);
+    }
+}
+
+/// The last descriptor of `file` went: a pipe end closes, and whoever waits on the other end
+/// is woken (a reader sees end of file, a writer a broken pipe).
+fn release(file: File) {
+    let woken = with(|p| match file {
+        File::Console => Vec::new(),
+        File::PipeRead(id) => {
+            let _ = p.pipes.close_end(id, End::Read);
+            p.table.wake_all(BlockReason::Write(id.raw()))
+        }
+        File::PipeWrite(id) => {
+            let _ = p.pipes.close_end(id, End::Write);
+            p.table.wake_all(BlockReason::Read(id.raw()))
+        }
+    });
+    wake(woken);
+}

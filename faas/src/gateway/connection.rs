@@ -3,7 +3,9 @@
 //! The network layer feeds what it receives with [`Connection::receive`], sends
 //! [`Connection::output`] as the socket accepts it ([`Connection::sent`]), and closes the socket
 //! once [`Connection::finished`] says so. Pipelined requests are answered in order; after a parse
-//! error or a request with `Connection: close` the answer is sent and the connection ends.
+//! error or a request with `Connection: close` the answer is sent and the connection ends. A
+//! request with `Expect: 100-continue` whose head is acceptable gets `HTTP/1.1 100 Continue`
+//! as soon as its head is parsed (once), then its final response when its body is complete.
 //!
 //! An invocation the runtime runs elsewhere leaves the connection [`Connection::waiting`]: the
 //! requests behind it stay unparsed until [`Connection::poll`] finds the invocation finished,
@@ -89,7 +91,14 @@ impl Connection {
         kernel: &impl Fn() -> Vec<Sample>,
     ) {
         while self.pending.is_none() {
-            match self.reader.next_request() {
+            let next = self.reader.next_request();
+            // An accepted head that asked for `Expect: 100-continue`: tell the client to send
+            // the body (even if it already has: the interim response is harmless), ahead of
+            // the final response.
+            if self.reader.take_continue() {
+                self.out.extend_from_slice(crate::http::reader::CONTINUE);
+            }
+            match next {
                 Ok(Some(req)) => match gateway.answer(&req, kernel) {
                     Answer::Ready(resp) => {
                         if !self.emit(&resp) {

@@ -536,3 +536,117 @@ fn handle_waits_for_a_running_invocation() {
     assert_eq!(resp.status, crate::http::Status::Ok);
     assert_eq!(resp.body, b"hi");
 }
+
+/// Feeds `raw` to `c` in pieces of `piece` bytes, then polls until no invocation runs.
+fn feed_and_finish<S: FunctionService>(
+    c: &mut Connection,
+    gw: &mut Gateway<S>,
+    raw: &[u8],
+    piece: usize,
+) -> String {
+    for p in raw.chunks(piece) {
+        c.receive(p, gw, &no_samples);
+    }
+    let mut polls = 0;
+    while c.waiting() {
+        c.poll(gw, &no_samples);
+        polls += 1;
+        assert!(polls < 20, "the invocation never finished");
+    }
+    String::from_utf8_lossy(c.output()).to_string()
+}
+
+#[test]
+fn chunked_uploads_are_invoked_with_their_decoded_body() {
+    let raw = b"POST /invoke/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\
+                4;x=y\r\ndata\r\n7\r\n, more!\r\n0\r\nX-Checksum: 1\r\n\r\n";
+    for piece in [1, 2, 3, 5, raw.len()] {
+        let mut gw = Gateway::new(SlowService::default(), LatencyUnit::Nanoseconds);
+        let mut c = Connection::new(Limits::default());
+        let out = feed_and_finish(&mut c, &mut gw, raw, piece);
+        assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
+        assert!(out.ends_with("\r\n\r\ndata, more!"), "{out}");
+        assert!(!out.contains("100 Continue"), "{out}");
+        assert!(!c.finished());
+    }
+}
+
+#[test]
+fn expect_continue_gets_one_interim_response_before_the_body() {
+    let mut gw = Gateway::new(SlowService::default(), LatencyUnit::Nanoseconds);
+    let mut c = Connection::new(Limits::default());
+    c.receive(
+        b"POST /invoke/echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+        &mut gw,
+        &no_samples,
+    );
+    assert_eq!(c.output(), crate::http::reader::CONTINUE);
+    let n = c.output().len();
+    c.sent(n);
+    let out = feed_and_finish(&mut c, &mut gw, b"hello", 2);
+    assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
+    assert!(out.ends_with("\r\n\r\nhello"), "{out}");
+    // Chunked, and everything at once: still exactly one 100, ahead of the final response.
+    let mut c = Connection::new(Limits::default());
+    let raw = b"POST /invoke/echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n";
+    let out = feed_and_finish(&mut c, &mut gw, raw, raw.len());
+    assert!(
+        out.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 "),
+        "{out}"
+    );
+    assert_eq!(out.matches("100 Continue").count(), 1, "{out}");
+    assert!(out.ends_with("\r\n\r\nhi"), "{out}");
+}
+
+#[test]
+fn expect_continue_over_the_limit_gets_413_at_once() {
+    let mut gw = gateway(FakeService::new());
+    let mut c = Connection::new(Limits {
+        max_body_bytes: 10,
+        ..Limits::default()
+    });
+    c.receive(
+        b"PUT /functions/a HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 11\r\n\r\n",
+        &mut gw,
+        &no_samples,
+    );
+    let out = String::from_utf8_lossy(c.output()).to_string();
+    assert!(out.starts_with("HTTP/1.1 413 "), "{out}");
+    assert!(!out.contains("100 Continue"), "{out}");
+    assert!(out.contains("Connection: close"), "{out}");
+    assert_eq!(gw.service().calls(), vec![]);
+}
+
+#[test]
+fn chunked_framing_errors_are_answered_and_close() {
+    let limits = Limits {
+        max_body_bytes: 10,
+        ..Limits::default()
+    };
+    let head = "POST /invoke/echo HTTP/1.1\r\nHost: t\r\n";
+    for (rest, code) in [
+        (
+            "Transfer-Encoding: chunked\r\n\r\n6\r\n012345\r\n5\r\n",
+            413,
+        ),
+        ("Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        ("Transfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n", 400),
+        (
+            "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+            400,
+        ),
+        ("Transfer-Encoding: gzip\r\n\r\n", 501),
+    ] {
+        let mut gw = gateway(FakeService::new());
+        let mut c = Connection::new(limits);
+        let raw = alloc::format!("{head}{rest}");
+        c.receive(raw.as_bytes(), &mut gw, &no_samples);
+        let out = String::from_utf8_lossy(c.output()).to_string();
+        assert_eq!(parse_response(c.output()).0, code, "{rest:?}: {out}");
+        assert!(out.contains("Connection: close"), "{out}");
+        let n = c.output().len();
+        c.sent(n);
+        assert!(c.finished(), "{rest:?}");
+        assert_eq!(gw.service().calls(), vec![]);
+    }
+}

@@ -650,3 +650,195 @@ fn chunked_framing_errors_are_answered_and_close() {
         assert_eq!(gw.service().calls(), vec![]);
     }
 }
+
+/// A kernel sample list like `kernel_samples` in the kernel's `net` module, with families
+/// interleaved the way a careless producer might, and namespaces with awkward names.
+fn realistic_kernel_samples() -> Vec<Sample> {
+    use SampleKind::{Counter, Gauge};
+    let s = |name, kind, help, labels, value| Sample {
+        name,
+        kind,
+        help,
+        labels,
+        runtime_label: None,
+        value,
+    };
+    let dispatch = "Orchestrator dispatch events.";
+    let isolation = "Jord isolation events.";
+    let mut v = vec![
+        s(
+            "fjord_dispatch_total",
+            Counter,
+            dispatch,
+            &[("event", "submitted")],
+            9,
+        ),
+        s(
+            "fjord_dispatch_total",
+            Counter,
+            dispatch,
+            &[("event", "dispatched")],
+            9,
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            isolation,
+            &[("kind", "pd_created")],
+            3,
+        ),
+        // Interleaved: the dispatch family again after another family started.
+        s(
+            "fjord_dispatch_total",
+            Counter,
+            dispatch,
+            &[("event", "completed")],
+            8,
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            isolation,
+            &[("kind", "pd_switch")],
+            30,
+        ),
+        s(
+            "fjord_warm_instances",
+            Gauge,
+            "Idle function instances kept for reuse.",
+            &[],
+            2,
+        ),
+        s(
+            "fjord_kernel_timer_ticks_total",
+            Counter,
+            "Timer interrupts.",
+            &[("cpu", "0")],
+            700,
+        ),
+        s(
+            "fjord_kernel_free_frames",
+            Gauge,
+            "Free 4 KiB physical frames.",
+            &[],
+            12345,
+        ),
+        s(
+            "fjord_kernel_heap_used_bytes",
+            Gauge,
+            "Bytes allocated from the kernel heap.",
+            &[],
+            1 << 20,
+        ),
+        s(
+            "fjord_console_dropped_messages_total",
+            Counter,
+            "Function log messages dropped: over the invocation's log_limit, or over the \\ rate.",
+            &[("reason", "invocation_limit")],
+            1,
+        ),
+        s(
+            "fjord_console_dropped_messages_total",
+            Counter,
+            "Function log messages dropped: over the invocation's log_limit, or over the \\ rate.",
+            &[("reason", "rate_limit")],
+            0,
+        ),
+        // A repeated series and a family name reused with another type: left out.
+        s(
+            "fjord_warm_instances",
+            Gauge,
+            "Idle function instances kept for reuse.",
+            &[],
+            5,
+        ),
+        s(
+            "fjord_kernel_free_frames",
+            Counter,
+            "Free frames.",
+            &[("x", "y")],
+            1,
+        ),
+        // The gateway's own family, reported again by the kernel: merged into it.
+        s(
+            "fjord_gateway_requests_total",
+            Counter,
+            "HTTP requests answered, by route and status code.",
+            &[("route", "kernel"), ("status", "200")],
+            1,
+        ),
+    ];
+    for ns in ["default", "we\"ird\\name\nx", "ünïcode"] {
+        for (name, kind) in [
+            ("fjord_kv_namespace_entries", Gauge),
+            ("fjord_kv_namespace_refused_total", Counter),
+        ] {
+            v.push(Sample {
+                name,
+                kind,
+                help: "Per-namespace usage.\nSecond line.",
+                labels: &[],
+                runtime_label: Some(("namespace", ns.into())),
+                value: 1,
+            });
+        }
+    }
+    v
+}
+
+#[test]
+fn metrics_text_is_valid_exposition_with_each_family_once() {
+    use crate::metrics::check::check_exposition;
+    let fake = FakeService::new().invoke_gives(Ok(b"x"));
+    let mut gw = gateway(fake);
+    gw.count_connection();
+    gw.count_bytes(100, 200);
+    call(&mut gw, "GET", "/nope", b"");
+    call(&mut gw, "POST", "/invoke/echo", b"in");
+    gw.metrics_mut()
+        .record_invocation(&name("echo"), 1500, true);
+    gw.metrics_mut().record_invocation(&name("b-2"), 15, false);
+    let mut c = Connection::new(Limits::default());
+    c.receive(
+        &request("GET", "/metrics", b""),
+        &mut gw,
+        &realistic_kernel_samples,
+    );
+    let (code, text) = parse_response(c.output());
+    assert_eq!(code, 200);
+    let summary = match check_exposition(&text) {
+        Ok(s) => s,
+        Err(e) => panic!("{e}\n{text}"),
+    };
+    for fam in [
+        "fjord_function_invocations_total",
+        "fjord_function_latency_nanoseconds",
+        "fjord_gateway_requests_total",
+        "fjord_gateway_connections_total",
+        "fjord_dispatch_total",
+        "fjord_isolation_events_total",
+        "fjord_kernel_free_frames",
+        "fjord_console_dropped_messages_total",
+        "fjord_kv_namespace_entries",
+        "fjord_kv_namespace_refused_total",
+    ] {
+        assert!(summary.families.iter().any(|f| f == fam), "no {fam}");
+        let header = alloc::format!("# TYPE {fam} ");
+        assert_eq!(text.matches(&header).count(), 1, "{fam}\n{text}");
+    }
+    let mut sorted = summary.families.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), summary.families.len());
+    for want in [
+        "fjord_dispatch_total{event=\"completed\"} 8\n",
+        "fjord_kv_namespace_entries{namespace=\"we\\\"ird\\\\name\\nx\"} 1\n",
+        "fjord_gateway_requests_total{route=\"kernel\",status=\"200\"} 1\n",
+        "fjord_warm_instances 2\n",
+        "# HELP fjord_kv_namespace_entries Per-namespace usage.\\nSecond line.\n",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    assert!(!text.contains("fjord_warm_instances 5"), "{text}");
+    assert!(!text.contains("x=\"y\""), "{text}");
+}

@@ -394,10 +394,9 @@ fn promtool_check(promtool: &Path, text: &str) -> Result<(), String> {
     match output.status.code() {
         Some(0) if !parse_error => Ok(()),
         Some(3) if !parse_error => {
-            println!(
-                "  http: promtool lint advice only ({} lines), no parse errors",
-                said.lines().count()
-            );
+            for line in said.lines() {
+                println!("  http: promtool lint advice (not an error): {line}");
+            }
             Ok(())
         }
         _ => Err(format!(
@@ -1243,6 +1242,25 @@ mod tests {
         let bytes = std::fs::read(crate::workspace::root().join(FIXTURE)).unwrap();
         assert_eq!(manifest_name(&bytes).as_deref(), Some("hello"));
         assert_eq!(manifest_name(b"no manifest"), None);
+    }
+
+    /// Prometheus's parser tells parse errors (fail) from lint advice (pass) as
+    /// [`promtool_check`] reads it.
+    #[test]
+    fn promtool_parse_errors_fail_and_lint_advice_passes() {
+        let promtool = host_deps::ensure_promtool().expect("promtool is needed");
+        let clean = "# HELP a_total A.\n# TYPE a_total counter\na_total{k=\"v\\\"\"} 1\n";
+        assert_eq!(promtool_check(&promtool, clean), Ok(()));
+        let lint_only = "# HELP a A.\n# TYPE a counter\na 1\n";
+        assert_eq!(promtool_check(&promtool, lint_only), Ok(()));
+        for broken in [
+            "# HELP a_total A.\n# TYPE a_total counter\na_total 1\n# HELP a_total A.\n",
+            "a_total{k=\"\\q\"} 1\n",
+            "a_total{k=v} 1\n",
+        ] {
+            let err = promtool_check(&promtool, broken).unwrap_err();
+            assert!(err.contains("parsing error"), "{broken:?}: {err}");
+        }
     }
 
     /// The whole suite against a built kernel: `FJORD_KERNEL=<path> [FJORD_MACHINE=q35] cargo

@@ -25,7 +25,7 @@ pub use service::{
     InvocationId, InvokeError, Started,
 };
 
-use crate::http::{HttpError, Request, Response, Route, RouteError, Status, route};
+use crate::http::{HttpError, Method, Request, Response, Route, RouteError, Status, route};
 use crate::metrics::exposition::{Exposition, FamilyType};
 use crate::metrics::{self, Buckets, CounterId, LatencyUnit, Metrics};
 use crate::module::ModuleError;
@@ -231,6 +231,15 @@ impl<S: FunctionService> Gateway<S> {
         response.keep_alive = req.keep_alive;
         self.count_request(label, response.status);
         Answer::Ready(response)
+    }
+
+    /// The answer to a request that waits for `100 Continue` and matches no route, given before
+    /// its body is read (the connection then closes); `None` if the body should be sent.
+    pub fn refuse_before_body(&mut self, method: Method, target: &str) -> Option<Response> {
+        let mut r = route(method, target).err().map(route_error)?;
+        r.keep_alive = false;
+        self.count_request("unmatched", r.status);
+        Some(r)
     }
 
     /// The response to a pending answer once its invocation has finished.

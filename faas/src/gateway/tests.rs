@@ -842,3 +842,90 @@ fn metrics_text_is_valid_exposition_with_each_family_once() {
     assert!(!text.contains("fjord_warm_instances 5"), "{text}");
     assert!(!text.contains("x=\"y\""), "{text}");
 }
+
+#[test]
+fn expect_continue_to_nowhere_is_refused_before_the_body() {
+    for (method, path, code) in [
+        ("PUT", "/functions/BAD!", 400),
+        ("POST", "/nowhere", 404),
+        ("POST", "/metrics", 405),
+    ] {
+        let mut gw = gateway(FakeService::new());
+        let mut c = Connection::new(Limits::default());
+        let head = alloc::format!(
+            "{method} {path} HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"
+        );
+        c.receive(head.as_bytes(), &mut gw, &no_samples);
+        let out = String::from_utf8_lossy(c.output()).to_string();
+        assert_eq!(parse_response(c.output()).0, code, "{out}");
+        assert!(!out.contains("100 Continue"), "{out}");
+        assert!(out.contains("Connection: close"), "{out}");
+        // Whatever follows is not read.
+        c.receive(
+            b"bodyGET /functions HTTP/1.1\r\nHost: t\r\n\r\n",
+            &mut gw,
+            &no_samples,
+        );
+        assert_eq!(c.output().len(), out.len());
+        let n = c.output().len();
+        c.sent(n);
+        assert!(c.finished());
+        assert_eq!(gw.service().calls(), vec![]);
+    }
+}
+
+proptest::proptest! {
+    /// Requests with `Content-Length` or chunked bodies, some expecting `100 Continue`, some
+    /// to nowhere, fed in random pieces: the bytes the connection answers with do not depend on
+    /// the split (each 100 exactly where its head was accepted).
+    #[test]
+    fn connection_output_is_split_invariant(
+        reqs in proptest::collection::vec(
+            (proptest::collection::vec(proptest::num::u8::ANY, 0..20), 0u8..8),
+            1..5,
+        ),
+        cuts in proptest::collection::vec(0usize..1000, 0..8),
+    ) {
+        let mut data = Vec::new();
+        for (body, shape) in &reqs {
+            let path = if shape & 4 == 0 { "/invoke/echo" } else { "/nowhere" };
+            let expect = if shape & 1 == 1 { "Expect: 100-continue\r\n" } else { "" };
+            let head = alloc::format!("POST {path} HTTP/1.1\r\nHost: t\r\n{expect}");
+            data.extend_from_slice(head.as_bytes());
+            if shape & 2 == 0 {
+                data.extend_from_slice(alloc::format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+                data.extend_from_slice(body);
+            } else {
+                data.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
+                for c in body.chunks(6) {
+                    data.extend_from_slice(alloc::format!("{:x}\r\n", c.len()).as_bytes());
+                    data.extend_from_slice(c);
+                    data.extend_from_slice(b"\r\n");
+                }
+                data.extend_from_slice(b"0\r\n\r\n");
+            }
+        }
+        let answer = |pieces: &[&[u8]]| {
+            let mut gw = Gateway::new(SlowService::default(), LatencyUnit::Nanoseconds);
+            let mut c = Connection::new(Limits::default());
+            for p in pieces {
+                c.receive(p, &mut gw, &no_samples);
+                while c.waiting() {
+                    c.poll(&mut gw, &no_samples);
+                }
+            }
+            (c.output().to_vec(), c.finished())
+        };
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
+        cuts.sort_unstable();
+        let mut pieces: Vec<&[u8]> = Vec::new();
+        let mut prev = 0;
+        for c in cuts {
+            pieces.push(&data[prev..c]);
+            prev = c;
+        }
+        pieces.push(&data[prev..]);
+        let whole = answer(&[&data]);
+        proptest::prop_assert_eq!(answer(&pieces), whole);
+    }
+}

@@ -171,6 +171,10 @@ fn framing_checks(addr: SocketAddr, echo: &[u8]) -> Vec<Outcome> {
         expect_continue_oversized(addr),
     );
     check(
+        "Expect: 100-continue to no route is answered at once (no 100) and closes",
+        expect_continue_nowhere(addr),
+    );
+    check(
         "a chunked body over the limit is 413 and closes",
         chunked_over_limit(addr),
     );
@@ -304,6 +308,21 @@ fn expect_continue_oversized(addr: SocketAddr) -> Result<(), String> {
     )?;
     let r = c.read_response()?;
     r.expect(413)?;
+    c.closed_by_server()
+}
+
+/// A request waiting for `100 Continue` that can go nowhere is refused on its head: the client
+/// need not send its body.
+fn expect_continue_nowhere(addr: SocketAddr) -> Result<(), String> {
+    let mut c = Client::connect(addr)?;
+    c.send_raw(
+        b"PUT /functions/BAD! HTTP/1.1\r\nHost: fjord\r\nExpect: 100-continue\r\nContent-Length: 100000\r\n\r\n",
+    )?;
+    let r = c.read_response()?;
+    r.expect(400)?;
+    if r.header("connection") != Some("close") {
+        return Err(format!("400 without Connection: close: {:?}", r.headers));
+    }
     c.closed_by_server()
 }
 

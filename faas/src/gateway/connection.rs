@@ -3,7 +3,11 @@
 //! The network layer feeds what it receives with [`Connection::receive`], sends
 //! [`Connection::output`] as the socket accepts it ([`Connection::sent`]), and closes the socket
 //! once [`Connection::finished`] says so. Pipelined requests are answered in order; after a parse
-//! error or a request with `Connection: close` the answer is sent and the connection ends.
+//! error or a request with `Connection: close` the answer is sent and the connection ends. A
+//! request with `Expect: 100-continue` whose head is acceptable gets `HTTP/1.1 100 Continue`
+//! as soon as its head is parsed (once), then its final response when its body is complete; one
+//! that matches no route (404, 405, 400 for a bad name) gets that answer at once instead, and
+//! the connection closes.
 //!
 //! An invocation the runtime runs elsewhere leaves the connection [`Connection::waiting`]: the
 //! requests behind it stay unparsed until [`Connection::poll`] finds the invocation finished,
@@ -89,7 +93,21 @@ impl Connection {
         kernel: &impl Fn() -> Vec<Sample>,
     ) {
         while self.pending.is_none() {
-            match self.reader.next_request() {
+            let next = self.reader.next_request();
+            // An accepted head that asked for `Expect: 100-continue`: refuse it at once if it
+            // can go nowhere (the client then need not send its body; the connection closes,
+            // as the unread body can no longer be framed), else tell the client to send the
+            // body (even if it already has: the interim response is harmless), ahead of the
+            // final response.
+            if let Some((method, target)) = self.reader.take_continue() {
+                if let Some(refusal) = gateway.refuse_before_body(method, &target) {
+                    refusal.write_to(&mut self.out);
+                    self.closing = true;
+                    break;
+                }
+                self.out.extend_from_slice(crate::http::reader::CONTINUE);
+            }
+            match next {
                 Ok(Some(req)) => match gateway.answer(&req, kernel) {
                     Answer::Ready(resp) => {
                         if !self.emit(&resp) {

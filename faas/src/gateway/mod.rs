@@ -25,8 +25,8 @@ pub use service::{
     InvocationId, InvokeError, Started,
 };
 
-use crate::http::{HttpError, Request, Response, Route, RouteError, Status, route};
-use crate::metrics::exposition::{write_family_header, write_sample};
+use crate::http::{HttpError, Method, Request, Response, Route, RouteError, Status, route};
+use crate::metrics::exposition::{Exposition, FamilyType};
 use crate::metrics::{self, Buckets, CounterId, LatencyUnit, Metrics};
 use crate::module::ModuleError;
 use alloc::collections::BTreeMap;
@@ -51,7 +51,8 @@ pub struct Sample {
     pub kind: SampleKind,
     /// The `# HELP` text.
     pub help: &'static str,
-    /// Labels; samples sharing a name must be adjacent and share `kind` and `help`.
+    /// Labels. Samples sharing a name share `kind` and `help` (the first one's are used); they
+    /// need not be adjacent: the renderer groups them.
     pub labels: &'static [(&'static str, &'static str)],
     /// A further label whose value is known only at run time (a key-value namespace's name),
     /// written after `labels`.
@@ -232,6 +233,15 @@ impl<S: FunctionService> Gateway<S> {
         Answer::Ready(response)
     }
 
+    /// The answer to a request that waits for `100 Continue` and matches no route, given before
+    /// its body is read (the connection then closes); `None` if the body should be sent.
+    pub fn refuse_before_body(&mut self, method: Method, target: &str) -> Option<Response> {
+        let mut r = route(method, target).err().map(route_error)?;
+        r.keep_alive = false;
+        self.count_request("unmatched", r.status);
+        Some(r)
+    }
+
     /// The response to a pending answer once its invocation has finished.
     pub fn poll_answer(&mut self, p: &PendingAnswer) -> Option<Response> {
         let c = self.service.poll(p.id)?;
@@ -279,31 +289,31 @@ impl<S: FunctionService> Gateway<S> {
         }
     }
 
-    /// The `/metrics` body: gateway counters, then `kernel`'s samples, then per-function series.
+    /// The `/metrics` body: per-function series and gateway counters, then `kernel`'s samples.
+    ///
+    /// Samples are grouped by family (in order of first appearance), so each family's `# HELP`
+    /// and `# TYPE` lines are written once and its samples are adjacent even if `kernel`
+    /// interleaves families or reuses a gateway family's name. A kernel sample the format
+    /// cannot carry (a bad metric or label name, a family seen before with another type, a
+    /// repeated series) is left out rather than making the whole text unparsable.
     pub fn render_metrics(&self, kernel: &[Sample]) -> String {
-        let mut out = self.metrics.render();
-        let mut last: Option<&str> = None;
+        let mut e = Exposition::new();
+        self.metrics.expose(&mut e);
         for s in kernel {
-            if last != Some(s.name) {
-                let kind = match s.kind {
-                    SampleKind::Counter => "counter",
-                    SampleKind::Gauge => "gauge",
-                };
-                let _ = write_family_header(&mut out, s.name, kind, s.help);
-                last = Some(s.name);
-            }
-            match &s.runtime_label {
-                None => {
-                    let _ = write_sample(&mut out, s.name, s.labels, s.value);
-                }
+            let kind = match s.kind {
+                SampleKind::Counter => FamilyType::Counter,
+                SampleKind::Gauge => FamilyType::Gauge,
+            };
+            let _ = match &s.runtime_label {
+                None => e.add(s.name, kind, s.help, s.labels, s.value),
                 Some((k, v)) => {
                     let mut labels: Vec<(&str, &str)> = s.labels.to_vec();
                     labels.push((k, v.as_str()));
-                    let _ = write_sample(&mut out, s.name, &labels, s.value);
+                    e.add(s.name, kind, s.help, &labels, s.value)
                 }
-            }
+            };
         }
-        out
+        e.render()
     }
 
     fn metrics_response(&self, kernel: &[Sample]) -> Response {

@@ -536,3 +536,396 @@ fn handle_waits_for_a_running_invocation() {
     assert_eq!(resp.status, crate::http::Status::Ok);
     assert_eq!(resp.body, b"hi");
 }
+
+/// Feeds `raw` to `c` in pieces of `piece` bytes, then polls until no invocation runs.
+fn feed_and_finish<S: FunctionService>(
+    c: &mut Connection,
+    gw: &mut Gateway<S>,
+    raw: &[u8],
+    piece: usize,
+) -> String {
+    for p in raw.chunks(piece) {
+        c.receive(p, gw, &no_samples);
+    }
+    let mut polls = 0;
+    while c.waiting() {
+        c.poll(gw, &no_samples);
+        polls += 1;
+        assert!(polls < 20, "the invocation never finished");
+    }
+    String::from_utf8_lossy(c.output()).to_string()
+}
+
+#[test]
+fn chunked_uploads_are_invoked_with_their_decoded_body() {
+    let raw = b"POST /invoke/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\
+                4;x=y\r\ndata\r\n7\r\n, more!\r\n0\r\nX-Checksum: 1\r\n\r\n";
+    for piece in [1, 2, 3, 5, raw.len()] {
+        let mut gw = Gateway::new(SlowService::default(), LatencyUnit::Nanoseconds);
+        let mut c = Connection::new(Limits::default());
+        let out = feed_and_finish(&mut c, &mut gw, raw, piece);
+        assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
+        assert!(out.ends_with("\r\n\r\ndata, more!"), "{out}");
+        assert!(!out.contains("100 Continue"), "{out}");
+        assert!(!c.finished());
+    }
+}
+
+#[test]
+fn expect_continue_gets_one_interim_response_before_the_body() {
+    let mut gw = Gateway::new(SlowService::default(), LatencyUnit::Nanoseconds);
+    let mut c = Connection::new(Limits::default());
+    c.receive(
+        b"POST /invoke/echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+        &mut gw,
+        &no_samples,
+    );
+    assert_eq!(c.output(), crate::http::reader::CONTINUE);
+    let n = c.output().len();
+    c.sent(n);
+    let out = feed_and_finish(&mut c, &mut gw, b"hello", 2);
+    assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
+    assert!(out.ends_with("\r\n\r\nhello"), "{out}");
+    // Chunked, and everything at once: still exactly one 100, ahead of the final response.
+    let mut c = Connection::new(Limits::default());
+    let raw = b"POST /invoke/echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n";
+    let out = feed_and_finish(&mut c, &mut gw, raw, raw.len());
+    assert!(
+        out.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 "),
+        "{out}"
+    );
+    assert_eq!(out.matches("100 Continue").count(), 1, "{out}");
+    assert!(out.ends_with("\r\n\r\nhi"), "{out}");
+}
+
+#[test]
+fn expect_continue_over_the_limit_gets_413_at_once() {
+    let mut gw = gateway(FakeService::new());
+    let mut c = Connection::new(Limits {
+        max_body_bytes: 10,
+        ..Limits::default()
+    });
+    c.receive(
+        b"PUT /functions/a HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 11\r\n\r\n",
+        &mut gw,
+        &no_samples,
+    );
+    let out = String::from_utf8_lossy(c.output()).to_string();
+    assert!(out.starts_with("HTTP/1.1 413 "), "{out}");
+    assert!(!out.contains("100 Continue"), "{out}");
+    assert!(out.contains("Connection: close"), "{out}");
+    assert_eq!(gw.service().calls(), vec![]);
+}
+
+#[test]
+fn chunked_framing_errors_are_answered_and_close() {
+    let limits = Limits {
+        max_body_bytes: 10,
+        ..Limits::default()
+    };
+    let head = "POST /invoke/echo HTTP/1.1\r\nHost: t\r\n";
+    for (rest, code) in [
+        (
+            "Transfer-Encoding: chunked\r\n\r\n6\r\n012345\r\n5\r\n",
+            413,
+        ),
+        ("Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        ("Transfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n", 400),
+        (
+            "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+            400,
+        ),
+        ("Transfer-Encoding: gzip\r\n\r\n", 501),
+    ] {
+        let mut gw = gateway(FakeService::new());
+        let mut c = Connection::new(limits);
+        let raw = alloc::format!("{head}{rest}");
+        c.receive(raw.as_bytes(), &mut gw, &no_samples);
+        let out = String::from_utf8_lossy(c.output()).to_string();
+        assert_eq!(parse_response(c.output()).0, code, "{rest:?}: {out}");
+        assert!(out.contains("Connection: close"), "{out}");
+        let n = c.output().len();
+        c.sent(n);
+        assert!(c.finished(), "{rest:?}");
+        assert_eq!(gw.service().calls(), vec![]);
+    }
+}
+
+/// A kernel sample list like `kernel_samples` in the kernel's `net` module, with families
+/// interleaved the way a careless producer might, and namespaces with awkward names.
+fn realistic_kernel_samples() -> Vec<Sample> {
+    use SampleKind::{Counter, Gauge};
+    let s = |name, kind, help, labels, value| Sample {
+        name,
+        kind,
+        help,
+        labels,
+        runtime_label: None,
+        value,
+    };
+    let dispatch = "Orchestrator dispatch events.";
+    let isolation = "Jord isolation events.";
+    let mut v = vec![
+        s(
+            "fjord_dispatch_total",
+            Counter,
+            dispatch,
+            &[("event", "submitted")],
+            9,
+        ),
+        s(
+            "fjord_dispatch_total",
+            Counter,
+            dispatch,
+            &[("event", "dispatched")],
+            9,
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            isolation,
+            &[("kind", "pd_created")],
+            3,
+        ),
+        // Interleaved: the dispatch family again after another family started.
+        s(
+            "fjord_dispatch_total",
+            Counter,
+            dispatch,
+            &[("event", "completed")],
+            8,
+        ),
+        s(
+            "fjord_isolation_events_total",
+            Counter,
+            isolation,
+            &[("kind", "pd_switch")],
+            30,
+        ),
+        s(
+            "fjord_warm_instances",
+            Gauge,
+            "Idle function instances kept for reuse.",
+            &[],
+            2,
+        ),
+        s(
+            "fjord_kernel_timer_ticks_total",
+            Counter,
+            "Timer interrupts.",
+            &[("cpu", "0")],
+            700,
+        ),
+        s(
+            "fjord_kernel_free_frames",
+            Gauge,
+            "Free 4 KiB physical frames.",
+            &[],
+            12345,
+        ),
+        s(
+            "fjord_kernel_heap_used_bytes",
+            Gauge,
+            "Bytes allocated from the kernel heap.",
+            &[],
+            1 << 20,
+        ),
+        s(
+            "fjord_console_dropped_messages_total",
+            Counter,
+            "Function log messages dropped: over the invocation's log_limit, or over the \\ rate.",
+            &[("reason", "invocation_limit")],
+            1,
+        ),
+        s(
+            "fjord_console_dropped_messages_total",
+            Counter,
+            "Function log messages dropped: over the invocation's log_limit, or over the \\ rate.",
+            &[("reason", "rate_limit")],
+            0,
+        ),
+        // A repeated series and a family name reused with another type: left out.
+        s(
+            "fjord_warm_instances",
+            Gauge,
+            "Idle function instances kept for reuse.",
+            &[],
+            5,
+        ),
+        s(
+            "fjord_kernel_free_frames",
+            Counter,
+            "Free frames.",
+            &[("x", "y")],
+            1,
+        ),
+        // The gateway's own family, reported again by the kernel: merged into it.
+        s(
+            "fjord_gateway_requests_total",
+            Counter,
+            "HTTP requests answered, by route and status code.",
+            &[("route", "kernel"), ("status", "200")],
+            1,
+        ),
+    ];
+    for ns in ["default", "we\"ird\\name\nx", "ünïcode"] {
+        for (name, kind) in [
+            ("fjord_kv_namespace_entries", Gauge),
+            ("fjord_kv_namespace_refused_total", Counter),
+        ] {
+            v.push(Sample {
+                name,
+                kind,
+                help: "Per-namespace usage.\nSecond line.",
+                labels: &[],
+                runtime_label: Some(("namespace", ns.into())),
+                value: 1,
+            });
+        }
+    }
+    v
+}
+
+#[test]
+fn metrics_text_is_valid_exposition_with_each_family_once() {
+    use crate::metrics::check::check_exposition;
+    let fake = FakeService::new().invoke_gives(Ok(b"x"));
+    let mut gw = gateway(fake);
+    gw.count_connection();
+    gw.count_bytes(100, 200);
+    call(&mut gw, "GET", "/nope", b"");
+    call(&mut gw, "POST", "/invoke/echo", b"in");
+    gw.metrics_mut()
+        .record_invocation(&name("echo"), 1500, true);
+    gw.metrics_mut().record_invocation(&name("b-2"), 15, false);
+    let mut c = Connection::new(Limits::default());
+    c.receive(
+        &request("GET", "/metrics", b""),
+        &mut gw,
+        &realistic_kernel_samples,
+    );
+    let (code, text) = parse_response(c.output());
+    assert_eq!(code, 200);
+    let summary = match check_exposition(&text) {
+        Ok(s) => s,
+        Err(e) => panic!("{e}\n{text}"),
+    };
+    for fam in [
+        "fjord_function_invocations_total",
+        "fjord_function_latency_nanoseconds",
+        "fjord_gateway_requests_total",
+        "fjord_gateway_connections_total",
+        "fjord_dispatch_total",
+        "fjord_isolation_events_total",
+        "fjord_kernel_free_frames",
+        "fjord_console_dropped_messages_total",
+        "fjord_kv_namespace_entries",
+        "fjord_kv_namespace_refused_total",
+    ] {
+        assert!(summary.families.iter().any(|f| f == fam), "no {fam}");
+        let header = alloc::format!("# TYPE {fam} ");
+        assert_eq!(text.matches(&header).count(), 1, "{fam}\n{text}");
+    }
+    let mut sorted = summary.families.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), summary.families.len());
+    for want in [
+        "fjord_dispatch_total{event=\"completed\"} 8\n",
+        "fjord_kv_namespace_entries{namespace=\"we\\\"ird\\\\name\\nx\"} 1\n",
+        "fjord_gateway_requests_total{route=\"kernel\",status=\"200\"} 1\n",
+        "fjord_warm_instances 2\n",
+        "# HELP fjord_kv_namespace_entries Per-namespace usage.\\nSecond line.\n",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    assert!(!text.contains("fjord_warm_instances 5"), "{text}");
+    assert!(!text.contains("x=\"y\""), "{text}");
+}
+
+#[test]
+fn expect_continue_to_nowhere_is_refused_before_the_body() {
+    for (method, path, code) in [
+        ("PUT", "/functions/BAD!", 400),
+        ("POST", "/nowhere", 404),
+        ("POST", "/metrics", 405),
+    ] {
+        let mut gw = gateway(FakeService::new());
+        let mut c = Connection::new(Limits::default());
+        let head = alloc::format!(
+            "{method} {path} HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"
+        );
+        c.receive(head.as_bytes(), &mut gw, &no_samples);
+        let out = String::from_utf8_lossy(c.output()).to_string();
+        assert_eq!(parse_response(c.output()).0, code, "{out}");
+        assert!(!out.contains("100 Continue"), "{out}");
+        assert!(out.contains("Connection: close"), "{out}");
+        // Whatever follows is not read.
+        c.receive(
+            b"bodyGET /functions HTTP/1.1\r\nHost: t\r\n\r\n",
+            &mut gw,
+            &no_samples,
+        );
+        assert_eq!(c.output().len(), out.len());
+        let n = c.output().len();
+        c.sent(n);
+        assert!(c.finished());
+        assert_eq!(gw.service().calls(), vec![]);
+    }
+}
+
+proptest::proptest! {
+    /// Requests with `Content-Length` or chunked bodies, some expecting `100 Continue`, some
+    /// to nowhere, fed in random pieces: the bytes the connection answers with do not depend on
+    /// the split (each 100 exactly where its head was accepted).
+    #[test]
+    fn connection_output_is_split_invariant(
+        reqs in proptest::collection::vec(
+            (proptest::collection::vec(proptest::num::u8::ANY, 0..20), 0u8..8),
+            1..5,
+        ),
+        cuts in proptest::collection::vec(0usize..1000, 0..8),
+    ) {
+        let mut data = Vec::new();
+        for (body, shape) in &reqs {
+            let path = if shape & 4 == 0 { "/invoke/echo" } else { "/nowhere" };
+            let expect = if shape & 1 == 1 { "Expect: 100-continue\r\n" } else { "" };
+            let head = alloc::format!("POST {path} HTTP/1.1\r\nHost: t\r\n{expect}");
+            data.extend_from_slice(head.as_bytes());
+            if shape & 2 == 0 {
+                data.extend_from_slice(alloc::format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+                data.extend_from_slice(body);
+            } else {
+                data.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
+                for c in body.chunks(6) {
+                    data.extend_from_slice(alloc::format!("{:x}\r\n", c.len()).as_bytes());
+                    data.extend_from_slice(c);
+                    data.extend_from_slice(b"\r\n");
+                }
+                data.extend_from_slice(b"0\r\n\r\n");
+            }
+        }
+        let answer = |pieces: &[&[u8]]| {
+            let mut gw = Gateway::new(SlowService::default(), LatencyUnit::Nanoseconds);
+            let mut c = Connection::new(Limits::default());
+            for p in pieces {
+                c.receive(p, &mut gw, &no_samples);
+                while c.waiting() {
+                    c.poll(&mut gw, &no_samples);
+                }
+            }
+            (c.output().to_vec(), c.finished())
+        };
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
+        cuts.sort_unstable();
+        let mut pieces: Vec<&[u8]> = Vec::new();
+        let mut prev = 0;
+        for c in cuts {
+            pieces.push(&data[prev..c]);
+            prev = c;
+        }
+        pieces.push(&data[prev..]);
+        let whole = answer(&[&data]);
+        proptest::prop_assert_eq!(answer(&pieces), whole);
+    }
+}

@@ -16,8 +16,15 @@ pub enum HttpError {
     /// `Content-Length` is not a decimal number, overflows, or appears twice with different
     /// values (400).
     BadContentLength,
-    /// Both `Content-Length` and `Transfer-Encoding` are present (400, RFC 9112 §6.3).
+    /// Both `Content-Length` and `Transfer-Encoding` are present (400, RFC 9112 §6.3: a
+    /// request-smuggling vector).
     ConflictingFraming,
+    /// `Transfer-Encoding` is empty, malformed, applies `chunked` twice, or does not end in
+    /// `chunked` (400, RFC 9112 §6.3).
+    BadTransferEncoding,
+    /// A chunked body is malformed: a chunk-size that is not hex or has too many digits, a
+    /// missing CRLF, a bad extension or trailer line (400).
+    BadChunkedBody,
     /// An HTTP/1.1 request lacks `Host` or carries it twice (400, RFC 9112 §3.2).
     BadHost,
     /// The request line alone exceeds the header limit (414).
@@ -26,11 +33,11 @@ pub enum HttpError {
     HeaderTooLarge,
     /// More header lines than the header count limit (431).
     TooManyHeaders,
-    /// `Content-Length` exceeds the body limit (413).
+    /// `Content-Length`, or the decoded size of a chunked body, exceeds the body limit (413).
     BodyTooLarge,
     /// A syntactically valid method the gateway does not implement, e.g. `TRACE` (501).
     UnsupportedMethod,
-    /// A `Transfer-Encoding` such as chunked (501; send `Content-Length` instead).
+    /// A transfer coding other than `chunked`, such as `gzip` (501, RFC 9112 §6.1).
     UnsupportedTransferEncoding,
     /// An HTTP version other than 1.0 and 1.1 (505).
     UnsupportedVersion,
@@ -45,6 +52,8 @@ impl HttpError {
             | HttpError::BadLineEnding
             | HttpError::BadContentLength
             | HttpError::ConflictingFraming
+            | HttpError::BadTransferEncoding
+            | HttpError::BadChunkedBody
             | HttpError::BadHost => Status::BadRequest,
             HttpError::UriTooLong => Status::UriTooLong,
             HttpError::HeaderTooLarge | HttpError::TooManyHeaders => {
@@ -67,6 +76,8 @@ impl fmt::Display for HttpError {
             HttpError::BadLineEnding => "lines must end in CRLF",
             HttpError::BadContentLength => "invalid Content-Length",
             HttpError::ConflictingFraming => "both Content-Length and Transfer-Encoding",
+            HttpError::BadTransferEncoding => "invalid Transfer-Encoding",
+            HttpError::BadChunkedBody => "malformed chunked body",
             HttpError::BadHost => "HTTP/1.1 request needs exactly one Host header",
             HttpError::UriTooLong => "request line too long",
             HttpError::HeaderTooLarge => "header section too large",
@@ -74,7 +85,7 @@ impl fmt::Display for HttpError {
             HttpError::BodyTooLarge => "request body too large",
             HttpError::UnsupportedMethod => "method not implemented",
             HttpError::UnsupportedTransferEncoding => {
-                "Transfer-Encoding not supported; send Content-Length"
+                "transfer coding not implemented; send chunked or Content-Length"
             }
             HttpError::UnsupportedVersion => "HTTP version not supported",
         })

@@ -9,6 +9,7 @@
 //! The parser never panics, on any input: every index is bounds-checked (property tests in
 //! `reader.rs` feed it random bytes and mutated request streams with random splits).
 
+use super::chunked::ChunkedDecoder;
 use super::error::HttpError;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -220,7 +221,7 @@ fn parse_version(v: &[u8]) -> Result<Version, HttpError> {
     }
 }
 
-fn parse_header(line: &[u8]) -> Result<Header, HttpError> {
+pub(crate) fn parse_header(line: &[u8]) -> Result<Header, HttpError> {
     let colon = line
         .iter()
         .position(|&b| b == b':')
@@ -261,8 +262,94 @@ fn has_token(headers: &[Header], name: &str, token: &str) -> bool {
         .any(|t| t.trim_matches([' ', '\t']).eq_ignore_ascii_case(token))
 }
 
-/// Framing: the body length, or the error that makes the request unacceptable.
-fn body_length(headers: &[Header], version: Version, limits: &Limits) -> Result<usize, HttpError> {
+/// How a request's body is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// `Content-Length` bytes (0 without the header).
+    Length(usize),
+    /// `Transfer-Encoding: chunked`, decoded by [`super::chunked::ChunkedDecoder`].
+    Chunked,
+}
+
+/// A request whose head (request line and header fields) has been parsed and accepted; its body
+/// is still to be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Head {
+    /// The method.
+    pub method: Method,
+    /// The origin-form target.
+    pub target: String,
+    /// The protocol version.
+    pub version: Version,
+    /// Header fields in order of arrival.
+    pub headers: Vec<Header>,
+    /// How the body is delimited.
+    pub framing: Framing,
+    /// Whether the connection stays open after the response.
+    pub keep_alive: bool,
+    /// Whether the client waits for `100 Continue` before sending the body: an HTTP/1.1
+    /// request with `Expect: 100-continue` and a body (RFC 9110 §10.1.1; HTTP/1.0 clients'
+    /// expectations are ignored).
+    pub expects_continue: bool,
+}
+
+impl Head {
+    /// The complete request, with its decoded `body`.
+    pub fn into_request(self, body: Vec<u8>) -> Request {
+        Request {
+            method: self.method,
+            target: self.target,
+            version: self.version,
+            headers: self.headers,
+            body,
+            keep_alive: self.keep_alive,
+        }
+    }
+}
+
+/// The transfer codings of the `Transfer-Encoding` fields, if any: `Ok(true)` when they are
+/// exactly `chunked`.
+fn transfer_coding(headers: &[Header]) -> Result<bool, HttpError> {
+    let mut present = false;
+    let mut chunked = false;
+    let mut other = false;
+    for h in headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("transfer-encoding"))
+    {
+        present = true;
+        for coding in h.value.split(',').map(|t| t.trim_matches([' ', '\t'])) {
+            // A coding is a token, maybe with `;`-separated parameters.
+            let name = coding
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim_matches([' ', '\t']);
+            if !is_token(name.as_bytes()) {
+                return Err(HttpError::BadTransferEncoding);
+            }
+            if name.eq_ignore_ascii_case("chunked") && name.len() == coding.len() {
+                // `chunked` must be the final coding, applied once (RFC 9112 §6.1, §6.3).
+                if chunked {
+                    return Err(HttpError::BadTransferEncoding);
+                }
+                chunked = true;
+            } else if chunked {
+                return Err(HttpError::BadTransferEncoding);
+            } else {
+                other = true;
+            }
+        }
+    }
+    match (present, other) {
+        (false, _) => Ok(false),
+        (true, true) => Err(HttpError::UnsupportedTransferEncoding),
+        (true, false) => Ok(true),
+    }
+}
+
+/// The body's framing, or the error that makes the request unacceptable.
+fn framing(headers: &[Header], version: Version, limits: &Limits) -> Result<Framing, HttpError> {
     let hosts = headers
         .iter()
         .filter(|h| h.name.eq_ignore_ascii_case("host"))
@@ -286,10 +373,14 @@ fn body_length(headers: &[Header], version: Version, limits: &Limits) -> Result<
     }
     match (te, length) {
         (true, Some(_)) => Err(HttpError::ConflictingFraming),
-        (true, None) => Err(HttpError::UnsupportedTransferEncoding),
-        (false, None) => Ok(0),
+        (true, None) => match transfer_coding(headers)? {
+            true => Ok(Framing::Chunked),
+            // Unreachable: a present header either is chunked or is an error.
+            false => Err(HttpError::BadTransferEncoding),
+        },
+        (false, None) => Ok(Framing::Length(0)),
         (false, Some(n)) => match usize::try_from(n) {
-            Ok(n) if n <= limits.max_body_bytes => Ok(n),
+            Ok(n) if n <= limits.max_body_bytes => Ok(Framing::Length(n)),
             _ => Err(HttpError::BodyTooLarge),
         },
     }
@@ -306,12 +397,45 @@ impl RequestParser {
         self.limits
     }
 
-    /// Parses the request at the start of `buf` (bytes received so far on a connection).
+    /// Parses the request at the start of `buf` (bytes received so far on a connection),
+    /// body included.
     ///
-    /// Empty lines before the request line are skipped (RFC 9112 §2.2) and count as consumed.
+    /// This re-reads `buf` from its start on every call; [`super::RequestReader`] instead
+    /// parses the head once with [`RequestParser::parse_head`] and decodes the body as it
+    /// arrives. Both give the same verdict on the same bytes.
+    pub fn parse(&self, buf: &[u8]) -> Result<Parsed, HttpError> {
+        let Some((head, used)) = self.parse_head(buf)? else {
+            return Ok(Parsed::Incomplete);
+        };
+        let rest = &buf[used..];
+        let (body, body_used) = match head.framing {
+            Framing::Length(len) => match rest.get(..len) {
+                Some(body) => (Vec::from(body), len),
+                None => return Ok(Parsed::Incomplete),
+            },
+            Framing::Chunked => {
+                let mut decoder = ChunkedDecoder::new(self.limits);
+                let mut body = Vec::new();
+                let n = decoder.decode(rest, &mut body)?;
+                if !decoder.is_done() {
+                    return Ok(Parsed::Incomplete);
+                }
+                (body, n)
+            }
+        };
+        Ok(Parsed::Complete {
+            request: head.into_request(body),
+            consumed: used + body_used,
+        })
+    }
+
+    /// Parses the head of the request at the start of `buf`: `Ok(None)` if more bytes are
+    /// needed, else the head and how many bytes of `buf` it used (the body starts there).
+    ///
+    /// Empty lines before the request line are skipped (RFC 9112 §2.2) and count as used.
     /// The head is scanned byte by byte in order and the first violation found is reported, so
     /// the verdict depends only on the bytes, never on how they were split into arrivals.
-    pub fn parse(&self, buf: &[u8]) -> Result<Parsed, HttpError> {
+    pub fn parse_head(&self, buf: &[u8]) -> Result<Option<(Head, usize)>, HttpError> {
         let max = self.limits.max_header_bytes;
         let mut i = 0;
         while buf.get(i..i + 2) == Some(b"\r\n") {
@@ -322,7 +446,7 @@ impl RequestParser {
         let mut headers = Vec::new();
         loop {
             let Some(&b) = buf.get(i) else {
-                return Ok(Parsed::Incomplete);
+                return Ok(None);
             };
             if i >= max {
                 return Err(if request_line.is_none() {
@@ -333,7 +457,7 @@ impl RequestParser {
             }
             match b {
                 b'\r' => match buf.get(i + 1) {
-                    None => return Ok(Parsed::Incomplete),
+                    None => return Ok(None),
                     Some(b'\n') => {}
                     Some(_) => return Err(HttpError::BadLineEnding),
                 },
@@ -369,28 +493,30 @@ impl RequestParser {
         let Some((method, target, version)) = request_line else {
             return Err(HttpError::BadRequestLine);
         };
-        let rest = &buf[line_start..];
-        let len = body_length(&headers, version, &self.limits)?;
-        if rest.len() < len {
-            return Ok(Parsed::Incomplete);
-        }
+        let framing = framing(&headers, version, &self.limits)?;
         let keep_alive = match version {
             Version::Http11 => !has_token(&headers, "connection", "close"),
+            // A 1.0 message with Transfer-Encoding has faulty framing by RFC 9112 §6.1: read
+            // it, answer, and close.
             Version::Http10 => {
                 has_token(&headers, "connection", "keep-alive")
                     && !has_token(&headers, "connection", "close")
+                    && framing != Framing::Chunked
             }
         };
-        let consumed = buf.len() - rest.len() + len;
-        let request = Request {
+        let has_body = framing != Framing::Length(0);
+        let expects_continue =
+            version == Version::Http11 && has_body && has_token(&headers, "expect", "100-continue");
+        let head = Head {
             method,
             target,
             version,
             headers,
-            body: Vec::from(&rest[..len]),
+            framing,
             keep_alive,
+            expects_continue,
         };
-        Ok(Parsed::Complete { request, consumed })
+        Ok(Some((head, line_start)))
     }
 }
 
@@ -491,9 +617,14 @@ mod tests {
                 400,
             ),
             (
-                b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+                b"POST / HTTP/1.0\r\nTransfer-Encoding: gzip\r\n\r\n",
                 UnsupportedTransferEncoding,
                 501,
+            ),
+            (
+                b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\nX\r\n",
+                BadChunkedBody,
+                400,
             ),
             (
                 b"POST / HTTP/1.0\r\nContent-Length: 1048577\r\n\r\n",
@@ -535,5 +666,102 @@ mod tests {
         assert_eq!(p.parse(body), Err(HttpError::BodyTooLarge));
         let ok = b"POST / HTTP/1.0\r\nContent-Length: 4\r\n\r\nabcd";
         assert!(matches!(p.parse(ok), Ok(Parsed::Complete { .. })));
+    }
+
+    /// The head of `raw` (which must be complete and acceptable).
+    fn head(raw: &[u8]) -> Head {
+        match RequestParser::default().parse_head(raw) {
+            Ok(Some((head, _))) => head,
+            other => panic!("expected a head, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn transfer_encoding_rules() {
+        use HttpError::*;
+        let te = |v: &str| {
+            let raw =
+                alloc::format!("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: {v}\r\n\r\n");
+            RequestParser::default()
+                .parse_head(raw.as_bytes())
+                .map(|h| h.map(|(h, _)| h.framing))
+        };
+        assert_eq!(te("chunked"), Ok(Some(Framing::Chunked)));
+        assert_eq!(te("Chunked"), Ok(Some(Framing::Chunked)));
+        assert_eq!(te("gzip"), Err(UnsupportedTransferEncoding));
+        assert_eq!(te("gzip, chunked"), Err(UnsupportedTransferEncoding));
+        assert_eq!(te("x-custom;q=1"), Err(UnsupportedTransferEncoding));
+        assert_eq!(te("chunked;q=1"), Err(UnsupportedTransferEncoding));
+        // chunked must be last and applied once: the length cannot be determined otherwise.
+        assert_eq!(te("chunked, gzip"), Err(BadTransferEncoding));
+        assert_eq!(te("chunked, chunked"), Err(BadTransferEncoding));
+        assert_eq!(te(""), Err(BadTransferEncoding));
+        assert_eq!(te("chunked,"), Err(BadTransferEncoding));
+        assert_eq!(te("a b"), Err(BadTransferEncoding));
+        // Split over two fields, the codings still count together.
+        let two = b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(parse(two), Err(BadTransferEncoding));
+        // Both framings: request smuggling, refused whatever the order.
+        for raw in [
+            b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n".as_slice(),
+            b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: gzip\r\n\r\n",
+        ] {
+            assert_eq!(parse(raw), Err(ConflictingFraming));
+            assert_eq!(ConflictingFraming.status().code(), 400);
+        }
+        assert_eq!(BadTransferEncoding.status().code(), 400);
+        assert_eq!(UnsupportedTransferEncoding.status().code(), 501);
+        assert_eq!(BadChunkedBody.status().code(), 400);
+    }
+
+    #[test]
+    fn parses_chunked_bodies_whole() {
+        let raw = b"PUT /functions/f HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=\"v\"\r\nhello\r\nA\r\n, chunked!\r\n0\r\nX-Sum: 1\r\n\r\nGET";
+        let (r, used) = complete(raw);
+        assert_eq!(r.body, b"hello, chunked!");
+        assert_eq!(used, raw.len() - 3);
+        assert!(r.keep_alive);
+        for i in 0..raw.len() - 3 {
+            assert_eq!(parse(&raw[..i]), Ok(Parsed::Incomplete), "prefix {i}");
+        }
+        // HTTP/1.0 with Transfer-Encoding: read, answer, then close (RFC 9112 §6.1).
+        let old =
+            b"POST / HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+        let (r, _) = complete(old);
+        assert!(r.body.is_empty());
+        assert!(!r.keep_alive);
+    }
+
+    #[test]
+    fn expect_continue_is_noted_only_for_acceptable_bodies() {
+        let e = |raw: &[u8]| head(raw).expects_continue;
+        assert!(e(
+            b"PUT /f HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"
+        ));
+        assert!(e(
+            b"PUT /f HTTP/1.1\r\nHost: h\r\nexpect: 100-Continue\r\nTransfer-Encoding: chunked\r\n\r\n"
+        ));
+        // No body, an HTTP/1.0 client, no expectation: nothing to continue.
+        assert!(!e(
+            b"PUT /f HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n"
+        ));
+        assert!(!e(
+            b"PUT /f HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"
+        ));
+        assert!(!e(
+            b"PUT /f HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\n"
+        ));
+        // A body over the limit is refused on the head alone.
+        let p = RequestParser::new(Limits {
+            max_body_bytes: 4,
+            ..Limits::default()
+        });
+        assert_eq!(
+            p.parse_head(
+                b"PUT /f HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"
+            ),
+            Err(HttpError::BodyTooLarge)
+        );
     }
 }

@@ -1,7 +1,9 @@
 //! Runtime metrics: per-function counters and latency histograms, named global counters, and
 //! their Prometheus text exposition (format 0.0.4) for `GET /metrics`.
 //!
-//! Modules: [`histogram`] (buckets, histograms, quantiles), [`exposition`] (the text format).
+//! Modules: [`histogram`] (buckets, histograms, quantiles), [`exposition`] (the text format,
+//! families grouped whatever order samples come in), [`check`] (a strict checker of the text,
+//! for tests).
 //!
 //! Per function the gateway exposes `fjord_function_invocations_total`,
 //! `fjord_function_errors_total` and the histogram `fjord_function_latency_<unit>` (unit
@@ -10,6 +12,7 @@
 //! isolation events, ...) are registered by name, help text and a fixed label set; counters with
 //! the same name form one family.
 
+pub mod check;
 pub mod exposition;
 pub mod histogram;
 
@@ -21,7 +24,7 @@ use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
-use exposition::{valid_label_name, valid_metric_name, write_family_header, write_sample};
+use exposition::{Exposition, FamilyType, valid_label_name, valid_metric_name};
 
 /// What latency observations count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,13 +201,16 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        // Writing to a String cannot fail.
-        let _ = self.write_to(&mut out);
-        out
+        let mut e = Exposition::new();
+        self.expose(&mut e);
+        e.render()
     }
 
-    fn write_to(&self, out: &mut String) -> core::fmt::Result {
+    /// Adds every metric to `e`: per-function counters and histograms, then the global
+    /// counters (families in order of registration).
+    pub fn expose(&self, e: &mut Exposition) {
+        // The names are valid and distinct by construction (see `register_counter`), so
+        // nothing is rejected here.
         let fams = [
             (
                 "fjord_function_invocations_total",
@@ -216,10 +222,12 @@ impl Metrics {
             ),
         ];
         for (i, (fam, help)) in fams.iter().enumerate() {
-            write_family_header(out, fam, "counter", help)?;
+            let Ok(id) = e.family(fam, FamilyType::Counter, help) else {
+                continue;
+            };
             for (name, s) in &self.functions {
                 let v = if i == 0 { s.invocations } else { s.errors };
-                write_sample(out, fam, &[("function", name)], v)?;
+                let _ = e.sample(id, fam, &[("function", name)], v);
             }
         }
         let hist = alloc::format!("fjord_function_latency_{}", self.unit.suffix());
@@ -227,42 +235,36 @@ impl Metrics {
             "Invocation latency per function, in {}.",
             self.unit.suffix()
         );
-        write_family_header(out, &hist, "histogram", &help)?;
-        let (bucket, sum, count) = (
-            alloc::format!("{hist}_bucket"),
-            alloc::format!("{hist}_sum"),
-            alloc::format!("{hist}_count"),
-        );
-        for (name, s) in &self.functions {
+        if let Ok(id) = e.family(&hist, FamilyType::Histogram, &help) {
+            let (bucket, sum, count) = (
+                alloc::format!("{hist}_bucket"),
+                alloc::format!("{hist}_sum"),
+                alloc::format!("{hist}_count"),
+            );
             let mut le = String::new();
-            for (bound, c) in s.latency.cumulative() {
-                le.clear();
-                match bound {
-                    Some(b) => write!(le, "{b}")?,
-                    None => le.push_str("+Inf"),
+            for (name, s) in &self.functions {
+                for (bound, c) in s.latency.cumulative() {
+                    le.clear();
+                    match bound {
+                        Some(b) => {
+                            let _ = write!(le, "{b}");
+                        }
+                        None => le.push_str("+Inf"),
+                    }
+                    let _ = e.sample(id, &bucket, &[("function", name), ("le", &le)], c);
                 }
-                write_sample(out, &bucket, &[("function", name), ("le", &le)], c)?;
+                let _ = e.sample(id, &sum, &[("function", name)], s.latency.sum());
+                let _ = e.sample(id, &count, &[("function", name)], s.latency.count());
             }
-            write_sample(out, &sum, &[("function", name)], s.latency.sum())?;
-            write_sample(out, &count, &[("function", name)], s.latency.count())?;
         }
-        let mut done: Vec<&str> = Vec::new();
         for c in &self.counters {
-            if done.contains(&c.name.as_str()) {
-                continue;
-            }
-            done.push(&c.name);
-            write_family_header(out, &c.name, "counter", &c.help)?;
-            for m in self.counters.iter().filter(|m| m.name == c.name) {
-                let labels: Vec<(&str, &str)> = m
-                    .labels
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str()))
-                    .collect();
-                write_sample(out, &m.name, &labels, m.value)?;
-            }
+            let labels: Vec<(&str, &str)> = c
+                .labels
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let _ = e.add(&c.name, FamilyType::Counter, &c.help, &labels, c.value);
         }
-        Ok(())
     }
 }
 

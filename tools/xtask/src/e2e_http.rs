@@ -5,13 +5,15 @@
 //! reports them like the other test layers. [`metrics_round_trips`] is the latency probe used for
 //! the gateway's round-trip measurement.
 
+use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use crate::host_deps;
 use crate::http_client::{Client, one};
 use crate::qemu::{Device, HostForward, Machine, QemuConfig};
 use crate::qemu_run::QemuRun;
@@ -77,8 +79,349 @@ pub fn run(kernel: &Path, machine: Machine) -> Result<Vec<Outcome>> {
     outcomes.extend(nested_checks(addr, &apps));
     outcomes.extend(workload_checks(addr, &apps));
     outcomes.extend(tenant_checks(addr, &app("hostile")?));
+    outcomes.extend(framing_checks(addr, &app("echo")?));
+    // Last, when every family has samples (functions, namespaces, refusals).
+    outcomes.extend(metrics_format_checks(addr));
     qemu.kill();
     Ok(outcomes)
+}
+
+/// Runs a host tool, or says why it could not be had.
+fn tool(ensure: fn() -> Result<PathBuf>) -> Result<PathBuf, String> {
+    ensure().map_err(|e| format!("{e:#}"))
+}
+
+/// HTTP/1.1 as clients send it: `curl` uploading chunked from stdin and waiting for
+/// `100 Continue`, and raw requests with chunked framing errors and limits. `echo` is the
+/// echo module, deployed by [`checks`] as `echo`.
+fn framing_checks(addr: SocketAddr, echo: &[u8]) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    let mut check = |label: &str, result: Result<(), String>| {
+        out.push((format!("http: {label}"), result));
+    };
+    let curl = tool(host_deps::ensure_curl);
+    let base = format!("http://{addr}");
+    check("curl -T - (chunked) to /invoke/echo gets the echo back", {
+        let data: Vec<u8> = (0..5000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        curl.clone().and_then(|c| {
+            // -T uploads with PUT; the invocation route is POST.
+            let r = run_curl(
+                &c,
+                &["-X", "POST", "-T", "-", &format!("{base}/invoke/echo")],
+                &data,
+            )?;
+            r.expect_sent("Transfer-Encoding: chunked")?;
+            r.expect_status(200)?;
+            if r.body == data {
+                Ok(())
+            } else {
+                Err(format!(
+                    "echo answered {} bytes, not the {} sent",
+                    r.body.len(),
+                    data.len()
+                ))
+            }
+        })
+    });
+    check("curl -T - (chunked PUT) deploys a module", {
+        curl.clone().and_then(|c| {
+            let r = run_curl(&c, &["-T", "-", &format!("{base}/functions/echo")], echo)?;
+            r.expect_sent("Transfer-Encoding: chunked")?;
+            r.expect_status(200)
+        })
+    });
+    check(
+        "curl PUT of a module with Expect: 100-continue gets 100, then 200",
+        {
+            curl.clone().and_then(|c| {
+                let file =
+                    std::env::temp_dir().join(format!("fjord-e2e-echo-{}.elf", std::process::id()));
+                std::fs::write(&file, echo)
+                    .map_err(|e| format!("writing {}: {e}", file.display()))?;
+                let path = file.to_string_lossy().into_owned();
+                // A long expect100 time-out: the body goes only on the 100, not after a wait.
+                let r = run_curl(
+                    &c,
+                    &[
+                        "-H",
+                        "Expect: 100-continue",
+                        "--expect100-timeout",
+                        "60",
+                        "-T",
+                        &path,
+                        &format!("{base}/functions/echo"),
+                    ],
+                    b"",
+                );
+                let _ = std::fs::remove_file(&file);
+                let r = r?;
+                r.expect_sent("Expect: 100-continue")?;
+                r.expect_received("HTTP/1.1 100 Continue")?;
+                r.expect_status(200)
+            })
+        },
+    );
+    check(
+        "Expect: 100-continue: one interim 100, then the answer",
+        expect_continue(addr),
+    );
+    check(
+        "Expect: 100-continue with an oversized Content-Length is 413 at once",
+        expect_continue_oversized(addr),
+    );
+    check(
+        "Expect: 100-continue to no route is answered at once (no 100) and closes",
+        expect_continue_nowhere(addr),
+    );
+    check(
+        "a chunked body over the limit is 413 and closes",
+        chunked_over_limit(addr),
+    );
+    check("malformed chunking is 400 and closes", {
+        refused(
+            addr,
+            "Transfer-Encoding: chunked\r\n\r\n5\r\nabcdefg\r\n",
+            400,
+        )
+        .and_then(|()| refused(addr, "Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400))
+    });
+    check("Content-Length with chunked is 400, gzip coding 501", {
+        refused(
+            addr,
+            "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            400,
+        )
+        .and_then(|()| refused(addr, "Transfer-Encoding: gzip\r\n\r\n", 501))
+        .and_then(|()| one(addr, "GET", "/functions", b""))
+        .and_then(|r| r.expect(200))
+    });
+    out
+}
+
+/// What `curl -v` said: the response body, the status, and its trace.
+struct CurlRun {
+    body: Vec<u8>,
+    status: u16,
+    trace: String,
+}
+
+impl CurlRun {
+    fn expect_status(&self, status: u16) -> Result<(), String> {
+        if self.status == status {
+            Ok(())
+        } else {
+            Err(format!(
+                "curl got status {}, expected {status}: {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            ))
+        }
+    }
+
+    /// Whether curl sent the request header line `line`.
+    fn expect_sent(&self, line: &str) -> Result<(), String> {
+        self.expect_trace(&format!("> {line}"))
+    }
+
+    /// Whether curl received the line `line`.
+    fn expect_received(&self, line: &str) -> Result<(), String> {
+        self.expect_trace(&format!("< {line}"))
+    }
+
+    fn expect_trace(&self, needle: &str) -> Result<(), String> {
+        if self.trace.lines().any(|l| l.trim_end() == needle) {
+            Ok(())
+        } else {
+            Err(format!("curl's trace lacks {needle:?}:\n{}", self.trace))
+        }
+    }
+}
+
+/// Runs `curl -sS -v <args>` with `stdin`; the status comes from `--write-out`.
+fn run_curl(curl: &Path, args: &[&str], stdin: &[u8]) -> Result<CurlRun, String> {
+    use std::process::{Command, Stdio};
+    const MARK: &str = "\n@fjord-status@";
+    let mut child = Command::new(curl)
+        .args(["-sS", "-v", "--max-time", "120", "--write-out"])
+        .arg(format!("{MARK}%{{http_code}}"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not run {}: {e}", curl.display()))?;
+    let mut input = child.stdin.take().ok_or("no stdin")?;
+    let stdin = stdin.to_vec();
+    let writer = thread::spawn(move || input.write_all(&stdin));
+    let output = child.wait_with_output().map_err(|e| e.to_string())?;
+    let _ = writer.join();
+    let trace = String::from_utf8_lossy(&output.stderr).into_owned();
+    if !output.status.success() {
+        return Err(format!("curl failed ({}):\n{trace}", output.status));
+    }
+    let mark = MARK.as_bytes();
+    let at = output
+        .stdout
+        .windows(mark.len())
+        .rposition(|w| w == mark)
+        .ok_or("curl printed no status")?;
+    let status = String::from_utf8_lossy(&output.stdout[at + mark.len()..])
+        .trim()
+        .parse()
+        .map_err(|e| format!("curl's status: {e}"))?;
+    Ok(CurlRun {
+        body: output.stdout[..at].to_vec(),
+        status,
+        trace,
+    })
+}
+
+/// `Expect: 100-continue` by hand: the interim response comes after the head, once, before the
+/// body is sent; then the final response.
+fn expect_continue(addr: SocketAddr) -> Result<(), String> {
+    let mut c = Client::connect(addr)?;
+    c.send_raw(
+        b"POST /invoke/echo HTTP/1.1\r\nHost: fjord\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+    )?;
+    c.read_interim_continue()?;
+    c.send_raw(b"hello")?;
+    let r = c.read_response()?;
+    r.expect(200)?;
+    r.expect_body_eq("hello")?;
+    // A chunked body on the same connection, asking again.
+    c.send_raw(
+        b"POST /invoke/echo HTTP/1.1\r\nHost: fjord\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n",
+    )?;
+    c.read_interim_continue()?;
+    c.send_raw(b"3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-Trailer: t\r\n\r\n")?;
+    let r = c.read_response()?;
+    r.expect(200)?;
+    r.expect_body_eq("abcde")
+}
+
+/// A body announced over the limit is refused on its head: 413 and close, no `100 Continue`.
+fn expect_continue_oversized(addr: SocketAddr) -> Result<(), String> {
+    let mut c = Client::connect(addr)?;
+    c.send_raw(
+        b"PUT /functions/echo HTTP/1.1\r\nHost: fjord\r\nExpect: 100-continue\r\nContent-Length: 67108864\r\n\r\n",
+    )?;
+    let r = c.read_response()?;
+    r.expect(413)?;
+    c.closed_by_server()
+}
+
+/// A request waiting for `100 Continue` that can go nowhere is refused on its head: the client
+/// need not send its body.
+fn expect_continue_nowhere(addr: SocketAddr) -> Result<(), String> {
+    let mut c = Client::connect(addr)?;
+    c.send_raw(
+        b"PUT /functions/BAD! HTTP/1.1\r\nHost: fjord\r\nExpect: 100-continue\r\nContent-Length: 100000\r\n\r\n",
+    )?;
+    let r = c.read_response()?;
+    r.expect(400)?;
+    if r.header("connection") != Some("close") {
+        return Err(format!("400 without Connection: close: {:?}", r.headers));
+    }
+    c.closed_by_server()
+}
+
+/// Two chunks of 1 MiB (the gateway's limit is 2 MiB) are taken; one more byte is 413.
+fn chunked_over_limit(addr: SocketAddr) -> Result<(), String> {
+    let mut c = Client::connect(addr)?;
+    let mut req =
+        b"POST /invoke/echo HTTP/1.1\r\nHost: fjord\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..2 {
+        req.extend_from_slice(b"100000\r\n");
+        req.extend(std::iter::repeat_n(b'x', 1 << 20));
+        req.extend_from_slice(b"\r\n");
+    }
+    req.extend_from_slice(b"1\r\n");
+    c.send_raw(&req)?;
+    let r = c.read_response()?;
+    r.expect(413)?;
+    c.closed_by_server()
+}
+
+/// A `POST /invoke/echo` with the header lines and body `rest` gets `status` with
+/// `Connection: close`, and the server closes.
+fn refused(addr: SocketAddr, rest: &str, status: u16) -> Result<(), String> {
+    let mut c = Client::connect(addr)?;
+    c.send_raw(format!("POST /invoke/echo HTTP/1.1\r\nHost: fjord\r\n{rest}").as_bytes())?;
+    let r = c.read_response()?;
+    r.expect(status)?;
+    if r.header("connection") != Some("close") {
+        return Err(format!(
+            "{status} without Connection: close: {:?}",
+            r.headers
+        ));
+    }
+    c.closed_by_server()
+}
+
+/// `/metrics` parses with Prometheus's own parser (`promtool check metrics`) and passes the
+/// gateway's strict checker (each family's HELP and TYPE once, its samples adjacent).
+fn metrics_format_checks(addr: SocketAddr) -> Vec<Outcome> {
+    let text = one(addr, "GET", "/metrics", b"").and_then(|r| {
+        r.expect(200)?;
+        Ok(r.text())
+    });
+    let strict = text.clone().and_then(|t| {
+        fjord_faas::metrics::check::check_exposition(&t)
+            .map(|_| ())
+            .map_err(|e| format!("{e}\n{t}"))
+    });
+    let promtool = text.and_then(|t| {
+        let p = tool(host_deps::ensure_promtool)?;
+        promtool_check(&p, &t)
+    });
+    vec![
+        (
+            "http: /metrics is well-formed exposition (strict checker)".to_owned(),
+            strict,
+        ),
+        (
+            "http: /metrics passes promtool check metrics".to_owned(),
+            promtool,
+        ),
+    ]
+}
+
+/// Runs `promtool check metrics` over `text`. Exit 0 is clean; exit 3 means lint problems only
+/// (naming advice such as a missing `_total`), which pass; anything else, or a parse error in
+/// the output, fails.
+fn promtool_check(promtool: &Path, text: &str) -> Result<(), String> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not run {}: {e}", promtool.display()))?;
+    let mut input = child.stdin.take().ok_or("no stdin")?;
+    let body = text.as_bytes().to_vec();
+    let writer = thread::spawn(move || input.write_all(&body));
+    let output = child.wait_with_output().map_err(|e| e.to_string())?;
+    let _ = writer.join();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let parse_error = said.contains("error while linting") || said.contains("parsing error");
+    match output.status.code() {
+        Some(0) if !parse_error => Ok(()),
+        Some(3) if !parse_error => {
+            for line in said.lines() {
+                println!("  http: promtool lint advice (not an error): {line}");
+            }
+            Ok(())
+        }
+        _ => Err(format!(
+            "promtool check metrics failed ({}):\n{said}",
+            output.status
+        )),
+    }
 }
 
 /// Runs the checks in order (later ones depend on earlier deployments). `hello`, `echo` and
@@ -707,6 +1050,25 @@ mod tests {
         let bytes = std::fs::read(crate::workspace::root().join(FIXTURE)).unwrap();
         assert_eq!(manifest_name(&bytes).as_deref(), Some("hello"));
         assert_eq!(manifest_name(b"no manifest"), None);
+    }
+
+    /// Prometheus's parser tells parse errors (fail) from lint advice (pass) as
+    /// [`promtool_check`] reads it.
+    #[test]
+    fn promtool_parse_errors_fail_and_lint_advice_passes() {
+        let promtool = host_deps::ensure_promtool().expect("promtool is needed");
+        let clean = "# HELP a_total A.\n# TYPE a_total counter\na_total{k=\"v\\\"\"} 1\n";
+        assert_eq!(promtool_check(&promtool, clean), Ok(()));
+        let lint_only = "# HELP a A.\n# TYPE a counter\na 1\n";
+        assert_eq!(promtool_check(&promtool, lint_only), Ok(()));
+        for broken in [
+            "# HELP a_total A.\n# TYPE a_total counter\na_total 1\n# HELP a_total A.\n",
+            "a_total{k=\"\\q\"} 1\n",
+            "a_total{k=v} 1\n",
+        ] {
+            let err = promtool_check(&promtool, broken).unwrap_err();
+            assert!(err.contains("parsing error"), "{broken:?}: {err}");
+        }
     }
 
     /// The whole suite against a built kernel: `FJORD_KERNEL=<path> [FJORD_MACHINE=q35] cargo

@@ -1,5 +1,6 @@
-//! Host packages Fjord needs (QEMU, and whatever the Linux baseline needs), installed with apt
-//! when we run as root, or named precisely when we cannot install them.
+//! Host packages Fjord needs (QEMU, the HTTP checks' `curl` and `promtool`, and whatever the
+//! Linux baseline needs), installed with apt when we run as root, or named precisely when we
+//! cannot install them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -11,23 +12,50 @@ pub const QEMU_BINARY: &str = "qemu-system-x86_64";
 /// The Debian package that provides [`QEMU_BINARY`].
 pub const QEMU_PACKAGE: &str = "qemu-system-x86";
 
+/// The command-line HTTP client the gateway's end-to-end checks drive (chunked uploads,
+/// `Expect: 100-continue`).
+pub const CURL_BINARY: &str = "curl";
+/// The Debian package that provides [`CURL_BINARY`].
+pub const CURL_PACKAGE: &str = "curl";
+/// Prometheus's checker, which parses `/metrics` in the end-to-end checks.
+pub const PROMTOOL_BINARY: &str = "promtool";
+/// The Debian package that provides [`PROMTOOL_BINARY`] (with the Prometheus server, which
+/// the checks never start).
+pub const PROMTOOL_PACKAGE: &str = "prometheus";
+
 /// Returns the path of `qemu-system-x86_64`, installing Debian's `qemu-system-x86` first if it is
 /// missing and we are root.
 pub fn ensure_qemu() -> Result<PathBuf> {
-    if let Some(path) = find_on_path(QEMU_BINARY) {
+    ensure_program(QEMU_BINARY, QEMU_PACKAGE)
+}
+
+/// Returns the path of `curl`, installing Debian's `curl` first if it is missing and we are root.
+pub fn ensure_curl() -> Result<PathBuf> {
+    ensure_program(CURL_BINARY, CURL_PACKAGE)
+}
+
+/// Returns the path of `promtool`, installing Debian's `prometheus` first if it is missing and
+/// we are root.
+pub fn ensure_promtool() -> Result<PathBuf> {
+    ensure_program(PROMTOOL_BINARY, PROMTOOL_PACKAGE)
+}
+
+/// Returns the path of `binary`, installing the Debian `package` that provides it first if it is
+/// missing and we are root; otherwise fails saying what to install.
+pub fn ensure_program(binary: &str, package: &str) -> Result<PathBuf> {
+    if let Some(path) = find_on_path(binary) {
         return Ok(path);
     }
     if !is_root() {
         bail!(
-            "{QEMU_BINARY} is not on PATH. Install it with:\n    \
-             sudo apt-get install qemu-system-x86\n(or run `cargo xtask` as root to let it install it)"
+            "{binary} is not on PATH. Install it with:\n    \
+             sudo apt-get install {package}\n(or run `cargo xtask` as root to let it install it)"
         );
     }
-    eprintln!("xtask: {QEMU_BINARY} not found; installing Debian package {QEMU_PACKAGE}");
-    install_debian_packages(&[QEMU_PACKAGE])?;
-    find_on_path(QEMU_BINARY).with_context(|| {
-        format!("installed {QEMU_PACKAGE}, but {QEMU_BINARY} is still not on PATH")
-    })
+    eprintln!("xtask: {binary} not found; installing Debian package {package}");
+    install_debian_packages(&[package])?;
+    find_on_path(binary)
+        .with_context(|| format!("installed {package}, but {binary} is still not on PATH"))
 }
 
 /// Makes sure the Rust standard library for `target` is installed in the active toolchain.

@@ -125,6 +125,31 @@ impl Client {
         Ok(n)
     }
 
+    /// Reads an interim `HTTP/1.1 100 Continue` and nothing after it (the server must wait for
+    /// the body).
+    pub fn read_interim_continue(&mut self) -> Result<(), String> {
+        const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+        while self.buf.len() < CONTINUE.len() {
+            if self.fill()? == 0 {
+                return Err("connection closed before 100 Continue".to_owned());
+            }
+        }
+        if !self.buf.starts_with(CONTINUE) {
+            return Err(format!(
+                "expected 100 Continue, got {:?}",
+                String::from_utf8_lossy(&self.buf)
+            ));
+        }
+        self.buf.drain(..CONTINUE.len());
+        if !self.buf.is_empty() {
+            return Err(format!(
+                "bytes after 100 Continue before the body was sent: {:?}",
+                String::from_utf8_lossy(&self.buf)
+            ));
+        }
+        Ok(())
+    }
+
     /// Reads one response (`Content-Length` framing).
     pub fn read_response(&mut self) -> Result<HttpResponse, String> {
         let head_end = loop {

@@ -55,8 +55,8 @@ fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>, first_line_tsc: u64) -> ! 
     match opts.mode {
         Mode::Run => {
             if let Some(name) = opts.init {
-                match ufork::spawn(name) {
-                    Ok((pid, _)) => kprintln!("fjord: started {name} as μprocess {pid}"),
+                match ufork::spawn_detached(name) {
+                    Ok(pid) => kprintln!("fjord: started {name} as μprocess {pid}"),
                     Err(e) => kprintln!("fjord: init={name}: {e:?}"),
                 }
             }

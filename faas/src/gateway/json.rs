@@ -1,6 +1,6 @@
 //! The JSON documents the gateway returns (written by hand: the crate has no serializer).
 
-use super::service::FunctionInfo;
+use super::service::{FunctionInfo, ProcessInfo};
 use alloc::string::String;
 use core::fmt::Write;
 
@@ -36,6 +36,31 @@ pub fn function_list(functions: &[FunctionInfo]) -> String {
             out,
             ",\"size\":{},\"generation\":{}}}",
             f.size, f.generation
+        );
+    }
+    out.push_str("]\n");
+    out
+}
+
+/// `POST /processes/<program>`: `{"pid":N}` and a newline.
+pub fn started(pid: u64) -> String {
+    alloc::format!("{{\"pid\":{pid}}}\n")
+}
+
+/// `GET /processes`: `[{"pid":N,"ppid":N,"program":"…","state":"…","area":"0x…",
+/// "area_bytes":N,"memory_bytes":N},…]` and a newline.
+pub fn process_list(processes: &[ProcessInfo]) -> String {
+    let mut out = String::from("[");
+    for (i, p) in processes.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{{\"pid\":{},\"ppid\":{},\"program\":", p.pid, p.ppid);
+        write_string(&mut out, &p.program);
+        let _ = write!(
+            out,
+            ",\"state\":\"{}\",\"area\":\"{:#x}\",\"area_bytes\":{},\"memory_bytes\":{}}}",
+            p.state, p.area, p.area_bytes, p.memory_bytes
         );
     }
     out.push_str("]\n");

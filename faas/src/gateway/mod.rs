@@ -22,7 +22,7 @@ pub mod service;
 pub use connection::Connection;
 pub use service::{
     Completion, DeployError, DeployOutcome, FunctionInfo, FunctionService, Generation,
-    InvocationId, InvokeError, Started,
+    InvocationId, InvokeError, ProcessError, ProcessInfo, Started,
 };
 
 use crate::http::{HttpError, Method, Request, Response, Route, RouteError, Status, route};
@@ -208,6 +208,37 @@ impl<S: FunctionService> Gateway<S> {
                 ("list", json_response(Status::Ok, &body))
             }
             Ok(Route::Deploy(name)) => ("deploy", self.deploy(name, &req.body)),
+            Ok(Route::StartProcess(name)) => {
+                let r = match self.service.start_process(&name) {
+                    Ok(pid) => json_response(Status::Created, &json::started(pid)),
+                    Err(ProcessError::NotFound) => {
+                        Response::text(Status::NotFound, "no such program\n")
+                    }
+                    Err(ProcessError::NotAProgram) => Response::text(
+                        Status::BadRequest,
+                        "a function, not a program: invoke it with POST /invoke/<name>\n",
+                    ),
+                    Err(ProcessError::Full) => {
+                        Response::text(Status::ServiceUnavailable, "no room for a process\n")
+                    }
+                    Err(ProcessError::Unsupported) => {
+                        Response::text(Status::NotImplemented, "no processes here\n")
+                    }
+                };
+                ("process_start", r)
+            }
+            Ok(Route::ListProcesses) => {
+                let body = json::process_list(&self.service.processes());
+                ("process_list", json_response(Status::Ok, &body))
+            }
+            Ok(Route::KillProcess(pid)) => {
+                let r = if self.service.kill_process(pid) {
+                    Response::new(Status::NoContent)
+                } else {
+                    Response::text(Status::NotFound, "no such process\n")
+                };
+                ("process_kill", r)
+            }
             Ok(Route::Remove(name)) => {
                 let r = if self.service.remove(&name) {
                     self.metrics.remove_function(name.as_str());

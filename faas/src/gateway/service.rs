@@ -76,6 +76,38 @@ pub struct FunctionInfo {
     pub generation: Generation,
 }
 
+/// One line of `GET /processes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// Its PID.
+    pub pid: u64,
+    /// Its parent's PID (1, init, for the programs the kernel started).
+    pub ppid: u64,
+    /// The program it runs.
+    pub program: String,
+    /// `runnable`, `running`, `blocked` or `zombie`.
+    pub state: &'static str,
+    /// Base address of its area.
+    pub area: u64,
+    /// Size of its area in bytes.
+    pub area_bytes: u64,
+    /// Bytes of its area it has touched.
+    pub memory_bytes: u64,
+}
+
+/// Why a program could not be started as a μprocess.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessError {
+    /// No module of that name is deployed (404).
+    NotFound,
+    /// The module is a function, not a program (400).
+    NotAProgram,
+    /// No room: the process table or memory is full (503).
+    Full,
+    /// The runtime has no μprocesses (501).
+    Unsupported,
+}
+
 /// Names an invocation a runtime has started and not yet reported finished.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct InvocationId(pub u64);
@@ -131,4 +163,18 @@ pub trait FunctionService {
     fn list(&self) -> Vec<FunctionInfo>;
     /// Removes `name`; `false` if it was not deployed.
     fn remove(&mut self, name: &FunctionName) -> bool;
+    /// Starts the program `name` as a μprocess; returns its PID.
+    fn start_process(&mut self, name: &FunctionName) -> Result<u64, ProcessError> {
+        let _ = name;
+        Err(ProcessError::Unsupported)
+    }
+    /// The μprocesses, by PID.
+    fn processes(&self) -> Vec<ProcessInfo> {
+        Vec::new()
+    }
+    /// Kills the μprocess `pid` (signal 9); `false` if there is none.
+    fn kill_process(&mut self, pid: u64) -> bool {
+        let _ = pid;
+        false
+    }
 }

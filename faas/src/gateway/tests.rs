@@ -929,3 +929,33 @@ proptest::proptest! {
         proptest::prop_assert_eq!(answer(&pieces), whole);
     }
 }
+
+#[test]
+fn a_runtime_without_processes_answers_the_process_api_plainly() {
+    let mut gw = gateway(FakeService::new());
+    assert_eq!(call(&mut gw, "POST", "/processes/init", b"").0, 501);
+    assert_eq!(
+        call(&mut gw, "GET", "/processes", b""),
+        (200, "[]\n".into())
+    );
+    assert_eq!(call(&mut gw, "DELETE", "/processes/7", b"").0, 404);
+    assert_eq!(call(&mut gw, "DELETE", "/processes/seven", b"").0, 400);
+}
+
+#[test]
+fn process_lists_are_json() {
+    let p = super::ProcessInfo {
+        pid: 2,
+        ppid: 1,
+        program: "for\"ktest".into(),
+        state: "blocked",
+        area: 0x1000,
+        area_bytes: 8192,
+        memory_bytes: 4096,
+    };
+    assert_eq!(
+        super::json::process_list(&[p]),
+        "[{\"pid\":2,\"ppid\":1,\"program\":\"for\\\"ktest\",\"state\":\"blocked\",\"area\":\"0x1000\",\"area_bytes\":8192,\"memory_bytes\":4096}]\n"
+    );
+    assert_eq!(super::json::started(9), "{\"pid\":9}\n");
+}

@@ -7,6 +7,9 @@
 //! | `GET` | `/functions` | [`Route::ListFunctions`] |
 //! | `DELETE` | `/functions/<name>` | [`Route::Remove`] |
 //! | `GET` | `/metrics` | [`Route::Metrics`] |
+//! | `POST` | `/processes/<program>` | [`Route::StartProcess`] |
+//! | `GET` | `/processes` | [`Route::ListProcesses`] |
+//! | `DELETE` | `/processes/<pid>` | [`Route::KillProcess`] |
 //!
 //! Paths match exactly (no trailing slash, no percent-decoding: valid names need none); the query
 //! string is ignored. An unknown path is 404, a known path with another method 405 with an
@@ -29,6 +32,12 @@ pub enum Route {
     Remove(FunctionName),
     /// Prometheus metrics.
     Metrics,
+    /// Start a program as a μprocess.
+    StartProcess(FunctionName),
+    /// List the μprocesses.
+    ListProcesses,
+    /// Kill the μprocess with this PID.
+    KillProcess(u64),
 }
 
 /// Why a request matches no route.
@@ -43,6 +52,8 @@ pub enum RouteError {
     },
     /// The function name in the path is invalid (400).
     InvalidName(NameError),
+    /// The PID in the path is not a decimal number (400).
+    InvalidPid,
 }
 
 impl RouteError {
@@ -51,7 +62,7 @@ impl RouteError {
         match self {
             RouteError::NotFound => Status::NotFound,
             RouteError::MethodNotAllowed { .. } => Status::MethodNotAllowed,
-            RouteError::InvalidName(_) => Status::BadRequest,
+            RouteError::InvalidName(_) | RouteError::InvalidPid => Status::BadRequest,
         }
     }
 
@@ -63,6 +74,7 @@ impl RouteError {
                 alloc::string::String::from("method not allowed\n")
             }
             RouteError::InvalidName(e) => alloc::format!("{e}\n"),
+            RouteError::InvalidPid => alloc::string::String::from("invalid process id\n"),
         };
         let r = Response::text(self.status(), &msg);
         match self {
@@ -96,7 +108,22 @@ pub fn route(method: Method, target: &str) -> Result<Route, RouteError> {
             }),
         };
     }
+    if let Some(rest) = path.strip_prefix("/processes/") {
+        return match method {
+            Method::Post => named(rest).map(Route::StartProcess),
+            Method::Delete => rest
+                .parse::<u64>()
+                .ok()
+                .filter(|_| !rest.starts_with('+'))
+                .map(Route::KillProcess)
+                .ok_or(RouteError::InvalidPid),
+            _ => Err(RouteError::MethodNotAllowed {
+                allow: "POST, DELETE",
+            }),
+        };
+    }
     match path {
+        "/processes" => expect(Method::Get, "GET").map(|()| Route::ListProcesses),
         "/functions" => expect(Method::Get, "GET").map(|()| Route::ListFunctions),
         "/metrics" => expect(Method::Get, "GET").map(|()| Route::Metrics),
         _ => Err(RouteError::NotFound),
@@ -131,6 +158,21 @@ mod tests {
         );
         assert_eq!(route(Method::Get, "/functions"), Ok(Route::ListFunctions));
         assert_eq!(route(Method::Get, "/metrics"), Ok(Route::Metrics));
+        assert_eq!(
+            route(Method::Post, "/processes/init"),
+            Ok(Route::StartProcess(name("init")))
+        );
+        assert_eq!(route(Method::Get, "/processes"), Ok(Route::ListProcesses));
+        assert_eq!(
+            route(Method::Delete, "/processes/42"),
+            Ok(Route::KillProcess(42))
+        );
+        let code = |m, p| route(m, p).unwrap_err().status().code();
+        assert_eq!(code(Method::Delete, "/processes/x"), 400);
+        assert_eq!(code(Method::Delete, "/processes/+1"), 400);
+        assert_eq!(code(Method::Delete, "/processes/"), 400);
+        assert_eq!(code(Method::Get, "/processes/1"), 405);
+        assert_eq!(code(Method::Post, "/processes"), 405);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 use fjord_faas::FunctionName;
 use fjord_faas::gateway::{
     Completion, DeployError, DeployOutcome, FunctionInfo, FunctionService, Generation,
-    InvocationId, InvokeError, Started,
+    InvocationId, InvokeError, ProcessError, ProcessInfo, Started,
 };
 use fjord_faas::jbsq::RequestClass;
 use fjord_faas::module::{ModuleLimits, validate};
@@ -151,5 +151,33 @@ impl FunctionService for RuntimeService {
     fn remove(&mut self, name: &FunctionName) -> bool {
         self.generations.remove(name.as_str());
         super::remove(name.as_str())
+    }
+
+    fn start_process(&mut self, name: &FunctionName) -> Result<u64, ProcessError> {
+        use crate::ufork::SpawnError;
+        crate::ufork::spawn_detached(name.as_str()).map_err(|e| match e {
+            SpawnError::NoSuchProgram => ProcessError::NotFound,
+            SpawnError::NotAProgram => ProcessError::NotAProgram,
+            SpawnError::TableFull | SpawnError::NoMemory => ProcessError::Full,
+        })
+    }
+
+    fn processes(&self) -> Vec<ProcessInfo> {
+        crate::ufork::list()
+            .into_iter()
+            .map(|p| ProcessInfo {
+                pid: p.pid,
+                ppid: p.ppid,
+                program: p.program,
+                state: p.state,
+                area: p.area.0,
+                area_bytes: p.area.1,
+                memory_bytes: p.touched,
+            })
+            .collect()
+    }
+
+    fn kill_process(&mut self, pid: u64) -> bool {
+        crate::ufork::kill_pid(pid)
     }
 }

@@ -630,3 +630,63 @@ fn forget_sleeper(sleepers: &mut Vec<(Pid, u64)>, pid: Pid) {
         core::sync::atomic::Ordering::Relaxed,
     );
 }
+
+/// Starts the program `name` as a μprocess nobody waits for (`init=`, `POST /processes`): its
+/// request's completion is dropped once it ends. Returns its PID.
+pub fn spawn_detached(name: &str) -> Result<u64, SpawnError> {
+    let (pid, ticket) = spawn(name)?;
+    cpu::without_interrupts(|| STALE.lock().push(ticket));
+    collect_stale();
+    Ok(pid)
+}
+
+/// What `GET /processes` shows of a μprocess.
+pub struct Info {
+    /// Its PID.
+    pub pid: u64,
+    /// Its parent's.
+    pub ppid: u64,
+    /// The program.
+    pub program: alloc::string::String,
+    /// `runnable`, `running`, `blocked` or `zombie`.
+    pub state: &'static str,
+    /// Its area: base and size.
+    pub area: (u64, u64),
+    /// Bytes of its area it touched.
+    pub touched: u64,
+}
+
+/// Every μprocess, by PID.
+pub fn list() -> Vec<Info> {
+    use fjord_ufork::process::State;
+    let mut v: Vec<Info> = with(|p| {
+        p.procs
+            .iter()
+            .filter_map(|(&pid, pr)| {
+                let entry = p.table.get(pid)?;
+                Some(Info {
+                    pid: u64::from(pid.raw()),
+                    ppid: u64::from(entry.parent().raw()),
+                    program: alloc::string::String::from(pr.func.manifest.name.as_str()),
+                    state: match entry.state() {
+                        State::Runnable => "runnable",
+                        State::Running => "running",
+                        State::Blocked(_) => "blocked",
+                        State::Zombie(_) => "zombie",
+                    },
+                    area: pr.area,
+                    touched: 0,
+                })
+            })
+            .collect()
+    });
+    for info in &mut v {
+        info.touched = jord::with(|j| j.initialised_pages(info.area.0).len() as u64 * 4096);
+    }
+    v
+}
+
+/// Kills the μprocess `pid` with signal 9 (as `kill` does); false if there is none.
+pub fn kill_pid(pid: u64) -> bool {
+    kill(pid, 9).is_ok()
+}

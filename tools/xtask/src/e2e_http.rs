@@ -79,6 +79,7 @@ pub fn run(kernel: &Path, machine: Machine) -> Result<Vec<Outcome>> {
     outcomes.extend(nested_checks(addr, &apps));
     outcomes.extend(workload_checks(addr, &apps));
     outcomes.extend(tenant_checks(addr, &app("hostile")?));
+    outcomes.extend(process_checks(addr, &app("sleeper")?, &app("forktest")?));
     outcomes.extend(framing_checks(addr, &app("echo")?));
     // Last, when every family has samples (functions, namespaces, refusals).
     outcomes.extend(metrics_format_checks(addr));
@@ -862,6 +863,92 @@ fn tenant_checks(addr: SocketAddr, hostile: &[u8]) -> Vec<Outcome> {
             })
         },
     );
+    out
+}
+
+/// The μprocess API: start a program, list it, kill it; functions and unknown names refused.
+fn process_checks(addr: SocketAddr, sleeper: &[u8], forktest: &[u8]) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    let mut check = |label: &str, result: Result<(), String>| {
+        out.push((format!("http: processes: {label}"), result));
+    };
+    let listed = |pid: &str| -> Result<bool, String> {
+        let r = one(addr, "GET", "/processes", b"")?;
+        r.expect(200)?;
+        Ok(r.text().contains(&format!("\"pid\":{pid},")))
+    };
+    check("PUT the sleeper and forktest programs", {
+        [("sleeper", sleeper), ("forktest", forktest)]
+            .into_iter()
+            .try_for_each(|(name, bytes)| match deploy(addr, name, bytes)? {
+                200 | 201 => Ok(()),
+                s => Err(format!("deploying {name} answered {s}")),
+            })
+    });
+    let mut pid = String::new();
+    check("POST /processes/sleeper starts it (201, its pid)", {
+        one(addr, "POST", "/processes/sleeper", b"").and_then(|r| {
+            r.expect(201)?;
+            let text = r.text();
+            pid = text
+                .trim()
+                .strip_prefix("{\"pid\":")
+                .and_then(|t| t.strip_suffix('}'))
+                .ok_or_else(|| format!("no pid in {text:?}"))?
+                .to_owned();
+            Ok(())
+        })
+    });
+    check("GET /processes lists it, blocked in sleep", {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = one(addr, "GET", "/processes", b"");
+            match r {
+                Ok(r)
+                    if r.text().contains(&format!(
+                        "\"pid\":{pid},\"ppid\":1,\"program\":\"sleeper\",\"state\":\"blocked\""
+                    )) =>
+                {
+                    break Ok(());
+                }
+                Ok(r) if Instant::now() > deadline => {
+                    break Err(format!("not listed as blocked: {}", r.text()));
+                }
+                Err(e) => break Err(e),
+                _ => thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    });
+    check("DELETE /processes/<pid> kills it (204), then it is gone", {
+        one(addr, "DELETE", &format!("/processes/{pid}"), b"")
+            .and_then(|r| r.expect(204))
+            .and_then(|()| {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while listed(&pid)? {
+                    if Instant::now() > deadline {
+                        return Err("still listed after the kill".into());
+                    }
+                    thread::sleep(Duration::from_millis(100));
+                }
+                Ok(())
+            })
+            .and_then(|()| one(addr, "DELETE", &format!("/processes/{pid}"), b""))
+            .and_then(|r| r.expect(404))
+    });
+    check("a program that forks runs to its end", {
+        one(addr, "POST", "/processes/forktest", b"").and_then(|r| r.expect(201))
+    });
+    check("a function is not a program (400), an unknown name 404", {
+        one(addr, "POST", "/processes/echo", b"")
+            .and_then(|r| r.expect(400))
+            .and_then(|()| one(addr, "POST", "/processes/nope", b""))
+            .and_then(|r| r.expect(404))
+            .and_then(|()| one(addr, "POST", "/invoke/sleeper", b""))
+            .and_then(|r| {
+                r.expect(500)?;
+                r.expect_body_contains("not a function")
+            })
+    });
     out
 }
 

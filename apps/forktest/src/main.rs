@@ -6,7 +6,9 @@
 //! checks the status, and checks that its own list is untouched. Exit code 0 means every check
 //! passed; any other code names the first that failed. Then it checks pipes (a child writes
 //! through one, the parent reads to end of file), descriptors inherited across `fork`, `kill`
-//! of a sleeping child, and `write` to the console.
+//! of a sleeping child, and `write` to the console; heap structures (`Vec<String>`, `BTreeMap`,
+//! `Box<dyn Trait>`) and function pointers across `fork`, a grandchild, 100 children, a child
+//! that faults on its parent's memory, and a fork bomb that hits the process limit.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 #[cfg(target_os = "none")]
@@ -85,6 +87,9 @@ mod program {
         if let Err(code) = pipes_and_kill() {
             return code;
         }
+        if let Err(code) = crate::more::structures_and_families() {
+            return code;
+        }
         let _ = process::write(1, b"forktest: pipes, kill and the console work\n");
         process::print("forktest: every child saw its own relocated copy");
         0
@@ -136,6 +141,131 @@ mod program {
             }
             Err(_) => Err(49),
         }
+    }
+}
+
+#[cfg(target_os = "none")]
+mod more {
+    use alloc::boxed::Box;
+    use alloc::collections::BTreeMap;
+    use alloc::string::{String, ToString};
+    use alloc::vec::Vec;
+    use fjord_libos::process::{self, ANY_CHILD, ExitStatus};
+
+    trait Shape {
+        fn area(&self) -> u64;
+    }
+    struct Square(u64);
+    impl Shape for Square {
+        fn area(&self) -> u64 {
+            self.0 * self.0
+        }
+    }
+
+    fn triple(x: u64) -> u64 {
+        3 * x
+    }
+
+    /// Heap structures and pointers to code built before a fork work in the child; a
+    /// grandchild; 100 children; a child that faults; a fork bomb that hits the limit.
+    pub fn structures_and_families() -> Result<(), u8> {
+        let names: Vec<String> = (0..20).map(|i| i.to_string()).collect();
+        let map: BTreeMap<u64, String> = (0..50).map(|i| (i, i.to_string())).collect();
+        let shape: Box<dyn Shape> = Box::new(Square(7));
+        let f: fn(u64) -> u64 = triple;
+        match process::fork() {
+            Ok(0) => {
+                let ok = names.iter().map(|n| n.len()).sum::<usize>() == 30
+                    && map.get(&42).map(String::as_str) == Some("42")
+                    && shape.area() == 49
+                    && f(14) == 42;
+                // A grandchild, waited for by the child.
+                let code = match process::fork() {
+                    Ok(0) => process::exit(5),
+                    Ok(g) => match process::waitpid(g, 0) {
+                        Ok(Some((_, ExitStatus::Exited(5)))) => 55,
+                        _ => 1,
+                    },
+                    Err(_) => 2,
+                };
+                process::exit(if ok { code } else { 3 });
+            }
+            Ok(c) => match process::waitpid(c, 0) {
+                Ok(Some((_, ExitStatus::Exited(55)))) => {}
+                Ok(Some((_, ExitStatus::Exited(code)))) => return Err(60 + code),
+                _ => return Err(61),
+            },
+            Err(_) => return Err(62),
+        }
+        // 100 children, waited for in any order.
+        let mut sum = 0u64;
+        for i in 0..100u64 {
+            match process::fork() {
+                Ok(0) => process::exit((i % 200) as u8),
+                Ok(_) => {}
+                Err(_) => return Err(63),
+            }
+        }
+        for _ in 0..100 {
+            match process::waitpid(ANY_CHILD, 0) {
+                Ok(Some((_, ExitStatus::Exited(code)))) => sum += u64::from(code),
+                _ => return Err(64),
+            }
+        }
+        if sum != (0..100).sum::<u64>() {
+            return Err(65);
+        }
+        // A child that follows a pointer into its parent's area (hidden from relocation by an
+        // encoding) faults, and its parent learns it.
+        let secret = Box::new(0x5eed_u64);
+        // `black_box` keeps the encoding: the compiler must not cancel the two XORs.
+        let hidden = core::hint::black_box((&*secret as *const u64 as u64) ^ 0x5555_0000_0000_0000);
+        match process::fork() {
+            Ok(0) => {
+                let p = (core::hint::black_box(hidden) ^ 0x5555_0000_0000_0000) as *const u64;
+                // SAFETY: none intended: the address is the parent's, which this μprocess's
+                // protection domain does not map; the read must fault.
+                let v = unsafe { p.read_volatile() };
+                process::exit(if v == 0x5eed { 70 } else { 71 });
+            }
+            Ok(c) => match process::waitpid(c, 0) {
+                Ok(Some((_, ExitStatus::Killed(11)))) => {}
+                Ok(Some((_, ExitStatus::Exited(70)))) => return Err(73),
+                Ok(Some((_, ExitStatus::Exited(_)))) => return Err(74),
+                Ok(Some((_, ExitStatus::Killed(_)))) => return Err(75),
+                Ok(None) => return Err(76),
+                Err(_) => return Err(66),
+            },
+            Err(_) => return Err(67),
+        }
+        // A fork bomb: children that sleep until the table is full; fork then fails.
+        let mut kids = Vec::new();
+        let refused = loop {
+            match process::fork() {
+                Ok(0) => {
+                    process::sleep(60_000_000_000);
+                    process::exit(0);
+                }
+                Ok(pid) => kids.push(pid),
+                Err(e) => break e,
+            }
+            if kids.len() > 1000 {
+                return Err(68);
+            }
+        };
+        if refused.is_none() || kids.is_empty() {
+            return Err(69);
+        }
+        for &k in &kids {
+            let _ = process::kill(k, 9);
+        }
+        for _ in &kids {
+            match process::waitpid(ANY_CHILD, 0) {
+                Ok(Some((_, ExitStatus::Killed(9)))) => {}
+                _ => return Err(72),
+            }
+        }
+        Ok(())
     }
 }
 

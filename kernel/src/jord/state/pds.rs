@@ -3,6 +3,16 @@
 use super::*;
 
 impl Jord {
+    /// Frees the root tables kept for reuse, with the intermediate tables they kept (which
+    /// grow with the addresses their PDs used); returns how many roots went.
+    pub fn trim_root_cache(&mut self) -> usize {
+        let n = self.root_cache.len();
+        for root in self.root_cache.drain(..) {
+            PageTables::new(root, &DIRECT).free_user_tables(&mut KernelFrames);
+        }
+        n
+    }
+
     /// The root table of `pd` (the kernel's own for PD 0).
     pub fn root_of(&self, pd: PdId) -> u64 {
         if pd == PdId::KERNEL {

@@ -309,6 +309,34 @@ macro_rules! __manifest_key {
     };
 }
 
+/// The heap allocator and the `_start` stub of a module (function or program): switch to the
+/// instance stack below the heap header under the memory boundary (`rcx`), keep the argument
+/// registers, and call `$main`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __entry {
+    ($main:ident) => {
+        /// `alloc` in modules: the heap of the PD's instance VMA (a μprocess's area).
+        #[global_allocator]
+        static HEAP: $crate::heap::FunctionHeap = $crate::heap::FunctionHeap;
+
+        /// The entry point.
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        extern "C" fn _start() -> ! {
+            ::core::arch::naked_asm!(
+                "lea rsp, [rcx - {header}]",
+                "and rsp, -16",
+                "xor ebp, ebp",
+                "call {main}",
+                "ud2",
+                main = sym $main,
+                header = const $crate::heap::HEADER_BYTES,
+            )
+        }
+    };
+}
+
 /// Declares the crate a Fjord function whose requests `handler` (a [`Handler`]) serves.
 ///
 /// ```ignore
@@ -339,25 +367,7 @@ macro_rules! function {
                 $crate::privlib::creturn(value)
             }
 
-            /// `alloc` in functions: the heap of the PD's instance VMA.
-            #[global_allocator]
-            static HEAP: $crate::heap::FunctionHeap = $crate::heap::FunctionHeap;
-
-            /// The entry point: switch to the instance stack below the heap header under the
-            /// memory boundary (rcx), keep the ArgBuf registers, and serve the request.
-            #[unsafe(no_mangle)]
-            #[unsafe(naked)]
-            extern "C" fn _start() -> ! {
-                ::core::arch::naked_asm!(
-                    "lea rsp, [rcx - {header}]",
-                    "and rsp, -16",
-                    "xor ebp, ebp",
-                    "call {main}",
-                    "ud2",
-                    main = sym fjord_function_main,
-                    header = const $crate::heap::HEADER_BYTES,
-                )
-            }
+            $crate::__entry!(fjord_function_main);
 
             #[panic_handler]
             fn panic(info: &::core::panic::PanicInfo<'_>) -> ! {

@@ -158,24 +158,7 @@ macro_rules! program {
                 $crate::process::exit(main())
             }
 
-            /// `alloc` in programs: the heap of the μprocess's area.
-            #[global_allocator]
-            static HEAP: $crate::heap::FunctionHeap = $crate::heap::FunctionHeap;
-
-            /// The entry point: the stack below the heap header under the memory boundary (rcx).
-            #[unsafe(no_mangle)]
-            #[unsafe(naked)]
-            extern "C" fn _start() -> ! {
-                ::core::arch::naked_asm!(
-                    "lea rsp, [rcx - {header}]",
-                    "and rsp, -16",
-                    "xor ebp, ebp",
-                    "call {main}",
-                    "ud2",
-                    main = sym fjord_program_main,
-                    header = const $crate::heap::HEADER_BYTES,
-                )
-            }
+            $crate::__entry!(fjord_program_main);
 
             #[panic_handler]
             fn panic(info: &::core::panic::PanicInfo<'_>) -> ! {

@@ -77,6 +77,19 @@ impl TestEnv {
         self.store_bytes() + 64 * self.store.len()
     }
 
+    /// Invokes every `(entry, request)` of `ops` `rounds` times and returns the most bytes the
+    /// state was counted at ([`TestEnv::quota_bytes`]) after any round.
+    pub fn most_state(&mut self, ops: &[(&str, &[u8])], rounds: usize) -> usize {
+        let mut most = 0;
+        for _ in 0..rounds {
+            for &(entry, request) in ops {
+                let _ = self.invoke(entry, request);
+            }
+            most = most.max(self.quota_bytes());
+        }
+        most
+    }
+
     fn run(&mut self, name: &str, request: &[u8], capacity: usize) -> Result<Vec<u8>, FnError> {
         *self.calls.entry(name.to_string()).or_default() += 1;
         let route = self

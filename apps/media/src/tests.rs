@@ -111,18 +111,12 @@ fn malformed_requests_are_bad_requests() {
 
 #[test]
 fn state_stays_within_the_kv_quota() {
-    let mut env = env();
-    let ops: std::vec::Vec<_> = fjord_faas::workloads::OPERATIONS
+    let ops: std::vec::Vec<(&str, &[u8])> = fjord_faas::workloads::OPERATIONS
         .iter()
         .filter(|o| o.workload == "media")
+        .map(|o| (o.entry, o.request))
         .collect();
-    let mut most = 0;
-    for _ in 0..3000 {
-        for op in &ops {
-            let _ = env.invoke(op.entry, op.request);
-        }
-        most = most.max(env.quota_bytes());
-    }
+    let most = env().most_state(&ops, 3000);
     assert!(
         most <= fjord_app_kit::test_env::WORKLOAD_KV_QUOTA / 4,
         "{most} bytes"

@@ -184,20 +184,7 @@ pub(super) fn read(
             Ok(()) => Next::Continue(data.len() as u64),
             Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
         },
-        Ok(None) => {
-            let id = with(|p| match file_of(p, pid, fd) {
-                Ok(File::PipeRead(id)) => id.raw(),
-                _ => 0,
-            });
-            park(
-                pid,
-                BlockReason::Read(id),
-                Blocked::Read { fd, buf, len },
-                ctx,
-                info,
-            );
-            Next::Stop
-        }
+        Ok(None) => block(pid, fd, Blocked::Read { fd, buf, len }, ctx, info),
         Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
     }
 }
@@ -240,22 +227,23 @@ pub(super) fn write(
             wake(woken.unwrap_or_default());
             Next::Continue(n as u64)
         }
-        Ok(None) => {
-            let id = with(|p| match file_of(p, pid, fd) {
-                Ok(File::PipeWrite(id)) => id.raw(),
-                _ => 0,
-            });
-            park(
-                pid,
-                BlockReason::Write(id),
-                Blocked::Write { fd, buf, len },
-                ctx,
-                info,
-            );
-            Next::Stop
-        }
+        Ok(None) => block(pid, fd, Blocked::Write { fd, buf, len }, ctx, info),
         Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
     }
+}
+
+/// Parks `pid` in `blocked`, a read or write of the pipe `fd` names, until the other side acts.
+fn block(pid: Pid, fd: u32, blocked: Blocked, ctx: &UserContext, info: JobInfo) -> Next {
+    let id = with(|p| match file_of(p, pid, fd) {
+        Ok(File::PipeRead(id) | File::PipeWrite(id)) => id.raw(),
+        _ => 0,
+    });
+    let reason = match blocked {
+        Blocked::Read { .. } => BlockReason::Read(id),
+        _ => BlockReason::Write(id),
+    };
+    park(pid, reason, blocked, ctx, info);
+    Next::Stop
 }
 
 /// Prints what `pid` wrote to the console, within its console budget.

@@ -3,7 +3,6 @@
 //! output captured in a buffer; then every command against an address where nothing listens.
 
 use std::fs;
-use std::net::{Ipv4Addr, TcpListener};
 use std::path::Path;
 use std::time::Instant;
 
@@ -271,13 +270,9 @@ fn live_checks(gateway: &Gateway, hello_elf: &Path) -> Vec<Outcome> {
 /// Every command against a URL where nothing listens (from `--url` and from a stale URL file)
 /// fails within the connect limit with "no Fjord is running".
 fn dead_checks(hello_elf: &Path) -> Vec<Outcome> {
-    let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port());
-    let Ok(port) = port else {
-        return vec![("cli: a free port".to_owned(), Err("none".to_owned()))];
-    };
-    let url = format!("http://127.0.0.1:{port}/");
+    // Port 1 (tcpmux): nothing listens on it here, while an ephemeral port bound and released
+    // could be taken at once by a test or a VM started in parallel.
+    let url = "http://127.0.0.1:1/".to_owned();
     let stale = workspace::target_dir().join("fjord/e2e-cli-stale-url");
     let gateways = [
         (

@@ -55,7 +55,7 @@ fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>, first_line_tsc: u64) -> ! 
     match opts.mode {
         Mode::Run => {
             if let Some(name) = opts.init {
-                match ufork::spawn_detached(name) {
+                match ufork::spawn_detached(name, ufork::SpawnOptions::default()) {
                     Ok(pid) => kprintln!("fjord: started {name} as μprocess {pid}"),
                     Err(e) => kprintln!("fjord: init={name}: {e:?}"),
                 }

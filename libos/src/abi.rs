@@ -100,11 +100,17 @@ pub enum Sysno {
     Kill = 50,
     /// `sleep(nanoseconds)`: blocks the caller for at least that long.
     Sleep = 51,
+    /// `set_fork_mode(mode)`: sets how the calling μprocess's later `fork` calls copy its
+    /// memory by default (0 full, 1 copy-on-write, 2 copy-on-access, 3 copy-on-pointer-access);
+    /// returns the previous mode.
+    SetForkMode = 52,
+    /// `meminfo()`: the bytes of free physical memory (frames) the kernel has.
+    MemInfo = 53,
 }
 
 impl Sysno {
     /// Every defined system call, in number order.
-    pub const ALL: [Sysno; 36] = [
+    pub const ALL: [Sysno; 38] = [
         Sysno::Null,
         Sysno::Exit,
         Sysno::Log,
@@ -141,6 +147,8 @@ impl Sysno {
         Sysno::Dup2,
         Sysno::Kill,
         Sysno::Sleep,
+        Sysno::SetForkMode,
+        Sysno::MemInfo,
     ];
 
     /// The call with number `n`, if one is defined.

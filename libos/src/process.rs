@@ -37,9 +37,42 @@ impl ExitStatus {
     }
 }
 
-/// Creates a child μprocess; returns its PID in the parent and 0 in the child.
+/// How `fork` gives the child its memory (μFork's copy modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForkMode {
+    /// Copy (and relocate) every page the parent holds during `fork`.
+    Full = 0,
+    /// Share pages read-only, copy on the first write, never relocate: the child reads the
+    /// parent's pointers as they are. Refused unless the μprocess runs with isolation off.
+    CopyOnWrite = 1,
+    /// Copy and relocate each page on the child's first access to it.
+    CopyOnAccess = 2,
+    /// Copy and relocate pages holding pointers on first access; share the others read-only
+    /// until written (the default).
+    CopyOnPointerAccess = 3,
+}
+
+/// Creates a child μprocess with the caller's default copy mode (see [`set_fork_mode`]);
+/// returns its PID in the parent and 0 in the child.
 pub fn fork() -> Result<u64, Option<Error>> {
     syscall3(Sysno::Fork, 0, 0, 0)
+}
+
+/// [`fork`] with `mode` for this call only.
+pub fn fork_with(mode: ForkMode) -> Result<u64, Option<Error>> {
+    syscall3(Sysno::Fork, mode as u64 + 1, 0, 0)
+}
+
+/// Sets the copy mode of the caller's later [`fork`] calls; returns the previous one.
+/// [`Error::AccessDenied`] for copy-on-write unless isolation is off.
+pub fn set_fork_mode(mode: ForkMode) -> Result<u64, Option<Error>> {
+    syscall3(Sysno::SetForkMode, mode as u64, 0, 0)
+}
+
+/// The bytes of free physical memory the kernel has (what `sysinfo`'s `freeram` says on
+/// Linux).
+pub fn free_memory() -> u64 {
+    syscall3(Sysno::MemInfo, 0, 0, 0).unwrap_or(0)
 }
 
 /// Waits for the child `pid` (or any, [`ANY_CHILD`]) to end and reaps it: its PID and how it

@@ -65,6 +65,7 @@ pub mod area;
 pub mod cap;
 pub mod copy_mode;
 pub mod fd;
+pub mod lazy;
 pub mod pipe;
 pub mod process;
 pub mod relocate;
@@ -77,6 +78,7 @@ pub use copy_mode::{
     Access, CopyMode, ForkDecision, Isolation, ModeError, OnFault, PageRole, PageState, Prot,
 };
 pub use fd::{Fd, FdError, FdTable, FileId, OpenFiles};
+pub use lazy::{FirstTouch, LazyPages, on_first_touch};
 pub use pipe::{End, PIPE_BUF, Pipe, PipeError, PipeId, PipeTable};
 pub use process::{
     BlockReason, ExitStatus, Pid, ProcError, Process, ProcessTable, Signal, State, WaitOptions,

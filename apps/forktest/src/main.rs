@@ -6,7 +6,8 @@
 //! checks the status, and checks that its own list is untouched. Exit code 0 means every check
 //! passed; any other code names the first that failed. Then it checks pipes (a child writes
 //! through one, the parent reads to end of file), descriptors inherited across `fork`, `kill`
-//! of a sleeping child, and `write` to the console; heap structures (`Vec<String>`, `BTreeMap`,
+//! of a sleeping child, a parent's writes after `fork` that its child must not see, and `write`
+//! to the console; heap structures (`Vec<String>`, `BTreeMap`,
 //! `Box<dyn Trait>`) and function pointers across `fork`, a grandchild, 100 children, a child
 //! that faults on its parent's memory, and a fork bomb that hits the process limit.
 #![cfg_attr(target_os = "none", no_std, no_main)]
@@ -87,12 +88,55 @@ mod program {
         if let Err(code) = pipes_and_kill() {
             return code;
         }
+        if let Err(code) = later_writes_stay_apart() {
+            return code;
+        }
         if let Err(code) = crate::more::structures_and_families() {
             return code;
         }
         let _ = process::write(1, b"forktest: pipes, kill and the console work\n");
         process::print("forktest: every child saw its own relocated copy");
         0
+    }
+
+    /// After `fork`, the parent changes its list before the child looks (the child waits on a
+    /// pipe): the child sees the list as of the fork, and its own changes stay its own.
+    fn later_writes_stay_apart() -> Result<(), u8> {
+        let mut head = list(300);
+        let expected = sum(&head);
+        let (r, w) = process::pipe().map_err(|_| 30)?;
+        match process::fork() {
+            Ok(0) => {
+                let mut b = [0u8; 1];
+                if process::read(r, &mut b) != Ok(1) {
+                    process::exit(31);
+                }
+                if sum(&head) != expected {
+                    process::exit(32);
+                }
+                bump(&mut head, 7);
+                process::exit(if sum(&head) == expected + 300 * 7 {
+                    0
+                } else {
+                    33
+                });
+            }
+            Ok(child) => {
+                bump(&mut head, 1);
+                process::write(w, b"x").map_err(|_| 34)?;
+                match process::waitpid(child, 0) {
+                    Ok(Some((_, ExitStatus::Exited(0)))) => {}
+                    Ok(Some((_, ExitStatus::Exited(code)))) => return Err(code),
+                    _ => return Err(35),
+                }
+                let _ = (process::close(r), process::close(w));
+                if sum(&head) != expected + 300 {
+                    return Err(36);
+                }
+                Ok(())
+            }
+            Err(_) => Err(37),
+        }
     }
 
     /// A child writes through a pipe it inherited; a sleeping child is killed.

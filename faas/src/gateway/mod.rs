@@ -22,7 +22,7 @@ pub mod service;
 pub use connection::Connection;
 pub use service::{
     Completion, DeployError, DeployOutcome, FunctionInfo, FunctionService, Generation,
-    InvocationId, InvokeError, ProcessError, ProcessInfo, Started,
+    InvocationId, InvokeError, ProcessError, ProcessInfo, ProcessOptions, Started,
 };
 
 use crate::http::{HttpError, Method, Request, Response, Route, RouteError, Status, route};
@@ -209,7 +209,11 @@ impl<S: FunctionService> Gateway<S> {
             }
             Ok(Route::Deploy(name)) => ("deploy", self.deploy(name, &req.body)),
             Ok(Route::StartProcess(name)) => {
-                let r = match self.service.start_process(&name) {
+                let started = match ProcessOptions::from_target(&req.target) {
+                    Ok(options) => self.service.start_process(&name, options),
+                    Err(_) => Err(ProcessError::BadOptions),
+                };
+                let r = match started {
                     Ok(pid) => json_response(Status::Created, &json::started(pid)),
                     Err(ProcessError::NotFound) => {
                         Response::text(Status::NotFound, "no such program\n")
@@ -224,6 +228,10 @@ impl<S: FunctionService> Gateway<S> {
                     Err(ProcessError::Unsupported) => {
                         Response::text(Status::NotImplemented, "no processes here\n")
                     }
+                    Err(ProcessError::BadOptions) => Response::text(
+                        Status::BadRequest,
+                        "bad options: fork=full|cow|coa|copa, isolation=none|non-adversarial|full; cow needs isolation=none\n",
+                    ),
                 };
                 ("process_start", r)
             }

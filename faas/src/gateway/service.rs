@@ -95,6 +95,51 @@ pub struct ProcessInfo {
     pub memory_bytes: u64,
 }
 
+/// How a μprocess started over HTTP runs: `POST /processes/<program>?fork=…&isolation=…`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessOptions {
+    /// The copy mode of its `fork` calls: `full`, `cow`, `coa` or `copa` (the default).
+    pub mode: fjord_ufork::CopyMode,
+    /// Its isolation level: `none`, `non-adversarial` or `full` (the default).
+    pub isolation: fjord_ufork::Isolation,
+}
+
+impl ProcessOptions {
+    /// The options a request target's query string names; unknown keys are ignored, an
+    /// unknown value is an error naming the key.
+    pub fn from_target(target: &str) -> Result<ProcessOptions, &'static str> {
+        use fjord_ufork::{CopyMode, Isolation};
+        let mut o = ProcessOptions::default();
+        let Some((_, query)) = target.split_once('?') else {
+            return Ok(o);
+        };
+        for pair in query.split('&') {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match key {
+                "fork" => {
+                    o.mode = match value {
+                        "full" => CopyMode::Full,
+                        "cow" => CopyMode::CopyOnWrite,
+                        "coa" => CopyMode::CopyOnAccess,
+                        "copa" => CopyMode::CopyOnPointerAccess,
+                        _ => return Err("fork"),
+                    }
+                }
+                "isolation" => {
+                    o.isolation = match value {
+                        "none" => Isolation::None,
+                        "non-adversarial" => Isolation::NonAdversarial,
+                        "full" => Isolation::Full,
+                        _ => return Err("isolation"),
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(o)
+    }
+}
+
 /// Why a program could not be started as a μprocess.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProcessError {
@@ -106,6 +151,8 @@ pub enum ProcessError {
     Full,
     /// The runtime has no μprocesses (501).
     Unsupported,
+    /// The options are refused: copy-on-write with isolation on (400).
+    BadOptions,
 }
 
 /// Names an invocation a runtime has started and not yet reported finished.
@@ -164,8 +211,12 @@ pub trait FunctionService {
     /// Removes `name`; `false` if it was not deployed.
     fn remove(&mut self, name: &FunctionName) -> bool;
     /// Starts the program `name` as a μprocess; returns its PID.
-    fn start_process(&mut self, name: &FunctionName) -> Result<u64, ProcessError> {
-        let _ = name;
+    fn start_process(
+        &mut self,
+        name: &FunctionName,
+        options: ProcessOptions,
+    ) -> Result<u64, ProcessError> {
+        let _ = (name, options);
         Err(ProcessError::Unsupported)
     }
     /// The μprocesses, by PID.
@@ -176,5 +227,40 @@ pub trait FunctionService {
     fn kill_process(&mut self, pid: u64) -> bool {
         let _ = pid;
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProcessOptions;
+    use fjord_ufork::{CopyMode, Isolation};
+
+    #[test]
+    fn process_options_come_from_the_query() {
+        assert_eq!(
+            ProcessOptions::from_target("/processes/p"),
+            Ok(ProcessOptions::default())
+        );
+        let o = ProcessOptions::from_target("/processes/p?fork=coa&isolation=non-adversarial&x=1")
+            .unwrap();
+        assert_eq!(o.mode, CopyMode::CopyOnAccess);
+        assert_eq!(o.isolation, Isolation::NonAdversarial);
+        let o = ProcessOptions::from_target("/processes/p?isolation=none&fork=cow").unwrap();
+        assert_eq!(
+            (o.mode, o.isolation),
+            (CopyMode::CopyOnWrite, Isolation::None)
+        );
+        assert_eq!(
+            ProcessOptions::from_target("/processes/p?fork=fast"),
+            Err("fork")
+        );
+        assert_eq!(
+            ProcessOptions::from_target("/processes/p?isolation"),
+            Err("isolation")
+        );
+        assert_eq!(
+            ProcessOptions::from_target("/processes/p?fork=full").map(|o| o.mode),
+            Ok(CopyMode::Full)
+        );
     }
 }

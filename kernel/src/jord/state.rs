@@ -6,6 +6,7 @@
 //! - [`pds`]: creating and destroying PDs, their bounds and page tables;
 //! - [`shootdown`]: clearing stale leaves and the remote flushes still owed ([`Pending`]);
 //! - [`restore`]: a function instance restored for its next request;
+//! - [`lazy`]: lazily forked VMAs, their pages copied from the parent's when first needed;
 //! - [`backing`], [`stats`]: the frames behind a VMA, the event counters.
 
 use crate::arch::{cpu, percpu};
@@ -23,6 +24,7 @@ use spin::Mutex;
 
 mod backing;
 mod handoff;
+mod lazy;
 mod memory;
 mod pds;
 mod restore;
@@ -32,6 +34,7 @@ mod stats;
 use backing::Backing;
 use handoff::MAX_DEFERRED;
 pub use handoff::{Handoff, POPULATE_PAGES};
+pub use lazy::{LazyFork, LazyStats};
 pub use restore::InstanceLayout;
 pub use shootdown::Pending;
 pub(super) use shootdown::leaf_table;
@@ -76,6 +79,11 @@ pub struct Jord {
     pub(super) held_back: HeldBack,
     /// Per PD, the level-1 tables of its last single-leaf edits (see [`LeafHints`]).
     pub(super) leaf_hints: LeafHints,
+    /// Lazily forked VMAs (μFork's lazy copy modes).
+    lazy: lazy::LazyCopies,
+    /// Flushes the lazy copies owe (see [`Jord::take_lazy_flushes`]).
+    lazy_owed: Pending,
+    lazy_stats: LazyStats,
 }
 
 /// The generation of the next Jord state.
@@ -189,6 +197,9 @@ impl Jord {
             stats: JordStats::default(),
             held_back: HeldBack::new(MAX_DEFERRED, MAX_LIVE_PDS),
             leaf_hints: LeafHints::new(MAX_LIVE_PDS),
+            lazy: lazy::LazyCopies::default(),
+            lazy_owed: Pending::default(),
+            lazy_stats: LazyStats::default(),
         };
         j.backing.resize_with(slots, || Backing::NONE);
         Ok(j)

@@ -50,9 +50,15 @@ impl Jord {
             return false;
         }
         let page = align_down(addr, PAGE_SIZE);
-        let pa = phys + (page - grant.base);
-        self.initialise_page(grant.base, ((page - grant.base) / PAGE_SIZE) as usize);
-        let flags = leaf_flags(grant.perm);
+        let index = ((page - grant.base) / PAGE_SIZE) as usize;
+        let (pa, perm) = match self.lazy_fill(grant.base, index, access, grant.perm) {
+            Some(lazy) => lazy,
+            None => {
+                self.initialise_page(grant.base, index);
+                (phys + (page - grant.base), grant.perm)
+            }
+        };
+        let flags = leaf_flags(perm);
         // A leaf that is present already (with fewer rights than now granted, e.g. after
         // pcopy, or stale) is replaced.
         let root = self.root_of(pd);
@@ -102,7 +108,11 @@ pub fn on_user_page_fault(addr: u64, error: u64) -> bool {
         return false;
     }
     match PdId::from_raw(pd) {
-        Ok(pd) => with(|j| j.fill(pd, addr, error)),
+        Ok(pd) => {
+            let (filled, owed) = with(|j| (j.fill(pd, addr, error), j.take_lazy_flushes()));
+            owed.finish();
+            filled
+        }
         Err(_) => false,
     }
 }

@@ -52,6 +52,30 @@ ktest! {
 }
 
 ktest! {
+    fn forktest_passes_in_every_copy_mode_and_cow_needs_isolation_off() {
+        needs_forktest()?;
+        use fjord_ufork::copy_mode::{CopyMode, Isolation};
+        for mode in [CopyMode::Full, CopyMode::CopyOnAccess, CopyMode::CopyOnPointerAccess] {
+            let options = ufork::SpawnOptions { mode, isolation: Isolation::Full };
+            let (_, ticket) = ufork::spawn_with("forktest", options).map_err(|e| format!("{e:?}"))?;
+            let done = orchestrator::wait(ticket);
+            let status = ufork::status_of(&done.result);
+            kassert!(status == Some(0), "forktest in {mode:?}: exit status {status:?}");
+        }
+        kassert!(crate::jord::with(|j| j.lazy_stats()).pages_copied > 0);
+        for isolation in [Isolation::Full, Isolation::NonAdversarial] {
+            let options = ufork::SpawnOptions { mode: CopyMode::CopyOnWrite, isolation };
+            kassert_eq!(
+                ufork::spawn_with("forktest", options).err(),
+                Some(ufork::SpawnError::CowNeedsIsolationOff)
+            );
+        }
+        kassert_eq!(ufork::count(), 0);
+        Ok(())
+    }
+}
+
+ktest! {
     fn functions_cannot_fork_and_programs_are_not_functions() {
         needs_forktest()?;
         let p = crate::jord::with(|j| j.cget(PdId::KERNEL)).map_err(|e| format!("{e:?}"))?;

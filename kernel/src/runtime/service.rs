@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 use fjord_faas::FunctionName;
 use fjord_faas::gateway::{
     Completion, DeployError, DeployOutcome, FunctionInfo, FunctionService, Generation,
-    InvocationId, InvokeError, ProcessError, ProcessInfo, Started,
+    InvocationId, InvokeError, ProcessError, ProcessInfo, ProcessOptions, Started,
 };
 use fjord_faas::jbsq::RequestClass;
 use fjord_faas::module::{ModuleLimits, validate};
@@ -153,12 +153,21 @@ impl FunctionService for RuntimeService {
         super::remove(name.as_str())
     }
 
-    fn start_process(&mut self, name: &FunctionName) -> Result<u64, ProcessError> {
-        use crate::ufork::SpawnError;
-        crate::ufork::spawn_detached(name.as_str()).map_err(|e| match e {
+    fn start_process(
+        &mut self,
+        name: &FunctionName,
+        options: ProcessOptions,
+    ) -> Result<u64, ProcessError> {
+        use crate::ufork::{SpawnError, SpawnOptions};
+        let options = SpawnOptions {
+            mode: options.mode,
+            isolation: options.isolation,
+        };
+        crate::ufork::spawn_detached(name.as_str(), options).map_err(|e| match e {
             SpawnError::NoSuchProgram => ProcessError::NotFound,
             SpawnError::NotAProgram => ProcessError::NotAProgram,
             SpawnError::TableFull | SpawnError::NoMemory => ProcessError::Full,
+            SpawnError::CowNeedsIsolationOff => ProcessError::BadOptions,
         })
     }
 

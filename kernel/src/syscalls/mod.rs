@@ -58,7 +58,9 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         | Sysno::Close
         | Sysno::Dup2
         | Sysno::Kill
-        | Sysno::Sleep => {
+        | Sysno::Sleep
+        | Sysno::SetForkMode
+        | Sysno::MemInfo => {
             if percpu::current().current_pd == 0 {
                 Err(Error::AccessDenied)
             } else {

@@ -39,6 +39,7 @@ use fjord_faas::jbsq::RequestClass;
 use fjord_libos::abi::{Error as AbiError, Sysno, encode};
 use fjord_pd::PdId;
 use fjord_ufork::area::Area;
+use fjord_ufork::copy_mode::{CopyMode, Isolation};
 use fjord_ufork::fd::{FdTable, OpenFiles};
 use fjord_ufork::pipe::PipeTable;
 use fjord_ufork::process::{
@@ -73,6 +74,20 @@ struct Proc {
     parked: Option<JobInfo>,
     /// The orchestrator request its steps belong to.
     ticket: Ticket,
+    /// How its `fork` calls copy its memory unless a call says otherwise.
+    mode: CopyMode,
+    /// How strongly it is isolated (inherited by its children).
+    isolation: Isolation,
+}
+
+/// How a μprocess started by the kernel runs: its default copy mode and its isolation level
+/// (a forked child inherits both from its parent).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpawnOptions {
+    /// The copy mode of its `fork` calls (default: copy-on-pointer-access).
+    pub mode: CopyMode,
+    /// Its isolation level (default: full).
+    pub isolation: Isolation,
 }
 
 struct Procs {
@@ -121,11 +136,21 @@ pub enum SpawnError {
     TableFull,
     /// No memory (or PD) for its area.
     NoMemory,
+    /// Copy-on-write asked for with isolation on.
+    CowNeedsIsolationOff,
 }
 
 /// Starts the deployed program `name` as a child of init; returns its PID and the
 /// orchestrator ticket that completes with its exit status (see [`status_of`]).
 pub fn spawn(name: &str) -> Result<(u64, Ticket), SpawnError> {
+    spawn_with(name, SpawnOptions::default())
+}
+
+/// [`spawn`] with `options`.
+pub fn spawn_with(name: &str, options: SpawnOptions) -> Result<(u64, Ticket), SpawnError> {
+    if options.mode.check(options.isolation).is_err() {
+        return Err(SpawnError::CowNeedsIsolationOff);
+    }
     let f = crate::runtime::lookup(name).ok_or(SpawnError::NoSuchProgram)?;
     if f.manifest.kind != fjord_faas::module::ModuleKind::Program {
         return Err(SpawnError::NotAProgram);
@@ -147,7 +172,7 @@ pub fn spawn(name: &str) -> Result<(u64, Ticket), SpawnError> {
     };
     let area = (base, m.stack_size + m.heap_size);
     let fds = with(files::console_fds);
-    let ticket = start(pid, f, inst, area, ctx, fds)?;
+    let ticket = start(pid, f, inst, area, ctx, fds, options)?;
     Ok((u64::from(pid.raw()), ticket))
 }
 
@@ -159,6 +184,7 @@ fn start(
     area: (u64, u64),
     ctx: UserContext,
     fds: FdTable,
+    options: SpawnOptions,
 ) -> Result<Ticket, SpawnError> {
     with(|p| {
         p.procs.insert(
@@ -172,6 +198,8 @@ fn start(
                 fds,
                 parked: None,
                 ticket: 0,
+                mode: options.mode,
+                isolation: options.isolation,
             },
         )
     });
@@ -260,7 +288,11 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
             }
             UserExit::TimedOut => yield_now(pid, ctx, info),
             UserExit::Request { no, args } => match Sysno::from_raw(no) {
-                Some(Sysno::Fork) => Next::Continue(encode(fork(pid, &ctx))),
+                Some(Sysno::Fork) => Next::Continue(encode(fork(pid, &ctx, args[0]))),
+                Some(Sysno::SetForkMode) => Next::Continue(encode(set_fork_mode(pid, args[0]))),
+                Some(Sysno::MemInfo) => {
+                    Next::Continue((crate::mm::frames::free_frames() as u64).saturating_mul(4096))
+                }
                 Some(Sysno::Waitpid) => match decode_wait(args) {
                     Ok(w) => wait(pid, w, &mut ctx, info),
                     Err(e) => Next::Continue(encode(Err(e))),
@@ -341,13 +373,35 @@ fn wait(pid: Pid, w: (WaitTarget, WaitOptions), ctx: &mut UserContext, info: Job
     }
 }
 
-/// `fork` from `parent`, whose context is `ctx` (stopped at the system call): the child's PID.
-fn fork(parent: Pid, ctx: &UserContext) -> Result<u64, AbiError> {
-    let (func, (base, len)) = with(|p| {
+/// `set_fork_mode(mode)`: the caller's previous default copy mode.
+fn set_fork_mode(pid: Pid, raw: u64) -> Result<u64, AbiError> {
+    let mode = CopyMode::from_raw(raw).map_err(|_| AbiError::InvalidArgs)?;
+    with(|p| {
+        let pr = p.procs.get_mut(&pid).ok_or(AbiError::InvalidArgs)?;
+        mode.check(pr.isolation)
+            .map_err(|_| AbiError::AccessDenied)?;
+        Ok(core::mem::replace(&mut pr.mode, mode).raw())
+    })
+}
+
+/// `fork` from `parent`, whose context is `ctx` (stopped at the system call), in the copy mode
+/// `raw_mode` names (0: the parent's default, else 1 + the mode's code): the child's PID.
+fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> {
+    let (func, (base, len), parent_pd, options, default_mode) = with(|p| {
         let pr = p.procs.get(&parent)?;
-        Some((pr.func.clone(), pr.area))
+        let options = SpawnOptions {
+            mode: pr.mode,
+            isolation: pr.isolation,
+        };
+        Some((pr.func.clone(), pr.area, pr.instance.pd, options, pr.mode))
     })
     .ok_or(AbiError::InvalidArgs)?;
+    let call = match raw_mode {
+        0 => None,
+        r => Some(CopyMode::from_raw(r - 1).map_err(|_| AbiError::InvalidArgs)?),
+    };
+    let mode = CopyMode::for_call(default_mode, call, options.isolation)
+        .map_err(|_| AbiError::AccessDenied)?;
     // The child's descriptors name the parent's open files (reference counts go up).
     let fds = with(|p| {
         let pr = p.procs.get(&parent)?;
@@ -366,18 +420,90 @@ fn fork(parent: Pid, ctx: &UserContext) -> Result<u64, AbiError> {
     };
     jord::tenant::begin(inst.pd, func.namespace, log_limit(&func));
     let child_base = inst.boundary - func.manifest.stack_size;
-    let copied = copy_area(base, child_base, len);
+    let stack_pages = (func.manifest.stack_size / 4096) as usize;
+    let copied = match mode {
+        CopyMode::Full => copy_area(base, child_base, len),
+        _ => fork_lazily(
+            (parent_pd, base),
+            (inst.pd, child_base),
+            len,
+            mode,
+            eager_pages(ctx.frame.rsp, base, stack_pages),
+        ),
+    };
     let Ok((from, to)) = copied else {
         files::close_all(fds);
         instance::destroy(inst.pd);
         with(|p| p.table.terminate(child, ExitStatus::Signaled(Signal::KILL))).ok();
         return Err(AbiError::NoMemory);
     };
+    if mode == CopyMode::CopyOnWrite {
+        // Isolation is off: the child reads and writes the parent's memory through the
+        // pointers it inherited unrelocated.
+        let granted = jord::with(|j| j.pcopy(parent_pd, base, inst.pd, fjord_pd::Perm::RW));
+        if granted.is_err() {
+            files::close_all(fds);
+            instance::destroy(inst.pd);
+            with(|p| p.table.terminate(child, ExitStatus::Signaled(Signal::KILL))).ok();
+            return Err(AbiError::NoMemory);
+        }
+    }
     let mut child_ctx = *ctx;
     relocate_registers(&mut child_ctx, &from, &to);
     child_ctx.frame.rax = 0;
-    start(child, func, inst, (child_base, len), child_ctx, fds).map_err(|_| AbiError::Busy)?;
+    start(
+        child,
+        func,
+        inst,
+        (child_base, len),
+        child_ctx,
+        fds,
+        options,
+    )
+    .map_err(|_| AbiError::Busy)?;
     Ok(u64::from(child.raw()))
+}
+
+/// The pages a lazily forked child gets during `fork`: its stack from the page holding the
+/// stack pointer `rsp` to the top of the stack region (`stack_pages` pages from `base`),
+/// which holds the heap allocator's header.
+fn eager_pages(rsp: u64, base: u64, stack_pages: usize) -> core::ops::Range<usize> {
+    let first = rsp
+        .checked_sub(base)
+        .map_or(0, |o| (o / 4096) as usize)
+        .min(stack_pages);
+    first..stack_pages
+}
+
+/// Makes the child's area (`child`: PD and VMA base) a lazy copy of the parent's of `len`
+/// bytes in `mode`, with the `eager` pages copied and relocated now; returns the two areas.
+fn fork_lazily(
+    parent: (PdId, u64),
+    child: (PdId, u64),
+    len: u64,
+    mode: CopyMode,
+    eager: core::ops::Range<usize>,
+) -> Result<(Area, Area), ()> {
+    let (src, dst) = (
+        area_of(parent.1, len).ok_or(())?,
+        area_of(child.1, len).ok_or(())?,
+    );
+    let f = jord::state::LazyFork {
+        parent_pd: parent.0,
+        parent_base: parent.1,
+        child_pd: child.0,
+        child_base: child.1,
+        from: src,
+        to: dst,
+        mode,
+    };
+    jord::flushed(|j| {
+        let (pending, _) = j.fork_lazily(&f)?;
+        j.settle_eagerly(child.1, eager);
+        Ok::<_, fjord_pd::Error>(pending)
+    })
+    .map_err(|_| ())?;
+    Ok((src, dst))
 }
 
 /// The area of a VMA of `len` bytes at `base`: its size class, to which Jord aligns it.
@@ -633,8 +759,8 @@ fn forget_sleeper(sleepers: &mut Vec<(Pid, u64)>, pid: Pid) {
 
 /// Starts the program `name` as a μprocess nobody waits for (`init=`, `POST /processes`): its
 /// request's completion is dropped once it ends. Returns its PID.
-pub fn spawn_detached(name: &str) -> Result<u64, SpawnError> {
-    let (pid, ticket) = spawn(name)?;
+pub fn spawn_detached(name: &str, options: SpawnOptions) -> Result<u64, SpawnError> {
+    let (pid, ticket) = spawn_with(name, options)?;
     cpu::without_interrupts(|| STALE.lock().push(ticket));
     collect_stale();
     Ok(pid)
@@ -652,7 +778,7 @@ pub struct Info {
     pub state: &'static str,
     /// Its area: base and size.
     pub area: (u64, u64),
-    /// Bytes of its area it touched.
+    /// Bytes of its area it touched and holds in frames of its own.
     pub touched: u64,
 }
 
@@ -681,7 +807,12 @@ pub fn list() -> Vec<Info> {
             .collect()
     });
     for info in &mut v {
-        info.touched = jord::with(|j| j.initialised_pages(info.area.0).len() as u64 * 4096);
+        // Pages of its own: those it lacks still (a lazy fork's) are its parent's frames.
+        info.touched = jord::with(|j| {
+            let base = info.area.0;
+            let own = j.initialised_pages(base).len() - j.lazy_pending(base);
+            own as u64 * 4096
+        });
     }
     v
 }

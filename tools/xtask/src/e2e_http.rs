@@ -938,6 +938,29 @@ fn process_checks(addr: SocketAddr, sleeper: &[u8], forktest: &[u8]) -> Vec<Outc
     check("a program that forks runs to its end", {
         one(addr, "POST", "/processes/forktest", b"").and_then(|r| r.expect(201))
     });
+    check(
+        "copy modes and isolation levels are options of POST /processes",
+        {
+            one(addr, "POST", "/processes/forktest?fork=coa", b"")
+                .and_then(|r| r.expect(201))
+                .and_then(|()| {
+                    one(
+                        addr,
+                        "POST",
+                        "/processes/forktest?fork=full&isolation=non-adversarial",
+                        b"",
+                    )
+                })
+                .and_then(|r| r.expect(201))
+                .and_then(|()| one(addr, "POST", "/processes/sleeper?fork=cow", b""))
+                .and_then(|r| {
+                    r.expect(400)?;
+                    r.expect_body_contains("cow needs isolation=none")
+                })
+                .and_then(|()| one(addr, "POST", "/processes/sleeper?fork=quick", b""))
+                .and_then(|r| r.expect(400))
+        },
+    );
     check("a function is not a program (400), an unknown name 404", {
         one(addr, "POST", "/processes/echo", b"")
             .and_then(|r| r.expect(400))

@@ -36,6 +36,7 @@ impl Jord {
     /// first (the kernel never exposes what the frames held before the VMA). [`Error::NotMapped`]
     /// for a VMA without frames, [`Error::InvalidArgs`] beyond its end.
     pub fn vma_write(&mut self, base: u64, offset: u64, data: &[u8]) -> Result<(), Error> {
+        self.settle_all(base);
         let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
         b.initialise_all();
         let offset = usize::try_from(offset).map_err(|_| Error::InvalidArgs)?;
@@ -48,6 +49,7 @@ impl Jord {
 
     /// Copies bytes from byte `offset` of the VMA at `base` into `buf`, as [`Jord::vma_write`].
     pub fn vma_read(&mut self, base: u64, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
+        self.settle_all(base);
         let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
         b.initialise_all();
         let offset = usize::try_from(offset).map_err(|_| Error::InvalidArgs)?;
@@ -68,12 +70,23 @@ impl Jord {
         else {
             return Vec::new();
         };
-        (0..b.pages).filter(|&i| b.is_initialised(i)).collect()
+        let mut held: Vec<usize> = (0..b.pages).filter(|&i| b.is_initialised(i)).collect();
+        // A lazily forked VMA holds its pending pages too (they are its parent's as of the fork).
+        let lazy = self.lazy_held(base);
+        if !lazy.is_empty() {
+            held.extend(lazy);
+            held.sort_unstable();
+            held.dedup();
+        }
+        held
     }
 
     /// Copies page `index` of the VMA at `base` into `buf` (at most a page), initialising it
     /// first if it never was.
     pub fn read_page(&mut self, base: u64, index: usize, buf: &mut [u8]) -> Result<(), Error> {
+        if !self.lazy.is_empty() {
+            self.settle_page(base, index);
+        }
         let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
         if index >= b.pages || buf.len() > PAGE_SIZE as usize {
             return Err(Error::InvalidArgs);
@@ -86,6 +99,7 @@ impl Jord {
     /// Copies `data` (at most a page) to page `index` of the VMA at `base`, which counts as
     /// initialised from then on (the rest of the page is zeroed the first time).
     pub fn write_page(&mut self, base: u64, index: usize, data: &[u8]) -> Result<(), Error> {
+        self.before_write(base, index);
         let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
         if index >= b.pages || data.len() > PAGE_SIZE as usize {
             return Err(Error::InvalidArgs);
@@ -111,6 +125,7 @@ impl Jord {
         if !offset.is_multiple_of(8) || (offset + bytes).div_ceil(PAGE_SIZE) > page + 1 {
             return Err(Error::InvalidArgs);
         }
+        self.before_write(base, page as usize);
         let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
         if page as usize >= b.pages {
             return Err(Error::InvalidArgs);
@@ -194,6 +209,7 @@ impl Jord {
 
     pub(super) fn free_backing(&mut self, base: u64) {
         self.settle_vma(base);
+        self.detach_lazy(base);
         if let Some(b) = self.backing_mut(base) {
             let b = core::mem::replace(b, Backing::NONE);
             b.frames.free();
@@ -212,6 +228,7 @@ impl Jord {
         match still {
             None => self.free_backing(base),
             Some(len) => {
+                self.settle_all(base);
                 let keep = len.div_ceil(PAGE_SIZE) as usize;
                 if let Some(b) = self.backing_mut(base) {
                     b.shrink(keep);

@@ -156,6 +156,8 @@ impl Jord {
             }
         }
         self.free_scratch_backings();
+        let mut p = p;
+        p.absorb(core::mem::take(&mut self.lazy_owed));
         self.stacks[cid.index()] = (0, 0);
         self.quotas[cid.index()] = (0, u64::MAX);
         self.stats.pds_destroyed += 1;

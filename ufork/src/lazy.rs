@@ -1,0 +1,251 @@
+//! The pages of a lazily forked area: which the child still lacks (they hold the parent's
+//! contents as of the fork), which it reads straight from the parent's frame, and what the
+//! child's first touch of a page it lacks does in each copy mode.
+//!
+//! A lazily forked child starts with every page the parent had ever touched *pending*. The
+//! kernel settles a pending page, copying it from the parent (relocating its tagged words when
+//! the mode relocates), on the child's first access, on the parent's first write after the
+//! fork, or when the parent's memory goes away, whichever comes first. In the sharing modes a
+//! read may instead map the parent's frame read-only in the child: the page is then *shared*,
+//! and the first write by either side settles it.
+
+use crate::copy_mode::{Access, CopyMode};
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// Pending and shared bits, one pair per page of an area.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LazyPages {
+    pending: Vec<u64>,
+    shared: Vec<u64>,
+    pages: usize,
+    count: usize,
+}
+
+impl LazyPages {
+    /// An area of `pages` pages, none pending.
+    pub fn new(pages: usize) -> LazyPages {
+        let words = pages.div_ceil(64);
+        LazyPages {
+            pending: vec![0; words],
+            shared: vec![0; words],
+            pages,
+            count: 0,
+        }
+    }
+
+    /// The area's size in pages.
+    pub fn pages(&self) -> usize {
+        self.pages
+    }
+
+    fn bit(i: usize) -> (usize, u64) {
+        (i / 64, 1u64 << (i % 64))
+    }
+
+    /// Marks page `i` pending (the child lacks it); false beyond the area.
+    pub fn mark_pending(&mut self, i: usize) -> bool {
+        if i >= self.pages {
+            return false;
+        }
+        let (w, b) = Self::bit(i);
+        if self.pending[w] & b == 0 {
+            self.pending[w] |= b;
+            self.count += 1;
+        }
+        true
+    }
+
+    /// True when page `i` is pending.
+    pub fn is_pending(&self, i: usize) -> bool {
+        let (w, b) = Self::bit(i);
+        i < self.pages && self.pending[w] & b != 0
+    }
+
+    /// True when page `i` is shared (pending, and mapped from the parent's frame read-only).
+    pub fn is_shared(&self, i: usize) -> bool {
+        let (w, b) = Self::bit(i);
+        i < self.pages && self.shared[w] & b != 0
+    }
+
+    /// Notes that the child now reads pending page `i` from the parent's frame; false (nothing
+    /// changed) when the page is not pending.
+    pub fn share(&mut self, i: usize) -> bool {
+        if !self.is_pending(i) {
+            return false;
+        }
+        let (w, b) = Self::bit(i);
+        self.shared[w] |= b;
+        true
+    }
+
+    /// Page `i` was copied for the child: it is neither pending nor shared any more. Returns
+    /// whether it was shared (the child's mapping of the parent's frame must go).
+    pub fn settle(&mut self, i: usize) -> bool {
+        if !self.is_pending(i) {
+            return false;
+        }
+        let (w, b) = Self::bit(i);
+        self.pending[w] &= !b;
+        self.count -= 1;
+        let shared = self.shared[w] & b != 0;
+        self.shared[w] &= !b;
+        shared
+    }
+
+    /// How many pages are pending.
+    pub fn pending_count(&self) -> usize {
+        self.count
+    }
+
+    /// True when nothing is pending.
+    pub fn is_settled(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The pending pages, in order.
+    pub fn pending_pages(&self) -> impl Iterator<Item = usize> + '_ {
+        set_bits(&self.pending)
+    }
+
+    /// The shared pages, in order.
+    pub fn shared_pages(&self) -> impl Iterator<Item = usize> + '_ {
+        set_bits(&self.shared)
+    }
+}
+
+fn set_bits(words: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    words.iter().enumerate().flat_map(|(w, &word)| {
+        let mut bits = word;
+        core::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let b = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            Some(w * 64 + b)
+        })
+    })
+}
+
+/// What the child's first access to a pending page does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FirstTouch {
+    /// Map the parent's frame read-only in the child; the first write by either side copies.
+    Share,
+    /// Copy the page into the child's own frame now, relocating its tagged words if
+    /// `relocate`.
+    Copy {
+        /// Relocate the copy's tagged words.
+        relocate: bool,
+    },
+}
+
+/// The child touches a pending page with `access` in a lazily forked area of `mode`;
+/// `has_tags` says whether the page's tag source finds a pointer into the parent's area in it.
+///
+/// - Copy-on-access copies (and relocates) on any access.
+/// - Copy-on-pointer-access, approximated: a page with tags is copied and relocated on any
+///   access (on CHERI only a capability load would trigger this); a page without tags is
+///   shared for reading and copied on the first write (there is nothing to relocate).
+/// - Copy-on-write shares every page for reading and copies without relocating on a write:
+///   the child then reads the parent's pointers as they are, which is why the mode needs
+///   isolation off.
+/// - A full copy has no pending pages; should one appear it is copied and relocated.
+pub const fn on_first_touch(mode: CopyMode, has_tags: bool, access: Access) -> FirstTouch {
+    let write = matches!(access, Access::Write);
+    match mode {
+        CopyMode::Full | CopyMode::CopyOnAccess => FirstTouch::Copy { relocate: has_tags },
+        CopyMode::CopyOnPointerAccess if has_tags => FirstTouch::Copy { relocate: true },
+        CopyMode::CopyOnPointerAccess | CopyMode::CopyOnWrite if !write => FirstTouch::Share,
+        CopyMode::CopyOnPointerAccess | CopyMode::CopyOnWrite => {
+            FirstTouch::Copy { relocate: false }
+        }
+    }
+}
+
+/// True when fork in `mode` leaves pages pending instead of copying them all.
+pub const fn is_lazy(mode: CopyMode) -> bool {
+    !matches!(mode, CopyMode::Full)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn pending_shared_and_settled() {
+        let mut p = LazyPages::new(130);
+        assert!(p.is_settled());
+        assert!(p.mark_pending(0) && p.mark_pending(64) && p.mark_pending(129));
+        assert!(!p.mark_pending(130));
+        assert!(p.mark_pending(64), "marking twice counts once");
+        assert_eq!(p.pending_count(), 3);
+        assert!(!p.share(1), "only a pending page can be shared");
+        assert!(p.share(64));
+        assert!(p.is_shared(64) && p.is_pending(64));
+        assert_eq!(p.shared_pages().collect::<Vec<_>>(), [64]);
+        assert!(p.settle(64), "a shared page reports it was shared");
+        assert!(!p.settle(64), "settling twice does nothing");
+        assert!(!p.settle(0));
+        assert_eq!(p.pending_pages().collect::<Vec<_>>(), [129]);
+        assert!(!p.is_shared(64) && !p.is_pending(0));
+        assert!(!p.is_pending(5000) && !p.is_shared(5000));
+    }
+
+    #[test]
+    fn first_touch_by_mode() {
+        use Access::*;
+        use CopyMode::*;
+        use FirstTouch::*;
+        for a in [Read, Write, Execute] {
+            assert_eq!(
+                on_first_touch(CopyOnAccess, true, a),
+                Copy { relocate: true }
+            );
+            assert_eq!(
+                on_first_touch(CopyOnAccess, false, a),
+                Copy { relocate: false }
+            );
+            assert_eq!(
+                on_first_touch(CopyOnPointerAccess, true, a),
+                Copy { relocate: true }
+            );
+        }
+        assert_eq!(on_first_touch(CopyOnPointerAccess, false, Read), Share);
+        assert_eq!(
+            on_first_touch(CopyOnPointerAccess, false, Write),
+            Copy { relocate: false }
+        );
+        assert_eq!(on_first_touch(CopyOnWrite, true, Read), Share);
+        assert_eq!(
+            on_first_touch(CopyOnWrite, true, Write),
+            Copy { relocate: false },
+            "CoW never relocates"
+        );
+        assert!(!is_lazy(Full) && is_lazy(CopyOnAccess) && is_lazy(CopyOnWrite));
+    }
+
+    proptest! {
+        #[test]
+        fn the_count_matches_the_pending_bits(
+            ops in proptest::collection::vec((0usize..3, 0usize..300), 0..400)
+        ) {
+            let mut p = LazyPages::new(257);
+            let mut model = alloc::collections::BTreeSet::new();
+            for (op, i) in ops {
+                match op {
+                    0 => { if p.mark_pending(i) { model.insert(i); } }
+                    1 => { p.share(i); }
+                    _ => { p.settle(i); model.remove(&i); }
+                }
+                prop_assert_eq!(p.pending_count(), model.len());
+            }
+            prop_assert_eq!(p.pending_pages().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
+            for s in p.shared_pages() {
+                prop_assert!(p.is_pending(s));
+            }
+        }
+    }
+}

@@ -106,11 +106,14 @@ pub enum Sysno {
     SetForkMode = 52,
     /// `meminfo()`: the bytes of free physical memory (frames) the kernel has.
     MemInfo = 53,
+    /// `spawn(name, len)`: starts the deployed program `name` as a child of the caller (its
+    /// descriptors inherited, as `posix_spawn` does); returns the child's PID.
+    Spawn = 54,
 }
 
 impl Sysno {
     /// Every defined system call, in number order.
-    pub const ALL: [Sysno; 38] = [
+    pub const ALL: [Sysno; 39] = [
         Sysno::Null,
         Sysno::Exit,
         Sysno::Log,
@@ -149,6 +152,7 @@ impl Sysno {
         Sysno::Sleep,
         Sysno::SetForkMode,
         Sysno::MemInfo,
+        Sysno::Spawn,
     ];
 
     /// The call with number `n`, if one is defined.

@@ -69,6 +69,12 @@ pub fn set_fork_mode(mode: ForkMode) -> Result<u64, Option<Error>> {
     syscall3(Sysno::SetForkMode, mode as u64, 0, 0)
 }
 
+/// Starts the deployed program `name` as a child of the caller, with the caller's
+/// descriptors (what `posix_spawn` does, the counterpart of `fork` + `exec`); returns its PID.
+pub fn spawn(name: &str) -> Result<u64, Option<Error>> {
+    syscall3(Sysno::Spawn, name.as_ptr() as u64, name.len() as u64, 0)
+}
+
 /// The bytes of free physical memory the kernel has (what `sysinfo`'s `freeram` says on
 /// Linux).
 pub fn free_memory() -> u64 {

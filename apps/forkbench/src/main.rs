@@ -1,9 +1,10 @@
-//! The `forkbench` program: the Fjord column of the `fork` benchmark group.
+//! The `forkbench` program: the sized rows of the `fork` benchmark group.
 //!
-//! Like the Linux guest's `/bench/fork`, it touches 0, 1 and 10 MiB of its heap, then measures
-//! `fork` + the child's `exit` + the parent's `waitpid`, in guest instructions (the TSC under
-//! `-icount`), and prints one `BENCH {json}` record per size on the console (the benchmark
-//! harness reads them there). It exits with 0 when every fork and wait succeeded.
+//! Like the Linux guest's `/bench/fork`, it touches 1, 10 and 100 MiB of its heap (one byte
+//! per page), then measures `fork` + the child's `exit` + the parent's `waitpid`, in guest
+//! instructions (the TSC under `-icount`), in each copy mode, and prints one `BENCH {json}`
+//! record per size and mode on the console (the benchmark harness reads them there). It exits
+//! with 0 when every fork and wait succeeded. The hello-world rows come from `forkhello`.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 #[cfg(target_os = "none")]
@@ -14,7 +15,7 @@ mod program {
     use alloc::vec::Vec;
     use core::fmt::Write;
     use fjord_libos::function::StackText;
-    use fjord_libos::process::{self, ExitStatus};
+    use fjord_libos::process::{self, ExitStatus, ForkMode};
 
     /// Runs per size (the Linux guest's program takes 51 with the same method).
     const RUNS: usize = 31;
@@ -26,10 +27,10 @@ mod program {
         (u64::from(hi) << 32) | u64::from(lo)
     }
 
-    /// `fork`, the child's `exit(0)`, `waitpid`: the instructions it took.
-    fn one() -> Option<u64> {
+    /// `fork` in `mode`, the child's `exit(0)`, `waitpid`: the instructions it took.
+    fn one(mode: ForkMode) -> Option<u64> {
         let t0 = rdtsc();
-        match process::fork() {
+        match process::fork_with(mode) {
             Ok(0) => process::exit(0),
             Ok(pid) => match process::waitpid(pid, 0) {
                 Ok(Some((_, ExitStatus::Exited(0)))) => Some(rdtsc() - t0),
@@ -54,21 +55,53 @@ mod program {
     }
 
     pub fn main() -> u8 {
-        let mut touched: Vec<u8> = Vec::new();
-        for (metric, mib) in [
-            ("fork_exit_wait_hello", 0usize),
-            ("fork_exit_wait_1mb", 1),
-            ("fork_exit_wait_10mb", 10),
-        ] {
-            touched.resize(mib << 20, 1);
-            let mut samples = [0u64; RUNS];
-            for s in &mut samples {
-                match one() {
-                    Some(t) => *s = t,
-                    None => return 1,
+        // 1 MiB blocks (the heap hands out power-of-two blocks; one 100 MiB block would need
+        // 128 MiB), one byte written per page as the Linux program does.
+        let mut touched: Vec<Vec<u8>> = Vec::new();
+        for mib in [1usize, 10, 100] {
+            while touched.len() < mib {
+                let mut block = Vec::new();
+                if block.try_reserve_exact(1 << 20).is_err() {
+                    return 2;
                 }
+                block.resize(1 << 20, 0);
+                for b in block.iter_mut().step_by(4096) {
+                    *b = 1;
+                }
+                touched.push(block);
             }
-            report(metric, &mut samples);
+            for (suffix, mode) in [
+                ("", ForkMode::CopyOnPointerAccess),
+                ("_coa", ForkMode::CopyOnAccess),
+                ("_full", ForkMode::Full),
+                ("_cow", ForkMode::CopyOnWrite),
+            ] {
+                // Fewer runs where each copies 100 MiB.
+                let runs = if mib == 100 && mode == ForkMode::Full {
+                    5
+                } else {
+                    RUNS
+                };
+                let mut samples = [0u64; RUNS];
+                let mut refused = false;
+                for s in &mut samples[..runs] {
+                    match one(mode) {
+                        Some(t) => *s = t,
+                        None if mode == ForkMode::CopyOnWrite => {
+                            // Refused unless this μprocess runs with isolation off.
+                            refused = true;
+                            break;
+                        }
+                        None => return 1,
+                    }
+                }
+                if refused {
+                    continue;
+                }
+                let mut metric = StackText::<64>::new();
+                let _ = write!(metric, "fork_exit_wait_{mib}mb{suffix}");
+                report(metric.as_str(), &mut samples[..runs]);
+            }
         }
         0
     }
@@ -79,7 +112,7 @@ fjord_libos::program!(
     program::main,
     name = "forkbench",
     stack_size = "64K",
-    heap_size = "32M"
+    heap_size = "120M"
 );
 
 #[cfg(not(target_os = "none"))]

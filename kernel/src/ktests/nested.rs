@@ -230,6 +230,8 @@ ktest! {
             // One CPU: the orchestrator runs every step inline.
             return Ok(());
         }
+        // JBSQ(2): room on the executor for the caller beside its finishing callee.
+        orchestrator::init(2);
         let before = orchestrator::stats();
         // A chain of synchronous calls: each caller waits for one callee at a time, so when
         // the callee returns no internal request is waiting and its executor resumes the

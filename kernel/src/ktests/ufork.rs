@@ -76,6 +76,27 @@ ktest! {
 }
 
 ktest! {
+    fn running_out_of_memory_mid_fork_leaves_the_parent_intact_and_frees_the_child() {
+        kassert!(runtime::lookup("forkoom").is_some(), "forkoom is not deployed");
+        runtime::warm::drain();
+        crate::jord::with(|j| j.trim_root_cache());
+        let (pds, frames) = (
+            crate::jord::with(|j| j.live_pds()),
+            crate::mm::frames::free_frames(),
+        );
+        let (_, ticket) = ufork::spawn("forkoom").map_err(|e| format!("{e:?}"))?;
+        let done = orchestrator::wait(ticket);
+        let status = ufork::status_of(&done.result);
+        kassert!(status == Some(0), "forkoom ended with {status:?}");
+        kassert_eq!(ufork::count(), 0);
+        kassert_eq!(crate::jord::with(|j| j.live_pds()), pds);
+        crate::jord::with(|j| j.trim_root_cache());
+        kassert_eq!(crate::mm::frames::free_frames(), frames);
+        Ok(())
+    }
+}
+
+ktest! {
     fn functions_cannot_fork_and_programs_are_not_functions() {
         needs_forktest()?;
         let p = crate::jord::with(|j| j.cget(PdId::KERNEL)).map_err(|e| format!("{e:?}"))?;

@@ -60,7 +60,8 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         | Sysno::Kill
         | Sysno::Sleep
         | Sysno::SetForkMode
-        | Sysno::MemInfo => {
+        | Sysno::MemInfo
+        | Sysno::Spawn => {
             if percpu::current().current_pd == 0 {
                 Err(Error::AccessDenied)
             } else {

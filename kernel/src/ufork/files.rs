@@ -68,7 +68,7 @@ fn area_offset(p: &Procs, pid: Pid, addr: u64, len: u64) -> Result<(u64, u64), A
 
 /// Copies `len` bytes `pid` may read at `addr` (its area, its code and read-only data): read
 /// through its own page tables, loaded for the copy, so it reads only what it could itself.
-fn copy_in(pid: Pid, addr: u64, len: u64) -> Result<Vec<u8>, AbiError> {
+pub(super) fn copy_in(pid: Pid, addr: u64, len: u64) -> Result<Vec<u8>, AbiError> {
     let pd = with(|p| p.procs.get(&pid).map(|pr| pr.instance.pd)).ok_or(AbiError::InvalidArgs)?;
     crate::arch::cpu::without_interrupts(|| {
         jord::with(|j| j.switch_to(pd));
@@ -199,16 +199,46 @@ pub(super) fn write(
     info: JobInfo,
 ) -> Next {
     let len = len.min(MAX_IO);
-    let data = match copy_in(pid, buf, len) {
-        Ok(d) => d,
-        Err(e) => return Next::Continue(fjord_libos::abi::encode(Err(e))),
+    let Some((pd, isolation)) =
+        with(|p| p.procs.get(&pid).map(|pr| (pr.instance.pd, pr.isolation)))
+    else {
+        return Next::Continue(fjord_libos::abi::encode(Err(AbiError::InvalidArgs)));
     };
+    if isolation.copies_buffers() {
+        // Full isolation: the bytes are copied into the kernel first, so a sibling changing
+        // them meanwhile cannot make the kernel act on two versions.
+        return match copy_in(pid, buf, len) {
+            Ok(data) => write_from(pid, fd, &data, (buf, len), ctx, info),
+            Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
+        };
+    }
+    // Lesser isolation: straight from the caller's pages (checked, through its own tables).
+    crate::arch::cpu::without_interrupts(|| {
+        jord::with(|j| j.switch_to(pd));
+        let next = match crate::syscalls::user_bytes(buf, len) {
+            Ok(data) => write_from(pid, fd, data, (buf, len), ctx, info),
+            Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
+        };
+        jord::with(|j| j.switch_to(fjord_pd::PdId::KERNEL));
+        next
+    })
+}
+
+/// `write` of `data` (the caller's `buf` and `len`) to `fd`.
+fn write_from(
+    pid: Pid,
+    fd: u32,
+    data: &[u8],
+    (buf, len): (u64, u64),
+    ctx: &mut UserContext,
+    info: JobInfo,
+) -> Next {
     let r = with(|p| match file_of(p, pid, fd)? {
         File::Console => Ok(Some((data.len(), None))),
         File::PipeRead(_) => Err(AbiError::BadFd),
         File::PipeWrite(id) => {
             let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
-            match pipe.write(&data) {
+            match pipe.write(data) {
                 Ok(n) => Ok(Some((
                     n,
                     Some(p.table.wake_all(BlockReason::Read(id.raw()))),
@@ -222,7 +252,7 @@ pub(super) fn write(
     match r {
         Ok(Some((n, woken))) => {
             if woken.is_none() {
-                console(pid, &data);
+                console(pid, data);
             }
             wake(woken.unwrap_or_default());
             Next::Continue(n as u64)

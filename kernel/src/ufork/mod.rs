@@ -290,6 +290,7 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
             UserExit::Request { no, args } => match Sysno::from_raw(no) {
                 Some(Sysno::Fork) => Next::Continue(encode(fork(pid, &ctx, args[0]))),
                 Some(Sysno::SetForkMode) => Next::Continue(encode(set_fork_mode(pid, args[0]))),
+                Some(Sysno::Spawn) => Next::Continue(encode(spawn_child(pid, args[0], args[1]))),
                 Some(Sysno::MemInfo) => {
                     Next::Continue((crate::mm::frames::free_frames() as u64).saturating_mul(4096))
                 }
@@ -371,6 +372,56 @@ fn wait(pid: Pid, w: (WaitTarget, WaitOptions), ctx: &mut UserContext, info: Job
         Err(ProcError::NoChild) => Next::Continue(encode(Err(AbiError::NoChild))),
         Err(_) => Next::Continue(encode(Err(AbiError::InvalidArgs))),
     }
+}
+
+/// `spawn(name, len)` from `parent`: the PID of a new child running the program `name` from
+/// its start, with the parent's descriptors, copy mode and isolation.
+fn spawn_child(parent: Pid, name: u64, len: u64) -> Result<u64, AbiError> {
+    if len > 64 {
+        return Err(AbiError::InvalidArgs);
+    }
+    let name = files::copy_in(parent, name, len)?;
+    let name = core::str::from_utf8(&name).map_err(|_| AbiError::InvalidArgs)?;
+    let f = crate::runtime::lookup(name).ok_or(AbiError::NoSuchFunction)?;
+    if f.manifest.kind != fjord_faas::module::ModuleKind::Program {
+        return Err(AbiError::NoSuchFunction);
+    }
+    let options = with(|p| {
+        p.procs.get(&parent).map(|pr| SpawnOptions {
+            mode: pr.mode,
+            isolation: pr.isolation,
+        })
+    })
+    .ok_or(AbiError::InvalidArgs)?;
+    let fds = with(|p| {
+        let pr = p.procs.get(&parent)?;
+        pr.fds.fork(&mut p.files).ok()
+    })
+    .ok_or(AbiError::BadFd)?;
+    let child = match with(|p| p.table.fork(parent)) {
+        Ok(c) => c,
+        Err(_) => {
+            files::close_all(fds);
+            return Err(AbiError::LimitReached);
+        }
+    };
+    let inst = match Instance::create(&f) {
+        Ok(i) => i,
+        Err(_) => {
+            files::close_all(fds);
+            with(|p| p.table.terminate(child, ExitStatus::Signaled(Signal::KILL))).ok();
+            return Err(AbiError::NoMemory);
+        }
+    };
+    jord::tenant::begin(inst.pd, f.namespace, log_limit(&f));
+    let m = &f.manifest;
+    let area = (inst.boundary - m.stack_size, m.stack_size + m.heap_size);
+    let ctx = UserContext {
+        fs_base: inst.thread_pointer(),
+        ..UserContext::new(f.entry, inst.boundary, [0, 0, 0, inst.boundary])
+    };
+    start(child, f, inst, area, ctx, fds, options).map_err(|_| AbiError::Busy)?;
+    Ok(u64::from(child.raw()))
 }
 
 /// `set_fork_mode(mode)`: the caller's previous default copy mode.
@@ -590,6 +641,12 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
     if let Some(fds) = fds {
         files::close_all(fds);
     }
+    // The PD and its area go before the parent can learn of the end: a parent that reaps
+    // its child and checks the memory it left (or ends, and its own waiter checks) must find
+    // it gone. A zombie's entry stays until its parent reaps it.
+    if let Some(pd) = pd {
+        instance::destroy(pd);
+    }
     let (woken, gone) = with(|p| {
         let woken = p.table.terminate(pid, status).unwrap_or_default();
         // Children of init are reaped by the kernel (their request carries the status).
@@ -605,10 +662,6 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
             .collect();
         (woken, gone)
     });
-    // The PD and its area go now; a zombie's entry stays until its parent reaps it.
-    if let Some(pd) = pd {
-        instance::destroy(pd);
-    }
     drop(gone);
     collect_stale();
     for (w, info) in woken {

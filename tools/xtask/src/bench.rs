@@ -82,6 +82,10 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         config.machine = Machine::Microvm;
         config.smp = smp;
         config.icount = true;
+        if append.contains("bench=fork") {
+            // A 120 MiB μprocess and its fully copied child.
+            config.memory_mib = 1024;
+        }
         if append.contains("modules=initrd") {
             config.initrd = Some(crate::initrd::pack_initrd()?);
         }

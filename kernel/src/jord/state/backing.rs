@@ -69,6 +69,26 @@ impl Backing {
         i < self.pages && word.is_some_and(|word| word & b != 0)
     }
 
+    /// The initialised pages, in order (one step per set bit, not per page).
+    pub(super) fn initialised_indices(&self) -> Vec<usize> {
+        let words: &[u64] = match &self.initialised {
+            InitBits::Inline(w) => core::slice::from_ref(w),
+            InitBits::Heap(ws) => ws,
+        };
+        let mut v = Vec::new();
+        for (w, &word) in words.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let i = w * 64 + bits.trailing_zeros() as usize;
+                if i < self.pages {
+                    v.push(i);
+                }
+                bits &= bits - 1;
+            }
+        }
+        v
+    }
+
     /// Zeroes every initialised page again (they stay initialised): what a request wrote is
     /// gone, and the pages it never touched still cost nothing.
     pub(super) fn rezero_initialised(&mut self) {

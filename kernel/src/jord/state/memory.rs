@@ -70,7 +70,7 @@ impl Jord {
         else {
             return Vec::new();
         };
-        let mut held: Vec<usize> = (0..b.pages).filter(|&i| b.is_initialised(i)).collect();
+        let mut held = b.initialised_indices();
         // A lazily forked VMA holds its pending pages too (they are its parent's as of the fork).
         let lazy = self.lazy_held(base);
         if !lazy.is_empty() {

@@ -91,6 +91,9 @@ mod program {
         if let Err(code) = later_writes_stay_apart() {
             return code;
         }
+        if let Err(code) = shared_pages_stay_apart() {
+            return code;
+        }
         if let Err(code) = crate::more::structures_and_families() {
             return code;
         }
@@ -136,6 +139,54 @@ mod program {
                 Ok(())
             }
             Err(_) => Err(37),
+        }
+    }
+
+    /// Pages without pointers: the child reads them (copy-on-pointer-access maps the parent's
+    /// frames read-only), then the parent changes them; the child reads them again and must
+    /// still see the values of the fork.
+    fn shared_pages_stay_apart() -> Result<(), u8> {
+        let mut plain: alloc::vec::Vec<u64> = (0..8192u64).collect();
+        let expected: u64 = plain.iter().sum();
+        let (from_parent, to_child) = process::pipe().map_err(|_| 50)?;
+        let (from_child, to_parent) = process::pipe().map_err(|_| 51)?;
+        match process::fork() {
+            Ok(0) => {
+                let first: u64 = plain.iter().sum();
+                let mut b = [0u8; 1];
+                if process::write(to_parent, b"a") != Ok(1)
+                    || process::read(from_parent, &mut b) != Ok(1)
+                {
+                    process::exit(52);
+                }
+                let again: u64 = plain.iter().sum();
+                process::exit(if first == expected && again == expected {
+                    0
+                } else {
+                    53
+                });
+            }
+            Ok(child) => {
+                let mut b = [0u8; 1];
+                process::read(from_child, &mut b).map_err(|_| 54)?;
+                for x in plain.iter_mut() {
+                    *x += 1;
+                }
+                process::write(to_child, b"b").map_err(|_| 55)?;
+                match process::waitpid(child, 0) {
+                    Ok(Some((_, ExitStatus::Exited(0)))) => {}
+                    Ok(Some((_, ExitStatus::Exited(code)))) => return Err(code),
+                    _ => return Err(56),
+                }
+                for fd in [from_parent, to_child, from_child, to_parent] {
+                    let _ = process::close(fd);
+                }
+                if plain.iter().sum::<u64>() != expected + 8192 {
+                    return Err(57);
+                }
+                Ok(())
+            }
+            Err(_) => Err(58),
         }
     }
 

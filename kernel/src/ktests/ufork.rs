@@ -62,7 +62,10 @@ ktest! {
             let status = ufork::status_of(&done.result);
             kassert!(status == Some(0), "forktest in {mode:?}: exit status {status:?}");
         }
-        kassert!(crate::jord::with(|j| j.lazy_stats()).pages_copied > 0);
+        // Lazy forks copied pages on access, and children of the copa run read pages without
+        // pointers (strings, numbers) from their parent's frames.
+        let lazy = crate::jord::with(|j| j.lazy_stats());
+        kassert!(lazy.pages_copied > 0 && lazy.pages_shared > 0, "{lazy:?}");
         for isolation in [Isolation::Full, Isolation::NonAdversarial] {
             let options = ufork::SpawnOptions { mode: CopyMode::CopyOnWrite, isolation };
             kassert_eq!(
@@ -92,6 +95,22 @@ ktest! {
         kassert_eq!(crate::jord::with(|j| j.live_pds()), pds);
         crate::jord::with(|j| j.trim_root_cache());
         kassert_eq!(crate::mm::frames::free_frames(), frames);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn with_isolation_off_copy_on_write_spawn_and_pipes_work() {
+        kassert!(runtime::lookup("forkhello").is_some(), "forkhello is not deployed");
+        use fjord_ufork::copy_mode::{CopyMode, Isolation};
+        // forkhello forks in every mode (copy-on-write included, allowed with isolation off),
+        // spawns `nop`, and passes bytes back and forth with a child through two pipes.
+        let options = ufork::SpawnOptions { mode: CopyMode::CopyOnWrite, isolation: Isolation::None };
+        let (_, ticket) = ufork::spawn_with("forkhello", options).map_err(|e| format!("{e:?}"))?;
+        let done = orchestrator::wait(ticket);
+        let status = ufork::status_of(&done.result);
+        kassert!(status == Some(0), "forkhello ended with {status:?}");
+        kassert_eq!(ufork::count(), 0);
         Ok(())
     }
 }

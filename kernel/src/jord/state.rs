@@ -6,6 +6,7 @@
 //! - [`pds`]: creating and destroying PDs, their bounds and page tables;
 //! - [`shootdown`]: clearing stale leaves and the remote flushes still owed ([`Pending`]);
 //! - [`restore`]: a function instance restored for its next request;
+//! - [`snapshot`]: Groundhog snapshots of instances and their dirty-page restores;
 //! - [`backing`], [`stats`]: the frames behind a VMA, the event counters.
 
 use crate::arch::{cpu, percpu};
@@ -27,6 +28,7 @@ mod memory;
 mod pds;
 mod restore;
 mod shootdown;
+mod snapshot;
 mod stats;
 
 use backing::Backing;
@@ -76,6 +78,8 @@ pub struct Jord {
     pub(super) held_back: HeldBack,
     /// Per PD, the level-1 tables of its last single-leaf edits (see [`LeafHints`]).
     pub(super) leaf_hints: LeafHints,
+    /// Per PD, its Groundhog snapshot (kernel frames, mapped in no PD).
+    snapshots: Vec<Option<snapshot::Snapshot>>,
 }
 
 /// The generation of the next Jord state.
@@ -189,6 +193,7 @@ impl Jord {
             stats: JordStats::default(),
             held_back: HeldBack::new(MAX_DEFERRED, MAX_LIVE_PDS),
             leaf_hints: LeafHints::new(MAX_LIVE_PDS),
+            snapshots: snapshot::empty_table(),
         };
         j.backing.resize_with(slots, || Backing::NONE);
         Ok(j)

@@ -540,6 +540,8 @@ fn execute(job: Job) {
     });
     // Wake the orchestrator core if it halted waiting for work to finish.
     wake_orchestrator_of(Some(group));
+    // Off the response path: the instances of the requests that just ended are restored now.
+    crate::runtime::warm::run_deferred();
 }
 
 /// Requests completed so far (with a result for their submitter), readable without the

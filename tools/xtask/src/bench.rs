@@ -46,7 +46,11 @@ pub fn run(options: &BenchOptions) -> Result<()> {
     };
     let mut boots = Vec::new();
     if options.group.as_deref().is_none_or(|g| {
-        !(g.contains("faas") || g.contains("workloads") || g.contains("fork")) || g.is_empty()
+        !(g.contains("faas")
+            || g.contains("workloads")
+            || g.contains("fork")
+            || g.contains("restore"))
+            || g.is_empty()
     }) {
         boots.push((1, single));
     }
@@ -73,6 +77,15 @@ pub fn run(options: &BenchOptions) -> Result<()> {
     {
         // The applications' functions come from the initrd too.
         boots.push((2, "mode=bench bench=workloads modules=initrd".to_owned()));
+    }
+    if options
+        .group
+        .as_deref()
+        .is_some_and(|g| "restore".contains(g) || g.contains("restore"))
+    {
+        // Groundhog's restore under its three isolation modes, on the initrd's functions
+        // (only when asked for: it takes long).
+        boots.push((2, "mode=bench bench=restore modules=initrd".to_owned()));
     }
     let mut measurements = Vec::new();
     let mut total_wall = Duration::ZERO;

@@ -158,6 +158,7 @@ impl Jord {
         self.free_scratch_backings();
         self.stacks[cid.index()] = (0, 0);
         self.quotas[cid.index()] = (0, u64::MAX);
+        self.snapshots[cid.index()] = None;
         self.stats.pds_destroyed += 1;
         Ok(p)
     }

@@ -115,7 +115,8 @@ static DEFERRED: Mutex<Vec<Deferred>> = Mutex::new(Vec::new());
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 
 /// Ends `inv`, an invocation of `f` whose response is on its way, after its response is
-/// published: the executor runs [`run_deferred`] once it has handed the result on. Until then
+/// published: the executor runs [`run_deferred`] once it has handed a request's result on (a
+/// nested call's instance waits for its request's end). Until then
 /// the instance is in no pool, so a request for `f` takes another instance or a new one; it
 /// never meets one half restored.
 pub fn defer(

@@ -109,7 +109,13 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         let echo = options.verbose.then(|| "[fjord] ".to_owned());
         let started = Instant::now();
         let mut run = QemuRun::spawn(&config, echo)?;
-        let exit = run.wait_exit(TIME_LIMIT);
+        // The restore group runs 27 open-loop sweeps in one boot.
+        let limit = if config.append.contains("bench=restore") {
+            3 * TIME_LIMIT
+        } else {
+            TIME_LIMIT
+        };
+        let exit = run.wait_exit(limit);
         let wall = started.elapsed();
         if exit != QemuExit::Success {
             print!("{}", run.log_tail(30));
@@ -118,6 +124,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         for line in run.lines() {
             if line.starts_with("fjord: faas:")
                 || line.starts_with("fjord: workloads:")
+                || line.starts_with("fjord: bench restore")
                 || line.starts_with("fjord: pd events")
                 || line.starts_with("fjord: bench error")
             {

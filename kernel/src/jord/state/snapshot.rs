@@ -80,35 +80,12 @@ impl Jord {
             return Err(Error::InvalidArgs);
         }
         self.snapshots[pd.index()] = None;
+        // Copied before the scrub, which frees none of these pages: a failure leaves nothing
+        // changed and no flush owed.
+        let (stack, _) = self.stacks[pd.index()];
+        let regions = [self.copy_region(stack)?, self.copy_region(base)?];
+        let pages = regions.iter().map(|r| r.index.len()).sum();
         let mut pending = self.scrub_keeping(pd, base, len)?;
-        let (stack, stack_len) = self.stacks[pd.index()];
-        let mut regions = Vec::with_capacity(2);
-        let mut pages = 0;
-        for (b, l) in [(stack, stack_len), (base, len)] {
-            let slot = self.slot_of(b).ok_or(Error::NotMapped)?;
-            let backing = &self.backing[slot];
-            let held: Vec<u32> = (0..backing.pages)
-                .filter(|&i| backing.is_initialised(i))
-                .map(|i| i as u32)
-                .collect();
-            let index = SnapshotIndex::new(held);
-            let mut copy = if index.is_empty() {
-                frames::FrameRun::EMPTY
-            } else {
-                frames::FrameRun::alloc(index.len()).map_err(|_| Error::NoMemory)?
-            };
-            for (slot, &page) in index.pages().iter().enumerate() {
-                copy.copy_from(slot, &backing.frames, page as usize, 1);
-            }
-            pages += index.len();
-            regions.push(Region {
-                base: b,
-                len: l,
-                index,
-                frames: copy,
-            });
-        }
-        let regions: [Region; 2] = regions.try_into().map_err(|_| Error::InvalidArgs)?;
         let root = self.root_of(pd);
         let ranges = [
             (regions[0].base, regions[0].len),
@@ -211,6 +188,35 @@ impl Jord {
         self.stats.instances_restored += 1;
         self.stats.pages_restored += report.pages;
         Ok((pending, report))
+    }
+
+    /// A copy of the pages of the VMA at `base` (every page of its backing) that hold data.
+    fn copy_region(&self, base: u64) -> Result<Region, Error> {
+        let backing = self
+            .slot_of(base)
+            .and_then(|slot| self.backing.get(slot))
+            .filter(|b| b.pages != 0 && b.base == base)
+            .ok_or(Error::NotMapped)?;
+        let len = backing.pages as u64 * PAGE_SIZE;
+        let held: Vec<u32> = (0..backing.pages)
+            .filter(|&i| backing.is_initialised(i))
+            .map(|i| i as u32)
+            .collect();
+        let index = SnapshotIndex::new(held);
+        let mut frames = if index.is_empty() {
+            frames::FrameRun::EMPTY
+        } else {
+            frames::FrameRun::alloc(index.len()).map_err(|_| Error::NoMemory)?
+        };
+        for (slot, &page) in index.pages().iter().enumerate() {
+            frames.copy_from(slot, &backing.frames, page as usize, 1);
+        }
+        Ok(Region {
+            base,
+            len,
+            index,
+            frames,
+        })
     }
 
     /// Whether `pd` has a snapshot.

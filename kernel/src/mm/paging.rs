@@ -582,6 +582,30 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
         read
     }
 
+    /// The level-1 table under the level-2 entry above `va`, when that entry is present, not
+    /// a large page, and ACCESSED (see [`Self::take_dirty`]); its ACCESSED bit is cleared.
+    pub fn take_accessed_table(&mut self, va: u64) -> Option<u64> {
+        let (t2, i2, e2) = self.level2_entry(va)?;
+        if e2 & Flags::HUGE.0 != 0 || e2 & Flags::ACCESSED.0 == 0 {
+            return None;
+        }
+        self.mem.write_entry(t2, i2, e2 & !Flags::ACCESSED.0);
+        Some(e2 & ADDR_MASK)
+    }
+
+    /// Clears the DIRTY bit of `va`'s leaf in `table`, its level-1 table (from
+    /// [`Self::take_accessed_table`]); returns whether a present leaf had it.
+    pub fn take_dirty_in_table(&mut self, table: u64, va: u64) -> bool {
+        let k = index(va, 1);
+        let e = self.mem.read_entry(table, k);
+        let both = Flags::PRESENT.0 | Flags::DIRTY.0;
+        if e & both != both {
+            return false;
+        }
+        self.mem.write_entry(table, k, e & !Flags::DIRTY.0);
+        true
+    }
+
     /// The present level-2 entry above `va` (canonical): (table, index, entry).
     fn level2_entry(&self, va: u64) -> Option<(u64, usize, u64)> {
         if !is_canonical(va) {

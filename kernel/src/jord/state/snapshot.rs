@@ -140,14 +140,8 @@ impl Jord {
             full,
             ..RestoreReport::default()
         };
-        let ranges = [
-            (snap.regions[0].base, snap.regions[0].len),
-            (snap.regions[1].base, snap.regions[1].len),
-        ];
         let mut dirty: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
-        PageTables::new(root, &DIRECT).take_dirty(&ranges, |i, va| {
-            dirty[i].push(((va - ranges[i].0) / PAGE_SIZE) as u32)
-        });
+        self.collect_dirty(root, &snap.regions, &mut dirty);
         for (r, dirty) in snap.regions.iter().zip(&mut dirty) {
             let Some(slot) = self.slot_of(r.base) else {
                 continue;
@@ -188,6 +182,57 @@ impl Jord {
         self.stats.instances_restored += 1;
         self.stats.pages_restored += report.pages;
         Ok((pending, report))
+    }
+
+    /// Collects (and clears) the dirty leaves of `regions` in the table at `root`, as page
+    /// numbers per region. Only leaves of initialised pages can be present (a fill initialises
+    /// its page first), so only those are read, under level-2 entries that were accessed since
+    /// the last call: the cost follows the pages the instance ever touched in the 2 MiB regions
+    /// the request touched, not the pages mapped.
+    fn collect_dirty(&self, root: u64, regions: &[Region; 2], dirty: &mut [Vec<u32>; 2]) {
+        const SPAN: u64 = 512 * PAGE_SIZE;
+        let mut pt = PageTables::new(root, &DIRECT);
+        let mut chunks: Vec<u64> = Vec::new();
+        for r in regions {
+            let mut c = r.base & !(SPAN - 1);
+            while c < r.base + r.len {
+                chunks.push(c);
+                c += SPAN;
+            }
+        }
+        chunks.sort_unstable();
+        chunks.dedup();
+        for chunk in chunks {
+            let Some(table) = pt.take_accessed_table(chunk) else {
+                continue;
+            };
+            for (r, out) in regions.iter().zip(dirty.iter_mut()) {
+                let (lo, hi) = (chunk.max(r.base), (chunk + SPAN).min(r.base + r.len));
+                if lo >= hi {
+                    continue;
+                }
+                let Some(b) = self.slot_of(r.base).and_then(|slot| self.backing.get(slot)) else {
+                    continue;
+                };
+                let (first, end) = (
+                    ((lo - r.base) / PAGE_SIZE) as usize,
+                    ((hi - r.base) / PAGE_SIZE) as usize,
+                );
+                let words = b.initialised_words();
+                for w in first / 64..end.div_ceil(64) {
+                    let mut bits = words.get(w).copied().unwrap_or(0);
+                    while bits != 0 {
+                        let page = w * 64 + bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        if (first..end).contains(&page)
+                            && pt.take_dirty_in_table(table, r.base + page as u64 * PAGE_SIZE)
+                        {
+                            out.push(page as u32);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// A copy of the pages of the VMA at `base` (every page of its backing) that hold data.

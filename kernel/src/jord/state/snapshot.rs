@@ -192,45 +192,45 @@ impl Jord {
     fn collect_dirty(&self, root: u64, regions: &[Region; 2], dirty: &mut [Vec<u32>; 2]) {
         const SPAN: u64 = 512 * PAGE_SIZE;
         let mut pt = PageTables::new(root, &DIRECT);
-        let mut chunks: Vec<u64> = Vec::new();
-        for r in regions {
-            let mut c = r.base & !(SPAN - 1);
-            while c < r.base + r.len {
-                chunks.push(c);
-                c += SPAN;
-            }
-        }
-        chunks.sort_unstable();
-        chunks.dedup();
-        for chunk in chunks {
-            let Some(table) = pt.take_accessed_table(chunk) else {
-                continue;
-            };
-            for (r, out) in regions.iter().zip(dirty.iter_mut()) {
-                let (lo, hi) = (chunk.max(r.base), (chunk + SPAN).min(r.base + r.len));
-                if lo >= hi {
-                    continue;
-                }
-                let Some(b) = self.slot_of(r.base).and_then(|slot| self.backing.get(slot)) else {
-                    continue;
-                };
-                let (first, end) = (
-                    ((lo - r.base) / PAGE_SIZE) as usize,
-                    ((hi - r.base) / PAGE_SIZE) as usize,
-                );
-                let words = b.initialised_words();
-                for w in first / 64..end.div_ceil(64) {
-                    let mut bits = words.get(w).copied().unwrap_or(0);
-                    while bits != 0 {
-                        let page = w * 64 + bits.trailing_zeros() as usize;
-                        bits &= bits - 1;
-                        if (first..end).contains(&page)
-                            && pt.take_dirty_in_table(table, r.base + page as u64 * PAGE_SIZE)
-                        {
-                            out.push(page as u32);
+        let words = regions.each_ref().map(|r| {
+            self.slot_of(r.base)
+                .and_then(|slot| self.backing.get(slot))
+                .map_or(&[][..], |b| b.initialised_words())
+        });
+        let end_of = |r: &Region| r.base + r.len;
+        for (i, r) in regions.iter().enumerate() {
+            let mut chunk = r.base & !(SPAN - 1);
+            while chunk < end_of(r) {
+                let next = chunk + SPAN;
+                let overlaps = |q: &Region| q.base < next && chunk < end_of(q);
+                // A chunk the first region reaches was done with it.
+                let done = i > 0 && overlaps(&regions[0]);
+                if !done && let Some(table) = pt.take_accessed_table(chunk) {
+                    for j in i..regions.len() {
+                        let q = &regions[j];
+                        if !overlaps(q) {
+                            continue;
+                        }
+                        let first = ((chunk.max(q.base) - q.base) / PAGE_SIZE) as usize;
+                        let end = ((next.min(end_of(q)) - q.base) / PAGE_SIZE) as usize;
+                        for w in first / 64..end.div_ceil(64) {
+                            let mut bits = words[j].get(w).copied().unwrap_or(0);
+                            while bits != 0 {
+                                let page = w * 64 + bits.trailing_zeros() as usize;
+                                bits &= bits - 1;
+                                if (first..end).contains(&page)
+                                    && pt.take_dirty_in_table(
+                                        table,
+                                        q.base + page as u64 * PAGE_SIZE,
+                                    )
+                                {
+                                    dirty[j].push(page as u32);
+                                }
+                            }
                         }
                     }
                 }
+                chunk = next;
             }
         }
     }

@@ -6,8 +6,9 @@
 //! request ends: restored into the pool if the function returned and the pool has room,
 //! destroyed otherwise (with every PD the request created). An [`ArgBuf`] is the request's
 //! buffer: a kernel-owned VMA the kernel fills (an external request, a copied hop) or the
-//! caller's own VMA moved in (a nested call). An [`Invocation`] is the two together. Instances
-//! restored from a Groundhog snapshot or forked will be further kinds of instance.
+//! caller's own VMA moved in (a nested call). An [`Invocation`] is the two together. A new
+//! instance runs its function's `init` and, in isolation mode `restore`, is snapshotted before
+//! its first request (see `docs/groundhog.md`).
 
 use super::LoadedFunction;
 use super::invoke::InvokeFailure;

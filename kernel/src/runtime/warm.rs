@@ -1,15 +1,18 @@
 //! Warm function instances: each deployed function keeps a few idle instances (a PD with its
-//! stack and instance VMA) between requests, restored to the state of a fresh instance, so a
-//! request skips `cget`, two `mmap`s, their frame allocations, the VLB misses of a new page
-//! table and, at its end, `cput` with two VMA frees.
+//! stack and instance VMA) between requests, so a request skips `cget`, two `mmap`s, their
+//! frame allocations, the VLB misses of a new page table, the function's `init` and, at its
+//! end, `cput` with two VMA frees.
 //!
 //! This is Groundhog's sequential request isolation applied to Jord's per-request PDs (the
 //! Jord paper leaves open how its per-invocation sequence fits in 120 ns; recycling is one
 //! answer). An instance is put back only when its function returned (a fault or a time-out
-//! destroys the PD), and only after [`Jord::restore_instance`](crate::jord::state::Jord)
-//! freed every VMA and right it gained, zeroed every page it touched and wrote the heap header
-//! back: the next request cannot see what the previous one left, and an instance that gave
-//! its own memory to another PD is destroyed instead. What differs from a fresh instance: the
+//! destroys the PD), after its response went out ([`defer`], [`run_deferred`]), and as its
+//! function's isolation mode says ([`Reset`]): in mode `restore`, only after
+//! [`Jord::restore_snapshot`](crate::jord::state::Jord) freed every VMA and right it gained
+//! and copied back every page it dirtied from its snapshot (an instance without one is rezeroed
+//! by `Jord::restore_instance`); in mode `none` only the VMAs and rights go; in mode `fresh`
+//! none is kept. The next request cannot see what the previous one left (except in `none`), and
+//! an instance that gave its own memory to another PD is destroyed instead. What differs from a fresh instance: the
 //! PD id and the addresses of its stack and heap are the same as the last request's.
 //!
 //! The pools are bounded: at most [`PER_FUNCTION`] idle instances per function, and over all

@@ -21,6 +21,10 @@
 //! [`FnError`]. Leaving the entry any other way (a fault, `exit`, running past the deadline) is
 //! reported by the executor as a failure of the invocation.
 //!
+//! When the heap header's init word is [`INIT_PENDING`](crate::heap::INIT_PENDING), the call
+//! is the instance's `init` (see [`function!`](crate::function!)), the ArgBuf holds the warm-up
+//! input, and the function ends with `creturn(0)` or an error.
+//!
 //! # No writable statics
 //!
 //! A module's code is mapped once, as one Global read-execute VMA shared by every instance, and
@@ -160,6 +164,21 @@ pub fn response_range(
 /// `base .. base + capacity` must be memory the caller may read and write, that nothing else
 /// accesses while this runs (the ArgBuf VMA `pmove`d to this PD).
 pub unsafe fn serve(base: u64, request_len: u64, capacity: u64, handler: Handler) -> u64 {
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { serve_with(base, request_len, capacity, handler) }
+}
+
+/// [`serve`] with any handler (a closure).
+///
+/// # Safety
+///
+/// As for [`serve`].
+unsafe fn serve_with(
+    base: u64,
+    request_len: u64,
+    capacity: u64,
+    handler: impl FnOnce(&[u8], &mut [u8]) -> Result<usize, FnError>,
+) -> u64 {
     let (Ok(request_len), Ok(capacity)) = (usize::try_from(request_len), usize::try_from(capacity))
     else {
         return FnError::BadArgBuf.to_ret();
@@ -185,6 +204,65 @@ pub unsafe fn serve(base: u64, request_len: u64, capacity: u64, handler: Handler
         Ok(n) if n <= room => n as u64,
         Ok(_) => FnError::ResponseTooLarge.to_ret(),
         Err(e) => e.to_ret(),
+    }
+}
+
+/// A function's `init`: builds, from the deployer's warm-up input, the state every request of
+/// the instance starts from (it is part of the instance's snapshot).
+pub type Init<S> = fn(warmup: &[u8]) -> Result<S, FnError>;
+
+/// The handler of a function with an `init`: its state, the request and the response region
+/// in; the response length or an error out. What it changes in the state lasts until the
+/// instance is restored (after this request, in the default isolation mode).
+pub type StatefulHandler<S> =
+    fn(state: &mut S, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError>;
+
+/// Runs `init` (when the executor asks for it: the heap header's init word is
+/// [`INIT_PENDING`](crate::heap::INIT_PENDING)) or `handler` on the state `init` built, on the
+/// ArgBuf described by the entry registers; returns the `creturn` value. `init` keeps its state
+/// on the instance's heap and ends with a response of length 0.
+///
+/// # Safety
+///
+/// As for [`serve`]; and the heap header's init word, when it is neither 0 nor
+/// `INIT_PENDING`, is the address `init` stored for an `S` of this same module.
+#[cfg(target_arch = "x86_64")]
+pub unsafe fn serve_stateful<S>(
+    base: u64,
+    request_len: u64,
+    capacity: u64,
+    init: Init<S>,
+    handler: StatefulHandler<S>,
+) -> u64 {
+    let heap = crate::heap::FunctionHeap::heap();
+    match heap.init_word() {
+        crate::heap::INIT_PENDING => {
+            let run = |warmup: &[u8], _: &mut [u8]| {
+                let state = init(warmup)?;
+                let slot = heap.alloc(core::alloc::Layout::new::<S>()).cast::<S>();
+                if slot.is_null() {
+                    return Err(FnError::OutOfMemory);
+                }
+                // SAFETY: `slot` is a fresh block of the heap, sized and aligned for an `S`.
+                unsafe { slot.write(state) };
+                heap.set_init_word(slot as u64);
+                Ok(0)
+            };
+            // SAFETY: forwarded from the caller's contract.
+            unsafe { serve_with(base, request_len, capacity, run) }
+        }
+        0 => FnError::Failed.to_ret(),
+        word => {
+            // SAFETY: the caller guarantees `word` is the `S` this module's `init` stored; the
+            // instance runs one request at a time, so nothing else uses it meanwhile.
+            let state = unsafe { &mut *(word as *mut S) };
+            // SAFETY: forwarded from the caller's contract.
+            unsafe {
+                serve_with(base, request_len, capacity, |req, resp| {
+                    handler(state, req, resp)
+                })
+            }
+        }
     }
 }
 
@@ -256,7 +334,9 @@ pub const fn manifest_bytes<const N: usize>(text: &str) -> [u8; N] {
 /// The manifest text for `name` and further `key = value` pairs, as a `&'static str`:
 /// `fjord-manifest=1`, then one `key=value` line each. Only the keys of manifest version 1 are
 /// accepted (`entry`, `stack_size`, `heap_size`, `groundhog`, `isolation`, `time_limit_ms`,
-/// `memory_limit`, `max_pds`, `app`, `kv_quota`, `log_limit`); values are literals (`stack_size = "128K"`, `heap_size = 65536`, `groundhog = "on"`).
+/// `memory_limit`, `max_pds`, `app`, `kv_quota`, `log_limit`, `warmup`, `kind`); values are
+/// literals (`stack_size = "128K"`, `heap_size = 65536`, `groundhog = "restore"`). `init` is
+/// written by [`function!`](crate::function!) when it is given one.
 #[macro_export]
 macro_rules! manifest_text {
     (name = $name:literal $(, $key:ident = $value:literal)* $(,)?) => {
@@ -304,6 +384,9 @@ macro_rules! __manifest_key {
     (log_limit) => {
         "log_limit"
     };
+    (warmup) => {
+        "warmup"
+    };
     (kind) => {
         "kind"
     };
@@ -349,8 +432,76 @@ macro_rules! __entry {
 /// the keys), the `_start` entry stub of the [entry ABI](self) and a panic handler that logs the
 /// message and returns [`FnError::Panicked`]. On the host it emits a `main` that serves one
 /// request read from stdin and writes the response to stdout, for trying a function out.
+///
+/// With `init = <fn>` right after the handler (an [`Init<S>`]), the handler is a
+/// [`StatefulHandler<S>`]: the executor runs `init` once per instance with the manifest's
+/// `warmup` input, snapshots the instance, and every request starts from that snapshot (see
+/// [`serve_stateful`]).
+///
+/// ```ignore
+/// fn init(warmup: &[u8]) -> Result<Table, FnError> { ... }
+/// fn lookup(t: &mut Table, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> { ... }
+/// fjord_libos::function!(lookup, init = init, name = "lookup", warmup = "key=1");
+/// ```
 #[macro_export]
 macro_rules! function {
+    ($handler:path, init = $init:path, name = $name:literal $(, $key:ident = $value:literal)* $(,)?) => {
+        #[cfg(target_os = "none")]
+        const _: () = {
+            const TEXT: &str = concat!(
+                $crate::manifest_text!(name = $name $(, $key = $value)*),
+                "init=on\n"
+            );
+
+            #[unsafe(link_section = ".fjord_manifest")]
+            #[used]
+            static MANIFEST: [u8; TEXT.len()] = $crate::function::manifest_bytes(TEXT);
+
+            extern "C" fn fjord_function_main(base: u64, len: u64, capacity: u64) -> ! {
+                // SAFETY: the executor enters `_start` per the entry ABI: the ArgBuf is this
+                // PD's alone for the call, and the init word is what this module's `init`
+                // stored (or 0, or INIT_PENDING).
+                let value = unsafe {
+                    $crate::function::serve_stateful(base, len, capacity, $init, $handler)
+                };
+                $crate::privlib::creturn(value)
+            }
+
+            $crate::__entry!(fjord_function_main);
+
+            #[panic_handler]
+            fn panic(info: &::core::panic::PanicInfo<'_>) -> ! {
+                $crate::function::report_panic(info)
+            }
+        };
+
+        #[cfg(not(target_os = "none"))]
+        fn main() {
+            use ::std::io::{Read, Write};
+            let mut req = ::std::vec::Vec::new();
+            if let Err(e) = ::std::io::stdin().read_to_end(&mut req) {
+                ::std::eprintln!("reading the request: {e}");
+                ::std::process::exit(2);
+            }
+            let mut state = match $init(b"") {
+                Ok(s) => s,
+                Err(e) => {
+                    ::std::eprintln!("init error: {e:?}");
+                    ::std::process::exit(1);
+                }
+            };
+            let mut resp = ::std::vec![0u8; 64 * 1024];
+            match $handler(&mut state, &req, &mut resp) {
+                Ok(n) => {
+                    let _ = ::std::io::stdout().write_all(&resp[..n.min(resp.len())]);
+                }
+                Err(e) => {
+                    ::std::eprintln!("function error: {e:?}");
+                    ::std::process::exit(1);
+                }
+            }
+        }
+    };
     ($handler:path, name = $name:literal $(, $key:ident = $value:literal)* $(,)?) => {
         #[cfg(target_os = "none")]
         const _: () = {

@@ -8,8 +8,9 @@
 //! header's own address.
 //!
 //! Header words: `[0]` the header's address, `[1]` the next free byte of the heap (bump
-//! pointer), `[2]` the heap's end, `[3..32]` one free list per size class (16 bytes to 2 GiB,
-//! powers of two). A block is the request rounded up to a power of two (at least 16 bytes,
+//! pointer), `[2]` the heap's end, `[3]` the *init word* (the state a function's `init` built,
+//! see [`INIT_WORD`]), `[4..32]` one free list per size class (16 bytes to 1 GiB, powers of
+//! two). A block is the request rounded up to a power of two (at least 16 bytes,
 //! at least its alignment); a freed block goes to its class's list and serves the next request
 //! of that class. Each invocation starts from a fresh heap (a new PD, or a reused one whose
 //! memory the kernel zeroed and whose header it wrote back), so the heap lives exactly as long
@@ -23,18 +24,23 @@ use core::alloc::{GlobalAlloc, Layout};
 pub const HEADER_BYTES: u64 = 256;
 
 /// Words of the header before the free lists.
-const FIXED_WORDS: usize = 3;
+const FIXED_WORDS: usize = 4;
+/// The header word holding what a function's `init` built: 0 before (or without) `init`,
+/// [`INIT_PENDING`] while the executor asks for `init` to run, then the address of its state.
+pub const INIT_WORD: usize = 3;
+/// The init word's value when the executor enters a function to run its `init`.
+pub const INIT_PENDING: u64 = u64::MAX;
 /// Smallest block: 2^4 bytes.
 const MIN_SHIFT: u32 = 4;
-/// Number of size classes (2^4 .. 2^32 bytes).
+/// Number of size classes (2^4 .. 2^31 bytes).
 pub const CLASSES: usize = (HEADER_BYTES / 8) as usize - FIXED_WORDS;
 /// Blocks are placed at an alignment of their size up to this one (a page).
 const MAX_NATURAL_ALIGN: usize = 4096;
 
 /// The header as the executor lays it out for a heap of `heap_len` bytes starting at
 /// `heap_base`, with the header itself at `header` (the words, in order).
-pub const fn header_words(header: u64, heap_base: u64, heap_len: u64) -> [u64; 3] {
-    [header, heap_base, heap_base + heap_len]
+pub const fn header_words(header: u64, heap_base: u64, heap_len: u64) -> [u64; 4] {
+    [header, heap_base, heap_base + heap_len, 0]
 }
 
 /// The size class of a block for `layout`, or `None` when no class holds it.
@@ -150,6 +156,16 @@ impl Heap {
     pub fn untouched(&self) -> u64 {
         self.word(2).saturating_sub(self.word(1))
     }
+
+    /// The init word (see [`INIT_WORD`]).
+    pub fn init_word(&self) -> u64 {
+        self.word(INIT_WORD)
+    }
+
+    /// Sets the init word.
+    pub fn set_init_word(&self, v: u64) {
+        self.set_word(INIT_WORD, v)
+    }
 }
 
 /// The global allocator of function modules (installed by [`function!`](crate::function!)):
@@ -158,7 +174,8 @@ pub struct FunctionHeap;
 
 #[cfg(target_arch = "x86_64")]
 impl FunctionHeap {
-    fn heap() -> Heap {
+    /// The heap of the running function (the header the thread pointer names).
+    pub fn heap() -> Heap {
         let header: u64;
         // SAFETY: the executor points FS at the header, whose first word is its own address
         // (entry ABI); reading it has no other effect.

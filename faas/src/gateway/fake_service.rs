@@ -71,6 +71,7 @@ impl FakeService {
                 name: FunctionName::new(name).expect("a valid test name"),
                 size,
                 generation,
+                isolation: crate::module::IsolationMode::Restore,
             })
             .collect();
         self.lists.borrow_mut().push_back(functions);
@@ -114,7 +115,12 @@ impl FunctionService for FakeService {
         next(&mut self.invokes, &call)
     }
 
-    fn deploy(&mut self, name: FunctionName, image: &[u8]) -> Result<DeployOutcome, DeployError> {
+    fn deploy(
+        &mut self,
+        name: FunctionName,
+        image: &[u8],
+        _: Option<crate::module::IsolationMode>,
+    ) -> Result<DeployOutcome, DeployError> {
         let call = Call::Deploy(name.as_str().into(), image.to_vec());
         self.record(call.clone());
         next(&mut self.deploys, &call)

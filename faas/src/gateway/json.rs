@@ -23,7 +23,8 @@ pub fn write_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// `GET /functions`: `[{"name":"…","size":N,"generation":G},…]` followed by a newline.
+/// `GET /functions`: `[{"name":"…","size":N,"generation":G,"isolation":"restore"},…]`
+/// followed by a newline.
 pub fn function_list(functions: &[FunctionInfo]) -> String {
     let mut out = String::from("[");
     for (i, f) in functions.iter().enumerate() {
@@ -34,8 +35,8 @@ pub fn function_list(functions: &[FunctionInfo]) -> String {
         write_string(&mut out, f.name.as_str());
         let _ = write!(
             out,
-            ",\"size\":{},\"generation\":{}}}",
-            f.size, f.generation
+            ",\"size\":{},\"generation\":{},\"isolation\":\"{}\"}}",
+            f.size, f.generation, f.isolation
         );
     }
     out.push_str("]\n");
@@ -94,10 +95,15 @@ mod tests {
             name: FunctionName::new(n).unwrap(),
             size,
             generation,
+            isolation: if size > 100 {
+                crate::module::IsolationMode::Fresh
+            } else {
+                crate::module::IsolationMode::Restore
+            },
         };
         assert_eq!(
             function_list(&[f("a", 10, 1), f("b-2", 2048, 7)]),
-            "[{\"name\":\"a\",\"size\":10,\"generation\":1},{\"name\":\"b-2\",\"size\":2048,\"generation\":7}]\n"
+            "[{\"name\":\"a\",\"size\":10,\"generation\":1,\"isolation\":\"restore\"},{\"name\":\"b-2\",\"size\":2048,\"generation\":7,\"isolation\":\"fresh\"}]\n"
         );
     }
 

@@ -7,8 +7,8 @@
 //! | request | answer |
 //! |---|---|
 //! | `GET /metrics` | 200, Prometheus text: gateway counters, kernel samples, per-function series |
-//! | `GET /functions` | 200, JSON list of `{name, size, generation}` |
-//! | `PUT /functions/<name>` | 201 created / 200 replaced; 400 invalid module (reason in the body), 413 too large, 503 no room |
+//! | `GET /functions` | 200, JSON list of `{name, size, generation, isolation}` |
+//! | `PUT /functions/<name>[?isolation=restore\|none\|fresh]` | 201 created / 200 replaced; 400 invalid module or isolation mode (reason in the body), 413 too large, 503 no room |
 //! | `DELETE /functions/<name>` | 204, or 404 |
 //! | `POST /invoke/<fn>` | the function's output (200); 404 unknown, 500 the function failed (reason in the body), 503 no capacity |
 //!
@@ -207,7 +207,16 @@ impl<S: FunctionService> Gateway<S> {
                 let body = json::function_list(&self.service.list());
                 ("list", json_response(Status::Ok, &body))
             }
-            Ok(Route::Deploy(name)) => ("deploy", self.deploy(name, &req.body)),
+            Ok(Route::Deploy(name)) => match fjord_groundhog::mode::from_query(req.query()) {
+                Ok(isolation) => ("deploy", self.deploy(name, &req.body, isolation)),
+                Err(()) => (
+                    "deploy",
+                    Response::text(
+                        Status::BadRequest,
+                        "isolation must be restore, none or fresh\n",
+                    ),
+                ),
+            },
             Ok(Route::StartProcess(name)) => {
                 let started = match ProcessOptions::from_target(&req.target) {
                     Ok(options) => self.service.start_process(&name, options),
@@ -304,8 +313,13 @@ impl<S: FunctionService> Gateway<S> {
         r
     }
 
-    fn deploy(&mut self, name: crate::FunctionName, image: &[u8]) -> Response {
-        match self.service.deploy(name.clone(), image) {
+    fn deploy(
+        &mut self,
+        name: crate::FunctionName,
+        image: &[u8],
+        isolation: Option<crate::module::IsolationMode>,
+    ) -> Response {
+        match self.service.deploy(name.clone(), image, isolation) {
             Ok(d) => {
                 let status = if d.replaced {
                     Status::Ok

@@ -74,6 +74,8 @@ pub struct FunctionInfo {
     pub size: usize,
     /// Generation at which it was deployed.
     pub generation: Generation,
+    /// What happens to its instances between requests.
+    pub isolation: crate::module::IsolationMode,
 }
 
 /// One line of `GET /processes`.
@@ -204,8 +206,14 @@ pub trait FunctionService {
     fn forget(&mut self, id: InvocationId) {
         let _ = id;
     }
-    /// Validates `image` and deploys it as `name` (replacing any older version).
-    fn deploy(&mut self, name: FunctionName, image: &[u8]) -> Result<DeployOutcome, DeployError>;
+    /// Validates `image` and deploys it as `name` (replacing any older version), with the
+    /// isolation mode `isolation` instead of its manifest's when one is given.
+    fn deploy(
+        &mut self,
+        name: FunctionName,
+        image: &[u8],
+        isolation: Option<crate::module::IsolationMode>,
+    ) -> Result<DeployOutcome, DeployError>;
     /// The deployed functions in name order.
     fn list(&self) -> Vec<FunctionInfo>;
     /// Removes `name`; `false` if it was not deployed.

@@ -96,7 +96,7 @@ fn deploy_list_invoke_remove() {
     assert_eq!(
         body,
         alloc::format!(
-            "[{{\"name\":\"hello\",\"size\":{},\"generation\":1}}]\n",
+            "[{{\"name\":\"hello\",\"size\":{},\"generation\":1,\"isolation\":\"restore\"}}]\n",
             HELLO.len()
         )
     );
@@ -246,6 +246,25 @@ fn invoke_outcomes_map_to_status_codes() {
 }
 
 #[test]
+fn an_unknown_isolation_mode_is_refused_before_deploying() {
+    let mut gw = gateway(FakeService::new());
+    for q in [
+        "isolation=bogus",
+        "isolation",
+        "isolation=none&isolation=fresh",
+    ] {
+        let (code, body) = call(
+            &mut gw,
+            "PUT",
+            &alloc::format!("/functions/hello?{q}"),
+            HELLO,
+        );
+        assert_eq!(code, 400, "{q}: {body}");
+        assert!(body.contains("restore, none or fresh"), "{body}");
+    }
+}
+
+#[test]
 fn list_is_the_services_in_its_order() {
     let fake = FakeService::new().list_gives(&[("b", 10, 3), ("a-2", 2048, 7)]);
     let mut gw = gateway(fake);
@@ -254,8 +273,8 @@ fn list_is_the_services_in_its_order() {
     assert!(raw.contains("Content-Type: application/json\r\n"), "{raw}");
     assert!(
         raw.ends_with(
-            "\r\n\r\n[{\"name\":\"b\",\"size\":10,\"generation\":3},\
-             {\"name\":\"a-2\",\"size\":2048,\"generation\":7}]\n"
+            "\r\n\r\n[{\"name\":\"b\",\"size\":10,\"generation\":3,\"isolation\":\"restore\"},\
+             {\"name\":\"a-2\",\"size\":2048,\"generation\":7,\"isolation\":\"restore\"}]\n"
         ),
         "{raw}"
     );
@@ -452,7 +471,12 @@ impl FunctionService for SlowService {
         self.running.remove(&id.0);
         self.forgotten.push(id);
     }
-    fn deploy(&mut self, _: crate::FunctionName, _: &[u8]) -> Result<DeployOutcome, DeployError> {
+    fn deploy(
+        &mut self,
+        _: crate::FunctionName,
+        _: &[u8],
+        _: Option<crate::module::IsolationMode>,
+    ) -> Result<DeployOutcome, DeployError> {
         Err(DeployError::Full)
     }
     fn list(&self) -> Vec<FunctionInfo> {

@@ -11,7 +11,9 @@
 //! | `entry` | entry offset from the image base (number) | the ELF header's `e_entry` |
 //! | `stack_size` | bytes, multiple of 4096, at least 4096 | 64 KiB |
 //! | `heap_size` | bytes, multiple of 4096 | 1 MiB |
-//! | `groundhog` | `on` / `off`: restore a snapshot between requests | `off` |
+//! | `groundhog` | `restore` / `none` / `fresh`: what happens to an instance between requests (see [`IsolationMode`]); the reserved key's old values `on` and `off` read as `restore` | `restore` |
+//! | `init` | `on` / `off`: the module has an `init` entry, run once per instance before the snapshot (set by `function!`) | `off` |
+//! | `warmup` | the input `init` runs with (text to the end of the line, at most 1 KiB) | empty |
 //! | `isolation` | `full` / `none` (Jord_NI, for measuring isolation cost) | `full` |
 //! | `memory_limit` | bytes the function may `mmap` at run time (ArgBufs for calls, buffers), multiple of 4096 | 16 MiB |
 //! | `time_limit_ms` | wall-clock limit of one invocation, nested calls included (1 ms to 10 min) | 1000 |
@@ -28,6 +30,7 @@
 use crate::function_name::{FunctionName, NameError};
 use alloc::string::String;
 use core::fmt::{self, Write};
+pub use fjord_groundhog::IsolationMode;
 
 /// The manifest format version this crate reads and writes.
 pub const MANIFEST_VERSION: u32 = 1;
@@ -57,6 +60,8 @@ pub const DEFAULT_LOG_LIMIT: u64 = 16 << 10;
 pub const MAX_LOG_LIMIT: u64 = 1 << 20;
 /// Longest `app` name.
 pub const MAX_APP_LEN: usize = 64;
+/// Longest `warmup` input.
+pub const MAX_WARMUP_LEN: usize = 1024;
 
 /// How strongly instances of the function are isolated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -87,8 +92,12 @@ pub struct Manifest {
     pub stack_size: u64,
     /// Private heap size in bytes.
     pub heap_size: u64,
-    /// Groundhog request isolation (snapshot restore between requests).
-    pub groundhog: bool,
+    /// Groundhog request isolation: what happens to an instance between requests.
+    pub groundhog: IsolationMode,
+    /// Whether the module has an `init` entry, run once per instance before the snapshot.
+    pub init: bool,
+    /// The input `init` runs with.
+    pub warmup: String,
     /// Isolation mode.
     pub isolation: Isolation,
     /// Time limit of one invocation in milliseconds (the APIC timer preempts it then).
@@ -221,7 +230,9 @@ impl Manifest {
             entry: None,
             stack_size: DEFAULT_STACK_SIZE,
             heap_size: DEFAULT_HEAP_SIZE,
-            groundhog: false,
+            groundhog: IsolationMode::Restore,
+            init: false,
+            warmup: String::new(),
             isolation: Isolation::Full,
             time_limit_ms: DEFAULT_TIME_LIMIT_MS,
             memory_limit: DEFAULT_MEMORY_LIMIT,
@@ -267,13 +278,14 @@ impl Manifest {
         let mut name = None;
         let (mut entry, mut stack_size, mut heap_size) =
             (None, DEFAULT_STACK_SIZE, DEFAULT_HEAP_SIZE);
-        let (mut groundhog, mut isolation) = (false, Isolation::Full);
+        let (mut groundhog, mut isolation) = (IsolationMode::Restore, Isolation::Full);
+        let (mut init, mut warmup) = (false, String::new());
         let mut time_limit_ms = DEFAULT_TIME_LIMIT_MS;
         let mut memory_limit = DEFAULT_MEMORY_LIMIT;
         let (mut max_pds, mut app, mut app_line) = (DEFAULT_MAX_PDS, None, 0);
         let (mut kv_quota, mut log_limit) = (DEFAULT_KV_QUOTA, DEFAULT_LOG_LIMIT);
         let mut kind = ModuleKind::Function;
-        let mut seen = [false; 13];
+        let mut seen = [false; 15];
         for (line, l) in lines {
             let (key, value) = l
                 .split_once('=')
@@ -293,6 +305,8 @@ impl Manifest {
                 "kv_quota" => 10,
                 "log_limit" => 11,
                 "kind" => 12,
+                "init" => 13,
+                "warmup" => 14,
                 _ => return Err(ManifestError::UnknownKey { line }),
             };
             if core::mem::replace(&mut seen[slot], true) {
@@ -306,10 +320,22 @@ impl Manifest {
                 3 => heap_size = parse_size(value, line, 0)?,
                 4 => {
                     groundhog = match value {
+                        "on" | "off" => IsolationMode::Restore,
+                        v => IsolationMode::parse(v).ok_or(bad)?,
+                    }
+                }
+                13 => {
+                    init = match value {
                         "on" => true,
                         "off" => false,
                         _ => return Err(bad),
                     }
+                }
+                14 => {
+                    if value.len() > MAX_WARMUP_LEN {
+                        return Err(bad);
+                    }
+                    warmup = String::from(value);
                 }
                 7 => memory_limit = parse_size(value, line, 0)?,
                 8 => {
@@ -375,6 +401,8 @@ impl Manifest {
             stack_size,
             heap_size,
             groundhog,
+            init,
+            warmup,
             isolation,
             time_limit_ms,
             memory_limit,
@@ -398,7 +426,13 @@ impl Manifest {
         }
         let _ = writeln!(s, "stack_size={:#x}", self.stack_size);
         let _ = writeln!(s, "heap_size={:#x}", self.heap_size);
-        let _ = writeln!(s, "groundhog={}", if self.groundhog { "on" } else { "off" });
+        let _ = writeln!(s, "groundhog={}", self.groundhog);
+        if self.init {
+            let _ = writeln!(s, "init=on");
+        }
+        if !self.warmup.is_empty() {
+            let _ = writeln!(s, "warmup={}", self.warmup);
+        }
         let iso = match self.isolation {
             Isolation::Full => "full",
             Isolation::None => "none",
@@ -431,8 +465,18 @@ mod tests {
         assert_eq!(m.name.as_str(), "hello");
         assert_eq!(m.entry, Some(0x12d0));
         assert_eq!((m.stack_size, m.heap_size), (128 * 1024, 2 * 1024 * 1024));
-        assert!(m.groundhog);
+        assert_eq!(m.groundhog, IsolationMode::Restore);
+        assert!(!m.init && m.warmup.is_empty());
         assert_eq!(m.isolation, Isolation::None);
+        let m = Manifest::parse(
+            b"fjord-manifest=1\nname=f\ngroundhog=fresh\ninit=on\nwarmup=op=a&b=1\n",
+        )
+        .unwrap();
+        assert_eq!(m.groundhog, IsolationMode::Fresh);
+        assert!(m.init);
+        assert_eq!(m.warmup, "op=a&b=1");
+        let long = alloc::format!("fjord-manifest=1\nname=f\nwarmup={}\n", "x".repeat(1025));
+        assert!(Manifest::parse(long.as_bytes()).is_err());
         assert_eq!(m.time_limit_ms, DEFAULT_TIME_LIMIT_MS);
         let m = Manifest::parse(b"fjord-manifest=1\nname=f\ntime_limit_ms=250\n").unwrap();
         assert_eq!(m.time_limit_ms(), 250);
@@ -570,7 +614,8 @@ mod tests {
         #[test]
         fn round_trips(name in "[a-z0-9_-]{1,64}", entry in any::<Option<u64>>(),
                        stack in 1u64..=(1 << 18), heap in 0u64..=(1 << 18),
-                       groundhog in any::<bool>(), none in any::<bool>(),
+                       groundhog in 0usize..3, none in any::<bool>(),
+                       init in any::<bool>(), warmup in "[a-z0-9=&]{0,20}",
                        limit in 1u64..=MAX_TIME_LIMIT_MS, mem in 0u64..=(1 << 18),
                        max_pds in 0..=MAX_MAX_PDS, in_app in any::<bool>(),
                        kv_quota in 0..=MAX_KV_QUOTA, log_limit in 0..=MAX_LOG_LIMIT) {
@@ -584,7 +629,9 @@ mod tests {
                 entry,
                 stack_size: stack * 4096,
                 heap_size: heap * 4096,
-                groundhog,
+                groundhog: IsolationMode::ALL[groundhog],
+                init,
+                warmup,
                 isolation: if none { Isolation::None } else { Isolation::Full },
                 time_limit_ms: limit,
                 memory_limit: mem * 4096,

@@ -18,6 +18,6 @@ mod tests;
 
 pub use error::{FilePart, ModuleError};
 pub use load_plan::{LoadPlan, ModuleLimits, Perms, Relocation, SegmentPlan, validate};
-pub use manifest::{Isolation, Manifest, ManifestError, ModuleKind};
+pub use manifest::{Isolation, IsolationMode, Manifest, ManifestError, ModuleKind};
 pub use relocate::{RelocateError, apply_relocations};
 pub use shared_image::{WritableData, check_shareable};

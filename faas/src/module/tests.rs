@@ -102,7 +102,10 @@ fn accepts_real_rustc_static_pie_with_rela() {
     );
     assert_eq!(plan.manifest.name.as_str(), "hello");
     assert_eq!(plan.manifest.stack_size, 64 * 1024);
-    assert!(plan.manifest.groundhog);
+    assert_eq!(
+        plan.manifest.groundhog,
+        crate::module::IsolationMode::Restore
+    );
     assert_eq!(plan.manifest.isolation, Isolation::Full);
 }
 

@@ -8,6 +8,7 @@
 mod faas;
 mod invoke;
 mod pd;
+mod restore;
 mod workloads;
 
 use crate::arch::cpu;
@@ -181,6 +182,12 @@ pub fn run_all(filter: Option<&str>, first_line_tsc: u64) -> ! {
         && let Err(e) = crate::bench::workloads::run_group()
     {
         kprintln!("fjord: bench error: workloads: {e}");
+        ok = false;
+    }
+    if wants("restore")
+        && let Err(e) = crate::bench::restore::run_group()
+    {
+        kprintln!("fjord: bench error: restore: {e}");
         ok = false;
     }
     kprintln!("fjord: bench done");

@@ -7,6 +7,7 @@
 //! - [`shootdown`]: clearing stale leaves and the remote flushes still owed ([`Pending`]);
 //! - [`restore`]: a function instance restored for its next request;
 //! - [`lazy`]: lazily forked VMAs, their pages copied from the parent's when first needed;
+//! - [`snapshot`]: Groundhog snapshots of instances and their dirty-page restores;
 //! - [`backing`], [`stats`]: the frames behind a VMA, the event counters.
 
 use crate::arch::{cpu, percpu};
@@ -29,6 +30,7 @@ mod memory;
 mod pds;
 mod restore;
 mod shootdown;
+mod snapshot;
 mod stats;
 
 use backing::Backing;
@@ -84,6 +86,8 @@ pub struct Jord {
     /// Flushes the lazy copies owe (see [`Jord::take_lazy_flushes`]).
     lazy_owed: Pending,
     lazy_stats: LazyStats,
+    /// Per PD, its Groundhog snapshot (kernel frames, mapped in no PD).
+    snapshots: Vec<Option<snapshot::Snapshot>>,
 }
 
 /// The generation of the next Jord state.
@@ -200,6 +204,7 @@ impl Jord {
             lazy: lazy::LazyCopies::default(),
             lazy_owed: Pending::default(),
             lazy_stats: LazyStats::default(),
+            snapshots: snapshot::empty_table(),
         };
         j.backing.resize_with(slots, || Backing::NONE);
         Ok(j)

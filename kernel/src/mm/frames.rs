@@ -175,6 +175,35 @@ impl FrameRun {
         true
     }
 
+    /// Copies `count` frames of `src` from its frame `src_first` over this run's frames from
+    /// `first`; false (nothing copied) when either range leaves its run.
+    pub fn copy_from(
+        &mut self,
+        first: usize,
+        src: &FrameRun,
+        src_first: usize,
+        count: usize,
+    ) -> bool {
+        let page = PAGE_SIZE as usize;
+        let (Some(off), Some(src_off), Some(len)) = (
+            first.checked_mul(page),
+            src_first.checked_mul(page),
+            count.checked_mul(page),
+        ) else {
+            return false;
+        };
+        if !self.covers(off, len) || !src.covers(src_off, len) {
+            return false;
+        }
+        let dst = phys_to_virt(self.phys + off as u64) as *mut u8;
+        let from = phys_to_virt(src.phys + src_off as u64) as *const u8;
+        // SAFETY: both ranges lie in their runs' frames, which the direct map maps; two runs
+        // never share a frame (each owns its own), so the ranges do not overlap; no Rust
+        // reference to them exists (see the type's documentation).
+        unsafe { core::ptr::copy_nonoverlapping(from, dst, len) };
+        true
+    }
+
     /// Keeps the first `keep` frames and frees the rest.
     pub fn shrink(&mut self, keep: usize) {
         if keep < self.pages {

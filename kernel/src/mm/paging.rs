@@ -524,6 +524,106 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
         Ok(was)
     }
 
+    /// Calls `dirty(i, va)` for every 4 KiB leaf `va` in range `i` of `ranges` (base, length)
+    /// whose DIRTY bit is set, and clears that bit. The ACCESSED bit of every level-2 entry
+    /// above the ranges is cleared as well, and a level-1 table whose entry was not ACCESSED
+    /// is skipped unread: the CPU sets that bit on each walk through the entry, so no leaf
+    /// below it can have been written since the last call, provided the caller flushed the TLB
+    /// (and paging-structure caches) after it. Each level-2 entry is looked at once, however
+    /// many ranges share it; pages come in address order within each level-2 entry, not
+    /// across ranges. Returns how many level-1 tables were read. Large pages are left alone.
+    pub fn take_dirty(
+        &mut self,
+        ranges: &[(u64, u64)],
+        mut dirty: impl FnMut(usize, u64),
+    ) -> usize {
+        const SPAN: u64 = 512 * PAGE_SIZE;
+        let end_of = |&(base, len): &(u64, u64)| base.saturating_add(len);
+        let mut read = 0;
+        for (i, r) in ranges.iter().enumerate() {
+            let mut chunk = r.0 & !(SPAN - 1);
+            while chunk < end_of(r) {
+                let next = chunk.saturating_add(SPAN);
+                let overlaps = |q: &(u64, u64)| q.0 < next && chunk < end_of(q);
+                // A chunk an earlier range reaches was done with that range.
+                let done = ranges[..i].iter().any(overlaps);
+                if !done
+                    && let Some((t2, i2, e2)) = self.level2_entry(chunk)
+                    && e2 & Flags::HUGE.0 == 0
+                    && e2 & Flags::ACCESSED.0 != 0
+                {
+                    self.mem.write_entry(t2, i2, e2 & !Flags::ACCESSED.0);
+                    read += 1;
+                    let table = e2 & ADDR_MASK;
+                    for (j, q) in ranges.iter().enumerate().skip(i) {
+                        if !overlaps(q) {
+                            continue;
+                        }
+                        let (lo, hi) = (chunk.max(q.0), next.min(end_of(q)));
+                        let mut va = lo & !(PAGE_SIZE - 1);
+                        while va < hi {
+                            let k = index(va, 1);
+                            let e = self.mem.read_entry(table, k);
+                            let both = Flags::PRESENT.0 | Flags::DIRTY.0;
+                            if e & both == both {
+                                self.mem.write_entry(table, k, e & !Flags::DIRTY.0);
+                                dirty(j, va);
+                            }
+                            va += PAGE_SIZE;
+                        }
+                    }
+                }
+                if next == u64::MAX {
+                    break;
+                }
+                chunk = next;
+            }
+        }
+        read
+    }
+
+    /// The level-1 table under the level-2 entry above `va`, when that entry is present, not
+    /// a large page, and ACCESSED (see [`Self::take_dirty`]); its ACCESSED bit is cleared.
+    pub fn take_accessed_table(&mut self, va: u64) -> Option<u64> {
+        let (t2, i2, e2) = self.level2_entry(va)?;
+        if e2 & Flags::HUGE.0 != 0 || e2 & Flags::ACCESSED.0 == 0 {
+            return None;
+        }
+        self.mem.write_entry(t2, i2, e2 & !Flags::ACCESSED.0);
+        Some(e2 & ADDR_MASK)
+    }
+
+    /// Clears the DIRTY bit of `va`'s leaf in `table`, its level-1 table (from
+    /// [`Self::take_accessed_table`]); returns whether a present leaf had it.
+    pub fn take_dirty_in_table(&mut self, table: u64, va: u64) -> bool {
+        let k = index(va, 1);
+        let e = self.mem.read_entry(table, k);
+        let both = Flags::PRESENT.0 | Flags::DIRTY.0;
+        if e & both != both {
+            return false;
+        }
+        self.mem.write_entry(table, k, e & !Flags::DIRTY.0);
+        true
+    }
+
+    /// The present level-2 entry above `va` (canonical): (table, index, entry).
+    fn level2_entry(&self, va: u64) -> Option<(u64, usize, u64)> {
+        if !is_canonical(va) {
+            return None;
+        }
+        let mut table = self.root;
+        for level in [4, 3] {
+            let e = self.mem.read_entry(table, index(va, level));
+            if e & Flags::PRESENT.0 == 0 || e & Flags::HUGE.0 != 0 {
+                return None;
+            }
+            table = e & ADDR_MASK;
+        }
+        let i = index(va, 2);
+        let e = self.mem.read_entry(table, i);
+        (e & Flags::PRESENT.0 != 0).then_some((table, i, e))
+    }
+
     /// Frees every table below the user-half slots (1..256) of the root, and the root itself.
     /// Leaf frames are not freed: they belong to whoever mapped them.
     pub fn free_user_tables(self, alloc: &mut impl TableAllocator) {
@@ -650,6 +750,90 @@ mod tests {
             pt.map(va + 0x1000, 0, Flags::KERNEL_RW, &mut fa),
             Err(PagingError::SizeConflict)
         );
+    }
+
+    #[test]
+    fn take_dirty_finds_written_leaves_under_accessed_tables_only() {
+        let mem = SimMem::default();
+        let mut fa = frames();
+        let mut pt = PageTables::create(&mem, &mut fa).unwrap();
+        let f = Flags::USER | Flags::WRITABLE;
+        // Three pages in one 2 MiB region, one in the next.
+        let base = 0x0000_1000_0000_0000u64;
+        for (k, va) in [base, base + 0x1000, base + 0x5000, base + 0x20_0000]
+            .into_iter()
+            .enumerate()
+        {
+            pt.map(va, 0x10_0000 + k as u64 * 0x1000, f, &mut fa)
+                .unwrap();
+        }
+        // "The CPU" walks to and writes pages 1 and 5 of the first region: A on the level-2
+        // entry, D on the leaves.
+        let view = PageTables::new(pt.root(), &mem);
+        let set = |va: u64, bits: u64| {
+            let (t, i, e, _) = view.leaf(va).unwrap();
+            mem.write_entry(t, i, e | bits);
+        };
+        let accessed = |va: u64| {
+            let (t, i, e) = view.level2_entry(va).unwrap();
+            mem.write_entry(t, i, e | Flags::ACCESSED.0);
+        };
+        accessed(base);
+        set(base + 0x1000, Flags::ACCESSED.0 | Flags::DIRTY.0);
+        set(base + 0x5000, Flags::DIRTY.0);
+        // A dirty leaf under a level-2 entry nobody walked since the last call is not read.
+        set(base + 0x20_0000, Flags::DIRTY.0);
+        let mut seen = Vec::new();
+        let read = pt.take_dirty(&[(base, 0x40_0000)], |_, va| seen.push(va));
+        assert_eq!(seen, [base + 0x1000, base + 0x5000]);
+        assert_eq!(read, 1);
+        // The bits are cleared: nothing until the next walk and write.
+        seen.clear();
+        assert_eq!(
+            pt.take_dirty(&[(base, 0x40_0000)], |_, va| seen.push(va)),
+            0
+        );
+        assert!(seen.is_empty());
+        assert!(
+            !pt.translate(base + 0x1000)
+                .unwrap()
+                .flags
+                .contains(Flags::DIRTY)
+        );
+        assert!(
+            pt.translate(base + 0x1000)
+                .unwrap()
+                .flags
+                .contains(Flags::ACCESSED)
+        );
+        // Only the range is looked at.
+        accessed(base);
+        set(base, Flags::DIRTY.0);
+        set(base + 0x5000, Flags::DIRTY.0);
+        seen.clear();
+        pt.take_dirty(&[(base + 0x5000, 0x1000)], |_, va| seen.push(va));
+        assert_eq!(seen, [base + 0x5000]);
+        // Two ranges under one level-2 entry: both are read (the entry's ACCESSED bit is
+        // looked at once).
+        accessed(base);
+        set(base, Flags::DIRTY.0);
+        set(base + 0x5000, Flags::DIRTY.0);
+        let mut both = Vec::new();
+        let read = pt.take_dirty(&[(base + 0x4000, 0x2000), (base, 0x2000)], |i, va| {
+            both.push((i, va))
+        });
+        assert_eq!(read, 1);
+        assert_eq!(both, [(0, base + 0x5000), (1, base)]);
+        // Unmapped and absurd ranges are harmless.
+        assert_eq!(
+            pt.take_dirty(&[(0x7000_0000_0000, 0x1000)], |_, _| panic!()),
+            0
+        );
+        assert_eq!(
+            pt.take_dirty(&[(u64::MAX - 0xfff, 0x1000)], |_, _| panic!()),
+            0
+        );
+        assert_eq!(pt.take_dirty(&[], |_, _| panic!()), 0);
     }
 
     #[test]

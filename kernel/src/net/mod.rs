@@ -16,6 +16,7 @@ mod server;
 use crate::arch::{apic, cpu, percpu, smp};
 use crate::kprintln;
 use crate::mm::{frames, heap};
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 use fjord_faas::gateway::{Gateway, Sample, SampleKind};
@@ -320,6 +321,56 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
         ),
     ]);
     v.extend(kv_samples());
+    v.extend(groundhog_samples());
+    v
+}
+
+/// Per function whose instances are restored to a snapshot: restores, pages restored, time
+/// spent restoring (TSC ticks) and instances replaced instead (each family's samples together).
+fn groundhog_samples() -> Vec<Sample> {
+    use SampleKind::Counter;
+    let functions: Vec<_> = crate::runtime::loaded()
+        .into_iter()
+        .filter(|f| f.isolation().restores())
+        .map(|f| (String::from(f.manifest.name.as_str()), f.restore_stats()))
+        .collect();
+    let families: [(&'static str, &'static str); 4] = [
+        (
+            "fjord_groundhog_restores_total",
+            "Instances restored to their snapshot after a request.",
+        ),
+        (
+            "fjord_groundhog_pages_restored_total",
+            "Pages copied back from a snapshot or zeroed by restores.",
+        ),
+        (
+            "fjord_groundhog_restore_ticks_total",
+            "TSC ticks spent restoring instances (guest instructions under icount).",
+        ),
+        (
+            "fjord_groundhog_replaced_total",
+            "Instances destroyed instead of restored (faulted, timed out, unfit for reuse).",
+        ),
+    ];
+    let mut v = Vec::new();
+    for (i, (name, help)) in families.into_iter().enumerate() {
+        for (f, st) in &functions {
+            let value = match i {
+                0 => st.restores,
+                1 => st.pages,
+                2 => st.ticks,
+                _ => st.replaced,
+            };
+            v.push(Sample {
+                name,
+                kind: Counter,
+                help,
+                labels: &[],
+                runtime_label: Some(("function", f.clone())),
+                value,
+            });
+        }
+    }
     v
 }
 

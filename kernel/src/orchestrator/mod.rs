@@ -504,6 +504,8 @@ fn execute(job: Job) {
     let (group, executor) = (usize::from(job.group), usize::from(job.executor));
     let result = (job.work)(job.info);
     let finished = cpu::rdtsc();
+    // A request completed (its response is published below), not one step of a nested call.
+    let completed = result.is_some();
     let done = result.map(|result| Done {
         result,
         arrived: job.info.arrived,
@@ -540,6 +542,11 @@ fn execute(job: Job) {
     });
     // Wake the orchestrator core if it halted waiting for work to finish.
     wake_orchestrator_of(Some(group));
+    // Off the response path: once a request's response is out, the instances it and its
+    // nested calls used are restored (a callee's restore waits, so its caller resumes first).
+    if completed {
+        crate::runtime::warm::run_deferred();
+    }
 }
 
 /// Requests completed so far (with a result for their submitter), readable without the

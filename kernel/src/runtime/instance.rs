@@ -6,8 +6,9 @@
 //! request ends: restored into the pool if the function returned and the pool has room,
 //! destroyed otherwise (with every PD the request created). An [`ArgBuf`] is the request's
 //! buffer: a kernel-owned VMA the kernel fills (an external request, a copied hop) or the
-//! caller's own VMA moved in (a nested call). An [`Invocation`] is the two together. Instances
-//! restored from a Groundhog snapshot or forked will be further kinds of instance.
+//! caller's own VMA moved in (a nested call). An [`Invocation`] is the two together. A new
+//! instance runs its function's `init` and, in isolation mode `restore`, is snapshotted before
+//! its first request (see `docs/groundhog.md`).
 
 use super::LoadedFunction;
 use super::invoke::InvokeFailure;
@@ -30,37 +31,136 @@ impl Instance {
     /// acting for `f`'s tenant (its key-value namespace and console budget, see
     /// [`jord::tenant`]).
     pub fn take(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
-        let inst = match warm::take_idle(f) {
-            Some((pd, boundary)) => Instance { pd, boundary },
-            None => warm::or_drain(|| Instance::create(f), |e| *e == InvokeFailure::OutOfMemory)?,
+        let idle = if f.isolation().reuses() {
+            warm::take_idle(f)
+        } else {
+            None
         };
-        let log_limit = u32::try_from(f.manifest.log_limit).unwrap_or(u32::MAX);
-        jord::tenant::begin(inst.pd, f.namespace, log_limit);
+        let inst = match idle {
+            Some((pd, boundary)) => Instance { pd, boundary },
+            None => warm::or_drain(
+                || Instance::create_for_requests(f),
+                |e| *e == InvokeFailure::OutOfMemory,
+            )?,
+        };
+        begin_tenant(f, inst.pd);
         Ok(inst)
     }
 
-    /// Ends the request: into `f`'s pool when `reusable` (the function returned) and the
-    /// instance is fit for reuse and the pool has room; destroyed otherwise.
+    /// A new instance of `f` ready for its first request: made, its `init` (if it has one) run
+    /// with the manifest's warm-up input, then snapshotted when `f`'s instances are restored
+    /// between requests. Destroyed again on any failure.
+    fn create_for_requests(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
+        let inst = Instance::create(f)?;
+        begin_tenant(f, inst.pd);
+        let ready = (|| {
+            if f.manifest.init {
+                inst.run_init(f)?;
+            }
+            if f.isolation().restores() {
+                let m = &f.manifest;
+                let base = inst.boundary - m.stack_size;
+                let (pending, info) =
+                    jord::with(|j| j.take_snapshot(inst.pd, base, m.stack_size + m.heap_size))
+                        .map_err(pd_failure)?;
+                pending.finish();
+                log::debug!(
+                    "groundhog: snapshot of {} in {:?}: {} pages",
+                    m.name.as_str(),
+                    inst.pd,
+                    info.pages
+                );
+            }
+            Ok(())
+        })();
+        match ready {
+            Ok(()) => Ok(inst),
+            Err(e) => {
+                destroy(inst.pd);
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs `f`'s `init` in this new instance, on an ArgBuf holding the warm-up input: the
+    /// heap header's init word asks for it (see [`fjord_libos::function::serve_stateful`]).
+    fn run_init(&self, f: &LoadedFunction) -> Result<(), InvokeFailure> {
+        use fjord_libos::function::{FnReturn, argbuf_capacity};
+        use fjord_libos::heap::{INIT_PENDING, INIT_WORD};
+        let m = &f.manifest;
+        let warmup = m.warmup.as_bytes();
+        let argbuf =
+            ArgBuf::map(argbuf_capacity(warmup.len(), 0) as u64, warmup).map_err(pd_failure)?;
+        let base = self.boundary - m.stack_size;
+        let word = heap_header(self.boundary) - base + 8 * INIT_WORD as u64;
+        let ran = (|| {
+            argbuf
+                .move_to(PdId::KERNEL, self.pd)
+                .map_err(InvokeFailure::Refused)?;
+            jord::with(|j| j.write_words(base, word, &[INIT_PENDING])).map_err(pd_failure)?;
+            let deadline =
+                crate::arch::cpu::rdtsc() + crate::arch::apic::tsc_hz() / 1000 * m.time_limit_ms();
+            let args = [
+                argbuf.base,
+                warmup.len() as u64,
+                argbuf.capacity,
+                self.boundary,
+            ];
+            let v = jord::exec::call_tp(
+                self.pd,
+                f.entry,
+                args,
+                self.thread_pointer(),
+                Some(deadline),
+            )
+            .map_err(super::invoke::exec_failure)?;
+            let _ = argbuf.move_to(self.pd, PdId::KERNEL);
+            match FnReturn::decode(v) {
+                FnReturn::Response(_) => Ok(()),
+                FnReturn::Error(e) => Err(InvokeFailure::Function(e)),
+                FnReturn::UnknownError(_) => Err(InvokeFailure::BadResponse(v)),
+            }
+        })();
+        argbuf.free();
+        if let Err(e) = &ran {
+            log::warn!("init of {}: {e}", m.name.as_str());
+        }
+        ran
+    }
+
+    /// Ends the request: into `f`'s pool when `reusable` (the function returned), `f`'s
+    /// instances are reused and the instance is fit for reuse and the pool has room (restored
+    /// to its snapshot first, in mode `restore`); destroyed otherwise.
     pub fn give_back(self, f: &LoadedFunction, reusable: bool) {
         if !(reusable && self.keep(f)) {
+            if f.isolation().restores() {
+                crate::arch::cpu::without_interrupts(|| f.restores.lock().replaced += 1);
+            }
             destroy(self.pd);
         }
     }
 
-    /// Restores this instance to the state of a fresh one and keeps it in `f`'s pool, if
+    /// Restores this instance as `f`'s isolation mode asks and keeps it in `f`'s pool, if
     /// [`warm::keep`] takes it.
     fn keep(&self, f: &LoadedFunction) -> bool {
+        use fjord_groundhog::IsolationMode;
         let m = &f.manifest;
         let base = self.boundary - m.stack_size;
+        let len = m.stack_size + m.heap_size;
         let (header_offset, header) = fresh_header(m, base);
-        let layout = jord::state::InstanceLayout {
+        let fresh = jord::state::InstanceLayout {
             base,
-            len: m.stack_size + m.heap_size,
+            len,
             header_offset,
             header: &header,
             memory_limit: m.memory_limit,
         };
-        warm::keep(f, self.pd, self.boundary, &layout)
+        let how = match f.isolation() {
+            IsolationMode::Fresh => return false,
+            IsolationMode::Restore => warm::Reset::Snapshot { fresh },
+            IsolationMode::None => warm::Reset::LayoutOnly { base, len },
+        };
+        warm::keep(f, self.pd, self.boundary, how)
     }
 
     /// The thread pointer the function runs with: its heap header.
@@ -93,6 +193,12 @@ impl Instance {
     }
 }
 
+/// Marks `pd` as acting for `f`'s tenant (its key-value namespace and console budget).
+fn begin_tenant(f: &LoadedFunction, pd: PdId) {
+    let log_limit = u32::try_from(f.manifest.log_limit).unwrap_or(u32::MAX);
+    jord::tenant::begin(pd, f.namespace, log_limit);
+}
+
 /// Destroys `pd` with everything it owns and every PD it created.
 pub fn destroy(pd: PdId) {
     let _ = jord::flushed(|j| j.cput(PdId::KERNEL, pd));
@@ -115,7 +221,7 @@ fn map_instance(j: &mut jord::state::Jord, pd: PdId, m: &Manifest) -> Result<u64
 
 /// The heap header a fresh instance of a function with manifest `m` starts with, when its
 /// instance VMA is at `base`: its byte offset in the VMA and its words.
-fn fresh_header(m: &Manifest, base: u64) -> (u64, [u64; 3]) {
+fn fresh_header(m: &Manifest, base: u64) -> (u64, [u64; 4]) {
     let boundary = base + m.stack_size;
     let header = heap_header(boundary);
     (

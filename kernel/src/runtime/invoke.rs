@@ -128,14 +128,19 @@ pub(super) fn count_ending(called: &Result<u64, InvokeFailure>) {
 }
 
 /// Invokes the deployed function `name` on `request` as an external request through the
-/// orchestrator, the path HTTP requests take (nested calls included), and waits for it.
+/// orchestrator, the path HTTP requests take (nested calls included), and waits for it and
+/// for its instance to be given back.
 pub fn invoke(name: &str, request: &[u8]) -> Result<Vec<u8>, InvokeFailure> {
     let f = super::lookup(name).ok_or(InvokeFailure::NoSuchFunction)?;
     let work = super::task::root_work(f, request.to_vec());
-    match crate::orchestrator::run_external_task(work) {
+    let r = match crate::orchestrator::run_external_task(work) {
         Ok(done) => done.result,
         Err(crate::orchestrator::SubmitError::QueueFull) => Err(InvokeFailure::Busy),
-    }
+    };
+    // The instance is given back after the response; callers here (tests, benchmarks) see
+    // it back in its pool.
+    super::warm::settle();
+    r
 }
 
 /// Invokes `f` on `request`, recording where the time went in `phases`.

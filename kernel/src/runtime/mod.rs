@@ -49,6 +49,21 @@ pub struct LoadedFunction {
     pub warm: warm::Pool,
     /// The key-value namespace its invocations act in.
     pub namespace: fjord_kernel::kv_store::NsId,
+    /// Its Groundhog restores so far.
+    pub restores: Mutex<fjord_groundhog::RestoreStats>,
+}
+
+impl LoadedFunction {
+    /// What happens to its instances between requests (the manifest's `groundhog` key, or the
+    /// mode it was deployed with).
+    pub fn isolation(&self) -> fjord_groundhog::IsolationMode {
+        self.manifest.groundhog
+    }
+
+    /// Its restore metrics so far.
+    pub fn restore_stats(&self) -> fjord_groundhog::RestoreStats {
+        crate::arch::cpu::without_interrupts(|| *self.restores.lock())
+    }
 }
 
 impl Drop for LoadedFunction {
@@ -90,6 +105,7 @@ fn map(
         image,
         warm: warm::Pool::default(),
         namespace,
+        restores: Mutex::new(fjord_groundhog::RestoreStats::default()),
     }))
 }
 
@@ -97,7 +113,19 @@ fn map(
 /// replacing any function of that name; invocations already running keep the old code until
 /// they end.
 pub fn deploy(name: &str, file: &[u8]) -> Result<Arc<LoadedFunction>, LoadError> {
-    let plan = validate(file, &ModuleLimits::default()).map_err(LoadError::Invalid)?;
+    deploy_with(name, file, None)
+}
+
+/// [`deploy`] with the isolation mode `isolation` instead of the manifest's, when given.
+pub fn deploy_with(
+    name: &str,
+    file: &[u8],
+    isolation: Option<fjord_groundhog::IsolationMode>,
+) -> Result<Arc<LoadedFunction>, LoadError> {
+    let mut plan = validate(file, &ModuleLimits::default()).map_err(LoadError::Invalid)?;
+    if let Some(mode) = isolation {
+        plan.manifest.groundhog = mode;
+    }
     if plan.manifest.name.as_str() != name {
         return Err(LoadError::NameMismatch);
     }
@@ -150,6 +178,11 @@ pub fn lookup(name: &str) -> Option<Arc<LoadedFunction>> {
 /// Every deployed function as currently mapped (without mapping again what a reset released).
 pub fn loaded() -> Vec<Arc<LoadedFunction>> {
     REGISTRY.lock().values().map(|d| d.loaded.clone()).collect()
+}
+
+/// The isolation mode the function `name` was deployed with.
+pub fn isolation_of(name: &str) -> Option<fjord_groundhog::IsolationMode> {
+    REGISTRY.lock().get(name).map(|d| d.plan.manifest.groundhog)
 }
 
 /// The ELF file the function `name` was deployed from.

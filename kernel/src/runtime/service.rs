@@ -105,7 +105,12 @@ impl FunctionService for RuntimeService {
         }
     }
 
-    fn deploy(&mut self, name: FunctionName, image: &[u8]) -> Result<DeployOutcome, DeployError> {
+    fn deploy(
+        &mut self,
+        name: FunctionName,
+        image: &[u8],
+        isolation: Option<fjord_groundhog::IsolationMode>,
+    ) -> Result<DeployOutcome, DeployError> {
         let plan = validate(image, &ModuleLimits::default()).map_err(DeployError::Invalid)?;
         if plan.manifest.name != name {
             return Err(DeployError::NameMismatch {
@@ -116,7 +121,7 @@ impl FunctionService for RuntimeService {
         if !replaced && super::list().len() >= MAX_FUNCTIONS {
             return Err(DeployError::Full);
         }
-        match super::deploy(name.as_str(), image) {
+        match super::deploy_with(name.as_str(), image, isolation) {
             Ok(_) => {
                 let generation = self.bump();
                 self.generations
@@ -138,11 +143,13 @@ impl FunctionService for RuntimeService {
             .filter_map(|n| {
                 let size = super::module_file(&n)?.len();
                 let generation = self.generations.get(&n).copied().unwrap_or(0);
+                let isolation = super::isolation_of(&n)?;
                 let name = FunctionName::new(&n).ok()?;
                 Some(FunctionInfo {
                     name,
                     size,
                     generation,
+                    isolation,
                 })
             })
             .collect()

@@ -426,7 +426,8 @@ fn finish(
                 let _ = inv.argbuf.move_to(pd, PdId::KERNEL);
                 invoke::response(&inv.argbuf, task.request_len, v)
             });
-            inv.end(&task.func, reusable);
+            // The response goes out first; the instance is restored after (`run_deferred`).
+            super::warm::defer(task.func.clone(), inv, reusable);
             Some(r)
         }
         Origin::Child {
@@ -450,8 +451,8 @@ fn finish(
                     Err(_) => encode(Err(AbiError::CalleeFailed)),
                 }
             };
-            inv.end(&task.func, reusable);
             deliver(handle, value);
+            super::warm::defer(task.func.clone(), inv, reusable);
             None
         }
     }

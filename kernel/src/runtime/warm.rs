@@ -1,15 +1,18 @@
 //! Warm function instances: each deployed function keeps a few idle instances (a PD with its
-//! stack and instance VMA) between requests, restored to the state of a fresh instance, so a
-//! request skips `cget`, two `mmap`s, their frame allocations, the VLB misses of a new page
-//! table and, at its end, `cput` with two VMA frees.
+//! stack and instance VMA) between requests, so a request skips `cget`, two `mmap`s, their
+//! frame allocations, the VLB misses of a new page table, the function's `init` and, at its
+//! end, `cput` with two VMA frees.
 //!
 //! This is Groundhog's sequential request isolation applied to Jord's per-request PDs (the
 //! Jord paper leaves open how its per-invocation sequence fits in 120 ns; recycling is one
 //! answer). An instance is put back only when its function returned (a fault or a time-out
-//! destroys the PD), and only after [`Jord::restore_instance`](crate::jord::state::Jord)
-//! freed every VMA and right it gained, zeroed every page it touched and wrote the heap header
-//! back: the next request cannot see what the previous one left, and an instance that gave
-//! its own memory to another PD is destroyed instead. What differs from a fresh instance: the
+//! destroys the PD), after its response went out ([`defer`], [`run_deferred`]), and as its
+//! function's isolation mode says ([`Reset`]): in mode `restore`, only after
+//! [`Jord::restore_snapshot`](crate::jord::state::Jord) freed every VMA and right it gained
+//! and copied back every page it dirtied from its snapshot (an instance without one is rezeroed
+//! by `Jord::restore_instance`); in mode `none` only the VMAs and rights go; in mode `fresh`
+//! none is kept. The next request cannot see what the previous one left (except in `none`), and
+//! an instance that gave its own memory to another PD is destroyed instead. What differs from a fresh instance: the
 //! PD id and the addresses of its stack and heap are the same as the last request's.
 //!
 //! The pools are bounded: at most [`PER_FUNCTION`] idle instances per function, and over all
@@ -84,6 +87,11 @@ impl Pool {
         true
     }
 
+    /// The PDs of the idle instances (for tests).
+    pub fn idle_pds(&self) -> Vec<PdId> {
+        self.locked(|v| v.iter().map(|w| w.pd).collect())
+    }
+
     /// How many idle instances this pool holds.
     pub fn idle(&self) -> usize {
         self.locked(|v| v.len())
@@ -94,6 +102,49 @@ impl Pool {
         for w in self.locked(core::mem::take) {
             w.discard();
         }
+    }
+}
+
+/// An invocation whose response has gone out and whose instance is still to be given back.
+struct Deferred {
+    f: alloc::sync::Arc<LoadedFunction>,
+    inv: super::instance::Invocation,
+    reusable: bool,
+}
+
+/// Invocations ended but not yet given back (restoring happens off the response path).
+static DEFERRED: Mutex<Vec<Deferred>> = Mutex::new(Vec::new());
+/// Deferred invocations not yet fully given back (queued or being restored).
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// Ends `inv`, an invocation of `f` whose response is on its way, after its response is
+/// published: the executor runs [`run_deferred`] once it has handed a request's result on (a
+/// nested call's instance waits for its request's end). Until then
+/// the instance is in no pool, so a request for `f` takes another instance or a new one; it
+/// never meets one half restored.
+pub fn defer(
+    f: alloc::sync::Arc<LoadedFunction>,
+    inv: super::instance::Invocation,
+    reusable: bool,
+) {
+    IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
+    cpu::without_interrupts(|| DEFERRED.lock().push(Deferred { f, inv, reusable }));
+}
+
+/// Gives back every deferred invocation's instance (restored to its snapshot, or destroyed)
+/// and frees its ArgBuf.
+pub fn run_deferred() {
+    while let Some(d) = cpu::without_interrupts(|| DEFERRED.lock().pop()) {
+        d.inv.end(&d.f, d.reusable);
+        IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Waits until every deferred invocation has been given back (running those still queued).
+pub fn settle() {
+    run_deferred();
+    while IN_FLIGHT.load(Ordering::Acquire) > 0 {
+        core::hint::spin_loop();
     }
 }
 
@@ -115,8 +166,9 @@ pub fn kept() -> usize {
     KEPT.load(Ordering::Relaxed)
 }
 
-/// Destroys every idle instance of every deployed function.
+/// Destroys every idle instance of every deployed function (once the deferred ones are back).
 pub fn drain() {
+    settle();
     for f in super::loaded() {
         f.warm.drain();
     }
@@ -149,15 +201,30 @@ pub fn or_drain<T, E>(
     }
 }
 
-/// Restores `f`'s instance `pd` (memory boundary `boundary`), whose request has ended, to
-/// `layout` and keeps it in `f`'s pool, when the pool has room and the instance is fit for
-/// reuse; returns whether it was kept (the caller destroys it otherwise).
-pub(super) fn keep(
-    f: &LoadedFunction,
-    pd: PdId,
-    boundary: u64,
-    layout: &InstanceLayout<'_>,
-) -> bool {
+/// How an instance is put back between two requests.
+#[derive(Clone, Copy, Debug)]
+pub enum Reset<'a> {
+    /// Restored to its Groundhog snapshot (isolation mode `restore`); one without a snapshot
+    /// is restored to `fresh`, the state of a new instance.
+    Snapshot {
+        /// A new instance's layout.
+        fresh: InstanceLayout<'a>,
+    },
+    /// Only the VMAs and rights it gained are dropped; its memory keeps what the request left
+    /// (isolation mode `none`). `[base, base + len)` is its instance VMA.
+    LayoutOnly {
+        /// Base of the instance VMA.
+        base: u64,
+        /// Its length.
+        len: u64,
+    },
+}
+
+/// Puts `f`'s instance `pd` (memory boundary `boundary`), whose request has ended, back as
+/// `how` says and keeps it in `f`'s pool, when the pool has room and the instance is fit for
+/// reuse; returns whether it was kept (the caller destroys it otherwise). A snapshot restore
+/// is counted in `f`'s restore metrics.
+pub(super) fn keep(f: &LoadedFunction, pd: PdId, boundary: u64, how: Reset<'_>) -> bool {
     if !enabled() || f.warm.idle() >= PER_FUNCTION {
         return false;
     }
@@ -172,14 +239,31 @@ pub(super) fn keep(
             return false;
         }
     }
+    let t0 = cpu::rdtsc();
     let restored = jord::with(|j| {
         let generation = j.generation();
-        j.restore_instance(pd, layout).map(|p| (p, generation))
+        match how {
+            Reset::Snapshot { fresh } if !j.has_snapshot(pd) => j
+                .restore_instance(pd, &fresh)
+                .map(|p| (p, None, generation)),
+            Reset::Snapshot { .. } => {
+                let mut plan = fjord_groundhog::RestorePlan::new();
+                j.restore_snapshot(pd, &mut plan)
+                    .map(|(p, r)| (p, Some(r), generation))
+            }
+            Reset::LayoutOnly { base, len } => j
+                .scrub_instance(pd, base, len)
+                .map(|p| (p, None, generation)),
+        }
     });
-    let Ok((pending, generation)) = restored else {
+    let Ok((pending, report, generation)) = restored else {
         return false;
     };
     pending.finish();
+    if let Some(mut r) = report {
+        r.ticks = cpu::rdtsc() - t0;
+        cpu::without_interrupts(|| f.restores.lock().record(&r));
+    }
     // The bound is checked again where the instance joins its pool: another executor may
     // have given an instance of `f` back meanwhile (the caller then destroys this one).
     let pooled = f.warm.locked(|v| {

@@ -46,7 +46,11 @@ pub fn run(options: &BenchOptions) -> Result<()> {
     };
     let mut boots = Vec::new();
     if options.group.as_deref().is_none_or(|g| {
-        !(g.contains("faas") || g.contains("workloads") || g.contains("fork")) || g.is_empty()
+        !(g.contains("faas")
+            || g.contains("workloads")
+            || g.contains("fork")
+            || g.contains("restore"))
+            || g.is_empty()
     }) {
         boots.push((1, single));
     }
@@ -74,6 +78,15 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         // The applications' functions come from the initrd too.
         boots.push((2, "mode=bench bench=workloads modules=initrd".to_owned()));
     }
+    if options
+        .group
+        .as_deref()
+        .is_some_and(|g| "restore".contains(g) || g.contains("restore"))
+    {
+        // Groundhog's restore under its three isolation modes, on the initrd's functions
+        // (only when asked for: it takes long).
+        boots.push((2, "mode=bench bench=restore modules=initrd".to_owned()));
+    }
     let mut measurements = Vec::new();
     let mut total_wall = Duration::ZERO;
     for (smp, append) in boots {
@@ -100,7 +113,13 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         let echo = options.verbose.then(|| "[fjord] ".to_owned());
         let started = Instant::now();
         let mut run = QemuRun::spawn(&config, echo)?;
-        let exit = run.wait_exit(TIME_LIMIT);
+        // The restore group runs 27 open-loop sweeps in one boot.
+        let limit = if config.append.contains("bench=restore") {
+            3 * TIME_LIMIT
+        } else {
+            TIME_LIMIT
+        };
+        let exit = run.wait_exit(limit);
         let wall = started.elapsed();
         if exit != QemuExit::Success {
             print!("{}", run.log_tail(30));
@@ -109,6 +128,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         for line in run.lines() {
             if line.starts_with("fjord: faas:")
                 || line.starts_with("fjord: workloads:")
+                || line.starts_with("fjord: bench restore")
                 || line.starts_with("fjord: pd events")
                 || line.starts_with("fjord: bench error")
             {

@@ -81,6 +81,11 @@ pub fn run(kernel: &Path, machine: Machine) -> Result<Vec<Outcome>> {
     outcomes.extend(tenant_checks(addr, &app("hostile")?));
     outcomes.extend(process_checks(addr, &app("sleeper")?, &app("forktest")?));
     outcomes.extend(framing_checks(addr, &app("echo")?));
+    outcomes.extend(crate::e2e_groundhog::checks(
+        addr,
+        &app("leak")?,
+        &app("leak-init")?,
+    ));
     // Last, when every family has samples (functions, namespaces, refusals).
     outcomes.extend(metrics_format_checks(addr));
     qemu.kill();

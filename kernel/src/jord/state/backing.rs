@@ -59,6 +59,14 @@ impl Backing {
         }
     }
 
+    /// The initialised bits, 64 pages a word (bit `i % 64` of word `i / 64` for page `i`).
+    pub(super) fn initialised_words(&self) -> &[u64] {
+        match &self.initialised {
+            InitBits::Inline(w) => core::slice::from_ref(w),
+            InitBits::Heap(ws) => ws,
+        }
+    }
+
     /// Whether page `i` has been initialised.
     pub(super) fn is_initialised(&self, i: usize) -> bool {
         let (w, b) = (i / 64, 1u64 << (i % 64));

@@ -178,6 +178,7 @@ impl Jord {
     /// Clears a held-back revocation's leaves. Its PD is loaded on no CPU and no TLB holds its
     /// translations, so no flush is owed.
     pub(super) fn clear_held_back(&mut self, n: Note) {
+        self.note_leaves_removed(n.pd, n.base, n.len);
         let root = self.roots[n.pd.index()];
         if root != 0 {
             let removed = PageTables::new(root, &DIRECT).unmap_range(n.base, n.len);

@@ -8,6 +8,7 @@ impl Jord {
     /// other CPUs that must flush before the operation completes (see [`Pending::finish`]).
     /// [`Jord::apply`] for one PD's leaves, `pmove`'s whole shootdown.
     pub(super) fn revoke_leaves(&mut self, pd: PdId, base: u64, len: u64) -> Pending {
+        self.note_leaves_removed(pd, base, len);
         let mut pending = Pending::default();
         let mut ctx = Clear::new(
             &self.roots,
@@ -25,6 +26,11 @@ impl Jord {
         let mut pending = Pending::default();
         if s.is_empty() {
             return pending;
+        }
+        for leaf in s.leaves() {
+            if let fjord_pd::Target::Pd(pd) = leaf.target {
+                self.note_leaves_removed(pd, leaf.base, leaf.len);
+            }
         }
         let mut removed = 0usize;
         let mut ctx = Clear::new(

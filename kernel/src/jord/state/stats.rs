@@ -29,8 +29,15 @@ pub struct JordStats {
     /// Deferred revocations withdrawn because the VMA came back to the PD (with at least the
     /// rights it had) before the PD ran again: its leaves stayed valid and were never walked.
     pub revocations_withdrawn: u64,
-    /// Function instances restored for reuse by [`Jord::restore_instance`].
+    /// Function instances restored for reuse by [`Jord::restore_instance`] or
+    /// [`Jord::restore_snapshot`].
     pub instances_restored: u64,
+    /// Groundhog snapshots taken ([`Jord::take_snapshot`]).
+    pub snapshots_taken: u64,
+    /// Pages copied back or zeroed by snapshot restores.
+    pub pages_restored: u64,
+    /// VMAs a snapshot or a restore freed (created by `init` or by a request).
+    pub vmas_scrubbed: u64,
 }
 
 impl JordStats {

@@ -1,0 +1,63 @@
+//! The `leak-init` function, for Groundhog's request-isolation tests: its `init` builds a
+//! table and a label from the warm-up input (part of the instance's snapshot); a request may
+//! corrupt them, and the next one sees only the snapshot's values.
+//!
+//! - `corrupt <hex secret>`: overwrites every table entry and the label with the secret and
+//!   appends entries; responds `len=…`;
+//! - `dump`: responds `len=… sum=… first=… label=…` (16 hex digits each; the label's first 8
+//!   bytes): after `init`, 1000 entries `3 * i`, the label the warm-up input.
+#![cfg_attr(target_os = "none", no_std, no_main)]
+
+extern crate alloc;
+
+use alloc::vec::Vec;
+use fjord_app_leak::{parse_hex, report};
+use fjord_libos::function::FnError;
+
+/// What `init` builds.
+struct State {
+    table: Vec<u64>,
+    label: Vec<u8>,
+}
+
+fn init(warmup: &[u8]) -> Result<State, FnError> {
+    Ok(State {
+        table: (0..1000).map(|i| 3 * i).collect(),
+        label: warmup.to_vec(),
+    })
+}
+
+fn serve(s: &mut State, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
+    if let Some(secret) = req.strip_prefix(b"corrupt ") {
+        let secret = parse_hex(secret)?;
+        s.table.iter_mut().for_each(|e| *e = secret);
+        s.table.extend(core::iter::repeat_n(secret, 4000));
+        s.label.clear();
+        s.label.extend_from_slice(&secret.to_le_bytes());
+        return report(resp, &[("len", s.table.len() as u64)]);
+    }
+    if req != b"dump" {
+        return Err(FnError::BadRequest);
+    }
+    let mut label = [0u8; 8];
+    let n = s.label.len().min(8);
+    label[..n].copy_from_slice(&s.label[..n]);
+    report(
+        resp,
+        &[
+            ("len", s.table.len() as u64),
+            ("sum", s.table.iter().fold(0u64, |a, &e| a.wrapping_add(e))),
+            ("first", s.table.first().copied().unwrap_or(0)),
+            ("label", u64::from_le_bytes(label)),
+        ],
+    )
+}
+
+fjord_libos::function!(
+    serve,
+    init = init,
+    name = "leak-init",
+    stack_size = "16K",
+    heap_size = "256K",
+    warmup = "snapshot"
+);

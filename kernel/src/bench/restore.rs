@@ -1,0 +1,258 @@
+//! The `restore` benchmark group: what Groundhog's restore between requests costs, under the
+//! three isolation modes (`none`: warm reuse with no restore; `restore`: the snapshot's
+//! dirtied pages copied back; `fresh`: a new PD and `init` per request).
+//!
+//! Targets: `hello`, one operation of each of the four workloads (every function of the
+//! workload in the mode), and `dirty`, which writes 1, 10, 100 or 1,000 pages of its 64 MiB
+//! heap. For each target and mode: the minimal-load latency (one request at a time, the
+//! orchestrator's receipt to completion) and the throughput at the SLO (10x the minimal-load
+//! latency under `none`; open-loop Poisson arrivals, bisected as in the `workloads` group, with
+//! a quarter of its requests per run);
+//! under `restore`, the restore's cost and pages per request (summed over the functions a
+//! request ran). One executor (CPU 1) serves behind the orchestrator (CPU 0). The restore
+//! runs after the response is published, so latency shows only what it adds to the executor's
+//! next request; throughput shows its full cost.
+
+use crate::arch::{apic, smp};
+use crate::bench::faas::{run_open_loop, wait_halting};
+use crate::bench::{Sys, report_derived, report_unit};
+use crate::kprintln;
+use crate::orchestrator::{self, Ticket};
+use crate::runtime::{self, LoadedFunction, task};
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use fjord_faas::jbsq::RequestClass;
+use fjord_faas::metrics::exact_quantile;
+use fjord_faas::open_loop::{self, MIN_LOAD_REQUESTS, Point, REQUESTS, SLO_FACTOR};
+
+/// Requests per open-loop run: a quarter of the `workloads` group's, for 27 sweeps to fit in
+/// one boot.
+const SWEEP_REQUESTS: usize = REQUESTS / 4;
+use fjord_groundhog::{IsolationMode, RestoreStats};
+
+type R<T> = Result<T, String>;
+
+const GROUP: &str = "restore";
+
+/// One benchmarked request.
+struct Target {
+    /// Metric prefix.
+    label: String,
+    /// The function requests enter.
+    entry: &'static str,
+    /// The functions put in the mode: those whose names start with this (all of a workload).
+    functions: &'static str,
+    request: Vec<u8>,
+}
+
+fn targets() -> Vec<Target> {
+    let mut t = Vec::new();
+    t.push(Target {
+        label: "hello".into(),
+        entry: "hello",
+        functions: "hello",
+        request: b"world".to_vec(),
+    });
+    let mut seen: Vec<&str> = Vec::new();
+    for o in fjord_faas::workloads::OPERATIONS {
+        if seen.contains(&o.workload) {
+            continue;
+        }
+        seen.push(o.workload);
+        t.push(Target {
+            label: format!("{}_{}", o.workload, o.name),
+            entry: o.entry,
+            functions: o.workload,
+            request: o.request.to_vec(),
+        });
+    }
+    for n in [1, 10, 100, 1000] {
+        t.push(Target {
+            label: format!("dirty_{n}"),
+            entry: "dirty",
+            functions: "dirty",
+            request: format!("{n}").into_bytes(),
+        });
+    }
+    t
+}
+
+/// Deploys every function of `t` again in `mode` (its idle instances go).
+fn set_mode(t: &Target, mode: IsolationMode) -> R<()> {
+    for name in runtime::list() {
+        if !name.starts_with(t.functions) {
+            continue;
+        }
+        let elf = runtime::module_file(&name).ok_or("no module file")?;
+        runtime::deploy_with(&name, &elf, Some(mode)).map_err(|e| format!("{name}: {e}"))?;
+    }
+    crate::kv::clear();
+    Ok(())
+}
+
+/// The restore totals of `t`'s functions.
+fn restores(t: &Target) -> RestoreStats {
+    let mut sum = RestoreStats::default();
+    for f in runtime::loaded() {
+        if f.manifest.name.as_str().starts_with(t.functions) {
+            let s = f.restore_stats();
+            sum.restores += s.restores;
+            sum.pages += s.pages;
+            sum.ticks += s.ticks;
+        }
+    }
+    sum
+}
+
+fn submit(f: &Arc<LoadedFunction>, request: &[u8]) -> Result<Ticket, orchestrator::SubmitError> {
+    orchestrator::submit_task(
+        RequestClass::External,
+        task::root_work(f.clone(), request.to_vec()),
+    )
+}
+
+/// Minimal-load latencies, sorted.
+fn min_load(f: &Arc<LoadedFunction>, t: &Target) -> R<Vec<u64>> {
+    let mut v = Vec::with_capacity(MIN_LOAD_REQUESTS);
+    for _ in 0..MIN_LOAD_REQUESTS {
+        let d = wait_halting(submit(f, &t.request).map_err(|_| "queue full")?);
+        d.result.map_err(|e| format!("{e}"))?;
+        v.push(d.finished - d.arrived);
+    }
+    v.sort_unstable();
+    Ok(v)
+}
+
+/// The highest achieved throughput whose p99 stays within `slo` (see the `workloads` group).
+fn sweep(
+    f: &Arc<LoadedFunction>,
+    t: &Target,
+    mode: IsolationMode,
+    service: u64,
+    slo: u64,
+) -> R<u64> {
+    let hz = apic::tsc_hz() as f64;
+    let capacity = hz / service as f64;
+    let run_at = |pct: f64, seed: u64| -> R<Point> {
+        let rate = capacity * pct / 100.0;
+        let submitter = || submit(f, &t.request);
+        let run = run_open_loop(hz / rate, SWEEP_REQUESTS, seed, &submitter)?;
+        let (p50, p99, _) = run.quantiles();
+        let achieved = run.achieved(hz);
+        let within = p99 <= slo;
+        kprintln!(
+            "fjord: restore: {} {mode}: offered {rate:.0} req/s: achieved {achieved:.0}, p50 {p50} p99 {p99}{}",
+            t.label,
+            if within { "" } else { "  (over SLO)" }
+        );
+        Ok(Point { within, achieved })
+    };
+    Ok(open_loop::bisect(run_at)? as u64)
+}
+
+fn run_target(t: &Target) -> R<()> {
+    let modes = [
+        IsolationMode::None,
+        IsolationMode::Restore,
+        IsolationMode::Fresh,
+    ];
+    let (mut latency, mut throughput) = ([0u64; 3], [0u64; 3]);
+    let mut slo = 0;
+    for (i, mode) in modes.into_iter().enumerate() {
+        set_mode(t, mode)?;
+        let f = runtime::lookup(t.entry).ok_or_else(|| format!("{} is not deployed", t.entry))?;
+        for _ in 0..3 {
+            wait_halting(submit(&f, &t.request).map_err(|_| "queue full")?)
+                .result
+                .map_err(|e| format!("{e}"))?;
+        }
+        let before = restores(t);
+        let mut lat = min_load(&f, t)?;
+        let after = restores(t);
+        latency[i] = exact_quantile(&lat, 500).ok_or("no samples")?;
+        report_unit(
+            GROUP,
+            &format!("{}_latency_{mode}", t.label),
+            Sys::Fjord,
+            "insns",
+            &mut lat,
+        );
+        if mode == IsolationMode::Restore {
+            let n = MIN_LOAD_REQUESTS as u64;
+            let ticks = (after.ticks - before.ticks) / n;
+            let pages = (after.pages - before.pages) / n;
+            report_unit(
+                GROUP,
+                &format!("{}_restore_cost", t.label),
+                Sys::Fjord,
+                "insns",
+                &mut [ticks],
+            );
+            report_unit(
+                GROUP,
+                &format!("{}_pages_restored", t.label),
+                Sys::Fjord,
+                "pages",
+                &mut [pages],
+            );
+        }
+        if mode == IsolationMode::None {
+            slo = SLO_FACTOR * latency[0];
+        }
+        throughput[i] = sweep(&f, t, mode, latency[0], slo)?;
+        report_unit(
+            GROUP,
+            &format!("{}_throughput_at_slo_{mode}", t.label),
+            Sys::Fjord,
+            "req_per_s",
+            &mut [throughput[i]],
+        );
+    }
+    let pct = |a: u64, b: u64| {
+        if b == 0 {
+            0.0
+        } else {
+            100.0 * (a as f64 - b as f64) / b as f64
+        }
+    };
+    report_derived(
+        GROUP,
+        &format!("{}_restore_latency_overhead", t.label),
+        Sys::Fjord,
+        "percent",
+        pct(latency[1], latency[0]),
+    );
+    report_derived(
+        GROUP,
+        &format!("{}_restore_throughput_loss", t.label),
+        Sys::Fjord,
+        "percent",
+        -pct(throughput[1], throughput[0]),
+    );
+    set_mode(t, IsolationMode::Restore)?;
+    Ok(())
+}
+
+/// Runs every target in every mode.
+pub fn run_group() -> Result<(), &'static str> {
+    if smp::cpu_count() < 2 {
+        kprintln!("fjord: bench restore: needs 2 CPUs (orchestrator + executor); skipped");
+        return Ok(());
+    }
+    orchestrator::init(2);
+    let mut failed = false;
+    for t in targets() {
+        if let Err(e) = run_target(&t) {
+            kprintln!("fjord: bench error: restore: {}: {e}", t.label);
+            failed = true;
+        }
+    }
+    apic::start_periodic_timer(crate::TIMER_HZ);
+    if failed {
+        Err("a target failed")
+    } else {
+        Ok(())
+    }
+}

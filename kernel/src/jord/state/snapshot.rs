@@ -1,0 +1,342 @@
+//! Groundhog snapshots of function instances: taken once after the instance's `init`, and
+//! restored after each request by copying back exactly the pages the request dirtied.
+//!
+//! A snapshot lives in kernel memory: its frames are reached through the direct map only and
+//! are never mapped into a PD, so no function can read or write it. It records the instance's
+//! layout (its creation stack and instance VMA, their lengths and rights), a copy of every page
+//! of them that held data, and its `mmap` allowance. Its registers need no copy: every request
+//! enters the function afresh at its entry point with the entry ABI's registers (the rest
+//! zero), which is the register state the snapshot was taken in.
+//!
+//! Dirty tracking uses the leaves' hardware DIRTY bits: they are cleared when the snapshot is
+//! taken and after each restore, and the TLB of every CPU that may cache the PD is flushed so
+//! that the next write through a leaf sets the bit again. No page fault is taken on the request
+//! path for it. A write the bits cannot show is one made before its leaf was removed (an
+//! `mprotect` that narrowed and widened the instance's memory, a revocation): when a leaf of a
+//! snapshot region goes, the snapshot notes it and the next restore copies every page back.
+
+use super::*;
+use fjord_groundhog::{Action, RestorePlan, RestoreReport, SnapshotIndex};
+
+/// One VMA of a snapshot and copies of those of its pages that held data.
+struct Region {
+    base: u64,
+    len: u64,
+    index: SnapshotIndex,
+    /// Slot `i` holds page `index.pages()[i]`.
+    frames: frames::FrameRun,
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        core::mem::replace(&mut self.frames, frames::FrameRun::EMPTY).free();
+    }
+}
+
+/// An instance's state after its `init`, held by the kernel for restores.
+pub(super) struct Snapshot {
+    /// The creation stack, then the instance VMA.
+    regions: [Region; 2],
+    /// The `mmap` allowance (bytes used, limit).
+    quota: (u64, u64),
+    /// A leaf of a region was removed since the last restore: its dirty bit went with it.
+    leaves_lost: bool,
+}
+
+impl Snapshot {
+    fn overlaps(&self, base: u64, len: u64) -> bool {
+        let end = base.saturating_add(len);
+        self.regions
+            .iter()
+            .any(|r| base < r.base + r.len && r.base < end)
+    }
+}
+
+/// What a snapshot holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// VMAs in its layout.
+    pub regions: usize,
+    /// Pages copied into it.
+    pub pages: usize,
+}
+
+impl Jord {
+    /// Snapshots `pd`, a function instance that just ran its `init` (or none), whose instance
+    /// VMA is `[base, base + len)`: every VMA it owns beyond its creation stack and that
+    /// instance VMA is freed and every right it was given dropped (as a restore would), then
+    /// the two VMAs' pages that hold data are copied into kernel frames and their leaves'
+    /// dirty bits cleared. Replaces an older snapshot of `pd`.
+    ///
+    /// [`Error::Busy`] when the instance is not fit for reuse (see [`Jord::restore_instance`]),
+    /// [`Error::NoMemory`] when no frames are left for the copy; nothing is kept then.
+    pub fn take_snapshot(
+        &mut self,
+        pd: PdId,
+        base: u64,
+        len: u64,
+    ) -> Result<(Pending, SnapshotInfo), Error> {
+        if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
+            return Err(Error::InvalidArgs);
+        }
+        self.snapshots[pd.index()] = None;
+        // Copied before the scrub, which frees none of these pages: a failure leaves nothing
+        // changed and no flush owed.
+        let (stack, _) = self.stacks[pd.index()];
+        let regions = [self.copy_region(stack)?, self.copy_region(base)?];
+        let pages = regions.iter().map(|r| r.index.len()).sum();
+        let mut pending = self.scrub_keeping(pd, base, len)?;
+        let root = self.root_of(pd);
+        let ranges = [
+            (regions[0].base, regions[0].len),
+            (regions[1].base, regions[1].len),
+        ];
+        PageTables::new(root, &DIRECT).take_dirty(&ranges, |_, _| {});
+        pending.absorb(self.flush_pd(pd, root));
+        let info = SnapshotInfo {
+            regions: regions.len(),
+            pages,
+        };
+        self.snapshots[pd.index()] = Some(Snapshot {
+            regions,
+            quota: (0, self.quotas[pd.index()].1),
+            leaves_lost: false,
+        });
+        self.stats.snapshots_taken += 1;
+        Ok((pending, info))
+    }
+
+    /// Restores `pd`, an idle instance whose request has ended, to its snapshot: every VMA it
+    /// gained is freed and every right it was given dropped, the pages of its snapshot VMAs
+    /// whose leaves are dirty are copied back from the snapshot (or zeroed, where the snapshot
+    /// had nothing), their dirty bits cleared, and its `mmap` allowance reset. Translations
+    /// stay installed. `plan` is scratch space.
+    ///
+    /// [`Error::InvalidArgs`] when `pd` has no snapshot; [`Error::Busy`] (nothing changed)
+    /// when the instance is not reusable; destroy it then.
+    pub fn restore_snapshot(
+        &mut self,
+        pd: PdId,
+        plan: &mut RestorePlan,
+    ) -> Result<(Pending, RestoreReport), Error> {
+        if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
+            return Err(Error::InvalidArgs);
+        }
+        let mut snap = self.snapshots[pd.index()]
+            .take()
+            .ok_or(Error::InvalidArgs)?;
+        let inst = &snap.regions[1];
+        let mut pending = match self.scrub_keeping(pd, inst.base, inst.len) {
+            Ok(p) => p,
+            Err(e) => {
+                self.snapshots[pd.index()] = Some(snap);
+                return Err(e);
+            }
+        };
+        let freed = self.stats.vmas_scrubbed;
+        let full = snap.leaves_lost;
+        let root = self.root_of(pd);
+        let mut report = RestoreReport {
+            full,
+            ..RestoreReport::default()
+        };
+        let mut dirty: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+        self.collect_dirty(root, &snap.regions, &mut dirty);
+        for (r, dirty) in snap.regions.iter().zip(&mut dirty) {
+            let Some(slot) = self.slot_of(r.base) else {
+                continue;
+            };
+            let backing = &mut self.backing[slot];
+            if full {
+                dirty.clear();
+                dirty.extend(
+                    (0..backing.pages)
+                        .filter(|&i| backing.is_initialised(i))
+                        .map(|i| i as u32),
+                );
+            }
+            dirty.sort_unstable();
+            plan.build(&r.index, dirty);
+            for a in plan.actions() {
+                match *a {
+                    Action::Copy { page, slot, count } => {
+                        backing.frames.copy_from(
+                            page as usize,
+                            &r.frames,
+                            slot as usize,
+                            count as usize,
+                        );
+                    }
+                    Action::Zero { page, count } => {
+                        backing.frames.zero(page as usize, count as usize)
+                    }
+                }
+            }
+            report.pages += plan.pages() as u64;
+        }
+        pending.absorb(self.flush_pd(pd, root));
+        self.quotas[pd.index()] = snap.quota;
+        snap.leaves_lost = false;
+        self.snapshots[pd.index()] = Some(snap);
+        report.vmas_freed = self.stats.vmas_scrubbed - freed;
+        self.stats.instances_restored += 1;
+        self.stats.pages_restored += report.pages;
+        Ok((pending, report))
+    }
+
+    /// Collects (and clears) the dirty leaves of `regions` in the table at `root`, as page
+    /// numbers per region. Only leaves of initialised pages can be present (a fill initialises
+    /// its page first), so only those are read, under level-2 entries that were accessed since
+    /// the last call: the cost follows the pages the instance ever touched in the 2 MiB regions
+    /// the request touched, not the pages mapped.
+    fn collect_dirty(&self, root: u64, regions: &[Region; 2], dirty: &mut [Vec<u32>; 2]) {
+        const SPAN: u64 = 512 * PAGE_SIZE;
+        let mut pt = PageTables::new(root, &DIRECT);
+        let words = regions.each_ref().map(|r| {
+            self.slot_of(r.base)
+                .and_then(|slot| self.backing.get(slot))
+                .map_or(&[][..], |b| b.initialised_words())
+        });
+        let end_of = |r: &Region| r.base + r.len;
+        for (i, r) in regions.iter().enumerate() {
+            let mut chunk = r.base & !(SPAN - 1);
+            while chunk < end_of(r) {
+                let next = chunk + SPAN;
+                let overlaps = |q: &Region| q.base < next && chunk < end_of(q);
+                // A chunk the first region reaches was done with it.
+                let done = i > 0 && overlaps(&regions[0]);
+                if !done && let Some(table) = pt.take_accessed_table(chunk) {
+                    for j in i..regions.len() {
+                        let q = &regions[j];
+                        if !overlaps(q) {
+                            continue;
+                        }
+                        let first = ((chunk.max(q.base) - q.base) / PAGE_SIZE) as usize;
+                        let end = ((next.min(end_of(q)) - q.base) / PAGE_SIZE) as usize;
+                        for w in first / 64..end.div_ceil(64) {
+                            let mut bits = words[j].get(w).copied().unwrap_or(0);
+                            while bits != 0 {
+                                let page = w * 64 + bits.trailing_zeros() as usize;
+                                bits &= bits - 1;
+                                if (first..end).contains(&page)
+                                    && pt.take_dirty_in_table(
+                                        table,
+                                        q.base + page as u64 * PAGE_SIZE,
+                                    )
+                                {
+                                    dirty[j].push(page as u32);
+                                }
+                            }
+                        }
+                    }
+                }
+                chunk = next;
+            }
+        }
+    }
+
+    /// A copy of the pages of the VMA at `base` (every page of its backing) that hold data.
+    fn copy_region(&self, base: u64) -> Result<Region, Error> {
+        let backing = self
+            .slot_of(base)
+            .and_then(|slot| self.backing.get(slot))
+            .filter(|b| b.pages != 0 && b.base == base)
+            .ok_or(Error::NotMapped)?;
+        let len = backing.pages as u64 * PAGE_SIZE;
+        let held: Vec<u32> = (0..backing.pages)
+            .filter(|&i| backing.is_initialised(i))
+            .map(|i| i as u32)
+            .collect();
+        let index = SnapshotIndex::new(held);
+        let mut frames = if index.is_empty() {
+            frames::FrameRun::EMPTY
+        } else {
+            frames::FrameRun::alloc(index.len()).map_err(|_| Error::NoMemory)?
+        };
+        for (slot, &page) in index.pages().iter().enumerate() {
+            frames.copy_from(slot, &backing.frames, page as usize, 1);
+        }
+        Ok(Region {
+            base,
+            len,
+            index,
+            frames,
+        })
+    }
+
+    /// Whether `pd` has a snapshot.
+    pub fn has_snapshot(&self, pd: PdId) -> bool {
+        self.snapshots.get(pd.index()).is_some_and(Option::is_some)
+    }
+
+    /// The physical address of the first frame of `pd`'s snapshot of its instance VMA (for
+    /// tests that check no PD can reach it).
+    pub fn snapshot_frame(&self, pd: PdId) -> Option<u64> {
+        let s = self.snapshots.get(pd.index())?.as_ref()?;
+        let r = &s.regions[1];
+        (!r.index.is_empty()).then(|| r.frames.phys())
+    }
+
+    /// Notes that leaves of `pd` in `[base, base + len)` were removed: if they belong to its
+    /// snapshot's VMAs, their dirty bits are lost and the next restore copies every page.
+    pub(super) fn note_leaves_removed(&mut self, pd: PdId, base: u64, len: u64) {
+        if let Some(Some(s)) = self.snapshots.get_mut(pd.index())
+            && s.overlaps(base, len)
+        {
+            s.leaves_lost = true;
+        }
+    }
+
+    /// Frees every VMA `pd` owns beyond its creation stack and the instance VMA
+    /// `[base, base + len)` and drops every right it was given, leaving its memory as it is
+    /// (isolation mode `none`: warm reuse with no restore). Errors as for
+    /// [`Jord::restore_snapshot`].
+    pub fn scrub_instance(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {
+        if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
+            return Err(Error::InvalidArgs);
+        }
+        let p = self.scrub_keeping(pd, base, len)?;
+        self.quotas[pd.index()].0 = 0;
+        Ok(p)
+    }
+
+    /// Frees every VMA `pd` owns beyond its creation stack and the instance VMA
+    /// `[base, base + len)` and drops every right it was given.
+    fn scrub_keeping(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {
+        if self.held_back.holds(pd) {
+            self.settle_pd(pd);
+        }
+        let (stack, stack_len) = self.stacks[pd.index()];
+        let keep = [(stack, stack_len, Perm::RW), (base, len, Perm::RW)];
+        self.scratch.clear();
+        let scratch = &mut self.scratch;
+        let mut freed = 0u64;
+        let s = self
+            .privlib
+            .scrub_with(PdId::KERNEL, pd, &keep, |id, _, owned| {
+                if owned {
+                    scratch.push(id.base());
+                    freed += 1;
+                }
+            })?;
+        let pending = self.apply(&s);
+        self.free_scratch_backings();
+        self.stats.vmas_scrubbed += freed;
+        Ok(pending)
+    }
+
+    /// The flushes after `pd`'s leaves (in the table at `root`) changed: this CPU if it has
+    /// that table loaded, and every CPU that may cache `pd`'s translations.
+    fn flush_pd(&mut self, pd: PdId, root: u64) -> Pending {
+        let me = percpu::cpu_index() as u32;
+        Pending {
+            cpus: self.sharers.take_targets(pd, me),
+            reload_local: cpu::read_cr3() & !0xfff == root,
+        }
+    }
+}
+
+/// One slot per PD, none taken.
+pub(super) fn empty_table() -> Vec<Option<Snapshot>> {
+    (0..MAX_LIVE_PDS).map(|_| None).collect()
+}

@@ -400,6 +400,22 @@ impl ProcessTable {
         Ok(pid)
     }
 
+    /// Forgets `pid`, a child [`ProcessTable::fork`] just made that never ran (the fork failed
+    /// after it): it leaves its parent's children and the table, and no `waitpid` sees it.
+    /// [`ProcError::NotPermitted`] when it has children of its own or is init.
+    pub fn discard(&mut self, pid: Pid) -> Result<(), ProcError> {
+        let p = self.procs.get(&pid).ok_or(ProcError::NoSuchProcess)?;
+        if pid == Pid::INIT || !p.children.is_empty() {
+            return Err(ProcError::NotPermitted);
+        }
+        let parent = p.parent;
+        self.procs.remove(&pid);
+        if let Some(pp) = self.procs.get_mut(&parent) {
+            pp.children.retain(|&c| c != pid);
+        }
+        Ok(())
+    }
+
     /// `exit`: `pid` ends with `code`.
     pub fn exit(&mut self, pid: Pid, code: u8) -> Result<Woken, ProcError> {
         self.terminate(pid, ExitStatus::Exited(code))
@@ -794,6 +810,25 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert_eq!(st.term_sig(), Some(15));
+    }
+
+    #[test]
+    fn a_discarded_child_leaves_no_trace() {
+        let mut t = ProcessTable::new(8, 100).unwrap();
+        let p = t.fork(Pid::INIT).unwrap();
+        let c = t.fork(p).unwrap();
+        let gc = t.fork(c).unwrap();
+        assert_eq!(t.discard(c), Err(ProcError::NotPermitted), "it has a child");
+        assert_eq!(t.discard(Pid::INIT), Err(ProcError::NotPermitted));
+        t.discard(gc).unwrap();
+        t.discard(c).unwrap();
+        assert_eq!(t.discard(c), Err(ProcError::NoSuchProcess));
+        assert!(t.get(p).unwrap().children().is_empty());
+        assert_eq!(
+            t.waitpid(p, WaitTarget::Any, WaitOptions::default()),
+            Err(ProcError::NoChild)
+        );
+        assert_eq!(t.len(), 2);
     }
 
     #[test]

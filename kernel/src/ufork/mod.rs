@@ -409,7 +409,7 @@ fn spawn_child(parent: Pid, name: u64, len: u64) -> Result<u64, AbiError> {
         Ok(i) => i,
         Err(_) => {
             files::close_all(fds);
-            with(|p| p.table.terminate(child, ExitStatus::Signaled(Signal::KILL))).ok();
+            with(|p| p.table.discard(child)).ok();
             return Err(AbiError::NoMemory);
         }
     };
@@ -463,9 +463,9 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
     let inst = match Instance::create(&func) {
         Ok(i) => i,
         Err(_) => {
-            // The child never ran: it ends at once and its parent reaps it like any other.
+            // The child never ran: it is forgotten, and the parent sees only the error.
             files::close_all(fds);
-            with(|p| p.table.terminate(child, ExitStatus::Signaled(Signal::KILL))).ok();
+            with(|p| p.table.discard(child)).ok();
             return Err(AbiError::NoMemory);
         }
     };
@@ -485,7 +485,7 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
     let Ok((from, to)) = copied else {
         files::close_all(fds);
         instance::destroy(inst.pd);
-        with(|p| p.table.terminate(child, ExitStatus::Signaled(Signal::KILL))).ok();
+        with(|p| p.table.discard(child)).ok();
         return Err(AbiError::NoMemory);
     };
     if mode == CopyMode::CopyOnWrite {
@@ -495,7 +495,7 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
         if granted.is_err() {
             files::close_all(fds);
             instance::destroy(inst.pd);
-            with(|p| p.table.terminate(child, ExitStatus::Signaled(Signal::KILL))).ok();
+            with(|p| p.table.discard(child)).ok();
             return Err(AbiError::NoMemory);
         }
     }

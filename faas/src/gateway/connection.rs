@@ -13,8 +13,9 @@
 //! requests behind it stay unparsed until [`Connection::poll`] finds the invocation finished,
 //! so one slow function holds up only its own connection.
 
+use super::timeouts::Phase;
 use super::{Answer, FunctionService, Gateway, PendingAnswer, Sample};
-use crate::http::{Limits, RequestReader};
+use crate::http::{Limits, RequestReader, Response, Status};
 use alloc::vec::Vec;
 
 /// The state of one gateway connection.
@@ -25,6 +26,7 @@ pub struct Connection {
     sent: usize,
     closing: bool,
     pending: Option<PendingAnswer>,
+    answered: bool,
 }
 
 impl Connection {
@@ -36,6 +38,7 @@ impl Connection {
             sent: 0,
             closing: false,
             pending: None,
+            answered: false,
         }
     }
 
@@ -79,6 +82,61 @@ impl Connection {
         true
     }
 
+    /// The connection's phase for its deadlines: [`Phase::Busy`] while an invocation runs or
+    /// output waits to be sent (or the connection is closing), [`Phase::Body`] while a body
+    /// arrives, [`Phase::Head`] while a head does (or a new connection has sent nothing), else
+    /// [`Phase::Idle`].
+    pub fn phase(&self) -> Phase {
+        if self.closing || self.pending.is_some() || !self.output().is_empty() {
+            Phase::Busy
+        } else if self.reader.reading_body() {
+            Phase::Body
+        } else if self.reader.buffered() > 0 || !self.answered {
+            Phase::Head
+        } else {
+            Phase::Idle
+        }
+    }
+
+    /// Refuses the connection (the gateway is full): queues a `503` that closes it.
+    pub fn refuse<S: FunctionService>(&mut self, gateway: &mut Gateway<S>) {
+        gateway.count_rejected();
+        let text = "too many connections, retry later\n";
+        let mut r = Response::text(Status::ServiceUnavailable, text)
+            .header("Retry-After", "1")
+            .unwrap_or_else(|_| Response::text(Status::ServiceUnavailable, text));
+        r.keep_alive = false;
+        self.finish_with(&r);
+    }
+
+    /// Ends the connection because `phase` took too long: a client that was sending a request
+    /// gets `408` first; an idle one is just closed.
+    pub fn time_out<S: FunctionService>(&mut self, phase: Phase, gateway: &mut Gateway<S>) {
+        gateway.count_timed_out(phase);
+        if matches!(phase, Phase::Head | Phase::Body) && self.pending.is_none() {
+            let mut r = Response::text(Status::RequestTimeout, "request timed out\n");
+            r.keep_alive = false;
+            self.finish_with(&r);
+        } else {
+            self.abandon(gateway);
+        }
+    }
+
+    /// Gives up its place to a new connection (the gateway is full and this one is idle or
+    /// slow): it is closed without an answer.
+    pub fn evict<S: FunctionService>(&mut self, gateway: &mut Gateway<S>) {
+        gateway.count_evicted();
+        self.abandon(gateway);
+    }
+
+    /// Queues `resp` as the connection's last output.
+    fn finish_with(&mut self, resp: &Response) {
+        if !self.closing {
+            resp.write_to(&mut self.out);
+        }
+        self.closing = true;
+    }
+
     /// Ends the connection without its answers: a running invocation is abandoned.
     pub fn abandon<S: FunctionService>(&mut self, gateway: &mut Gateway<S>) {
         if let Some(p) = self.pending.take() {
@@ -108,14 +166,17 @@ impl Connection {
                 self.out.extend_from_slice(crate::http::reader::CONTINUE);
             }
             match next {
-                Ok(Some(req)) => match gateway.answer(&req, kernel) {
-                    Answer::Ready(resp) => {
-                        if !self.emit(&resp) {
-                            break;
+                Ok(Some(req)) => {
+                    self.answered = true;
+                    match gateway.answer(&req, kernel) {
+                        Answer::Ready(resp) => {
+                            if !self.emit(&resp) {
+                                break;
+                            }
                         }
+                        Answer::Pending(p) => self.pending = Some(p),
                     }
-                    Answer::Pending(p) => self.pending = Some(p),
-                },
+                }
                 Ok(None) => {
                     if self.reader.is_closed() {
                         self.closing = true;

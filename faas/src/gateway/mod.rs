@@ -2,7 +2,9 @@
 //! pluggable [`FunctionService`], with its own Prometheus counters.
 //!
 //! Modules: [`service`] (the runtime trait, which the kernel implements), [`connection`] (one TCP
-//! connection's byte stream to requests and responses), [`json`] (the JSON bodies).
+//! connection's byte stream to requests and responses), [`timeouts`] (its head, body and idle
+//! deadlines), [`admission`] (the connection cap, the listening backlog, who gives way when
+//! full), [`json`] (the JSON bodies).
 //!
 //! | request | answer |
 //! |---|---|
@@ -15,15 +17,18 @@
 //! Unknown paths are 404, known paths with another method 405, unparsable requests get the
 //! parser's status and the connection closes.
 
+pub mod admission;
 pub mod connection;
 pub mod json;
 pub mod service;
+pub mod timeouts;
 
 pub use connection::Connection;
 pub use service::{
     Completion, DeployError, DeployOutcome, FunctionInfo, FunctionService, Generation,
     InvocationId, InvokeError, ProcessError, ProcessInfo, ProcessOptions, Started,
 };
+pub use timeouts::{Phase, Timeouts};
 
 use crate::http::{HttpError, Method, Request, Response, Route, RouteError, Status, route};
 use crate::metrics::exposition::{Exposition, FamilyType};
@@ -93,6 +98,9 @@ pub struct Gateway<S> {
     connections: CounterId,
     bytes_received: CounterId,
     bytes_sent: CounterId,
+    timed_out: [CounterId; 3],
+    rejected: CounterId,
+    evicted: CounterId,
 }
 
 const REQUESTS: &str = "fjord_gateway_requests_total";
@@ -123,6 +131,23 @@ impl<S: FunctionService> Gateway<S> {
             "fjord_gateway_sent_bytes_total",
             "Bytes sent on gateway connections.",
         );
+        let rejected = counter(
+            "fjord_http_connections_rejected_total",
+            "Connections answered 503 and closed because the gateway was at its connection limit.",
+        );
+        let evicted = counter(
+            "fjord_http_connections_evicted_total",
+            "Idle or slow connections closed to make room for a new one at the connection limit.",
+        );
+        let timed_out = Phase::TIMED.map(|phase| {
+            metrics
+                .register_counter(
+                    "fjord_http_connections_timed_out_total",
+                    "Connections closed because the client took too long, by phase (head, body, idle).",
+                    &[("phase", phase.label())],
+                )
+                .expect("static counter names are valid and distinct")
+        });
         Gateway {
             service,
             metrics,
@@ -130,6 +155,9 @@ impl<S: FunctionService> Gateway<S> {
             connections,
             bytes_received,
             bytes_sent,
+            timed_out,
+            rejected,
+            evicted,
         }
     }
 
@@ -146,6 +174,23 @@ impl<S: FunctionService> Gateway<S> {
     /// Counts an accepted connection.
     pub fn count_connection(&mut self) {
         let _ = self.metrics.add(self.connections, 1);
+    }
+
+    /// Counts a connection closed because its client took too long in `phase`.
+    pub fn count_timed_out(&mut self, phase: Phase) {
+        if let Some(i) = Phase::TIMED.iter().position(|&p| p == phase) {
+            let _ = self.metrics.add(self.timed_out[i], 1);
+        }
+    }
+
+    /// Counts a connection refused at the connection limit.
+    pub fn count_rejected(&mut self) {
+        let _ = self.metrics.add(self.rejected, 1);
+    }
+
+    /// Counts a connection evicted to make room for a new one.
+    pub fn count_evicted(&mut self) {
+        let _ = self.metrics.add(self.evicted, 1);
     }
 
     /// Counts bytes received and sent.

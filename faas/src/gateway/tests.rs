@@ -983,3 +983,87 @@ fn process_lists_are_json() {
     );
     assert_eq!(super::json::started(9), "{\"pid\":9}\n");
 }
+
+#[test]
+fn a_connection_moves_through_head_body_busy_idle() {
+    let mut gw = gateway(FakeService::new().deployed(1, false));
+    let mut c = Connection::new(Limits::default());
+    assert_eq!(c.phase(), Phase::Head, "a new connection owes a head");
+    c.receive(b"PUT /functions/a HTTP/1.1\r\nHo", &mut gw, &no_samples);
+    assert_eq!(c.phase(), Phase::Head);
+    c.receive(
+        b"st: t\r\nContent-Length: 4\r\n\r\nab",
+        &mut gw,
+        &no_samples,
+    );
+    assert_eq!(c.phase(), Phase::Body);
+    c.receive(b"cd", &mut gw, &no_samples);
+    assert_eq!(c.phase(), Phase::Busy, "the answer waits to be sent");
+    let n = c.output().len();
+    c.sent(n);
+    assert_eq!(c.phase(), Phase::Idle);
+    c.receive(b"G", &mut gw, &no_samples);
+    assert_eq!(c.phase(), Phase::Head);
+}
+
+#[test]
+fn timed_out_and_refused_connections_are_answered_counted_and_close() {
+    let mut gw = gateway(FakeService::new());
+    let mut head = Connection::new(Limits::default());
+    head.receive(b"GET /functions HTTP/1.1\r\n", &mut gw, &no_samples);
+    head.time_out(Phase::Head, &mut gw);
+    assert_eq!(parse_response(head.output()).0, 408);
+    assert!(String::from_utf8_lossy(head.output()).contains("Connection: close"));
+    let n = head.output().len();
+    head.sent(n);
+    assert!(head.finished());
+
+    let mut idle = Connection::new(Limits::default());
+    idle.time_out(Phase::Idle, &mut gw);
+    assert!(idle.output().is_empty() && idle.finished());
+
+    let mut full = Connection::new(Limits::default());
+    full.refuse(&mut gw);
+    let out = String::from_utf8_lossy(full.output()).to_string();
+    assert!(out.starts_with("HTTP/1.1 503 "), "{out}");
+    assert!(
+        out.contains("Retry-After: 1") && out.contains("Connection: close"),
+        "{out}"
+    );
+    // Bytes the refused client sends are not answered.
+    full.receive(&request("GET", "/functions", b""), &mut gw, &no_samples);
+    assert_eq!(full.output().len(), out.len());
+
+    let mut old = Connection::new(Limits::default());
+    old.evict(&mut gw);
+    assert!(old.finished());
+
+    let text = gw.render_metrics(&[]);
+    for line in [
+        "fjord_http_connections_timed_out_total{phase=\"head\"} 1",
+        "fjord_http_connections_timed_out_total{phase=\"body\"} 0",
+        "fjord_http_connections_timed_out_total{phase=\"idle\"} 1",
+        "fjord_http_connections_rejected_total 1",
+        "fjord_http_connections_evicted_total 1",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+    assert!(crate::metrics::check::check_exposition(&text).is_ok());
+}
+
+#[test]
+fn a_head_sent_byte_by_byte_is_parsed() {
+    let mut gw = gateway(FakeService::new().list_gives(&[]));
+    let mut c = Connection::new(Limits::default());
+    let head =
+        b"GET /functions HTTP/1.1\r\nHost: fjord\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    for b in head {
+        assert!(
+            c.output().is_empty(),
+            "{}",
+            String::from_utf8_lossy(c.output())
+        );
+        c.receive(&[*b], &mut gw, &no_samples);
+    }
+    assert_eq!(parse_response(c.output()).0, 200);
+}

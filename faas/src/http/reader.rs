@@ -154,6 +154,11 @@ impl RequestReader {
         self.buf.len()
     }
 
+    /// Whether a request's head has been accepted and its body is still arriving.
+    pub fn reading_body(&self) -> bool {
+        self.current.is_some()
+    }
+
     /// Whether the last request asked to close the connection.
     pub fn is_closed(&self) -> bool {
         self.closed

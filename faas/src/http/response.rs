@@ -19,6 +19,8 @@ pub enum Status {
     NotFound,
     /// 405 (send an `Allow` header with it)
     MethodNotAllowed,
+    /// 408
+    RequestTimeout,
     /// 409
     Conflict,
     /// 411
@@ -55,6 +57,7 @@ impl Status {
             Status::BadRequest => 400,
             Status::NotFound => 404,
             Status::MethodNotAllowed => 405,
+            Status::RequestTimeout => 408,
             Status::Conflict => 409,
             Status::LengthRequired => 411,
             Status::PayloadTooLarge => 413,
@@ -79,6 +82,7 @@ impl Status {
             Status::BadRequest => "Bad Request",
             Status::NotFound => "Not Found",
             Status::MethodNotAllowed => "Method Not Allowed",
+            Status::RequestTimeout => "Request Timeout",
             Status::Conflict => "Conflict",
             Status::LengthRequired => "Length Required",
             Status::PayloadTooLarge => "Content Too Large",

@@ -14,6 +14,10 @@
 //! | `orch_group` | 0 (default: one group of every CPU), or 2 to 256 | CPUs per orchestrator group (the first of each group orchestrates, the others execute) |
 //! | `hops` | `move` (default), `copy` | nested calls move ArgBufs (Jord) or copy them through a kernel channel (the NightCore-like baseline) |
 //! | `warm` | `on` (default), `off` | keep idle function instances between requests, restored to a fresh state, or destroy each after its request |
+//! | `http_head_timeout_ms` | 100 to 3600000 (default 10000) | time a client has to send a request's head |
+//! | `http_body_timeout_ms` | 100 to 3600000 (default 30000) | time a client has to send a request's body once its head is in |
+//! | `http_idle_timeout_ms` | 100 to 3600000 (default 60000) | time a keep-alive connection may stay idle between requests |
+//! | `http_max_conns` | 0 (default: from the heap's size), or 1 to 100000 | most HTTP connections served at once |
 //!
 //! Any other word is an error that names the word and lists the known options.
 
@@ -76,6 +80,38 @@ pub enum Hops {
 pub const DEFAULT_JBSQ_K: usize = 2;
 /// The largest JBSQ bound accepted.
 pub const MAX_JBSQ_K: usize = 64;
+
+/// The shortest HTTP timeout accepted, in milliseconds.
+pub const MIN_HTTP_TIMEOUT_MS: u64 = 100;
+/// The longest HTTP timeout accepted, in milliseconds (an hour).
+pub const MAX_HTTP_TIMEOUT_MS: u64 = 3_600_000;
+/// The largest `http_max_conns` accepted.
+pub const MAX_HTTP_CONNS: usize = 100_000;
+
+/// The HTTP gateway's client deadlines and connection limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HttpOptions {
+    /// Time a client has to send a request's head (`http_head_timeout_ms=`).
+    pub head_timeout_ms: u64,
+    /// Time a client has to send a body once its head is in (`http_body_timeout_ms=`).
+    pub body_timeout_ms: u64,
+    /// Time a keep-alive connection may stay idle (`http_idle_timeout_ms=`).
+    pub idle_timeout_ms: u64,
+    /// Most connections served at once; 0 derives it from the heap's size (`http_max_conns=`).
+    pub max_conns: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        use fjord_faas::gateway::timeouts::{DEFAULT_BODY_MS, DEFAULT_HEAD_MS, DEFAULT_IDLE_MS};
+        HttpOptions {
+            head_timeout_ms: DEFAULT_HEAD_MS,
+            body_timeout_ms: DEFAULT_BODY_MS,
+            idle_timeout_ms: DEFAULT_IDLE_MS,
+            max_conns: 0,
+        }
+    }
+}
 
 /// An IPv4 address and prefix length (`ip=10.0.2.15/24`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,6 +186,8 @@ pub struct BootOptions<'a> {
     pub warm: bool,
     /// A program to start as a μprocess once the kernel is up (`init=<name>`, `mode=run`).
     pub init: Option<&'a str>,
+    /// The HTTP gateway's deadlines and connection limit.
+    pub http: HttpOptions,
 }
 
 impl Default for BootOptions<'_> {
@@ -168,13 +206,14 @@ impl Default for BootOptions<'_> {
             orch_group: 0,
             warm: true,
             init: None,
+            http: HttpOptions::default(),
         }
     }
 }
 
 /// The option names the parser knows, for error messages.
-pub const KNOWN_OPTIONS: &str =
-    "mode, log, test, bench, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init";
+pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, \
+     http_head_timeout_ms, http_body_timeout_ms, http_idle_timeout_ms, http_max_conns";
 
 /// Why a command line was rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,6 +277,10 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             "orch_group",
             "warm",
             "init",
+            "http_head_timeout_ms",
+            "http_body_timeout_ms",
+            "http_idle_timeout_ms",
+            "http_max_conns",
         ];
         if !known.contains(&key) {
             return Err(CmdlineError::UnknownOption(word));
@@ -319,6 +362,27 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
                     _ => return Err(bad("on, off")),
                 }
             }
+            "http_head_timeout_ms" | "http_body_timeout_ms" | "http_idle_timeout_ms" => {
+                let ms = value
+                    .parse()
+                    .ok()
+                    .filter(|ms| (MIN_HTTP_TIMEOUT_MS..=MAX_HTTP_TIMEOUT_MS).contains(ms))
+                    .ok_or(bad("a number of milliseconds from 100 to 3600000"))?;
+                match key {
+                    "http_head_timeout_ms" => opts.http.head_timeout_ms = ms,
+                    "http_body_timeout_ms" => opts.http.body_timeout_ms = ms,
+                    _ => opts.http.idle_timeout_ms = ms,
+                }
+            }
+            "http_max_conns" => {
+                opts.http.max_conns = value
+                    .parse()
+                    .ok()
+                    .filter(|&n: &usize| n <= MAX_HTTP_CONNS)
+                    .ok_or(bad(
+                        "0 (from the heap's size), or a number from 1 to 100000",
+                    ))?
+            }
             _ => unreachable!("key checked against the known list"),
         }
     }
@@ -346,6 +410,43 @@ mod tests {
             "hops=share",
             "warm=maybe",
             "orch_group=1",
+        ] {
+            assert!(
+                matches!(parse(bad), Err(CmdlineError::BadValue { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn http_options() {
+        let o = parse("http_head_timeout_ms=1500 http_body_timeout_ms=2500 http_idle_timeout_ms=100 http_max_conns=8").unwrap();
+        assert_eq!(
+            o.http,
+            HttpOptions {
+                head_timeout_ms: 1500,
+                body_timeout_ms: 2500,
+                idle_timeout_ms: 100,
+                max_conns: 8
+            }
+        );
+        let d = parse("").unwrap().http;
+        assert_eq!(
+            (
+                d.head_timeout_ms,
+                d.body_timeout_ms,
+                d.idle_timeout_ms,
+                d.max_conns
+            ),
+            (10_000, 30_000, 60_000, 0)
+        );
+        for bad in [
+            "http_head_timeout_ms=99",
+            "http_body_timeout_ms=3600001",
+            "http_idle_timeout_ms=x",
+            "http_head_timeout_ms=-1",
+            "http_max_conns=100001",
+            "http_max_conns=many",
         ] {
             assert!(
                 matches!(parse(bad), Err(CmdlineError::BadValue { .. })),

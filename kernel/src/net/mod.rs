@@ -1,7 +1,9 @@
 //! Networking: the virtio-net driver, the smoltcp TCP/IP stack over it, and the HTTP gateway.
 //!
 //! [`run`] is the boot CPU's network poll loop in `mode=run`. Nothing is interrupt-driven: the
-//! loop polls the card and the stack, serves the sockets, and spins while traffic flows; after
+//! loop polls the card and the stack (a bounded batch of received frames per pass, so the
+//! server can refill its listening backlog between batches), serves the sockets, and spins
+//! while traffic flows; after
 //! [`IDLE_AFTER_MS`] without traffic it halts between timer ticks (10 ms at 100 Hz) to leave the
 //! host CPU alone, so the first packet after a quiet spell waits up to one tick.
 //!
@@ -19,7 +21,9 @@ use crate::mm::{frames, heap};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
-use fjord_faas::gateway::{Gateway, Sample, SampleKind};
+use fjord_faas::gateway::admission::{Admission, DEFAULT_BACKLOG, cap_for_memory};
+use fjord_faas::gateway::{Gateway, Sample, SampleKind, Timeouts};
+use fjord_faas::http::Limits;
 use fjord_faas::metrics::LatencyUnit;
 use smoltcp::iface::{Config, Interface, SocketSet};
 use smoltcp::time::Instant;
@@ -27,8 +31,6 @@ use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, Ipv4Address};
 
 /// The HTTP port.
 pub const HTTP_PORT: u16 = 80;
-/// Listening sockets, i.e. concurrent connections served.
-pub const CONNECTIONS: usize = 16;
 /// Quiet time after which the loop halts between timer ticks.
 pub const IDLE_AFTER_MS: u64 = 50;
 
@@ -39,12 +41,14 @@ fn now() -> Instant {
     Instant::from_micros(us as i64)
 }
 
-/// Counters of the card, for `/metrics`.
+/// Counters of the card and the server's sockets, for `/metrics`.
 #[derive(Clone, Copy, Default)]
 struct NetCounters {
     rx: u64,
     tx: u64,
     errors: u64,
+    sockets: server::SocketCounts,
+    max_conns: usize,
 }
 
 /// The kernel's samples for `/metrics`.
@@ -313,6 +317,34 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             dropped.1.1,
         ),
         s(
+            "fjord_http_connections_open",
+            Gauge,
+            "HTTP connections being served.",
+            &[],
+            net.sockets.open as u64,
+        ),
+        s(
+            "fjord_http_connections_max",
+            Gauge,
+            "Most HTTP connections served at once (http_max_conns, or from the heap's size).",
+            &[],
+            net.max_conns as u64,
+        ),
+        s(
+            "fjord_http_listening_sockets",
+            Gauge,
+            "TCP sockets listening for new HTTP connections (the backlog).",
+            &[],
+            net.sockets.listening as u64,
+        ),
+        s(
+            "fjord_http_sockets",
+            Gauge,
+            "TCP sockets of the HTTP server: serving, listening and closing.",
+            &[],
+            net.sockets.sockets as u64,
+        ),
+        s(
             "fjord_net_errors_total",
             Counter,
             "Frames the virtio-net driver failed to send or receive.",
@@ -423,6 +455,51 @@ fn kv_samples() -> Vec<Sample> {
     v
 }
 
+/// Received frames the stack processes before the server runs again: fewer than the backlog,
+/// so a burst of SYNs finds listening sockets (smoltcp resets a SYN that none takes).
+const INGRESS_BATCH: usize = DEFAULT_BACKLOG / 2;
+
+/// One pass of the TCP/IP stack: at most [`INGRESS_BATCH`] received frames, then everything
+/// the sockets have to send; returns whether any socket may have changed.
+fn poll_stack(
+    iface: &mut Interface,
+    dev: &mut phy::NetDevice,
+    sockets: &mut SocketSet<'static>,
+) -> bool {
+    use smoltcp::iface::{PollIngressSingleResult, PollResult};
+    let t = now();
+    iface.poll_maintenance(t);
+    let mut changed = false;
+    for _ in 0..INGRESS_BATCH {
+        match iface.poll_ingress_single(t, dev, sockets) {
+            PollIngressSingleResult::None => break,
+            PollIngressSingleResult::PacketProcessed => {}
+            PollIngressSingleResult::SocketStateChanged => changed = true,
+        }
+    }
+    while iface.poll_egress(t, dev, sockets) == PollResult::SocketStateChanged {
+        changed = true;
+    }
+    changed
+}
+
+/// Heap bytes not allocated.
+fn heap_free() -> usize {
+    heap::total().saturating_sub(heap::used())
+}
+
+/// The connection cap (`max_conns`, or what three eighths of the heap hold when 0: 1,301
+/// connections with the largest heap) and backlog.
+fn admission(max_conns: usize) -> Admission {
+    let backlog = DEFAULT_BACKLOG;
+    let max_open = if max_conns > 0 {
+        max_conns
+    } else {
+        cap_for_memory(heap::total() / 8 * 3, server::CONNECTION_BYTES, backlog)
+    };
+    Admission { max_open, backlog }
+}
+
 /// Brings up the network and serves HTTP forever; returns (after a warning) only if there is no
 /// usable network card.
 pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
@@ -453,20 +530,54 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
     let mut sockets = SocketSet::new(Vec::new());
     let service = crate::runtime::service::RuntimeService::new();
     let gateway = Gateway::new(service, LatencyUnit::Nanoseconds);
-    let mut server = server::Server::new(&mut sockets, CONNECTIONS, HTTP_PORT, gateway);
+    let admission = admission(opts.http.max_conns);
+    let config = server::Config {
+        port: HTTP_PORT,
+        admission,
+        timeouts: Timeouts {
+            head_ms: opts.http.head_timeout_ms,
+            body_ms: opts.http.body_timeout_ms,
+            idle_ms: opts.http.idle_timeout_ms,
+        },
+        limits: Limits {
+            max_body_bytes: 2 << 20,
+            ..Limits::default()
+        },
+    };
+    let mut server = server::Server::new(config, gateway);
+    // The first pass opens the backlog's listening sockets.
+    server.service(
+        &mut sockets,
+        now().total_millis() as u64,
+        heap_free(),
+        &Vec::new,
+    );
     kprintln!("fjord: http listening on {guest_ip}:{HTTP_PORT}");
+    log::info!(
+        "net: up to {} HTTP connections, backlog {}, timeouts head {} ms, body {} ms, idle {} ms",
+        admission.max_open,
+        admission.backlog,
+        config.timeouts.head_ms,
+        config.timeouts.body_ms,
+        config.timeouts.idle_ms
+    );
 
     let idle_ticks = apic::tsc_hz() / 1000 * IDLE_AFTER_MS;
     let mut last_busy = cpu::rdtsc();
     let mut last_rx = 0;
     loop {
-        let changed = iface.poll(now(), &mut dev, &mut sockets);
+        let changed = poll_stack(&mut iface, &mut dev, &mut sockets);
         let counters = NetCounters {
             rx: dev.rx_packets,
             tx: dev.tx_packets,
             errors: dev.errors,
+            sockets: server.counts(),
+            max_conns: admission.max_open,
         };
-        let served = server.service(&mut sockets, &|| kernel_samples(counters));
+        let now_ms = now().total_millis() as u64;
+        let served = server.service(&mut sockets, now_ms, heap_free(), &|| {
+            kernel_samples(counters)
+        });
         // Work queued without an HTTP request (μprocesses' time slices, sleepers whose time
         // came) is dispatched too.
         crate::ufork::wake_sleepers();
@@ -474,11 +585,7 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
         let t = cpu::rdtsc();
         let arrived = dev.rx_packets != last_rx;
         last_rx = dev.rx_packets;
-        if served
-            || dispatched
-            || arrived
-            || changed == smoltcp::iface::PollResult::SocketStateChanged
-        {
+        if served || dispatched || arrived || changed {
             last_busy = t;
         } else if t.wrapping_sub(last_busy) > idle_ticks {
             cpu::enable_and_halt();

@@ -1,28 +1,82 @@
-//! The HTTP server: a pool of listening TCP sockets, each carrying one gateway [`Connection`].
+//! The HTTP server: TCP sockets carrying gateway [`Connection`]s, a backlog of listening sockets
+//! that grows and shrinks with the load, and the client deadlines.
+//!
+//! smoltcp resets a SYN that no listening socket takes, so the server keeps
+//! [`Admission::backlog`] sockets listening and opens another as each one takes a connection;
+//! a socket whose connection ended listens again, or is freed when the backlog is full. At
+//! [`Admission::max_open`] connections a new one takes the place of an idle or slow connection
+//! ([`admission::victim`]) or is answered 503; past the memory bound no socket listens and new
+//! connections are refused by the stack, while established ones keep being served.
 //!
 //! Invocations do not block the server: each runs on an executor core while the server keeps
 //! moving bytes for every other connection and polls for its completion.
 
 use alloc::vec::Vec;
+use fjord_faas::gateway::admission::{self, Admission, Candidate};
+use fjord_faas::gateway::timeouts::{Deadline, Timeouts};
 use fjord_faas::gateway::{Connection, FunctionService, Gateway, Sample};
 use fjord_faas::http::Limits;
 use smoltcp::iface::{SocketHandle, SocketSet};
 use smoltcp::socket::tcp::{self, State};
 
-/// Bytes of receive and of transmit buffer per socket.
-const SOCKET_BUFFER: usize = 64 * 1024;
+/// Bytes of receive buffer per socket (the most a client may have in flight).
+pub const RX_BUFFER: usize = 8 * 1024;
+/// Bytes of transmit buffer per socket.
+pub const TX_BUFFER: usize = 8 * 1024;
+/// Heap bytes one connection costs: its socket buffers plus its connection state and request
+/// buffers when small.
+pub const CONNECTION_BYTES: usize = RX_BUFFER + TX_BUFFER + 2 * 1024;
+/// No listening socket is added while less than this much heap is free.
+const HEAP_RESERVE: usize = 4 << 20;
+/// A socket the server closed that has not finished closing after this long is aborted (a
+/// peer that never sends its FIN cannot hold it).
+const LINGER_MS: u64 = 5_000;
 
-/// One socket of the pool and the connection it carries, if any.
+/// How the server is set up.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// The TCP port.
+    pub port: u16,
+    /// Connection cap and backlog.
+    pub admission: Admission,
+    /// Client deadlines.
+    pub timeouts: Timeouts,
+    /// Request size limits.
+    pub limits: Limits,
+}
+
+/// A connection carried by a socket.
+struct Served {
+    conn: Connection,
+    deadline: Deadline,
+    /// Refused, timed out or evicted: answered (if at all) and closing; not counted as open.
+    leaving: bool,
+    /// When the server closed the socket.
+    closed_at: Option<u64>,
+}
+
+/// One socket and the connection it carries, if any.
 struct Slot {
     handle: SocketHandle,
-    conn: Option<Connection>,
+    served: Option<Served>,
+}
+
+/// Numbers of the server's sockets, for `/metrics`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SocketCounts {
+    /// Connections being served (not counting those refused or closing on a timeout).
+    pub open: usize,
+    /// Sockets listening for new connections.
+    pub listening: usize,
+    /// Sockets in all.
+    pub sockets: usize,
 }
 
 /// The server's sockets and the gateway they feed.
 pub struct Server<S> {
     slots: Vec<Slot>,
-    port: u16,
-    limits: Limits,
+    config: Config,
+    counts: SocketCounts,
     /// The gateway answering requests.
     pub gateway: Gateway<S>,
 }
@@ -32,113 +86,257 @@ pub struct Server<S> {
 fn configure(s: &mut tcp::Socket<'_>) {
     s.set_nagle_enabled(false);
     s.set_ack_delay(None);
+    // No smoltcp timeout: it would also end a connection that is merely idle; the server's
+    // own deadlines decide.
 }
 
 impl<S: FunctionService> Server<S> {
-    /// Creates `count` sockets listening on `port` (each accepts one connection at a time).
-    pub fn new(sockets: &mut SocketSet<'_>, count: usize, port: u16, gateway: Gateway<S>) -> Self {
-        let mut slots = Vec::with_capacity(count);
-        for _ in 0..count {
-            let rx = tcp::SocketBuffer::new(alloc::vec![0; SOCKET_BUFFER]);
-            let tx = tcp::SocketBuffer::new(alloc::vec![0; SOCKET_BUFFER]);
-            let mut s = tcp::Socket::new(rx, tx);
-            configure(&mut s);
-            if let Err(e) = s.listen(port) {
-                log::error!("net: listen on port {port}: {e:?}");
-            }
-            slots.push(Slot {
-                handle: sockets.add(s),
-                conn: None,
-            });
-        }
+    /// A server on `config.port` with an empty backlog (the first [`Server::service`] fills it).
+    pub fn new(config: Config, gateway: Gateway<S>) -> Self {
         Server {
-            slots,
-            port,
-            limits: Limits {
-                max_body_bytes: 2 << 20,
-                ..Limits::default()
-            },
+            slots: Vec::new(),
+            config,
+            counts: SocketCounts::default(),
             gateway,
         }
     }
 
-    /// Moves bytes between the sockets and their connections; returns whether anything moved.
+    /// The socket numbers after the last [`Server::service`].
+    pub fn counts(&self) -> SocketCounts {
+        self.counts
+    }
+
+    /// Opens a socket listening on the port; `None` (after logging) if smoltcp refuses.
+    fn listener(&self, sockets: &mut SocketSet<'static>) -> Option<Slot> {
+        let rx = tcp::SocketBuffer::new(alloc::vec![0; RX_BUFFER]);
+        let tx = tcp::SocketBuffer::new(alloc::vec![0; TX_BUFFER]);
+        let mut s = tcp::Socket::new(rx, tx);
+        configure(&mut s);
+        if let Err(e) = s.listen(self.config.port) {
+            log::error!("net: listen on port {}: {e:?}", self.config.port);
+            return None;
+        }
+        Some(Slot {
+            handle: sockets.add(s),
+            served: None,
+        })
+    }
+
+    /// Moves bytes between the sockets and their connections, enforces the deadlines and
+    /// refills the backlog; `now_ms` is the time, `heap_free` the free heap bytes. Returns
+    /// whether anything moved.
     pub fn service(
         &mut self,
-        sockets: &mut SocketSet<'_>,
+        sockets: &mut SocketSet<'static>,
+        now_ms: u64,
+        heap_free: usize,
         kernel: &impl Fn() -> Vec<Sample>,
     ) -> bool {
         let mut busy = false;
-        let Server {
-            slots,
-            port,
-            limits,
-            gateway,
-        } = self;
-        for slot in slots.iter_mut() {
-            let sock = sockets.get_mut::<tcp::Socket>(slot.handle);
+        let mut open = self.counts.open;
+        let (mut listening, mut pending) = (0, 0);
+        let mut free = Vec::new();
+        for i in 0..self.slots.len() {
+            let handle = self.slots[i].handle;
+            let sock = sockets.get_mut::<tcp::Socket>(handle);
             // A connection the server closed first: skip TIME-WAIT (the peer has closed too) so
             // the socket can take the next connection at once.
             if sock.state() == State::TimeWait {
                 sock.abort();
             }
-            if sock.state() == State::Closed {
+            let state = sock.state();
+            if state == State::Closed {
                 // A connection reset or closed under a running invocation: nobody waits for it.
-                if let Some(mut conn) = slot.conn.take() {
-                    conn.abandon(gateway);
-                }
-                configure(sock);
-                if let Err(e) = sock.listen(*port) {
-                    log::error!("net: listen on port {port}: {e:?}");
-                }
-                continue;
-            }
-            if slot.conn.is_none() && sock.is_active() && sock.state() != State::SynReceived {
-                slot.conn = Some(Connection::new(*limits));
-                gateway.count_connection();
-                busy = true;
-            }
-            let Some(conn) = slot.conn.as_mut() else {
-                continue;
-            };
-            // A finished invocation's answer, then the requests queued behind it.
-            if conn.poll(gateway, kernel) {
-                busy = true;
-            }
-            let (mut received, mut sent) = (0, 0);
-            // While an invocation runs, later requests wait in the socket (TCP flow control
-            // holds the peer back).
-            while sock.can_recv() && !conn.waiting() {
-                let r = sock.recv(|buf| {
-                    conn.receive(buf, gateway, kernel);
-                    (buf.len(), buf.len())
-                });
-                match r {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => received += n,
-                }
-            }
-            while !conn.output().is_empty() && sock.can_send() {
-                match sock.send_slice(conn.output()) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        conn.sent(n);
-                        sent += n;
+                if let Some(mut s) = self.slots[i].served.take() {
+                    s.conn.abandon(&mut self.gateway);
+                    if !s.leaving {
+                        open = open.saturating_sub(1);
                     }
                 }
+                free.push(i);
+                continue;
             }
-            let peer_done = !sock.may_recv() && !conn.waiting() && conn.output().is_empty();
-            if (conn.finished() || peer_done) && sock.may_send() {
+            if self.slots[i].served.is_none() {
+                match state {
+                    State::Listen => {
+                        listening += 1;
+                        continue;
+                    }
+                    State::SynReceived => {
+                        pending += 1;
+                        continue;
+                    }
+                    _ => {}
+                }
+                // A new connection: served, in the place of another, or refused.
+                self.gateway.count_connection();
+                let mut s = Served {
+                    conn: Connection::new(self.config.limits),
+                    deadline: Deadline::new(now_ms),
+                    leaving: false,
+                    closed_at: None,
+                };
+                if self.config.admission.admits(open) {
+                    open += 1;
+                } else if !self.evict_one(sockets, now_ms) {
+                    s.conn.refuse(&mut self.gateway);
+                    s.leaving = true;
+                }
+                self.slots[i].served = Some(s);
+                busy = true;
+            }
+            let sock = sockets.get_mut::<tcp::Socket>(handle);
+            let Some(s) = self.slots[i].served.as_mut() else {
+                continue;
+            };
+            if s.leaving {
+                pending += 1;
+            }
+            busy |= serve(sock, s, &mut self.gateway, kernel);
+            // The deadlines: a client that takes too long in its phase is answered 408 (or,
+            // idle, just closed).
+            s.deadline.observe(s.conn.phase(), now_ms);
+            if !s.leaving
+                && let Some(phase) = s.deadline.expired(&self.config.timeouts, now_ms)
+            {
+                s.conn.time_out(phase, &mut self.gateway);
+                s.leaving = true;
+                open = open.saturating_sub(1);
+                busy |= serve(sock, s, &mut self.gateway, kernel);
+            }
+            if s.conn.finished() && sock.may_send() {
                 sock.close();
                 busy = true;
             }
-            if received + sent > 0 {
-                gateway.count_bytes(received, sent);
-                busy = true;
+            if !sock.may_send() && s.closed_at.is_none() {
+                s.closed_at = Some(now_ms);
             }
-            // The network loop keeps polling (it does not halt) while an invocation runs.
-            busy |= conn.waiting();
+            if s.closed_at
+                .is_some_and(|t| now_ms.saturating_sub(t) >= LINGER_MS)
+            {
+                sock.abort();
+            }
         }
+        // Sockets whose connection ended listen again while the backlog is short; the others
+        // are freed.
+        let mut retired = Vec::new();
+        for i in free {
+            let handle = self.slots[i].handle;
+            if self.config.admission.retire_listener(listening) {
+                retired.push(handle);
+                continue;
+            }
+            let sock = sockets.get_mut::<tcp::Socket>(handle);
+            configure(sock);
+            match sock.listen(self.config.port) {
+                Ok(()) => listening += 1,
+                Err(e) => {
+                    log::error!("net: listen on port {}: {e:?}", self.config.port);
+                    retired.push(handle);
+                }
+            }
+        }
+        if !retired.is_empty() {
+            self.slots.retain(|slot| !retired.contains(&slot.handle));
+            for handle in retired {
+                sockets.remove(handle);
+            }
+        }
+        // Refill the backlog, as far as the cap and the heap allow.
+        let add = self
+            .config
+            .admission
+            .listeners_to_add(open, listening, pending);
+        if heap_free > HEAP_RESERVE + add * CONNECTION_BYTES {
+            for _ in 0..add {
+                let Some(slot) = self.listener(sockets) else {
+                    break;
+                };
+                self.slots.push(slot);
+                listening += 1;
+            }
+        }
+        self.counts = SocketCounts {
+            open,
+            listening,
+            sockets: self.slots.len(),
+        };
         busy
     }
+
+    /// Closes the idle or slow connection that a new one may replace (see
+    /// [`admission::victim`]); returns whether there was one.
+    fn evict_one(&mut self, sockets: &mut SocketSet<'static>, now_ms: u64) -> bool {
+        fn serving(slot: &Slot) -> Option<&Served> {
+            slot.served.as_ref().filter(|s| !s.leaving)
+        }
+        let candidates = self.slots.iter().filter_map(serving).map(|s| Candidate {
+            phase: s.conn.phase(),
+            age_ms: s.deadline.age_ms(now_ms),
+        });
+        let Some(n) = admission::victim(candidates) else {
+            return false;
+        };
+        let Some(slot) = self
+            .slots
+            .iter_mut()
+            .filter(|slot| serving(slot).is_some())
+            .nth(n)
+        else {
+            return false;
+        };
+        let Some(s) = slot.served.as_mut() else {
+            return false;
+        };
+        s.conn.evict(&mut self.gateway);
+        s.leaving = true;
+        s.closed_at = Some(now_ms);
+        sockets.get_mut::<tcp::Socket>(slot.handle).close();
+        true
+    }
+}
+
+/// Moves one connection's bytes: a finished invocation's answer, then the requests received
+/// behind it, then the output; returns whether anything moved.
+fn serve<S: FunctionService>(
+    sock: &mut tcp::Socket<'_>,
+    s: &mut Served,
+    gateway: &mut Gateway<S>,
+    kernel: &impl Fn() -> Vec<Sample>,
+) -> bool {
+    let conn = &mut s.conn;
+    let mut busy = conn.poll(gateway, kernel);
+    let (mut received, mut sent) = (0, 0);
+    // While an invocation runs, later requests wait in the socket (TCP flow control holds the
+    // peer back).
+    while sock.can_recv() && !conn.waiting() {
+        let r = sock.recv(|buf| {
+            conn.receive(buf, gateway, kernel);
+            (buf.len(), buf.len())
+        });
+        match r {
+            Ok(0) | Err(_) => break,
+            Ok(n) => received += n,
+        }
+    }
+    while !conn.output().is_empty() && sock.can_send() {
+        match sock.send_slice(conn.output()) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                conn.sent(n);
+                sent += n;
+            }
+        }
+    }
+    // The peer closed its side and nothing is left to answer: close ours.
+    if !sock.may_recv() && !conn.waiting() && conn.output().is_empty() && sock.may_send() {
+        sock.close();
+        busy = true;
+    }
+    if received + sent > 0 {
+        gateway.count_bytes(received, sent);
+        busy = true;
+    }
+    // The network loop keeps polling (it does not halt) while an invocation runs.
+    busy || conn.waiting()
 }

@@ -231,8 +231,57 @@ fn http_gateway(kernel: &std::path::Path, qemu: &std::path::Path) -> Result<Vec<
             out.extend(http_load(addr, "faas", &metric, "POST", &path, body, rate)?);
         }
     }
+    // Connection-count sweep: closed loop, `hello` (deployed above).
+    for &n in HTTP_CONNECTIONS {
+        out.extend(http_connections(addr, n)?);
+    }
     run.kill();
     Ok(out)
+}
+
+/// Concurrent connections of the closed-loop sweep (`cargo xtask bench http`).
+pub const HTTP_CONNECTIONS: &[usize] = &[16, 64, 256, 1000];
+/// How long each sweep point sends requests once its connections are open.
+const HTTP_SWEEP_DURATION: Duration = Duration::from_secs(10);
+
+/// `n` keep-alive connections invoking `hello` in a closed loop: throughput, p50 and p99 as
+/// measurements of group `http`.
+fn http_connections(addr: std::net::SocketAddr, n: usize) -> Result<Vec<Measurement>> {
+    let load = crate::loadgen::ClosedLoad {
+        addr,
+        method: "POST".into(),
+        path: "/invoke/hello".into(),
+        body: b"world".to_vec(),
+        connections: n,
+        duration: HTTP_SWEEP_DURATION,
+    };
+    let r = crate::loadgen::run_closed(&load)?;
+    println!(
+        "  http POST /invoke/hello, {n} connections ({} open after {:.1} s): {:.0} req/s, p50 {:.1} ms, p99 {:.1} ms, {} answered 503, {} errors",
+        r.connected,
+        r.connect_secs,
+        r.rps,
+        r.p50_ns as f64 / 1e6,
+        r.p99_ns as f64 / 1e6,
+        r.refused,
+        r.errors
+    );
+    let m = |metric: String, unit: &str, v: f64| Measurement {
+        group: "http".into(),
+        metric,
+        system: System::Fjord,
+        unit: unit.into(),
+        median: v,
+        min: v,
+        max: v,
+        runs: r.ok,
+        wall_ns: (unit == "ns").then_some(v),
+    };
+    Ok(vec![
+        m(format!("hello_{n}_connections_throughput"), "req/s", r.rps),
+        m(format!("hello_{n}_connections_p50"), "ns", r.p50_ns as f64),
+        m(format!("hello_{n}_connections_p99"), "ns", r.p99_ns as f64),
+    ])
 }
 
 /// Functions invoked over HTTP by the host-side generator, with their request bodies.

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use anyhow::Context;
+
 use crate::qemu::{Machine, QemuConfig};
 use crate::qemu_run::{LineWaitError, QemuExit, QemuRun};
 use crate::serial_log::{self, READY_LINE};
@@ -123,7 +125,8 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
     // The HTTP gateway, from the host, on both boards (virtio-mmio and virtio-pci).
     for (board, machine) in [("microvm", Machine::Microvm), ("q35", Machine::Q35)] {
         let prefix = format!("http-{board}");
-        if filter.is_some_and(|f| !prefix.contains(f) && !f.contains("http")) {
+        if filter.is_some_and(|f| !prefix.contains(f) && !f.contains("http") || f.contains("conns"))
+        {
             continue;
         }
         match crate::e2e_http::run(&setup.kernel, machine) {
@@ -138,6 +141,33 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
             }
             Err(e) => {
                 println!("e2e {prefix} ... FAILED ({e:#})");
+                tally.record(false);
+            }
+        }
+    }
+    // Many connections, slow and idle clients, the connection limit (microvm, boots of their own).
+    if filter.is_none_or(|f| "http-conns".contains(f) || f.contains("http")) {
+        let outcomes = crate::apps_build::build_apps()
+            .context("building the function modules")
+            .and_then(|apps| {
+                let hello = apps
+                    .iter()
+                    .find(|a| a.name == "hello")
+                    .context("app hello was not built")?;
+                crate::e2e_conns::run(&setup.kernel, &hello.bytes)
+            });
+        match outcomes {
+            Ok(outcomes) => {
+                for (name, result) in outcomes {
+                    match &result {
+                        Ok(()) => println!("e2e {name} ... ok"),
+                        Err(why) => println!("e2e {name} ... FAILED ({why})"),
+                    }
+                    tally.record(result.is_ok());
+                }
+            }
+            Err(e) => {
+                println!("e2e http-conns ... FAILED ({e:#})");
                 tally.record(false);
             }
         }

@@ -36,6 +36,16 @@ pub fn boot_gateway(
     qemu: Option<&Path>,
     machine: Machine,
 ) -> Result<(QemuRun, SocketAddr)> {
+    boot_gateway_with(kernel, qemu, machine, "")
+}
+
+/// [`boot_gateway`] with `options` added to the kernel command line.
+pub fn boot_gateway_with(
+    kernel: &Path,
+    qemu: Option<&Path>,
+    machine: Machine,
+    options: &str,
+) -> Result<(QemuRun, SocketAddr)> {
     let port = free_port()?;
     let mut config = QemuConfig::new(kernel);
     if let Some(q) = qemu {
@@ -49,6 +59,9 @@ pub fn boot_gateway(
         Machine::Q35 => (4, "mode=run orch_group=2".to_owned()),
         _ => (3, "mode=run".to_owned()),
     };
+    if !options.is_empty() {
+        config.append = format!("{} {options}", config.append);
+    }
     config.devices.push(Device::UserNet {
         hostfwd: vec![HostForward {
             host: port,

@@ -19,6 +19,7 @@ pub mod cli;
 pub mod cpio;
 pub mod e2e;
 pub mod e2e_cli;
+pub mod e2e_conns;
 pub mod e2e_groundhog;
 pub mod e2e_http;
 pub mod fn_cli;

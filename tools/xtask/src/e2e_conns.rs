@@ -1,0 +1,494 @@
+//! End-to-end tests of the gateway under many connections and abusive clients: a thousand
+//! concurrent keep-alive connections, clients that send their heads a byte at a time, bodies
+//! that never finish, idle connections, and connections past the limit.
+//!
+//! Two boots of their own (microvm): one with the default connection limit (from the heap's
+//! size) for the thousand connections and the slow heads, one with `http_max_conns=8` for the
+//! limit, eviction and the body and idle deadlines. Short deadlines keep the checks to seconds;
+//! every wait is generous and the checks assert what happens, not how fast.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::e2e_http::{Outcome, boot_gateway_with, deploy};
+use crate::http_client::{Client, one};
+use crate::qemu::Machine;
+
+/// Concurrent connections of the many-connections check.
+pub const MANY: usize = 1000;
+/// Threads opening them (each holds `MANY / THREADS` connections).
+const THREADS: usize = 25;
+/// Clients sending their heads a byte at a time.
+const SLOW_CLIENTS: usize = 50;
+/// The limit of the second boot.
+const SMALL_CAP: usize = 8;
+/// How long a connection or a read may take on a loaded machine.
+const IO_LIMIT: Duration = Duration::from_secs(60);
+/// The `hello` request and the answer's start.
+const HELLO: &[u8] =
+    b"POST /invoke/hello HTTP/1.1\r\nHost: fjord\r\nContent-Length: 5\r\n\r\nworld";
+
+/// Boots twice and runs every check; `hello` is the `hello` module.
+pub fn run(kernel: &std::path::Path, hello: &[u8]) -> Result<Vec<Outcome>> {
+    let mut out = Vec::new();
+    let (mut vm, addr) = boot_gateway_with(
+        kernel,
+        None,
+        Machine::Microvm,
+        "http_head_timeout_ms=2000 http_idle_timeout_ms=300000",
+    )?;
+    deploy_hello(addr, hello)?;
+    let mut check = |label: &str, result: Result<(), String>| {
+        out.push((format!("http-conns/{label}"), result));
+    };
+    check(
+        &format!("{MANY} concurrent keep-alive connections are all answered"),
+        many_connections(addr),
+    );
+    check(
+        &format!(
+            "{SLOW_CLIENTS} clients sending heads byte by byte: others are served, the slow ones get 408"
+        ),
+        slow_heads(addr),
+    );
+    check(
+        "/metrics counts the head timeouts and is well-formed",
+        metrics_show(
+            addr,
+            &[(
+                "fjord_http_connections_timed_out_total{phase=\"head\"}",
+                SLOW_CLIENTS as u64,
+            )],
+        ),
+    );
+    vm.kill();
+
+    let (mut vm, addr) = boot_gateway_with(
+        kernel,
+        None,
+        Machine::Microvm,
+        &format!(
+            "http_max_conns={SMALL_CAP} http_head_timeout_ms=5000 http_body_timeout_ms=10000 http_idle_timeout_ms=2000"
+        ),
+    )?;
+    deploy_hello(addr, hello)?;
+    let mut check = |label: &str, result: Result<(), String>| {
+        out.push((format!("http-conns/{label}"), result));
+    };
+    check(
+        "at the limit a new connection gets 503, the established ones are served",
+        over_the_limit(addr),
+    );
+    check(
+        "at the limit an idle keep-alive connection makes room for a new one",
+        idle_makes_room(addr),
+    );
+    check(
+        "a body that stops arriving gets 408 and the connection closes",
+        body_times_out(addr),
+    );
+    check(
+        "an idle keep-alive connection is closed",
+        idle_times_out(addr),
+    );
+    check(
+        "/metrics counts refusals, evictions, body and idle timeouts",
+        metrics_show(
+            addr,
+            &[
+                ("fjord_http_connections_rejected_total", 1),
+                ("fjord_http_connections_evicted_total", 1),
+                ("fjord_http_connections_timed_out_total{phase=\"body\"}", 1),
+                ("fjord_http_connections_timed_out_total{phase=\"idle\"}", 1),
+            ],
+        ),
+    );
+    vm.kill();
+    Ok(out)
+}
+
+fn deploy_hello(addr: SocketAddr, hello: &[u8]) -> Result<()> {
+    let status = deploy(addr, "hello", hello)
+        .map_err(|e| anyhow::anyhow!(e))
+        .context("deploying hello")?;
+    anyhow::ensure!(
+        (200..300).contains(&status),
+        "deploying hello answered {status}"
+    );
+    Ok(())
+}
+
+/// A raw connection with the I/O limit. A connection attempt that times out is tried again
+/// (twice): QEMU's user networking listens on the host with a backlog of one, so a burst of
+/// connections waits in the host's SYN retries, which back off exponentially.
+fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
+    let mut tries = 0;
+    let s = loop {
+        match TcpStream::connect_timeout(&addr, IO_LIMIT) {
+            Ok(s) => break s,
+            Err(e) if tries < 2 && e.kind() == std::io::ErrorKind::TimedOut => tries += 1,
+            Err(e) => return Err(format!("connect: {e}")),
+        }
+    };
+    s.set_read_timeout(Some(IO_LIMIT))
+        .map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(IO_LIMIT))
+        .map_err(|e| e.to_string())?;
+    let _ = s.set_nodelay(true);
+    Ok(s)
+}
+
+/// How long a new connection's first answer may take before the attempt is given up.
+const FIRST_ANSWER: Duration = Duration::from_secs(20);
+
+/// A connection that has reached the guest: `request` is sent on a fresh connection and its
+/// answer read; returns the connection and the answer's status. An attempt whose answer does
+/// not come within [`FIRST_ANSWER`] is abandoned and made again (twice): QEMU's user networking
+/// accepts host connections with a backlog of one, and on a loaded machine the host kernel can
+/// leave a connection the client believes open waiting in its handshake retries for a minute
+/// before QEMU takes it (the host's `TcpExtListenOverflows` counts these); such a connection
+/// never reached the gateway.
+fn established(addr: SocketAddr, request: &[u8]) -> Result<(TcpStream, u16), String> {
+    let mut last = String::new();
+    for _ in 0..3 {
+        let mut s = connect(addr)?;
+        s.set_read_timeout(Some(FIRST_ANSWER))
+            .map_err(|e| e.to_string())?;
+        s.write_all(request).map_err(|e| format!("write: {e}"))?;
+        match read_status(&mut s) {
+            Ok(status) => {
+                s.set_read_timeout(Some(IO_LIMIT))
+                    .map_err(|e| e.to_string())?;
+                return Ok((s, status));
+            }
+            Err(e) if e.contains("temporarily unavailable") || e.contains("timed out") => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(format!("no answer on three fresh connections: {last}"))
+}
+
+/// Reads one response with a `Content-Length` body; returns its status code.
+fn read_status(s: &mut TcpStream) -> Result<u16, String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let status = head
+                .get(9..12)
+                .and_then(|c| c.parse().ok())
+                .ok_or_else(|| format!("bad status line in {head:?}"))?;
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let n = s.read(&mut chunk).map_err(|e| format!("read: {e}"))?;
+                if n == 0 {
+                    return Err("closed mid-body".into());
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            return Ok(status);
+        }
+        let n = s.read(&mut chunk).map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err("closed before a response".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Whether the server closes `s` (EOF or reset) within the I/O limit, reading past any answer.
+fn closes(s: &mut TcpStream) -> Result<(), String> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(e) => return Err(format!("not closed: {e}")),
+        }
+    }
+}
+
+/// `MANY` connections opened by `THREADS` threads, each answered once; then, with all of them
+/// open at once (the open-connections gauge says so), each answered again.
+fn many_connections(addr: SocketAddr) -> Result<(), String> {
+    let barrier = Arc::new(Barrier::new(THREADS + 1));
+    let failures = Arc::new(Mutex::new(Vec::<String>::new()));
+    let answered = Arc::new(Mutex::new((0usize, 0usize)));
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (barrier, failures, answered) =
+                (barrier.clone(), failures.clone(), answered.clone());
+            thread::spawn(move || {
+                let mut conns = Vec::new();
+                let round = |conns: &mut Vec<TcpStream>, fresh: bool| {
+                    let mut kept = Vec::new();
+                    let todo: Vec<Option<TcpStream>> = if fresh {
+                        (0..MANY / THREADS).map(|_| None).collect()
+                    } else {
+                        conns.drain(..).map(Some).collect()
+                    };
+                    for c in todo {
+                        let r = match c {
+                            None => established(addr, HELLO),
+                            Some(mut s) => s
+                                .write_all(HELLO)
+                                .map_err(|e| format!("write: {e}"))
+                                .and_then(|()| read_status(&mut s))
+                                .map(|status| (s, status)),
+                        };
+                        match r {
+                            Ok((s, 200)) => {
+                                answered.lock().unwrap().0 += 1;
+                                kept.push(s);
+                            }
+                            Ok((_, 503)) => answered.lock().unwrap().1 += 1,
+                            Ok((_, other)) => {
+                                failures.lock().unwrap().push(format!("status {other}"))
+                            }
+                            Err(e) => failures.lock().unwrap().push(e),
+                        }
+                    }
+                    *conns = kept;
+                };
+                round(&mut conns, true);
+                barrier.wait();
+                barrier.wait();
+                round(&mut conns, false);
+            })
+        })
+        .collect();
+    barrier.wait();
+    let open = metric(addr, "fjord_http_connections_open");
+    barrier.wait();
+    for w in workers {
+        w.join()
+            .map_err(|_| "a client thread panicked".to_owned())?;
+    }
+    let failures = failures.lock().unwrap();
+    let (ok, refused) = *answered.lock().unwrap();
+    if !failures.is_empty() {
+        return Err(format!(
+            "{} failures ({ok} answered 200, {refused} 503), e.g. {:?}",
+            failures.len(),
+            &failures[..failures.len().min(3)]
+        ));
+    }
+    let open = open?;
+    if open < MANY as u64 || ok != 2 * MANY {
+        return Err(format!(
+            "{open} connections open at once (want {MANY}), {ok} answered 200, {refused} 503"
+        ));
+    }
+    Ok(())
+}
+
+/// `SLOW_CLIENTS` clients each send a request head a byte every 100 ms (after a first request,
+/// which shows the connection reached the gateway); meanwhile fresh connections are answered;
+/// each slow client gets 408 and is closed.
+fn slow_heads(addr: SocketAddr) -> Result<(), String> {
+    let slow: Vec<_> = (0..SLOW_CLIENTS)
+        .map(|_| {
+            thread::spawn(move || -> Result<(), String> {
+                let (mut s, status) =
+                    established(addr, b"GET /functions HTTP/1.1\r\nHost: fjord\r\n\r\n")?;
+                if status != 200 {
+                    return Err(format!("a slow client's first request got {status}"));
+                }
+                let head = b"GET /functions HTTP/1.1\r\nHost: fjord\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+                let started = Instant::now();
+                for b in head {
+                    if s.write_all(&[*b]).is_err() {
+                        break; // Closed by the server.
+                    }
+                    thread::sleep(Duration::from_millis(100));
+                    if started.elapsed() > IO_LIMIT {
+                        return Err("the slow head was never cut off".into());
+                    }
+                    s.set_nonblocking(true).map_err(|e| e.to_string())?;
+                    let mut peek = [0u8; 1];
+                    let answered = !matches!(s.peek(&mut peek), Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock);
+                    s.set_nonblocking(false).map_err(|e| e.to_string())?;
+                    if answered {
+                        break;
+                    }
+                }
+                match read_status(&mut s) {
+                    Ok(408) => closes(&mut s),
+                    Ok(other) => Err(format!("a slow client got {other}, not 408")),
+                    Err(e) => Err(format!("a slow client got no 408: {e}")),
+                }
+            })
+        })
+        .collect();
+    // Let the slow clients connect, then ask on fresh connections while they dribble.
+    thread::sleep(Duration::from_millis(500));
+    let mut served = Ok(());
+    for _ in 0..20 {
+        served = established(addr, HELLO).and_then(|(_, status)| match status {
+            200 => Ok(()),
+            other => Err(format!("status {other}")),
+        });
+        if served.is_err() {
+            break;
+        }
+    }
+    let mut errors = Vec::new();
+    for t in slow {
+        match t.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => errors.push(e),
+            Err(_) => errors.push("a slow client thread panicked".into()),
+        }
+    }
+    served.map_err(|e| format!("a normal client was not served beside the slow ones: {e}"))?;
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} slow clients: {:?}",
+            errors.len(),
+            &errors[..errors.len().min(3)]
+        ))
+    }
+}
+
+/// A connection whose request is mid-body (not evictable) with `sent` of its 100 bytes.
+fn mid_body(addr: SocketAddr) -> Result<TcpStream, String> {
+    let mut s = connect(addr)?;
+    s.write_all(
+        b"POST /invoke/hello HTTP/1.1\r\nHost: fjord\r\nContent-Length: 100\r\n\r\n0123456789",
+    )
+    .map_err(|e| format!("write: {e}"))?;
+    Ok(s)
+}
+
+/// `SMALL_CAP` connections mid-body fill the gateway; a new connection is answered 503 and
+/// closed; the full ones then finish their bodies and are answered.
+fn over_the_limit(addr: SocketAddr) -> Result<(), String> {
+    let mut full: Vec<TcpStream> = (0..SMALL_CAP)
+        .map(|_| mid_body(addr))
+        .collect::<Result<_, _>>()?;
+    // The guest sees the connections in its own time: try until one is refused.
+    let mut refused = false;
+    for _ in 0..20 {
+        let mut s = connect(addr)?;
+        s.write_all(b"GET /functions HTTP/1.1\r\nHost: fjord\r\nConnection: close\r\n\r\n")
+            .map_err(|e| format!("write: {e}"))?;
+        match read_status(&mut s)? {
+            503 => {
+                closes(&mut s)?;
+                refused = true;
+                break;
+            }
+            200 => thread::sleep(Duration::from_millis(200)),
+            other => return Err(format!("a connection past the limit got {other}")),
+        }
+    }
+    if !refused {
+        return Err("no connection past the limit was refused".into());
+    }
+    for s in &mut full {
+        s.write_all(&[b'x'; 90])
+            .map_err(|e| format!("write: {e}"))?;
+        match read_status(s)? {
+            // hello answers whatever the body.
+            200 => {}
+            other => return Err(format!("an established connection got {other}")),
+        }
+    }
+    Ok(())
+}
+
+/// `SMALL_CAP` idle keep-alive connections; a new one is still answered (one idle connection
+/// is closed for it).
+fn idle_makes_room(addr: SocketAddr) -> Result<(), String> {
+    let mut idle = Vec::new();
+    for _ in 0..SMALL_CAP {
+        let mut c = Client::connect(addr)?;
+        c.request("GET", "/functions", b"")?.expect(200)?;
+        idle.push(c);
+    }
+    let r = one(addr, "POST", "/invoke/hello", b"world")?;
+    drop(idle);
+    r.expect(200)
+}
+
+/// A request whose body stops arriving is answered 408 after the body deadline and closed.
+fn body_times_out(addr: SocketAddr) -> Result<(), String> {
+    // Earlier checks' connections close first (their idle deadline is 2 s).
+    thread::sleep(Duration::from_secs(3));
+    let mut s = mid_body(addr)?;
+    match read_status(&mut s)? {
+        408 => closes(&mut s),
+        other => Err(format!("got {other}, not 408")),
+    }
+}
+
+/// An idle keep-alive connection is closed by the server after the idle deadline.
+fn idle_times_out(addr: SocketAddr) -> Result<(), String> {
+    let mut s = connect(addr)?;
+    s.write_all(b"GET /functions HTTP/1.1\r\nHost: fjord\r\n\r\n")
+        .map_err(|e| format!("write: {e}"))?;
+    match read_status(&mut s)? {
+        200 => closes(&mut s),
+        other => Err(format!("got {other}")),
+    }
+}
+
+/// `GET /metrics` passes the gateway's exposition checker and each `(series, at_least)` holds.
+fn metrics_show(addr: SocketAddr, want: &[(&str, u64)]) -> Result<(), String> {
+    let text = one(addr, "GET", "/metrics", b"")?.text();
+    fjord_faas::metrics::check::check_exposition(&text)?;
+    for &(series, least) in want {
+        let v = series_value(&text, series).ok_or_else(|| format!("no {series} in /metrics"))?;
+        if v < least {
+            return Err(format!("{series} is {v}, want at least {least}"));
+        }
+    }
+    Ok(())
+}
+
+/// The value of one series of `/metrics`.
+fn metric(addr: SocketAddr, series: &str) -> Result<u64, String> {
+    let text = one(addr, "GET", "/metrics", b"")?.text();
+    series_value(&text, series).ok_or_else(|| format!("no {series} in /metrics"))
+}
+
+/// The value of the sample `series` (name and labels as written) in exposition text.
+pub fn series_value(text: &str, series: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_series_values() {
+        let text = "# HELP a x\n# TYPE a counter\na 3\nab 4\na{phase=\"head\"} 5\n";
+        assert_eq!(series_value(text, "a"), Some(3));
+        assert_eq!(series_value(text, "ab"), Some(4));
+        assert_eq!(series_value(text, "a{phase=\"head\"}"), Some(5));
+        assert_eq!(series_value(text, "b"), None);
+    }
+}

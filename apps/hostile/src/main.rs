@@ -27,10 +27,15 @@
 //!   writable: `mmap(RWX)`, `mmap(RX)`, and `mmap(RW)` then `mprotect(RX)`; responds with the
 //!   three raw results;
 //! - `log-flood`: logs 256-byte messages until refused (at most 10,000); responds with the
-//!   number written and the refusal's raw result.
+//!   number written and the refusal's raw result;
+//! - `sysfuzz <seed> <calls>`: random system calls with boundary and random arguments
+//!   ([`sysfuzz`]); responds with how many were made, succeeded, failed with an error code, and
+//!   gave anything else.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 use fjord_libos::function::FnError;
+
+mod sysfuzz;
 
 fn parse_hex(text: &[u8]) -> Result<u64, FnError> {
     let text = text.strip_prefix(b"0x").unwrap_or(text);
@@ -155,6 +160,9 @@ fn tenant_attack(req: &[u8], resp: &mut [u8]) -> Option<Result<usize, FnError>> 
 fn hostile(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
     if let Some(r) = tenant_attack(req, resp) {
         return r;
+    }
+    if let Some(args) = req.strip_prefix(b"sysfuzz ") {
+        return sysfuzz::sysfuzz(args, resp);
     }
     if req == b"loop" {
         loop {

@@ -6,9 +6,11 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{self, BenchOptions};
 use crate::fn_cli::{self, Gateway};
+use crate::fuzz::{self, FuzzOptions, FuzzTarget};
 use crate::kernel_build;
 use crate::qemu::{Accel, Machine};
 use crate::run::{self, RunOptions};
+use crate::soak::{self, SoakOptions};
 use crate::test_runner::{self, Layer, TestOptions};
 
 /// Fjord's host tool: build, run, test and benchmark the kernel under QEMU.
@@ -39,6 +41,45 @@ pub enum Command {
     Fn(FnArgs),
     /// Print a running Fjord's metrics (GET /metrics, Prometheus text).
     Metrics(MetricsArgs),
+    /// Fuzz a parser or the system calls; crashing inputs go to fuzz/crashes/<target>/.
+    Fuzz(FuzzArgs),
+    /// Drive hello, chains and the workloads through the gateway; check memory and latency.
+    Soak(SoakArgs),
+}
+
+/// Arguments of `soak`.
+#[derive(Debug, Args)]
+pub struct SoakArgs {
+    /// Invocations after the warm-up.
+    #[arg(long, short = 'n', default_value_t = 1_000_000)]
+    pub invocations: u64,
+    /// Keep-alive client connections.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub connections: u64,
+    /// Most the p50 and p99 latency may grow from the start to the end, in percent.
+    #[arg(long, default_value_t = 10.0, value_name = "PERCENT")]
+    pub max_drift: f64,
+}
+
+/// Arguments of `fuzz`.
+#[derive(Debug, Args)]
+pub struct FuzzArgs {
+    /// What to fuzz.
+    #[arg(value_enum)]
+    pub target: FuzzTarget,
+    /// Inputs to try (system calls for `syscalls`).
+    #[arg(long, short = 'n', default_value_t = 1_000_000)]
+    pub iterations: u64,
+    /// Seed of the generator: the same seed tries the same inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Threads of a host target [default: every CPU].
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// Fuzz a host target with AFL++ (coverage-guided; installs cargo-afl into target/afl)
+    /// for this many seconds instead.
+    #[arg(long, value_name = "SECONDS")]
+    pub afl: Option<u64>,
 }
 
 /// Which Fjord the `fn` and `metrics` commands talk to.
@@ -206,6 +247,20 @@ fn dispatch(cli: Cli) -> anyhow::Result<bool> {
             }
             Ok(true)
         }
+        Command::Fuzz(args) => fuzz::run(&FuzzOptions {
+            target: args.target,
+            iterations: args.iterations,
+            seed: args.seed,
+            jobs: args.jobs,
+            afl_seconds: args.afl,
+            verbose: cli.verbose,
+        }),
+        Command::Soak(args) => soak::run(&SoakOptions {
+            connections: args.connections as usize,
+            max_drift: args.max_drift / 100.0,
+            verbose: cli.verbose,
+            ..SoakOptions::new(args.invocations)
+        }),
         Command::Metrics(args) => {
             let gateway = Gateway::locate(args.gateway.url.as_deref())?;
             fn_cli::metrics(
@@ -328,6 +383,35 @@ mod tests {
             fn_verb(&["xtask", "fn", "list", "--url", "http://127.0.0.1:9000/"]).0,
             url
         );
+    }
+
+    #[test]
+    fn parses_fuzz() {
+        let Command::Fuzz(args) = Cli::parse_from(["xtask", "fuzz", "http"]).command else {
+            panic!("not fuzz")
+        };
+        assert_eq!(
+            (args.target, args.iterations, args.seed),
+            (FuzzTarget::Http, 1_000_000, 1)
+        );
+        let Command::Fuzz(args) = Cli::parse_from([
+            "xtask",
+            "fuzz",
+            "syscalls",
+            "--iterations",
+            "500",
+            "--seed",
+            "9",
+        ])
+        .command
+        else {
+            panic!("not fuzz")
+        };
+        assert_eq!(
+            (args.target, args.iterations, args.seed),
+            (FuzzTarget::Syscalls, 500, 9)
+        );
+        assert!(Cli::try_parse_from(["xtask", "fuzz", "everything"]).is_err());
     }
 
     #[test]

@@ -172,6 +172,28 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
             }
         }
     }
+    // A short soak: memory back to its baseline after the mix, latency reported.
+    if filter.is_none_or(|f| "soak".contains(f) || f.contains("soak")) {
+        let name = format!(
+            "soak/{SOAK_INVOCATIONS} invocations of hello, chains and the workloads; memory back to baseline"
+        );
+        let options = crate::soak::SoakOptions {
+            max_drift: SOAK_MAX_DRIFT,
+            progress: false,
+            ..crate::soak::SoakOptions::new(SOAK_INVOCATIONS)
+        };
+        let result = crate::soak::boot_and_soak(&setup.kernel, &setup.qemu, &options)
+            .map_err(|e| format!("{e:#}"))
+            .and_then(|problems| match problems.is_empty() {
+                true => Ok(()),
+                false => Err(problems.join("; ")),
+            });
+        match &result {
+            Ok(()) => println!("e2e {name} ... ok"),
+            Err(why) => println!("e2e {name} ... FAILED ({why})"),
+        }
+        tally.record(result.is_ok());
+    }
     // The `fn` and `metrics` commands against a gateway of their own.
     if filter.is_none_or(|f| "cli".contains(f) || f.contains("cli")) {
         match crate::e2e_cli::run(setup) {
@@ -192,6 +214,12 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
     }
     tally
 }
+
+/// Invocations of the test layer's short soak (`cargo xtask soak` makes a million).
+const SOAK_INVOCATIONS: u64 = 10_000;
+/// Latency drift the short soak tolerates: its windows of 1,000 requests on a shared CI machine
+/// vary more than the 10% that `cargo xtask soak` holds a long run to.
+const SOAK_MAX_DRIFT: f64 = 1.0;
 
 /// Boots one case and judges it; returns the run too, for the log on failure.
 fn run_case(setup: &BootSetup, case: &Case) -> (Result<(), String>, Option<QemuRun>) {

@@ -881,6 +881,22 @@ fn tenant_checks(addr: SocketAddr, hostile: &[u8]) -> Vec<Outcome> {
             })
         },
     );
+    // Last: its random calls may log and fill its namespace, which the counts above exclude.
+    check(
+        "20,000 random system calls from ring 3 get results or error codes; others go on",
+        {
+            let expect = String::from_utf8_lossy(reservation.expect).into_owned();
+            let hotel = (
+                "/invoke/hotel-frontend",
+                reservation.request,
+                expect.as_str(),
+            );
+            crate::fuzz::sysfuzz(addr, 1, 20_000, hotel).and_then(|t| match t.calls {
+                20_000 => Ok(()),
+                n => Err(format!("{n} calls made")),
+            })
+        },
+    );
     out
 }
 

@@ -64,7 +64,7 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
         value,
     };
     let o = crate::orchestrator::stats();
-    let j = crate::jord::with(|j| j.stats);
+    let (j, lazy) = crate::jord::with(|j| (j.stats, j.lazy_stats()));
     let nested = |c: &core::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     use crate::runtime::{invoke, task};
     let dropped = crate::syscalls::log::dropped();
@@ -201,6 +201,34 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             "Idle function instances kept for reuse.",
             &[],
             crate::runtime::warm::kept() as u64
+        ),
+        s(
+            "fjord_uprocesses",
+            Gauge,
+            "Live and zombie μprocesses.",
+            &[],
+            crate::ufork::count() as u64
+        ),
+        s(
+            "fjord_ufork_pages_total",
+            Counter,
+            "Pages of lazy forks: left pending at fork, copied for a child, shared read-only.",
+            &[("event", "deferred")],
+            lazy.pages_deferred
+        ),
+        s(
+            "fjord_ufork_pages_total",
+            Counter,
+            "Pages of lazy forks: left pending at fork, copied for a child, shared read-only.",
+            &[("event", "copied")],
+            lazy.pages_copied
+        ),
+        s(
+            "fjord_ufork_pages_total",
+            Counter,
+            "Pages of lazy forks: left pending at fork, copied for a child, shared read-only.",
+            &[("event", "shared")],
+            lazy.pages_shared
         ),
         s(
             "fjord_nested_calls_total",

@@ -973,6 +973,33 @@ fn process_checks(addr: SocketAddr, sleeper: &[u8], forktest: &[u8]) -> Vec<Outc
         one(addr, "POST", "/processes/forktest", b"").and_then(|r| r.expect(201))
     });
     check(
+        "GET /metrics counts μprocesses and the pages lazy forks copied",
+        {
+            // forktest (started above) forks in the default mode, copy-on-pointer-access.
+            (|| -> Result<(), String> {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                loop {
+                    let r = one(addr, "GET", "/metrics", b"")?;
+                    let text = r.text();
+                    let copied = text
+                        .lines()
+                        .find(|l| l.starts_with("fjord_ufork_pages_total{event=\"copied\"}"))
+                        .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok());
+                    if !text.contains("fjord_uprocesses ") {
+                        break Err("no fjord_uprocesses gauge".to_owned());
+                    }
+                    match copied {
+                        Some(n) if n > 0 => break Ok(()),
+                        _ if std::time::Instant::now() > deadline => {
+                            break Err(format!("no copied pages counted: {copied:?}"));
+                        }
+                        _ => std::thread::sleep(std::time::Duration::from_millis(200)),
+                    }
+                }
+            })()
+        },
+    );
+    check(
         "copy modes and isolation levels are options of POST /processes",
         {
             one(addr, "POST", "/processes/forktest?fork=coa", b"")

@@ -59,7 +59,13 @@ pub fn relocate_page<S: TagSource + ?Sized>(
     let mut changed = 0;
     for slot in source.tagged_slots(page, words).iter() {
         let old = words[slot];
-        let new = relocate_word(from, to, old);
+        // A tagged word at the area's end is a one-past-the-end pointer (a heap's limit, as a
+        // capability's top may be): it moves with the area. Inferred tags never mark one.
+        let new = if old == from.end() {
+            to.end()
+        } else {
+            relocate_word(from, to, old)
+        };
         if new != old {
             words[slot] = new;
             changed += 1;
@@ -238,6 +244,30 @@ impl Registers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tagged_end_pointer_moves_with_the_area() {
+        use crate::source::Precise;
+        use crate::tags::ShadowTags;
+        let from = Area::new(0x10_0000, 0x1_0000).unwrap();
+        let to = Area::new(0x30_0000, 0x1_0000).unwrap();
+        let mut tags = ShadowTags::new(from);
+        tags.set(0x10_0008).unwrap();
+        let mut words: PageWords = [0; crate::tags::SLOTS_PER_PAGE];
+        words[0] = from.end();
+        words[1] = from.end();
+        let n = relocate_page(&Precise::new(&tags), &from, &to, 0x10_0000, &mut words).unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(words[1], to.end(), "tagged: moved");
+        assert_eq!(words[0], from.end(), "untagged: kept");
+        let mut words2: PageWords = [0; crate::tags::SLOTS_PER_PAGE];
+        words2[0] = from.end();
+        let inferred = crate::source::Inferred::new(from);
+        assert_eq!(
+            relocate_page(&inferred, &from, &to, 0x10_0000, &mut words2),
+            Ok(0)
+        );
+    }
     use crate::source::{Inferred, Precise, Union};
     use crate::tags::{SLOTS_PER_PAGE, ShadowTags};
 
@@ -405,7 +435,8 @@ mod tests {
                 let n = relocate_page(&Precise::new(&ptags), &p, &c, ppage, &mut w).unwrap();
                 let mut expect = 0;
                 for i in 0..SLOTS_PER_PAGE {
-                    if tagged[i] && p.contains(orig[i]) {
+                    // Inside the area, or one past its end.
+                    if tagged[i] && (p.contains(orig[i]) || orig[i] == p.end()) {
                         prop_assert_eq!(w[i], orig[i] - P + C);
                         expect += 1;
                     } else {
@@ -416,10 +447,11 @@ mod tests {
                 let back = relocate_page(&Precise::new(&ctags), &c, &p, ppage - P + C, &mut w).unwrap();
                 // Back from the child: the relocated words, plus tagged words that pointed
                 // into the child's area to begin with.
-                let into_child = (0..SLOTS_PER_PAGE).filter(|&i| tagged[i] && c.contains(orig[i])).count();
+                let in_child = |x: u64| c.contains(x) || x == c.end();
+                let into_child = (0..SLOTS_PER_PAGE).filter(|&i| tagged[i] && in_child(orig[i])).count();
                 prop_assert_eq!(back, n + into_child);
                 for i in 0..SLOTS_PER_PAGE {
-                    if !(tagged[i] && c.contains(orig[i])) {
+                    if !(tagged[i] && in_child(orig[i])) {
                         prop_assert_eq!(w[i], orig[i]);
                     }
                 }

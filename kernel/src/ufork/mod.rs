@@ -47,8 +47,8 @@ use fjord_ufork::process::{
     WaitTarget,
 };
 use fjord_ufork::relocate::relocate_page;
-use fjord_ufork::source::Inferred;
-use fjord_ufork::tags::{PageWords, SLOTS_PER_PAGE};
+use fjord_ufork::source::emulated;
+use fjord_ufork::tags::{PageWords, SLOTS_PER_PAGE, ShadowTags};
 use spin::Mutex;
 
 mod files;
@@ -78,6 +78,8 @@ struct Proc {
     mode: CopyMode,
     /// How strongly it is isolated (inherited by its children).
     isolation: Isolation,
+    /// Its precise tags: the pointers the kernel wrote into its area.
+    tags: ShadowTags,
 }
 
 /// How a μprocess started by the kernel runs: its default copy mode and its isolation level
@@ -159,6 +161,12 @@ pub fn spawn_with(name: &str, options: SpawnOptions) -> Result<(u64, Ticket), Sp
     jord::tenant::begin(inst.pd, f.namespace, log_limit(&f));
     let m = &f.manifest;
     let base = inst.boundary - m.stack_size;
+    let area = (base, m.stack_size + m.heap_size);
+    let Some(tags) = header_tags(area, inst.thread_pointer()) else {
+        // Never: Jord aligns every VMA to its size class.
+        instance::destroy(inst.pd);
+        return Err(SpawnError::NoMemory);
+    };
     let ctx = UserContext {
         fs_base: inst.thread_pointer(),
         ..UserContext::new(f.entry, inst.boundary, [0, 0, 0, inst.boundary])
@@ -170,9 +178,8 @@ pub fn spawn_with(name: &str, options: SpawnOptions) -> Result<(u64, Ticket), Sp
             return Err(SpawnError::TableFull);
         }
     };
-    let area = (base, m.stack_size + m.heap_size);
     let fds = with(files::console_fds);
-    let ticket = start(pid, f, inst, area, ctx, fds, options)?;
+    let ticket = start(pid, f, inst, area, ctx, fds, (options, tags))?;
     Ok((u64::from(pid.raw()), ticket))
 }
 
@@ -184,7 +191,7 @@ fn start(
     area: (u64, u64),
     ctx: UserContext,
     fds: FdTable,
-    options: SpawnOptions,
+    (options, tags): (SpawnOptions, ShadowTags),
 ) -> Result<Ticket, SpawnError> {
     with(|p| {
         p.procs.insert(
@@ -200,6 +207,7 @@ fn start(
                 ticket: 0,
                 mode: options.mode,
                 isolation: options.isolation,
+                tags,
             },
         )
     });
@@ -420,7 +428,13 @@ fn spawn_child(parent: Pid, name: u64, len: u64) -> Result<u64, AbiError> {
         fs_base: inst.thread_pointer(),
         ..UserContext::new(f.entry, inst.boundary, [0, 0, 0, inst.boundary])
     };
-    start(child, f, inst, area, ctx, fds, options).map_err(|_| AbiError::Busy)?;
+    let Some(tags) = header_tags(area, inst.thread_pointer()) else {
+        files::close_all(fds);
+        instance::destroy(inst.pd);
+        with(|p| p.table.discard(child)).ok();
+        return Err(AbiError::NoMemory);
+    };
+    start(child, f, inst, area, ctx, fds, (options, tags)).map_err(|_| AbiError::Busy)?;
     Ok(u64::from(child.raw()))
 }
 
@@ -438,13 +452,21 @@ fn set_fork_mode(pid: Pid, raw: u64) -> Result<u64, AbiError> {
 /// `fork` from `parent`, whose context is `ctx` (stopped at the system call), in the copy mode
 /// `raw_mode` names (0: the parent's default, else 1 + the mode's code): the child's PID.
 fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> {
-    let (func, (base, len), parent_pd, options, default_mode) = with(|p| {
+    let (func, (base, len), parent_pd, options, default_mode, tags) = with(|p| {
         let pr = p.procs.get(&parent)?;
         let options = SpawnOptions {
             mode: pr.mode,
             isolation: pr.isolation,
         };
-        Some((pr.func.clone(), pr.area, pr.instance.pd, options, pr.mode))
+        let tags = pr.tags.clone();
+        Some((
+            pr.func.clone(),
+            pr.area,
+            pr.instance.pd,
+            options,
+            pr.mode,
+            tags,
+        ))
     })
     .ok_or(AbiError::InvalidArgs)?;
     let call = match raw_mode {
@@ -473,12 +495,11 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
     let child_base = inst.boundary - func.manifest.stack_size;
     let stack_pages = (func.manifest.stack_size / 4096) as usize;
     let copied = match mode {
-        CopyMode::Full => copy_area(base, child_base, len),
+        CopyMode::Full => copy_area(base, child_base, len, &tags),
         _ => fork_lazily(
             (parent_pd, base),
             (inst.pd, child_base),
-            len,
-            mode,
+            (len, mode, &tags),
             eager_pages(ctx.frame.rsp, base, stack_pages),
         ),
     };
@@ -509,7 +530,10 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
         (child_base, len),
         child_ctx,
         fds,
-        options,
+        (
+            options,
+            tags.copy_for(&to).unwrap_or_else(|_| ShadowTags::new(to)),
+        ),
     )
     .map_err(|_| AbiError::Busy)?;
     Ok(u64::from(child.raw()))
@@ -531,8 +555,7 @@ fn eager_pages(rsp: u64, base: u64, stack_pages: usize) -> core::ops::Range<usiz
 fn fork_lazily(
     parent: (PdId, u64),
     child: (PdId, u64),
-    len: u64,
-    mode: CopyMode,
+    (len, mode, tags): (u64, CopyMode, &ShadowTags),
     eager: core::ops::Range<usize>,
 ) -> Result<(Area, Area), ()> {
     let (src, dst) = (
@@ -547,6 +570,7 @@ fn fork_lazily(
         from: src,
         to: dst,
         mode,
+        tags: tags.clone(),
     };
     jord::flushed(|j| {
         let (pending, _) = j.fork_lazily(&f)?;
@@ -555,6 +579,17 @@ fn fork_lazily(
     })
     .map_err(|_| ())?;
     Ok((src, dst))
+}
+
+/// The precise tags of a new μprocess whose area VMA is `area` (base, length) and whose heap
+/// header is at `header`: the kernel wrote pointers into the header's first three words (its
+/// own address, the heap's next free byte and its end, which may be the area's end).
+fn header_tags(area: (u64, u64), header: u64) -> Option<ShadowTags> {
+    let mut tags = ShadowTags::new(area_of(area.0, area.1)?);
+    for w in 0..3 {
+        let _ = tags.set(header + 8 * w);
+    }
+    Some(tags)
 }
 
 /// The area of a VMA of `len` bytes at `base`: its size class, to which Jord aligns it.
@@ -566,9 +601,9 @@ fn area_of(base: u64, len: u64) -> Option<Area> {
 /// Copies the pages of the area at `from` that the parent ever touched (the others are zero in
 /// both) to the area at `to`, relocating every aligned word that points into the source area;
 /// returns the two areas.
-fn copy_area(from: u64, to: u64, len: u64) -> Result<(Area, Area), ()> {
+fn copy_area(from: u64, to: u64, len: u64, tags: &ShadowTags) -> Result<(Area, Area), ()> {
     let (src, dst) = (area_of(from, len).ok_or(())?, area_of(to, len).ok_or(())?);
-    let source = Inferred::new(src);
+    let source = emulated(tags);
     let pages = jord::with(|j| j.initialised_pages(from));
     let mut bytes = [0u8; 4096];
     // A batch of pages per Jord lock: few round trips, and other CPUs are not held up long.

@@ -16,6 +16,9 @@
 //!   settle the page the same way first;
 //! - before the parent's area is freed, every page a child still lacks is copied.
 //!
+//! Tags: the parent's shadow table (precise tags the kernel set) read together with inferred
+//! ones ([`fjord_ufork::source::emulated`]), as for a full copy.
+//!
 //! A chain of forks (a child forking before it has all its pages) settles from the top: a
 //! grandchild's copy first settles the child's page.
 
@@ -25,11 +28,12 @@ use fjord_ufork::area::Area;
 use fjord_ufork::copy_mode::{Access, CopyMode};
 use fjord_ufork::lazy::{FirstTouch, LazyPages, on_first_touch};
 use fjord_ufork::relocate::relocate_page;
-use fjord_ufork::source::{Inferred, TagSource};
+use fjord_ufork::source::{TagSource, emulated};
+use fjord_ufork::tags::ShadowTags;
 use fjord_ufork::tags::{PageWords, SLOTS_PER_PAGE};
 
 /// A lazy fork to set up: the parent's area VMA and the child's, of the same length.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct LazyFork {
     /// The parent's PD.
     pub parent_pd: PdId,
@@ -45,6 +49,8 @@ pub struct LazyFork {
     pub to: Area,
     /// How the child gets its pages (not [`CopyMode::Full`]).
     pub mode: CopyMode,
+    /// The parent's precise tags (the shadow table), read with inferred ones.
+    pub tags: ShadowTags,
 }
 
 /// One lazily forked VMA: where its pending pages come from.
@@ -55,6 +61,8 @@ pub(super) struct Link {
     to: Area,
     mode: CopyMode,
     pages: LazyPages,
+    /// The source's precise tags as of the fork.
+    tags: ShadowTags,
 }
 
 /// Every lazily forked VMA, by base, and for each source VMA the VMAs that still lack pages
@@ -133,6 +141,7 @@ impl Jord {
                 to: f.to,
                 mode: f.mode,
                 pages: lazy,
+                tags: f.tags.clone(),
             },
         );
         self.lazy
@@ -203,9 +212,11 @@ impl Jord {
         let mut words = self.source_words(source, i);
         // Copy-on-write never relocates; the other modes relocate what points into the
         // source's area (inferred tags), which leaves a page without tags as it is.
-        if relocate || mode != CopyMode::CopyOnWrite {
+        if (relocate || mode != CopyMode::CopyOnWrite)
+            && let Some(l) = self.lazy.links.get(&base)
+        {
             let page = from.base() + i as u64 * PAGE_SIZE;
-            let _ = relocate_page(&Inferred::new(from), &from, &to, page, &mut words);
+            let _ = relocate_page(&emulated(&l.tags), &from, &to, page, &mut words);
         }
         let mut bytes = [0u8; 4096];
         bytes_of(&words, &mut bytes);
@@ -319,7 +330,8 @@ impl Jord {
                 (l.source, l.from, l.mode)
             };
             let words = self.source_words(source, i);
-            let has_tags = Inferred::new(from).page_has_tags(0, &words);
+            let page = from.base() + i as u64 * PAGE_SIZE;
+            let has_tags = emulated(&self.lazy.links.get(&base)?.tags).page_has_tags(page, &words);
             let touch = on_first_touch(mode, has_tags, Access::Read);
             if touch == FirstTouch::Share {
                 if let Some(l) = self.lazy.links.get_mut(&base) {

@@ -78,8 +78,9 @@ struct Proc {
     mode: CopyMode,
     /// How strongly it is isolated (inherited by its children).
     isolation: Isolation,
-    /// Its precise tags: the pointers the kernel wrote into its area.
-    tags: ShadowTags,
+    /// Its precise tags: the pointers the kernel wrote into its area (shared, unchanged, with
+    /// the lazy forks that read them).
+    tags: Arc<ShadowTags>,
 }
 
 /// How a μprocess started by the kernel runs: its default copy mode and its isolation level
@@ -191,7 +192,7 @@ fn start(
     area: (u64, u64),
     ctx: UserContext,
     fds: FdTable,
-    (options, tags): (SpawnOptions, ShadowTags),
+    (options, tags): (SpawnOptions, Arc<ShadowTags>),
 ) -> Result<Ticket, SpawnError> {
     with(|p| {
         p.procs.insert(
@@ -532,7 +533,7 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
         fds,
         (
             options,
-            tags.copy_for(&to).unwrap_or_else(|_| ShadowTags::new(to)),
+            Arc::new(tags.copy_for(&to).unwrap_or_else(|_| ShadowTags::new(to))),
         ),
     )
     .map_err(|_| AbiError::Busy)?;
@@ -555,7 +556,7 @@ fn eager_pages(rsp: u64, base: u64, stack_pages: usize) -> core::ops::Range<usiz
 fn fork_lazily(
     parent: (PdId, u64),
     child: (PdId, u64),
-    (len, mode, tags): (u64, CopyMode, &ShadowTags),
+    (len, mode, tags): (u64, CopyMode, &Arc<ShadowTags>),
     eager: core::ops::Range<usize>,
 ) -> Result<(Area, Area), ()> {
     let (src, dst) = (
@@ -584,12 +585,12 @@ fn fork_lazily(
 /// The precise tags of a new μprocess whose area VMA is `area` (base, length) and whose heap
 /// header is at `header`: the kernel wrote pointers into the header's first three words (its
 /// own address, the heap's next free byte and its end, which may be the area's end).
-fn header_tags(area: (u64, u64), header: u64) -> Option<ShadowTags> {
+fn header_tags(area: (u64, u64), header: u64) -> Option<Arc<ShadowTags>> {
     let mut tags = ShadowTags::new(area_of(area.0, area.1)?);
     for w in 0..3 {
         let _ = tags.set(header + 8 * w);
     }
-    Some(tags)
+    Some(Arc::new(tags))
 }
 
 /// The area of a VMA of `len` bytes at `base`: its size class, to which Jord aligns it.

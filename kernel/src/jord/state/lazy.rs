@@ -24,6 +24,7 @@
 
 use super::*;
 use alloc::collections::BTreeMap;
+use alloc::sync::Arc;
 use fjord_ufork::area::Area;
 use fjord_ufork::copy_mode::{Access, CopyMode};
 use fjord_ufork::lazy::{FirstTouch, LazyPages, on_first_touch};
@@ -50,7 +51,7 @@ pub struct LazyFork {
     /// How the child gets its pages (not [`CopyMode::Full`]).
     pub mode: CopyMode,
     /// The parent's precise tags (the shadow table), read with inferred ones.
-    pub tags: ShadowTags,
+    pub tags: Arc<ShadowTags>,
 }
 
 /// One lazily forked VMA: where its pending pages come from.
@@ -62,7 +63,7 @@ pub(super) struct Link {
     mode: CopyMode,
     pages: LazyPages,
     /// The source's precise tags as of the fork.
-    tags: ShadowTags,
+    tags: Arc<ShadowTags>,
 }
 
 /// Every lazily forked VMA, by base, and for each source VMA the VMAs that still lack pages

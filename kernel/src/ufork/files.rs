@@ -8,7 +8,7 @@
 //! [`AbiError::BadAddress`]. A read from an empty pipe that still has a writer, and a write to a
 //! full pipe, block the caller (no step is queued) until the other side acts.
 
-use super::{Blocked, Next, Pid, Procs, park, wake, with};
+use super::{Blocked, Next, Pid, Procs, park_locked, wake, with};
 use crate::arch::user::UserContext;
 use crate::jord;
 use crate::orchestrator::JobInfo;
@@ -167,7 +167,12 @@ pub(super) fn read(
                         let woken = p.table.wake_all(BlockReason::Write(id.raw()));
                         Ok(Some((data, woken)))
                     }
-                    Err(PipeError::WouldBlock) => Ok(None),
+                    Err(PipeError::WouldBlock) => {
+                        let blocked = Blocked::Read { fd, buf, len };
+                        let reason = BlockReason::Read(id.raw());
+                        park_locked(p, pid, (reason, blocked), ctx, info);
+                        Ok(None)
+                    }
                     Err(_) => Err(AbiError::InvalidArgs),
                 }
             }
@@ -184,7 +189,8 @@ pub(super) fn read(
             Ok(()) => Next::Continue(data.len() as u64),
             Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
         },
-        Ok(None) => block(pid, fd, Blocked::Read { fd, buf, len }, ctx, info),
+        // Parked already, under the lock that saw the pipe empty.
+        Ok(None) => Next::Stop,
         Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
     }
 }
@@ -243,7 +249,12 @@ fn write_from(
                     n,
                     Some(p.table.wake_all(BlockReason::Read(id.raw()))),
                 ))),
-                Err(PipeError::WouldBlock) => Ok(None),
+                Err(PipeError::WouldBlock) => {
+                    let blocked = Blocked::Write { fd, buf, len };
+                    let reason = BlockReason::Write(id.raw());
+                    park_locked(p, pid, (reason, blocked), ctx, info);
+                    Ok(None)
+                }
                 Err(PipeError::BrokenPipe) => Err(AbiError::BrokenPipe),
                 Err(_) => Err(AbiError::InvalidArgs),
             }
@@ -257,23 +268,10 @@ fn write_from(
             wake(woken.unwrap_or_default());
             Next::Continue(n as u64)
         }
-        Ok(None) => block(pid, fd, Blocked::Write { fd, buf, len }, ctx, info),
+        // Parked already, under the lock that saw the pipe full.
+        Ok(None) => Next::Stop,
         Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
     }
-}
-
-/// Parks `pid` in `blocked`, a read or write of the pipe `fd` names, until the other side acts.
-fn block(pid: Pid, fd: u32, blocked: Blocked, ctx: &UserContext, info: JobInfo) -> Next {
-    let id = with(|p| match file_of(p, pid, fd) {
-        Ok(File::PipeRead(id) | File::PipeWrite(id)) => id.raw(),
-        _ => 0,
-    });
-    let reason = match blocked {
-        Blocked::Read { .. } => BlockReason::Read(id),
-        _ => BlockReason::Write(id),
-    };
-    park(pid, reason, blocked, ctx, info);
-    Next::Stop
 }
 
 /// Prints what `pid` wrote to the console, within its console budget.

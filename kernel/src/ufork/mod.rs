@@ -751,14 +751,25 @@ fn wake(pids: Vec<Pid>) {
 
 /// Parks `pid` in `blocked` (its context saved, nothing queued) until it is woken.
 fn park(pid: Pid, reason: BlockReason, blocked: Blocked, ctx: &UserContext, info: JobInfo) {
-    with(|p| {
-        let _ = p.table.block(pid, reason);
-        if let Some(pr) = p.procs.get_mut(&pid) {
-            pr.ctx = Some(*ctx);
-            pr.blocked = Some(blocked);
-            pr.parked = Some(info);
-        }
-    });
+    with(|p| park_locked(p, pid, (reason, blocked), ctx, info));
+}
+
+/// [`park`] under the lock the caller holds: a μprocess that found a pipe empty or full must
+/// be parked in the same critical section, or the other side's wake-up could come between the
+/// two and be lost.
+fn park_locked(
+    p: &mut Procs,
+    pid: Pid,
+    (reason, blocked): (BlockReason, Blocked),
+    ctx: &UserContext,
+    info: JobInfo,
+) {
+    let _ = p.table.block(pid, reason);
+    if let Some(pr) = p.procs.get_mut(&pid) {
+        pr.ctx = Some(*ctx);
+        pr.blocked = Some(blocked);
+        pr.parked = Some(info);
+    }
 }
 
 /// `kill(pid, signal)`: a blocked target is woken to die; a running or runnable one dies at

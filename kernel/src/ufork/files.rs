@@ -142,6 +142,22 @@ fn file_of(p: &Procs, pid: Pid, fd: u32) -> Result<File, AbiError> {
     p.files.get(id).copied().ok_or(AbiError::BadFd)
 }
 
+/// Parks `pid` in `blocked`, a read or write of the pipe `id`, under the lock that found the
+/// pipe empty or full (see [`park_locked`]).
+fn park_on(
+    p: &mut Procs,
+    pid: Pid,
+    id: PipeId,
+    blocked: Blocked,
+    (ctx, info): (&UserContext, JobInfo),
+) {
+    let reason = match blocked {
+        Blocked::Read { .. } => BlockReason::Read(id.raw()),
+        _ => BlockReason::Write(id.raw()),
+    };
+    park_locked(p, pid, (reason, blocked), ctx, info);
+}
+
 /// `read(fd, buf, len)`.
 pub(super) fn read(
     pid: Pid,
@@ -168,9 +184,7 @@ pub(super) fn read(
                         Ok(Some((data, woken)))
                     }
                     Err(PipeError::WouldBlock) => {
-                        let blocked = Blocked::Read { fd, buf, len };
-                        let reason = BlockReason::Read(id.raw());
-                        park_locked(p, pid, (reason, blocked), ctx, info);
+                        park_on(p, pid, id, Blocked::Read { fd, buf, len }, (ctx, info));
                         Ok(None)
                     }
                     Err(_) => Err(AbiError::InvalidArgs),
@@ -250,9 +264,7 @@ fn write_from(
                     Some(p.table.wake_all(BlockReason::Read(id.raw()))),
                 ))),
                 Err(PipeError::WouldBlock) => {
-                    let blocked = Blocked::Write { fd, buf, len };
-                    let reason = BlockReason::Write(id.raw());
-                    park_locked(p, pid, (reason, blocked), ctx, info);
+                    park_on(p, pid, id, Blocked::Write { fd, buf, len }, (ctx, info));
                     Ok(None)
                 }
                 Err(PipeError::BrokenPipe) => Err(AbiError::BrokenPipe),

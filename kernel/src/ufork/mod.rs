@@ -402,6 +402,24 @@ fn spawn_child(parent: Pid, name: u64, len: u64) -> Result<u64, AbiError> {
         })
     })
     .ok_or(AbiError::InvalidArgs)?;
+    let (child, fds, inst) = new_child(parent, &f)?;
+    let m = &f.manifest;
+    let area = (inst.boundary - m.stack_size, m.stack_size + m.heap_size);
+    let ctx = UserContext {
+        fs_base: inst.thread_pointer(),
+        ..UserContext::new(f.entry, inst.boundary, [0, 0, 0, inst.boundary])
+    };
+    let Some(tags) = header_tags(area, inst.thread_pointer()) else {
+        return Err(abandon(child, fds, inst.pd));
+    };
+    start(child, f, inst, area, ctx, fds, (options, tags)).map_err(|_| AbiError::Busy)?;
+    Ok(u64::from(child.raw()))
+}
+
+/// A child of `parent` for `fork` or `spawn` that has not run yet: its PID, its descriptors
+/// (the parent's, whose open files gain a reference each) and a new instance of `func`, acting
+/// for `func`'s tenant. On failure nothing of it is left.
+fn new_child(parent: Pid, func: &LoadedFunction) -> Result<(Pid, FdTable, Instance), AbiError> {
     let fds = with(|p| {
         let pr = p.procs.get(&parent)?;
         pr.fds.fork(&mut p.files).ok()
@@ -414,29 +432,26 @@ fn spawn_child(parent: Pid, name: u64, len: u64) -> Result<u64, AbiError> {
             return Err(AbiError::LimitReached);
         }
     };
-    let inst = match Instance::create(&f) {
-        Ok(i) => i,
+    match Instance::create(func) {
+        Ok(inst) => {
+            jord::tenant::begin(inst.pd, func.namespace, log_limit(func));
+            Ok((child, fds, inst))
+        }
         Err(_) => {
             files::close_all(fds);
             with(|p| p.table.discard(child)).ok();
-            return Err(AbiError::NoMemory);
+            Err(AbiError::NoMemory)
         }
-    };
-    jord::tenant::begin(inst.pd, f.namespace, log_limit(&f));
-    let m = &f.manifest;
-    let area = (inst.boundary - m.stack_size, m.stack_size + m.heap_size);
-    let ctx = UserContext {
-        fs_base: inst.thread_pointer(),
-        ..UserContext::new(f.entry, inst.boundary, [0, 0, 0, inst.boundary])
-    };
-    let Some(tags) = header_tags(area, inst.thread_pointer()) else {
-        files::close_all(fds);
-        instance::destroy(inst.pd);
-        with(|p| p.table.discard(child)).ok();
-        return Err(AbiError::NoMemory);
-    };
-    start(child, f, inst, area, ctx, fds, (options, tags)).map_err(|_| AbiError::Busy)?;
-    Ok(u64::from(child.raw()))
+    }
+}
+
+/// Undoes a [`new_child`] that could not be completed (it never ran: it is forgotten, and the
+/// parent sees only the error): its descriptors close and its PD goes. The error to return.
+fn abandon(child: Pid, fds: FdTable, pd: PdId) -> AbiError {
+    files::close_all(fds);
+    instance::destroy(pd);
+    with(|p| p.table.discard(child)).ok();
+    AbiError::NoMemory
 }
 
 /// `set_fork_mode(mode)`: the caller's previous default copy mode.
@@ -476,23 +491,7 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
     };
     let mode = CopyMode::for_call(default_mode, call, options.isolation)
         .map_err(|_| AbiError::AccessDenied)?;
-    // The child's descriptors name the parent's open files (reference counts go up).
-    let fds = with(|p| {
-        let pr = p.procs.get(&parent)?;
-        pr.fds.fork(&mut p.files).ok()
-    })
-    .ok_or(AbiError::BadFd)?;
-    let child = with(|p| p.table.fork(parent)).map_err(|_| AbiError::LimitReached)?;
-    let inst = match Instance::create(&func) {
-        Ok(i) => i,
-        Err(_) => {
-            // The child never ran: it is forgotten, and the parent sees only the error.
-            files::close_all(fds);
-            with(|p| p.table.discard(child)).ok();
-            return Err(AbiError::NoMemory);
-        }
-    };
-    jord::tenant::begin(inst.pd, func.namespace, log_limit(&func));
+    let (child, fds, inst) = new_child(parent, &func)?;
     let child_base = inst.boundary - func.manifest.stack_size;
     let stack_pages = (func.manifest.stack_size / 4096) as usize;
     let copied = match mode {
@@ -505,20 +504,14 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
         ),
     };
     let Ok((from, to)) = copied else {
-        files::close_all(fds);
-        instance::destroy(inst.pd);
-        with(|p| p.table.discard(child)).ok();
-        return Err(AbiError::NoMemory);
+        return Err(abandon(child, fds, inst.pd));
     };
     if mode == CopyMode::CopyOnWrite {
         // Isolation is off: the child reads and writes the parent's memory through the
         // pointers it inherited unrelocated.
         let granted = jord::with(|j| j.pcopy(parent_pd, base, inst.pd, fjord_pd::Perm::RW));
         if granted.is_err() {
-            files::close_all(fds);
-            instance::destroy(inst.pd);
-            with(|p| p.table.discard(child)).ok();
-            return Err(AbiError::NoMemory);
+            return Err(abandon(child, fds, inst.pd));
         }
     }
     let mut child_ctx = *ctx;

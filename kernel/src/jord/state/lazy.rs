@@ -297,8 +297,8 @@ impl Jord {
         })
     }
 
-    /// The VLB-miss path of a lazily forked or forked-from VMA (`base`, page `i`, the VMA's
-    /// own frame at `own_pa`), for an `access` of a PD holding `perm`: settles what the access
+    /// The VLB-miss path of a lazily forked or forked-from VMA (`base`, page `i`), for an
+    /// `access` of a PD holding `perm`: settles what the access
     /// needs and returns the frame to map and the rights of the leaf, or `None` when nothing
     /// about the page is lazy.
     pub(in crate::jord) fn lazy_fill(
@@ -345,11 +345,8 @@ impl Jord {
             }
             self.settle_page(base, i);
         }
-        let perm = if self.lacked_by_dependents(base, i) {
-            read_only(perm)
-        } else {
-            perm
-        };
+        // Settling this VMA's own page changed nothing its dependents lack.
+        let perm = if lacked { read_only(perm) } else { perm };
         Some((self.page_phys(base, i)?, perm))
     }
 
@@ -372,6 +369,11 @@ impl Jord {
         for i in self.lazy_held(base) {
             self.settle_page(base, i);
         }
+        self.settle_dependents(base);
+    }
+
+    /// Settles every page the VMAs forked from the one at `base` still lack.
+    fn settle_dependents(&mut self, base: u64) {
         if let Some(deps) = self.lazy.dependents.get(&base).cloned() {
             for d in deps {
                 for i in self.lazy_held(d) {
@@ -387,20 +389,8 @@ impl Jord {
         if self.lazy.is_empty() {
             return;
         }
-        if let Some(deps) = self.lazy.dependents.get(&base).cloned() {
-            for d in deps {
-                let pending: Vec<usize> = self
-                    .lazy
-                    .links
-                    .get(&d)
-                    .map(|l| l.pages.pending_pages().collect())
-                    .unwrap_or_default();
-                for i in pending {
-                    self.settle_page(d, i);
-                }
-            }
-            self.lazy.dependents.remove(&base);
-        }
+        self.settle_dependents(base);
+        self.lazy.dependents.remove(&base);
         if let Some(l) = self.lazy.links.remove(&base) {
             self.forget_dependent(l.source, base);
             // Its own dependents were settled above; what it lacked dies with it.

@@ -11,48 +11,18 @@
 extern crate alloc;
 
 #[cfg(target_os = "none")]
+mod measure;
+
+#[cfg(target_os = "none")]
 mod program {
+    use crate::measure::{fork_exit_wait, report};
     use alloc::vec::Vec;
     use core::fmt::Write;
     use fjord_libos::function::StackText;
-    use fjord_libos::process::{self, ExitStatus, ForkMode};
+    use fjord_libos::process::ForkMode;
 
     /// Runs per size (the Linux guest's program takes 51 with the same method).
     const RUNS: usize = 31;
-
-    fn rdtsc() -> u64 {
-        let (lo, hi): (u32, u32);
-        // SAFETY: RDTSC only reads the time-stamp counter into two registers.
-        unsafe { core::arch::asm!("rdtsc", out("eax") lo, out("edx") hi, options(nomem, nostack)) };
-        (u64::from(hi) << 32) | u64::from(lo)
-    }
-
-    /// `fork` in `mode`, the child's `exit(0)`, `waitpid`: the instructions it took.
-    fn one(mode: ForkMode) -> Option<u64> {
-        let t0 = rdtsc();
-        match process::fork_with(mode) {
-            Ok(0) => process::exit(0),
-            Ok(pid) => match process::waitpid(pid, 0) {
-                Ok(Some((_, ExitStatus::Exited(0)))) => Some(rdtsc() - t0),
-                _ => None,
-            },
-            Err(_) => None,
-        }
-    }
-
-    fn report(metric: &str, samples: &mut [u64]) {
-        samples.sort_unstable();
-        let mut line = StackText::<256>::new();
-        let _ = write!(
-            line,
-            "BENCH {{\"group\":\"fork\",\"metric\":\"{metric}\",\"system\":\"fjord\",\"unit\":\"insns\",\"median\":{},\"min\":{},\"max\":{},\"runs\":{}}}",
-            samples[samples.len() / 2],
-            samples[0],
-            samples[samples.len() - 1],
-            samples.len()
-        );
-        process::print(line.as_str());
-    }
 
     pub fn main() -> u8 {
         // 1 MiB blocks (the heap hands out power-of-two blocks; one 100 MiB block would need
@@ -85,7 +55,7 @@ mod program {
                 let mut samples = [0u64; RUNS];
                 let mut refused = false;
                 for s in &mut samples[..runs] {
-                    match one(mode) {
+                    match fork_exit_wait(mode) {
                         Some(t) => *s = t,
                         None if mode == ForkMode::CopyOnWrite => {
                             // Refused unless this μprocess runs with isolation off.
@@ -100,7 +70,7 @@ mod program {
                 }
                 let mut metric = StackText::<64>::new();
                 let _ = write!(metric, "fork_exit_wait_{mib}mb{suffix}");
-                report(metric.as_str(), &mut samples[..runs]);
+                report("fork", metric.as_str(), "insns", &mut samples[..runs]);
             }
         }
         0

@@ -16,6 +16,9 @@
 extern crate alloc;
 
 #[cfg(target_os = "none")]
+mod sleepers;
+
+#[cfg(target_os = "none")]
 mod program {
     use alloc::boxed::Box;
     use fjord_libos::process::{self, ExitStatus};
@@ -334,32 +337,13 @@ mod more {
             Err(_) => return Err(67),
         }
         // A fork bomb: children that sleep until the table is full; fork then fails.
-        let mut kids = Vec::new();
-        let refused = loop {
-            match process::fork() {
-                Ok(0) => {
-                    process::sleep(60_000_000_000);
-                    process::exit(0);
-                }
-                Ok(pid) => kids.push(pid),
-                Err(e) => break e,
-            }
-            if kids.len() > 1000 {
-                return Err(68);
-            }
+        let Some((kids, refused)) = crate::sleepers::fork_until_refused(1000) else {
+            return Err(68);
         };
         if refused.is_none() || kids.is_empty() {
             return Err(69);
         }
-        for &k in &kids {
-            let _ = process::kill(k, 9);
-        }
-        for _ in &kids {
-            match process::waitpid(ANY_CHILD, 0) {
-                Ok(Some((_, ExitStatus::Killed(9)))) => {}
-                _ => return Err(72),
-            }
-        }
+        crate::sleepers::kill_and_reap(&kids).map_err(|_| 72)?;
         Ok(())
     }
 }

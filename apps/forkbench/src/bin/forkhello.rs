@@ -9,35 +9,15 @@
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 #[cfg(target_os = "none")]
+#[path = "../measure.rs"]
+mod measure;
+
+#[cfg(target_os = "none")]
 mod program {
-    use core::fmt::Write;
-    use fjord_libos::function::StackText;
-    use fjord_libos::process::{self, ExitStatus, ForkMode};
+    use crate::measure::{fork_exit_wait, rdtsc, report, waited};
+    use fjord_libos::process::{self, ForkMode};
 
     const RUNS: usize = 31;
-
-    fn rdtsc() -> u64 {
-        let (lo, hi): (u32, u32);
-        // SAFETY: RDTSC only reads the time-stamp counter into two registers.
-        unsafe { core::arch::asm!("rdtsc", out("eax") lo, out("edx") hi, options(nomem, nostack)) };
-        (u64::from(hi) << 32) | u64::from(lo)
-    }
-
-    fn waited(pid: u64) -> bool {
-        matches!(
-            process::waitpid(pid, 0),
-            Ok(Some((_, ExitStatus::Exited(0))))
-        )
-    }
-
-    fn fork_exit_wait(mode: ForkMode) -> Option<u64> {
-        let t0 = rdtsc();
-        match process::fork_with(mode) {
-            Ok(0) => process::exit(0),
-            Ok(pid) => waited(pid).then(|| rdtsc() - t0),
-            Err(_) => None,
-        }
-    }
 
     fn spawn_wait() -> Option<u64> {
         let t0 = rdtsc();
@@ -103,20 +83,6 @@ mod program {
         }
         let _ = (process::close(to_child), process::close(from_child));
         waited(pid).then_some(())
-    }
-
-    fn report(group: &str, metric: &str, unit: &str, samples: &mut [u64]) {
-        samples.sort_unstable();
-        let mut line = StackText::<256>::new();
-        let _ = write!(
-            line,
-            "BENCH {{\"group\":\"{group}\",\"metric\":\"{metric}\",\"system\":\"fjord\",\"unit\":\"{unit}\",\"median\":{},\"min\":{},\"max\":{},\"runs\":{}}}",
-            samples[samples.len() / 2],
-            samples[0],
-            samples[samples.len() - 1],
-            samples.len()
-        );
-        process::print(line.as_str());
     }
 
     fn measure(samples: &mut [u64], mut one: impl FnMut() -> Option<u64>) -> Option<()> {

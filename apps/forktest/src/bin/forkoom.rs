@@ -9,26 +9,20 @@
 extern crate alloc;
 
 #[cfg(target_os = "none")]
+#[path = "../sleepers.rs"]
+mod sleepers;
+
+#[cfg(target_os = "none")]
 mod program {
+    use crate::sleepers::{NotReaped, fork_until_refused, kill_and_reap};
     use alloc::vec::Vec;
     use fjord_libos::abi::Error;
-    use fjord_libos::process::{self, ANY_CHILD, ExitStatus};
+    use fjord_libos::process::{self, ExitStatus};
 
     pub fn main() -> u8 {
         let list: Vec<u64> = (0..1000).collect();
-        let mut kids = Vec::new();
-        let refused = loop {
-            match process::fork() {
-                Ok(0) => {
-                    process::sleep(60_000_000_000);
-                    process::exit(0);
-                }
-                Ok(pid) => kids.push(pid),
-                Err(e) => break e,
-            }
-            if kids.len() > 200 {
-                return 1;
-            }
+        let Some((kids, refused)) = fork_until_refused(200) else {
+            return 1;
         };
         if refused != Some(Error::NoMemory) {
             return 2;
@@ -36,16 +30,10 @@ mod program {
         if kids.is_empty() || list.iter().sum::<u64>() != 999 * 1000 / 2 {
             return 3;
         }
-        for &k in &kids {
-            if process::kill(k, 9).is_err() {
-                return 4;
-            }
-        }
-        for _ in &kids {
-            match process::waitpid(ANY_CHILD, 0) {
-                Ok(Some((_, ExitStatus::Killed(9)))) => {}
-                _ => return 5,
-            }
+        match kill_and_reap(&kids) {
+            Ok(()) => {}
+            Err(NotReaped::KillRefused) => return 4,
+            Err(NotReaped::OtherEnd) => return 5,
         }
         // Memory is back: a fork works again.
         match process::fork() {

@@ -129,21 +129,8 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
         {
             continue;
         }
-        match crate::e2e_http::run(&setup.kernel, machine) {
-            Ok(outcomes) => {
-                for (name, result) in outcomes {
-                    match &result {
-                        Ok(()) => println!("e2e {prefix}/{name} ... ok"),
-                        Err(why) => println!("e2e {prefix}/{name} ... FAILED ({why})"),
-                    }
-                    tally.record(result.is_ok());
-                }
-            }
-            Err(e) => {
-                println!("e2e {prefix} ... FAILED ({e:#})");
-                tally.record(false);
-            }
-        }
+        let outcomes = crate::e2e_http::run(&setup.kernel, machine);
+        report_group(&mut tally, &prefix, true, outcomes);
     }
     // Many connections, slow and idle clients, the connection limit (microvm, boots of their own).
     if filter.is_none_or(|f| "http-conns".contains(f) || f.contains("http")) {
@@ -156,21 +143,7 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
                     .context("app hello was not built")?;
                 crate::e2e_conns::run(&setup.kernel, &hello.bytes)
             });
-        match outcomes {
-            Ok(outcomes) => {
-                for (name, result) in outcomes {
-                    match &result {
-                        Ok(()) => println!("e2e {name} ... ok"),
-                        Err(why) => println!("e2e {name} ... FAILED ({why})"),
-                    }
-                    tally.record(result.is_ok());
-                }
-            }
-            Err(e) => {
-                println!("e2e http-conns ... FAILED ({e:#})");
-                tally.record(false);
-            }
-        }
+        report_group(&mut tally, "http-conns", false, outcomes);
     }
     // A short soak: memory back to its baseline after the mix, latency reported.
     if filter.is_none_or(|f| "soak".contains(f) || f.contains("soak")) {
@@ -188,31 +161,46 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
                 true => Ok(()),
                 false => Err(problems.join("; ")),
             });
-        match &result {
-            Ok(()) => println!("e2e {name} ... ok"),
-            Err(why) => println!("e2e {name} ... FAILED ({why})"),
-        }
-        tally.record(result.is_ok());
+        report(&mut tally, &name, &result);
     }
     // The `fn` and `metrics` commands against a gateway of their own.
     if filter.is_none_or(|f| "cli".contains(f) || f.contains("cli")) {
-        match crate::e2e_cli::run(setup) {
-            Ok(outcomes) => {
-                for (name, result) in outcomes {
-                    match &result {
-                        Ok(()) => println!("e2e {name} ... ok"),
-                        Err(why) => println!("e2e {name} ... FAILED ({why})"),
-                    }
-                    tally.record(result.is_ok());
-                }
-            }
-            Err(e) => {
-                println!("e2e cli ... FAILED ({e:#})");
-                tally.record(false);
-            }
-        }
+        report_group(&mut tally, "cli", false, crate::e2e_cli::run(setup));
     }
     tally
+}
+
+/// Prints one check as `e2e <name> ... ok` or `... FAILED (why)` and counts it.
+fn report(tally: &mut Tally, name: &str, result: &Result<(), String>) {
+    match result {
+        Ok(()) => println!("e2e {name} ... ok"),
+        Err(why) => println!("e2e {name} ... FAILED ({why})"),
+    }
+    tally.record(result.is_ok());
+}
+
+/// Reports the checks of the group `group` (their names under `group/` when `prefixed`), or
+/// one failure named `group` when the group could not run.
+fn report_group(
+    tally: &mut Tally,
+    group: &str,
+    prefixed: bool,
+    outcomes: anyhow::Result<Vec<crate::e2e_http::Outcome>>,
+) {
+    match outcomes {
+        Ok(outcomes) => {
+            for (name, result) in outcomes {
+                match prefixed {
+                    true => report(tally, &format!("{group}/{name}"), &result),
+                    false => report(tally, &name, &result),
+                }
+            }
+        }
+        Err(e) => {
+            println!("e2e {group} ... FAILED ({e:#})");
+            tally.record(false);
+        }
+    }
 }
 
 /// Invocations of the test layer's short soak (`cargo xtask soak` makes a million).

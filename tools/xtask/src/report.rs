@@ -7,8 +7,9 @@
 //!   brief;
 //! - `<date>-<group>.png`: horizontal bar charts of the same medians (`plot`).
 //!
-//! [`update_readme`] puts the same tables, with the command that produced them, between the
-//! README's `<!-- bench-report:start -->` and `<!-- bench-report:end -->` markers.
+//! [`update_readme`] puts a summary, with the command that produced it, between the README's
+//! `<!-- bench-report:start -->` and `<!-- bench-report:end -->` markers: one table of every
+//! metric measured on both sides and of the [`HEADLINES`] measured on Fjord alone, each once.
 //!
 //! A metric measured on only one side shows `— (missing)` on the other: the report never
 //! fills a gap with another source's number. No cargo features.
@@ -66,9 +67,26 @@ impl Row<'_> {
 /// Fjord metrics whose Linux counterpart has another name: a PD switch round trip (ccall and
 /// creturn between two protection domains) against a pipe round trip between two processes;
 /// the chain with one gate crossing per hop against the same chain of processes over pipes.
+/// Starting a program and waiting for it: `spawn` against `fork` + `exec` + `wait`.
 pub const COUNTERPARTS: &[(&str, &str)] = &[
     ("pd_switch_roundtrip", "pipe_pingpong_roundtrip"),
     ("chain_abcba_1k_move", "chain_abcba_1k"),
+    ("spawn_wait", "fork_exec_wait"),
+];
+
+/// Fjord metrics without a Linux figure that the README's summary keeps: the comparisons the
+/// targets name (a 100 MB fork in full copy against copy-on-pointer-access, the memory a forked
+/// hello-world adds) and the costs of one invocation and its isolation.
+pub const HEADLINES: &[&str] = &[
+    "boot_to_first_line",
+    "vma_fault_fill",
+    "pd_create",
+    "invocation_isolation_overhead",
+    "fork_exit_wait_100mb_full",
+    "fork_hello_memory",
+    "hello_invoke",
+    "dispatch_latency",
+    "work20k_throughput_at_slo",
 ];
 
 /// The Linux metric that measures the same thing as Fjord's `metric`.
@@ -129,6 +147,9 @@ pub fn rows(measurements: &[Measurement]) -> Vec<(&str, Vec<Row<'_>>)> {
                 row.fjord = measurements.iter().find(|m| {
                     m.system == System::Fjord && linux_counterpart(&m.metric) == row.metric
                 });
+                if let Some(f) = row.fjord.filter(|f| f.metric != row.metric) {
+                    row.fjord_metric = Some(&f.metric);
+                }
             }
         }
     }
@@ -282,14 +303,51 @@ pub const README_START: &str = "<!-- bench-report:start -->";
 /// Marks its end.
 pub const README_END: &str = "<!-- bench-report:end -->";
 
-/// The README's results section: the command and date, then one table per group (no plots).
+/// The README's summary rows: in report order, every row with a Fjord/Linux ratio and every
+/// [`HEADLINES`] row, each Fjord metric once (a metric measured in two groups appears in the
+/// first).
+pub fn readme_rows<'a>(groups: &[(&'a str, Vec<Row<'a>>)]) -> Vec<Row<'a>> {
+    let mut shown: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for (_, rows) in groups {
+        for row in rows {
+            let Some(fjord) = row.fjord else { continue };
+            let keep = ratio(row.fjord, row.linux).is_some() || HEADLINES.contains(&row.metric);
+            if keep && !shown.contains(&fjord.metric.as_str()) {
+                shown.push(&fjord.metric);
+                out.push(row.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The README's results section: the command and date, then one summary table
+/// `| group | metric | Fjord | Linux | Fjord/Linux |` ([`readme_rows`]); the whole report is in
+/// `bench/results/<date>.md`.
 pub fn readme_block(measurements: &[Measurement], date: &str, command: &str) -> String {
     let mut block = format!(
         "{README_START}\nMeasured on {date} with `{command}` (guest instructions under QEMU \
-         icount, medians; method in `docs/benchmarking.md`, plots in `bench/results/`).\n"
+         icount, medians; every metric, the variants and plots in \
+         [`bench/results/{date}.md`](bench/results/{date}.md), method in \
+         `docs/benchmarking.md`).\n\n\
+         | group | metric | Fjord | Linux | Fjord/Linux |\n|---|---|---:|---:|---:|\n"
     );
-    for (group, rows) in rows(measurements) {
-        let _ = write!(block, "\n**{group}**\n\n{}", group_table(&rows));
+    for row in readme_rows(&rows(measurements)) {
+        let label = match (row.linux_metric, row.fjord_metric) {
+            (Some(l), _) => format!("`{}` (Linux: `{l}`)", row.metric),
+            (None, Some(f)) => format!("`{}` (Fjord: `{f}`)", row.metric),
+            (None, None) => format!("`{}`", row.metric),
+        };
+        let _ = writeln!(
+            block,
+            "| {} | {} | {} | {} | {} |",
+            row.group,
+            label,
+            format_value(row.fjord),
+            format_value(row.linux),
+            ratio_cell(&row)
+        );
     }
     block.push_str(README_END);
     block
@@ -503,7 +561,12 @@ mod tests {
         let block = readme_block(&sample(), "2026-11-22", "cargo xtask bench --report");
         assert!(block.starts_with(README_START) && block.ends_with(README_END));
         assert!(block.contains("with `cargo xtask bench --report`"));
-        assert!(block.contains("**syscall**\n\n| metric |"));
+        assert!(
+            block.contains("| syscall | `null_syscall` | 161 | 323 | 0.50× |\n"),
+            "{block}"
+        );
+        // Rows without a Linux figure are left to the full report.
+        assert!(!block.contains("pd_switch"), "{block}");
         let readme = format!("# Fjord\n\n{README_START}\nold\n{README_END}\n\n## Layout\n");
         let updated = replace_readme_block(&readme, &block).unwrap();
         assert!(updated.starts_with("# Fjord\n\n<!-- bench-report:start -->\nMeasured on"));
@@ -512,6 +575,30 @@ mod tests {
         assert_eq!(replace_readme_block("# Fjord\n", &block), None);
         let reversed = format!("{README_END}\n{README_START}\n");
         assert_eq!(replace_readme_block(&reversed, &block), None);
+    }
+
+    #[test]
+    fn readme_rows_keep_comparisons_and_headlines_once() {
+        let mut measurements = sample();
+        measurements.push(m("fork", "spawn_wait", System::Fjord, 15_000.0));
+        measurements.push(m("fork", "fork_hello_memory", System::Fjord, 49_152.0));
+        measurements.push(m("mm", "null_syscall", System::Linux, 323.0));
+        measurements.push(m("mm", "null_syscall", System::Fjord, 161.0));
+        let groups = rows(&measurements);
+        let kept: Vec<(&str, &str)> = readme_rows(&groups)
+            .iter()
+            .map(|r| (r.group, r.metric))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                ("syscall", "null_syscall"),
+                ("fork", "fork_exec_wait"),
+                ("fork", "fork_hello_memory")
+            ]
+        );
+        // `fork_exec_wait` borrowed Fjord's counterpart, `spawn_wait`, so it is not shown twice.
+        assert_eq!(readme_rows(&groups)[1].fjord.unwrap().metric, "spawn_wait");
     }
 
     #[test]

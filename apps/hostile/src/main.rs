@@ -5,6 +5,8 @@
 //! - `write <hex address>`: writes zero there;
 //! - `loop`: spins forever (the executor's deadline must stop it);
 //! - `panic`: panics (the panic handler reports and returns an error);
+//! - `respond-too-much`: answers one byte more than the ArgBuf holds, which is refused with
+//!   [`FnError::ResponseTooLarge`];
 //! - `alloc`: maps and touches 1 MiB after 1 MiB until `mmap` fails (the PD's memory limit),
 //!   then returns [`FnError::OutOfMemory`];
 //! - `remember <hex value>`: writes the value 2 KiB below its stack pointer, where the next
@@ -171,6 +173,14 @@ fn hostile(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
     }
     if req == b"panic" {
         panic!("asked to panic");
+    }
+    if req == b"respond-too-much" {
+        // One byte more than the ArgBuf holds after the request.
+        let room = resp.len();
+        resp.get_mut(..room + 1)
+            .ok_or(FnError::ResponseTooLarge)?
+            .fill(b'x');
+        return Ok(room + 1);
     }
     if req == b"alloc" {
         use fjord_libos::privlib::{PROT_READ, PROT_WRITE, mmap};

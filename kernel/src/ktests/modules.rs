@@ -4,7 +4,6 @@
 use crate::arch::user::Access;
 use crate::jord::{self, state};
 use crate::ktest;
-use crate::runtime::invoke::{InvokeOptions, Phases, invoke_function};
 use crate::runtime::loader::LoadError;
 use crate::runtime::{self, InvokeFailure, invoke};
 use alloc::format;
@@ -62,11 +61,11 @@ ktest! {
         let big: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         let got = call("echo", &big).map_err(|e| format!("echo: {e}"))?;
         kassert!(got == big, "echo returned {} different bytes", got.len());
-        // Too little response room is the function's typed error, not a fault.
-        let tight = InvokeOptions { response_room: Some(0), ..InvokeOptions::default() };
-        let f = runtime::lookup("echo").ok_or("echo")?;
-        let r = invoke_function(&f, &big[..4096], &tight, &mut Phases::default());
-        kassert_eq!(r, Err(InvokeFailure::Function(FnError::ResponseTooLarge)));
+        // A response larger than the ArgBuf's room is the function's typed error, not a fault.
+        kassert_eq!(
+            call("hostile", b"respond-too-much"),
+            Err(InvokeFailure::Function(FnError::ResponseTooLarge))
+        );
         kassert_eq!(call("nope", b""), Err(InvokeFailure::NoSuchFunction));
         Ok(())
     }
@@ -108,9 +107,8 @@ ktest! {
 ktest! {
     fn runaway_function_times_out() {
         needs_modules()?;
-        let f = runtime::lookup("hostile").ok_or("hostile")?;
-        let short = InvokeOptions { time_limit_ms: Some(20), ..InvokeOptions::default() };
-        let r = invoke_function(&f, b"loop", &short, &mut Phases::default());
+        // Stopped at the manifest's time limit, on the path HTTP requests take.
+        let r = hostile("loop");
         kassert!(matches!(r, Err(InvokeFailure::TimedOut { .. })), "got {r:?}");
         kassert_eq!(call("hello", b"x").as_deref(), Ok(b"hello, x!".as_slice()));
         Ok(())

@@ -283,9 +283,7 @@ ktest! {
         use core::sync::atomic::Ordering::Relaxed;
         let (t, p) = (runtime::invoke::TIMEOUTS.load(Relaxed), runtime::invoke::PANICS.load(Relaxed));
         kassert_eq!(invoke("hostile", b"panic"), Err(InvokeFailure::Function(FnError::Panicked)));
-        let f = runtime::lookup("hostile").ok_or("hostile")?;
-        let short = runtime::invoke::InvokeOptions { time_limit_ms: Some(10), ..Default::default() };
-        let r = runtime::invoke::invoke_function(&f, b"loop", &short, &mut Default::default());
+        let r = invoke("hostile", b"loop");
         kassert!(matches!(r, Err(InvokeFailure::TimedOut { .. })), "{r:?}");
         kassert_eq!(runtime::invoke::PANICS.load(Relaxed), p + 1);
         kassert_eq!(runtime::invoke::TIMEOUTS.load(Relaxed), t + 1);

@@ -16,13 +16,11 @@
 //!
 //! The instance is given back and the ArgBuf freed whatever happened; every failure is typed.
 
-use super::LoadedFunction;
-use super::instance::{ArgBuf, Invocation};
-use crate::arch::cpu;
+use super::instance::ArgBuf;
 use crate::arch::user::UserFault;
 use crate::jord::exec;
 use alloc::vec::Vec;
-use fjord_libos::function::{FnError, FnReturn, argbuf_capacity, response_offset};
+use fjord_libos::function::{FnError, FnReturn, response_offset};
 use fjord_pd::{Error as PdError, PdId};
 
 pub use fjord_libos::function::DEFAULT_RESPONSE_ROOM;
@@ -85,28 +83,6 @@ impl core::fmt::Display for InvokeFailure {
     }
 }
 
-/// Options of one invocation.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct InvokeOptions {
-    /// Bytes of response region after the request; `None`: the request's size plus
-    /// [`DEFAULT_RESPONSE_ROOM`]. The ArgBuf is rounded up to whole pages, so the function may
-    /// get more.
-    pub response_room: Option<usize>,
-    /// Time limit in milliseconds; `None`: the manifest's `time_limit_ms`.
-    pub time_limit_ms: Option<u64>,
-}
-
-/// Where an invocation's time went, in TSC ticks (guest instructions under `-icount`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Phases {
-    /// `cget`, ArgBuf `mmap` + copy + `pmove`, instance VMA `mmap`.
-    pub setup: u64,
-    /// `exec::call` until the function's `creturn` (including its VLB fills).
-    pub call: u64,
-    /// `pmove` back, response copy, `cput`, ArgBuf `munmap`.
-    pub teardown: u64,
-}
-
 /// Invocations stopped at their time limit.
 pub static TIMEOUTS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 /// Invocations whose function panicked (it returned [`FnError::Panicked`]).
@@ -114,7 +90,7 @@ pub static PANICS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64
 
 /// Counts how an invocation's call ended, when it was a time-out or a panic: `called` is the
 /// function's `creturn` value or the executor's failure.
-pub(super) fn count_ending(called: &Result<u64, InvokeFailure>) {
+pub(crate) fn count_ending(called: &Result<u64, InvokeFailure>) {
     use core::sync::atomic::Ordering::Relaxed;
     match called {
         Err(InvokeFailure::TimedOut { .. }) => {
@@ -143,53 +119,6 @@ pub fn invoke(name: &str, request: &[u8]) -> Result<Vec<u8>, InvokeFailure> {
     r
 }
 
-/// Invokes `f` on `request`, recording where the time went in `phases`.
-pub fn invoke_function(
-    f: &LoadedFunction,
-    request: &[u8],
-    options: &InvokeOptions,
-    phases: &mut Phases,
-) -> Result<Vec<u8>, InvokeFailure> {
-    if request.len() > MAX_REQUEST {
-        return Err(InvokeFailure::RequestTooLarge);
-    }
-    let t0 = cpu::rdtsc();
-    let room = options
-        .response_room
-        .unwrap_or(request.len() + DEFAULT_RESPONSE_ROOM)
-        .min(MAX_REQUEST);
-    let inv = Invocation::prepare(f, request, argbuf_capacity(request.len(), room) as u64)?;
-    let t1 = cpu::rdtsc();
-    let limit_ms = options.time_limit_ms.unwrap_or(f.manifest.time_limit_ms());
-    let deadline = t1 + crate::arch::apic::tsc_hz() / 1000 * limit_ms;
-    let (pd, tp) = (inv.instance.pd, inv.instance.thread_pointer());
-    let args = [
-        inv.argbuf.base,
-        request.len() as u64,
-        inv.argbuf.capacity,
-        inv.instance.boundary,
-    ];
-    let called = exec::call_tp(pd, f.entry, args, tp, Some(deadline)).map_err(exec_failure);
-    count_ending(&called);
-    let t2 = cpu::rdtsc();
-    let reusable = called.is_ok();
-    let result = called.and_then(|value| {
-        // The ArgBuf goes back to the kernel (a pmove on the PD's behalf). If the function gave
-        // its right away, the pmove fails; no code of this invocation runs any more, and the
-        // ArgBuf's munmap in the teardown revokes every right that is left.
-        let _ = inv.argbuf.move_to(pd, PdId::KERNEL);
-        response(&inv.argbuf, request.len(), value)
-    });
-    inv.end(f, reusable);
-    let t3 = cpu::rdtsc();
-    *phases = Phases {
-        setup: t1 - t0,
-        call: t2 - t1,
-        teardown: t3 - t2,
-    };
-    result
-}
-
 /// The invocation failure for an executor error.
 pub fn exec_failure(e: exec::InvokeError) -> InvokeFailure {
     match e {
@@ -201,7 +130,7 @@ pub fn exec_failure(e: exec::InvokeError) -> InvokeFailure {
 
 /// Decodes the function's return value and copies the response out of its kernel-owned
 /// ArgBuf.
-pub(super) fn response(
+pub(crate) fn response(
     argbuf: &ArgBuf,
     request_len: usize,
     value: u64,

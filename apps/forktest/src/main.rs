@@ -9,7 +9,9 @@
 //! of a sleeping child, a parent's writes after `fork` that its child must not see, and `write`
 //! to the console; heap structures (`Vec<String>`, `BTreeMap`,
 //! `Box<dyn Trait>`) and function pointers across `fork`, a grandchild, 100 children, a child
-//! that faults on its parent's memory, and a fork bomb that hits the process limit.
+//! that faults on its parent's memory, and a fork bomb that hits the process limit; writable
+//! statics and tables of function pointers, its own copy in each child, with the child's code
+//! at its own address, and a child that writes its code killed.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 #[cfg(target_os = "none")]
@@ -17,6 +19,9 @@ extern crate alloc;
 
 #[cfg(target_os = "none")]
 mod sleepers;
+
+#[cfg(target_os = "none")]
+mod statics;
 
 #[cfg(target_os = "none")]
 mod program {
@@ -98,6 +103,9 @@ mod program {
             return code;
         }
         if let Err(code) = crate::more::structures_and_families() {
+            return code;
+        }
+        if let Err(code) = crate::statics::statics_and_code_in_the_area() {
             return code;
         }
         let _ = process::write(1, b"forktest: pipes, kill and the console work\n");

@@ -8,6 +8,7 @@
 //! - [`restore`]: a function instance restored for its next request;
 //! - [`lazy`]: lazily forked VMAs, their pages copied from the parent's when first needed;
 //! - [`snapshot`]: Groundhog snapshots of instances and their dirty-page restores;
+//! - [`shared_prefix`]: VMAs whose first pages are another VMA's frames (a program's image);
 //! - [`backing`], [`stats`]: the frames behind a VMA, the event counters.
 
 use crate::arch::{cpu, percpu};
@@ -29,6 +30,7 @@ mod lazy;
 mod memory;
 mod pds;
 mod restore;
+mod shared_prefix;
 mod shootdown;
 mod snapshot;
 mod stats;
@@ -88,6 +90,8 @@ pub struct Jord {
     lazy_stats: LazyStats,
     /// Per PD, its Groundhog snapshot (kernel frames, mapped in no PD).
     snapshots: Vec<Option<snapshot::Snapshot>>,
+    /// VMAs whose first pages are another VMA's frames.
+    shared: shared_prefix::SharedPrefixes,
 }
 
 /// The generation of the next Jord state.
@@ -205,6 +209,7 @@ impl Jord {
             lazy_owed: Pending::default(),
             lazy_stats: LazyStats::default(),
             snapshots: snapshot::empty_table(),
+            shared: shared_prefix::SharedPrefixes::new(),
         };
         j.backing.resize_with(slots, || Backing::NONE);
         Ok(j)

@@ -45,17 +45,27 @@ impl Jord {
             self.stats.protection_faults += 1;
             return false;
         };
-        if !grant.allows(access) {
-            self.stats.protection_faults += 1;
-            return false;
-        }
         let page = align_down(addr, PAGE_SIZE);
         let index = ((page - grant.base) / PAGE_SIZE) as usize;
-        let (pa, perm) = match self.lazy_fill(grant.base, index, access, grant.perm) {
-            Some(lazy) => lazy,
-            None => {
-                self.initialise_page(grant.base, index);
-                (phys + (page - grant.base), grant.perm)
+        let (pa, perm) = if let Some((pa, perm)) = self.shared_page(grant.base, index) {
+            // A program's image in its area: the page's own rights, for any PD that may read
+            // the area.
+            if !grant.perm.contains(Perm::R) || !perm.contains(access) {
+                self.stats.protection_faults += 1;
+                return false;
+            }
+            (pa, perm)
+        } else {
+            if !grant.allows(access) {
+                self.stats.protection_faults += 1;
+                return false;
+            }
+            match self.lazy_fill(grant.base, index, access, grant.perm) {
+                Some(lazy) => lazy,
+                None => {
+                    self.initialise_page(grant.base, index);
+                    (phys + (page - grant.base), grant.perm)
+                }
             }
         };
         let flags = leaf_flags(perm);

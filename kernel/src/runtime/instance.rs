@@ -178,7 +178,7 @@ impl Instance {
             j.set_memory_limit(pd, m.memory_limit);
             // Cannot fail: the kernel just made `pd`.
             let _ = j.set_pd_limit(pd, m.max_pds);
-            match map_instance(j, pd, m) {
+            match map_instance(j, pd, f) {
                 Ok(boundary) => Ok(Instance { pd, boundary }),
                 Err(e) => {
                     owed = j.cput(PdId::KERNEL, pd).ok();
@@ -204,23 +204,30 @@ pub fn destroy(pd: PdId) {
     let _ = jord::flushed(|j| j.cput(PdId::KERNEL, pd));
 }
 
-/// Maps `pd`'s instance VMA for a function with manifest `m` (its stack, then its heap) and
-/// writes the heap allocator's header at the top of the stack region; returns the memory
-/// boundary. On failure the VMA goes with the PD.
-fn map_instance(j: &mut jord::state::Jord, pd: PdId, m: &Manifest) -> Result<u64, PdError> {
+/// Maps `pd`'s instance VMA for `f` (a program's image, see [`super::ProgramArea`], then the
+/// stack, then the heap) and writes the heap allocator's header at the top of the stack region;
+/// returns the memory boundary. A program's image pages without writable bytes are the frames of
+/// its module's image; its private part is left to the caller (a new μprocess writes it, a
+/// forked one copies its parent's). On failure the VMA goes with the PD.
+fn map_instance(j: &mut jord::state::Jord, pd: PdId, f: &LoadedFunction) -> Result<u64, PdError> {
+    let m = &f.manifest;
+    let image = f.image_in_area();
     let instance = j.mmap(
         pd,
-        m.stack_size + m.heap_size,
+        image + m.stack_size + m.heap_size,
         Perm::RW,
         MapFlags::default(),
     )?;
-    let (offset, words) = fresh_header(m, instance);
-    j.write_words(instance, offset, &words)?;
-    Ok(instance + m.stack_size)
+    if let Some(p) = &f.program {
+        j.share_prefix(instance, f.image.base, p.shared.clone())?;
+    }
+    let (offset, words) = fresh_header(m, instance + image);
+    j.write_words(instance, image + offset, &words)?;
+    Ok(instance + image + m.stack_size)
 }
 
-/// The heap header a fresh instance of a function with manifest `m` starts with, when its
-/// instance VMA is at `base`: its byte offset in the VMA and its words.
+/// The heap header a fresh instance of a function with manifest `m` starts with, when its stack
+/// region starts at `base`: its byte offset from there and its words.
 fn fresh_header(m: &Manifest, base: u64) -> (u64, [u64; 4]) {
     let boundary = base + m.stack_size;
     let header = heap_header(boundary);

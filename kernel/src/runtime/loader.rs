@@ -70,8 +70,12 @@ fn current_epoch(j: &mut Jord) -> u64 {
 }
 
 /// Maps `plan`'s image from `file` into a new Global read-execute VMA and relocates it there.
+/// A program's writable statics are allowed: each of its μprocesses has its own copy in its
+/// area (see [`super::ProgramArea`]), and this image is only the source of its shared pages.
 pub fn map_image(file: &[u8], plan: &LoadPlan) -> Result<MappedImage, LoadError> {
-    check_shareable(plan).map_err(LoadError::WritableData)?;
+    if plan.manifest.kind == fjord_faas::module::ModuleKind::Function {
+        check_shareable(plan).map_err(LoadError::WritableData)?;
+    }
     let global = MapFlags {
         global: true,
         privileged: false,

@@ -6,7 +6,8 @@
 //!   `cput`) and its typed failures;
 //! - [`task`]: requests as tasks that call other functions (`async_call`/`wait`), suspend and
 //!   resume through the orchestrator's internal queue;
-//! - [`bench`]: the `faas` benchmark group.
+//! - [`instance`], [`warm`]: function instances and their ArgBufs, idle instances kept between
+//!   requests (restored to their Groundhog snapshot).
 //!
 //! The function entry ABI is defined in [`fjord_libos::function`]. The registry keeps each
 //! module's ELF bytes and its [`LoadPlan`] so that it can map the code again after
@@ -51,9 +52,45 @@ pub struct LoadedFunction {
     pub namespace: fjord_kernel::kv_store::NsId,
     /// Its Groundhog restores so far.
     pub restores: Mutex<fjord_groundhog::RestoreStats>,
+    /// For a program, its image as each of its μprocesses' areas holds it.
+    pub program: Option<ProgramArea>,
+}
+
+/// How a program's image lies at the bottom of each of its μprocesses' areas.
+#[derive(Debug)]
+pub struct ProgramArea {
+    /// The image's layout and the initial bytes of its private part.
+    pub image: fjord_faas::module::ProgramImage,
+    /// The rights of its shared pages (the frames of [`LoadedFunction::image`]).
+    pub shared: Arc<[fjord_pd::Perm]>,
+}
+
+impl ProgramArea {
+    fn new(plan: &LoadPlan, file: &[u8]) -> Result<ProgramArea, LoadError> {
+        let image =
+            fjord_faas::module::ProgramImage::new(plan, file).map_err(LoadError::Relocate)?;
+        let shared = image
+            .shared
+            .iter()
+            .map(|p| {
+                if p.execute {
+                    fjord_pd::Perm::RX
+                } else {
+                    fjord_pd::Perm::R
+                }
+            })
+            .collect();
+        Ok(ProgramArea { image, shared })
+    }
 }
 
 impl LoadedFunction {
+    /// Bytes at the bottom of an instance's VMA before its stack: a program's image, nothing for
+    /// a function (whose code is the shared image alone).
+    pub fn image_in_area(&self) -> u64 {
+        self.program.as_ref().map_or(0, |p| p.image.size)
+    }
+
     /// What happens to its instances between requests (the manifest's `groundhog` key, or the
     /// mode it was deployed with).
     pub fn isolation(&self) -> fjord_groundhog::IsolationMode {
@@ -97,8 +134,13 @@ fn map(
     plan: &LoadPlan,
     namespace: fjord_kernel::kv_store::NsId,
 ) -> Result<Arc<LoadedFunction>, LoadError> {
+    let program = match plan.manifest.kind {
+        fjord_faas::module::ModuleKind::Program => Some(ProgramArea::new(plan, file)?),
+        fjord_faas::module::ModuleKind::Function => None,
+    };
     let image = map_image(file, plan)?;
     Ok(Arc::new(LoadedFunction {
+        program,
         manifest: plan.manifest.clone(),
         entry: image.base + plan.entry,
         relocations: plan.relocations.len(),

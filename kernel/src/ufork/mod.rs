@@ -8,22 +8,21 @@
 //! queues nothing until a child ends, so it takes no CPU. The PID bookkeeping (parents,
 //! children, zombies, `waitpid`) is `fjord_ufork::process`.
 //!
-//! Memory: a μprocess has one *area*, a VMA of its own holding its stack, the heap allocator's
-//! header and its heap (the layout of a function instance, from the module's manifest), aligned
-//! to its size class. Its code is the module's Global read-execute VMA, shared by every
-//! μprocess of the module at one address, so code pointers (return addresses, function
-//! pointers) are the same in a parent and its child and need no relocation.
+//! Memory: a μprocess has one *area*, a VMA of its own holding its program's image (see
+//! [`crate::runtime::ProgramArea`]: code and read-only pages shared with every μprocess of the
+//! program, statics, GOT and vtables its own), its stack, the heap allocator's header and its
+//! heap, aligned to its size class. Everything it can point to is in its area.
 //!
 //! `fork` (full-copy mode): the child gets a new PD and an area of the same size class at
 //! another address; the pages of the parent's area it ever touched are copied into it (the others
-//! are zero in both) and every aligned word that points into
-//! the parent's area is relocated by `child - parent` (inferred tags, `fjord_ufork::source`),
-//! as are the stack pointer, the frame pointer, the thread pointer and every general register
-//! that points into the area. The child's PD has no right on the parent's area: a pointer the
-//! relocation missed faults in the child instead of reaching the parent's memory. What differs
-//! from μFork on CHERI: tags are inferred from values (an integer that happens to look like an
-//! address in the area is relocated too), and the copy is eager; the copy-on-write,
-//! copy-on-access and copy-on-pointer-access modes of `fjord_ufork::copy_mode` are not used yet.
+//! are zero in both) and every tagged word (precise or inferred tags, `fjord_ufork::source`) is
+//! relocated by `child - parent`, as are the instruction, stack, frame and thread pointers and
+//! every general register that points into the area. The child's PD has no right on the
+//! parent's area: a pointer the relocation missed faults in the child instead of reaching the
+//! parent's memory. The lazy modes (copy-on-access, copy-on-pointer-access, copy-on-write) defer
+//! the pages to the child's first access (`jord::state::LazyFork`). What differs from μFork on
+//! CHERI: tags the kernel did not write are inferred from values (an integer that happens to
+//! look like an address in the area is relocated too).
 
 use crate::arch::cpu;
 use crate::arch::user::{self, UserContext, UserExit};
@@ -160,17 +159,9 @@ pub fn spawn_with(name: &str, options: SpawnOptions) -> Result<(u64, Ticket), Sp
     }
     let inst = Instance::create(&f).map_err(|_| SpawnError::NoMemory)?;
     jord::tenant::begin(inst.pd, f.namespace, log_limit(&f));
-    let m = &f.manifest;
-    let base = inst.boundary - m.stack_size;
-    let area = (base, m.stack_size + m.heap_size);
-    let Some(tags) = header_tags(area, inst.thread_pointer()) else {
-        // Never: Jord aligns every VMA to its size class.
+    let Some((area, ctx, tags)) = fresh_start(&f, &inst) else {
         instance::destroy(inst.pd);
         return Err(SpawnError::NoMemory);
-    };
-    let ctx = UserContext {
-        fs_base: inst.thread_pointer(),
-        ..UserContext::new(f.entry, inst.boundary, [0, 0, 0, inst.boundary])
     };
     let pid = match with(|p| p.table.fork(Pid::INIT)) {
         Ok(pid) => pid,
@@ -403,13 +394,7 @@ fn spawn_child(parent: Pid, name: u64, len: u64) -> Result<u64, AbiError> {
     })
     .ok_or(AbiError::InvalidArgs)?;
     let (child, fds, inst) = new_child(parent, &f)?;
-    let m = &f.manifest;
-    let area = (inst.boundary - m.stack_size, m.stack_size + m.heap_size);
-    let ctx = UserContext {
-        fs_base: inst.thread_pointer(),
-        ..UserContext::new(f.entry, inst.boundary, [0, 0, 0, inst.boundary])
-    };
-    let Some(tags) = header_tags(area, inst.thread_pointer()) else {
+    let Some((area, ctx, tags)) = fresh_start(&f, &inst) else {
         return Err(abandon(child, fds, inst.pd));
     };
     start(child, f, inst, area, ctx, fds, (options, tags)).map_err(|_| AbiError::Busy)?;
@@ -492,7 +477,8 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
     let mode = CopyMode::for_call(default_mode, call, options.isolation)
         .map_err(|_| AbiError::AccessDenied)?;
     let (child, fds, inst) = new_child(parent, &func)?;
-    let child_base = inst.boundary - func.manifest.stack_size;
+    let (child_base, _) = area_of_instance(&func, &inst);
+    let image = func.image_in_area();
     let stack_pages = (func.manifest.stack_size / 4096) as usize;
     let copied = match mode {
         CopyMode::Full => copy_area(base, child_base, len, &tags),
@@ -500,7 +486,12 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
             (parent_pd, base),
             (inst.pd, child_base),
             (len, mode, &tags),
-            eager_pages(ctx.frame.rsp, base, stack_pages),
+            eager_pages(
+                ctx.frame.rsp,
+                base + image,
+                stack_pages,
+                (image / 4096) as usize,
+            ),
         ),
     };
     let Ok((from, to)) = copied else {
@@ -534,14 +525,20 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
 }
 
 /// The pages a lazily forked child gets during `fork`: its stack from the page holding the
-/// stack pointer `rsp` to the top of the stack region (`stack_pages` pages from `base`),
-/// which holds the heap allocator's header.
-fn eager_pages(rsp: u64, base: u64, stack_pages: usize) -> core::ops::Range<usize> {
+/// stack pointer `rsp` to the top of the stack region (`stack_pages` pages from `stack`),
+/// which holds the heap allocator's header; as page indices of the area, whose stack region
+/// starts `image_pages` pages in.
+fn eager_pages(
+    rsp: u64,
+    stack: u64,
+    stack_pages: usize,
+    image_pages: usize,
+) -> core::ops::Range<usize> {
     let first = rsp
-        .checked_sub(base)
+        .checked_sub(stack)
         .map_or(0, |o| (o / 4096) as usize)
         .min(stack_pages);
-    first..stack_pages
+    image_pages + first..image_pages + stack_pages
 }
 
 /// Makes the child's area (`child`: PD and VMA base) a lazy copy of the parent's of `len`
@@ -575,15 +572,52 @@ fn fork_lazily(
     Ok((src, dst))
 }
 
-/// The precise tags of a new μprocess whose area VMA is `area` (base, length) and whose heap
-/// header is at `header`: the kernel wrote pointers into the header's first three words (its
-/// own address, the heap's next free byte and its end, which may be the area's end).
-fn header_tags(area: (u64, u64), header: u64) -> Option<Arc<ShadowTags>> {
+/// The area (base, length) of `f`'s μprocess in `inst`: its program's image, its stack and
+/// its heap, in one VMA.
+fn area_of_instance(f: &LoadedFunction, inst: &Instance) -> (u64, u64) {
+    let m = &f.manifest;
+    let image = f.image_in_area();
+    (
+        inst.boundary - m.stack_size - image,
+        image + m.stack_size + m.heap_size,
+    )
+}
+
+/// Readies a new (not forked) μprocess of `f` in `inst`: writes its image's private part
+/// (statics, GOT, vtables) relocated for its area; returns the area, the first context (at the
+/// entry in the area's copy of the code, on the stack's top, with its heap header as thread
+/// pointer) and its precise tags: the pointers the loader's relocations wrote, and the first
+/// three words of the heap header the kernel wrote (its own address, the heap's next free byte
+/// and its end, which may be the area's end).
+fn fresh_start(
+    f: &LoadedFunction,
+    inst: &Instance,
+) -> Option<((u64, u64), UserContext, Arc<ShadowTags>)> {
+    let area = area_of_instance(f, inst);
     let mut tags = ShadowTags::new(area_of(area.0, area.1)?);
+    let header = inst.thread_pointer();
     for w in 0..3 {
         let _ = tags.set(header + 8 * w);
     }
-    Some(Arc::new(tags))
+    let program = f.program.as_ref()?;
+    let data = program.image.relocated_data(area.0).ok()?;
+    let first = program.image.shared.len();
+    jord::with(|j| {
+        for (k, page) in data.chunks(4096).enumerate() {
+            j.write_page(area.0, first + k, page)?;
+        }
+        Ok::<(), fjord_pd::Error>(())
+    })
+    .ok()?;
+    for offset in program.image.pointer_offsets() {
+        let _ = tags.set(area.0 + offset);
+    }
+    let entry = area.0 + (f.entry - f.image.base);
+    let ctx = UserContext {
+        fs_base: header,
+        ..UserContext::new(entry, inst.boundary, [0, 0, 0, inst.boundary])
+    };
+    Some((area, ctx, Arc::new(tags)))
 }
 
 /// The area of a VMA of `len` bytes at `base`: its size class, to which Jord aligns it.
@@ -633,9 +667,9 @@ fn copy_area(from: u64, to: u64, len: u64, tags: &ShadowTags) -> Result<(Area, A
 /// Pages copied per Jord lock by `fork`.
 const COPY_BATCH: usize = 16;
 
-/// Relocates the registers of a context that point into `from` (the stack pointer, the frame
-/// pointer, the thread pointer, any general register) to `to`. The instruction pointer stays:
-/// the code is shared at one address.
+/// Relocates the registers of a context that point into `from` (the instruction pointer, into
+/// the area's image; the stack pointer, the frame pointer, the thread pointer, any general
+/// register) to `to`.
 fn relocate_registers(ctx: &mut UserContext, from: &Area, to: &Area) {
     let delta = from.delta_to(to);
     let moved = |v: &mut u64| {
@@ -645,9 +679,9 @@ fn relocate_registers(ctx: &mut UserContext, from: &Area, to: &Area) {
     };
     let f = &mut ctx.frame;
     for r in [
-        &mut f.rsp, &mut f.rbp, &mut f.rax, &mut f.rbx, &mut f.rcx, &mut f.rdx, &mut f.rsi,
-        &mut f.rdi, &mut f.r8, &mut f.r9, &mut f.r10, &mut f.r11, &mut f.r12, &mut f.r13,
-        &mut f.r14, &mut f.r15,
+        &mut f.rip, &mut f.rsp, &mut f.rbp, &mut f.rax, &mut f.rbx, &mut f.rcx, &mut f.rdx,
+        &mut f.rsi, &mut f.rdi, &mut f.r8, &mut f.r9, &mut f.r10, &mut f.r11, &mut f.r12,
+        &mut f.r13, &mut f.r14, &mut f.r15,
     ] {
         moved(r);
     }

@@ -9,7 +9,9 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use fjord_faas::module::{LoadPlan, ModuleLimits, check_shareable, validate};
+use fjord_faas::module::{
+    LoadPlan, ModuleKind, ModuleLimits, ProgramImage, check_shareable, validate,
+};
 
 use crate::kernel_build::KERNEL_TARGET;
 use crate::workspace;
@@ -163,12 +165,21 @@ pub fn build_apps() -> Result<Vec<BuiltApp>> {
         .collect()
 }
 
-/// Validates a module as the kernel will (including the no-writable-statics rule of a shared
-/// image), and checks its manifest names it `name`.
+/// Validates a module as the kernel will (including, for a function, the no-writable-statics
+/// rule of a shared image, and for a program the split of its image for a μprocess area), and
+/// checks its manifest names it `name`.
 pub fn check_module(name: &str, bytes: &[u8]) -> Result<LoadPlan> {
     let plan = validate(bytes, &ModuleLimits::default())
         .map_err(|e| anyhow::anyhow!("rejected by the module validator: {e}"))?;
-    check_shareable(&plan).map_err(|e| anyhow::anyhow!("rejected by the loader: {e}"))?;
+    match plan.manifest.kind {
+        ModuleKind::Function => {
+            check_shareable(&plan).map_err(|e| anyhow::anyhow!("rejected by the loader: {e}"))?
+        }
+        ModuleKind::Program => {
+            ProgramImage::new(&plan, bytes)
+                .map_err(|e| anyhow::anyhow!("rejected by the loader: {e:?}"))?;
+        }
+    }
     if plan.manifest.name.as_str() != name {
         bail!(
             "its manifest names it `{}`, expected `{name}`",

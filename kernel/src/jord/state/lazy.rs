@@ -116,8 +116,8 @@ fn bytes_of(words: &PageWords, out: &mut [u8; 4096]) {
 impl Jord {
     /// Makes the VMA at `f.child_base` a lazy copy of the one at `f.parent_base`: every page
     /// the parent holds (touched, or itself still pending from its own parent) becomes
-    /// pending in the child, and the parent's leaves over its area are cleared so that its
-    /// next write faults. Returns the flushes owed and the number of pages left pending.
+    /// pending in the child, and the parent's leaves over its area (but a shared prefix) are
+    /// cleared so that its next write faults. Returns the flushes owed and the number of pages left pending.
     pub fn fork_lazily(&mut self, f: &LazyFork) -> Result<(Pending, usize), Error> {
         let parent = self.backing_mut(f.parent_base).ok_or(Error::NotMapped)?;
         let pages = parent.pages;
@@ -151,9 +151,11 @@ impl Jord {
             .or_default()
             .push(f.child_base);
         self.lazy_stats.pages_deferred += deferred as u64;
-        let len = pages as u64 * PAGE_SIZE;
+        // A shared prefix (a program's code) is never written: its leaves stay.
+        let keep = self.shared_prefix_len(f.parent_base);
+        let len = pages as u64 * PAGE_SIZE - keep;
         Ok((
-            self.revoke_leaves(f.parent_pd, f.parent_base, len),
+            self.revoke_leaves(f.parent_pd, f.parent_base + keep, len),
             deferred,
         ))
     }

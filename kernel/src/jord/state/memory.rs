@@ -82,8 +82,11 @@ impl Jord {
     }
 
     /// Copies page `index` of the VMA at `base` into `buf` (at most a page), initialising it
-    /// first if it never was.
+    /// first if it never was; a page of a shared prefix is read from the frames behind it.
     pub fn read_page(&mut self, base: u64, index: usize, buf: &mut [u8]) -> Result<(), Error> {
+        if buf.len() <= PAGE_SIZE as usize && self.read_shared_page(base, index, buf).is_some() {
+            return Ok(());
+        }
         if !self.lazy.is_empty() {
             self.settle_page(base, index);
         }
@@ -97,8 +100,12 @@ impl Jord {
     }
 
     /// Copies `data` (at most a page) to page `index` of the VMA at `base`, which counts as
-    /// initialised from then on (the rest of the page is zeroed the first time).
+    /// initialised from then on (the rest of the page is zeroed the first time);
+    /// [`Error::AccessDenied`] for a page of a shared prefix.
     pub fn write_page(&mut self, base: u64, index: usize, data: &[u8]) -> Result<(), Error> {
+        if self.in_shared_prefix(base, index) {
+            return Err(Error::AccessDenied);
+        }
         self.before_write(base, index);
         let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
         if index >= b.pages || data.len() > PAGE_SIZE as usize {
@@ -208,6 +215,7 @@ impl Jord {
     }
 
     pub(super) fn free_backing(&mut self, base: u64) {
+        self.drop_shared_prefix(base);
         self.settle_vma(base);
         self.detach_lazy(base);
         if let Some(b) = self.backing_mut(base) {

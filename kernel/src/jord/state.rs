@@ -88,6 +88,8 @@ pub struct Jord {
     lazy_stats: LazyStats,
     /// Per PD, its Groundhog snapshot (kernel frames, mapped in no PD).
     snapshots: Vec<Option<snapshot::Snapshot>>,
+    /// How many entries of `snapshots` hold one.
+    live_snapshots: usize,
 }
 
 /// The generation of the next Jord state.
@@ -205,6 +207,7 @@ impl Jord {
             lazy_owed: Pending::default(),
             lazy_stats: LazyStats::default(),
             snapshots: snapshot::empty_table(),
+            live_snapshots: 0,
         };
         j.backing.resize_with(slots, || Backing::NONE);
         Ok(j)

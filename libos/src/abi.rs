@@ -156,10 +156,26 @@ impl Sysno {
     ];
 
     /// The call with number `n`, if one is defined.
+    #[inline]
     pub fn from_raw(n: u64) -> Option<Sysno> {
-        Self::ALL.into_iter().find(|s| *s as u64 == n)
+        usize::try_from(n)
+            .ok()
+            .and_then(|i| SYSNO_BY_NUMBER.get(i).copied())
+            .flatten()
     }
 }
+
+/// [`Sysno::ALL`] indexed by number: every system call decodes with one bounds check and one
+/// load, however many calls are defined.
+const SYSNO_BY_NUMBER: [Option<Sysno>; Sysno::ALL[Sysno::ALL.len() - 1] as usize + 1] = {
+    let mut table = [None; Sysno::ALL[Sysno::ALL.len() - 1] as usize + 1];
+    let mut i = 0;
+    while i < Sysno::ALL.len() {
+        table[Sysno::ALL[i] as usize] = Some(Sysno::ALL[i]);
+        i += 1;
+    }
+    table
+};
 
 /// Errors a system call can return; the discriminant is the stable code (returned negated).
 #[repr(i64)]
@@ -266,6 +282,11 @@ mod tests {
             assert_eq!(Sysno::from_raw(s as u64), Some(s));
         }
         assert_eq!(Sysno::from_raw(9999), None);
+        assert_eq!(Sysno::from_raw(u64::MAX), None);
+        let defined = |n: u64| Sysno::ALL.iter().any(|s| *s as u64 == n);
+        for n in (0..=Sysno::ALL[Sysno::ALL.len() - 1] as u64 + 1).filter(|n| !defined(*n)) {
+            assert_eq!(Sysno::from_raw(n), None);
+        }
     }
 
     #[test]

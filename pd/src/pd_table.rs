@@ -321,6 +321,7 @@ impl PdTable {
         self.free.push_back(pd.raw());
     }
 
+    #[inline(always)]
     pub(crate) fn note_owned(&mut self, pd: PdId, vma: VmaId, owned: bool) {
         if let Some(e) = self.entry_mut(pd) {
             set_membership(&mut e.owned, vma, owned);

@@ -69,7 +69,9 @@ impl Perm {
     /// never write and execute together (W^X), and execute only for the kernel, which maps
     /// module code. So memory a function can write never becomes executable.
     pub const fn may_request(self, caller_is_kernel: bool) -> bool {
-        !self.is_writable_and_executable() && (caller_is_kernel || self.0 & 4 == 0)
+        // Write and execute for the kernel, execute alone for anyone else.
+        let denied = if caller_is_kernel { 6 } else { 4 };
+        self.0 & denied != denied
     }
 
     /// True when going from `self` to `new` takes away at least one right, so a cached

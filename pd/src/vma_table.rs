@@ -160,6 +160,7 @@ impl VmaTable {
     /// Allocates a slot from the smallest class that holds `len` bytes, trying larger classes
     /// when that one is exhausted, and fills its VTE. [`Error::InvalidArgs`] for a zero length
     /// or one above 4 GiB, [`Error::NoMemory`] when every fitting class is full.
+    #[inline(always)]
     pub fn alloc(&mut self, owner: PdId, len: u64, perm: Perm, attrs: VmaAttrs) -> Result<VmaId> {
         let mut sc = SizeClass::for_len(len).ok_or(Error::InvalidArgs)?;
         loop {

@@ -90,6 +90,8 @@ pub struct Jord {
     lazy_stats: LazyStats,
     /// Per PD, its Groundhog snapshot (kernel frames, mapped in no PD).
     snapshots: Vec<Option<snapshot::Snapshot>>,
+    /// How many entries of `snapshots` hold one.
+    live_snapshots: usize,
     /// VMAs whose first pages are another VMA's frames.
     shared: shared_prefix::SharedPrefixes,
 }
@@ -209,6 +211,7 @@ impl Jord {
             lazy_owed: Pending::default(),
             lazy_stats: LazyStats::default(),
             snapshots: snapshot::empty_table(),
+            live_snapshots: 0,
             shared: shared_prefix::SharedPrefixes::new(),
         };
         j.backing.resize_with(slots, || Backing::NONE);

@@ -120,7 +120,9 @@ pub fn on_user_page_fault(addr: u64, error: u64) -> bool {
     match PdId::from_raw(pd) {
         Ok(pd) => {
             let (filled, owed) = with(|j| (j.fill(pd, addr, error), j.take_lazy_flushes()));
-            owed.finish();
+            if let Some(owed) = owed {
+                owed.finish();
+            }
             filled
         }
         Err(_) => false,

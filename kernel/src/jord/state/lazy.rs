@@ -161,9 +161,15 @@ impl Jord {
     }
 
     /// The flushes lazy copies owe since the last call (a child's read-only mapping of its
-    /// parent's frame taken away while the child may run on another CPU).
-    pub fn take_lazy_flushes(&mut self) -> Pending {
-        core::mem::take(&mut self.lazy_owed)
+    /// parent's frame taken away while the child may run on another CPU); `None` when none
+    /// are owed.
+    #[inline]
+    pub fn take_lazy_flushes(&mut self) -> Option<Pending> {
+        if self.lazy_owed.is_empty() {
+            None
+        } else {
+            Some(core::mem::take(&mut self.lazy_owed))
+        }
     }
 
     /// Counters of lazy forks.

@@ -160,7 +160,7 @@ impl Jord {
         p.absorb(core::mem::take(&mut self.lazy_owed));
         self.stacks[cid.index()] = (0, 0);
         self.quotas[cid.index()] = (0, u64::MAX);
-        self.snapshots[cid.index()] = None;
+        self.drop_snapshot(cid);
         self.stats.pds_destroyed += 1;
         Ok(p)
     }

@@ -27,9 +27,11 @@ impl Jord {
         if s.is_empty() {
             return pending;
         }
-        for leaf in s.leaves() {
-            if let fjord_pd::Target::Pd(pd) = leaf.target {
-                self.note_leaves_removed(pd, leaf.base, leaf.len);
+        if self.any_snapshot() {
+            for leaf in s.leaves() {
+                if let fjord_pd::Target::Pd(pd) = leaf.target {
+                    self.note_leaves_removed(pd, leaf.base, leaf.len);
+                }
             }
         }
         let mut removed = 0usize;
@@ -187,6 +189,12 @@ pub struct Pending {
 }
 
 impl Pending {
+    /// True when no flush is owed.
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        !self.reload_local && self.cpus.is_empty()
+    }
+
     /// Adds the flushes `other` owes to these.
     pub(super) fn absorb(&mut self, other: Pending) {
         self.cpus = self.cpus.union(&other.cpus);

@@ -79,7 +79,7 @@ impl Jord {
         if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
             return Err(Error::InvalidArgs);
         }
-        self.snapshots[pd.index()] = None;
+        self.drop_snapshot(pd);
         // Copied before the scrub, which frees none of these pages: a failure leaves nothing
         // changed and no flush owed.
         let (stack, _) = self.stacks[pd.index()];
@@ -97,11 +97,15 @@ impl Jord {
             regions: regions.len(),
             pages,
         };
-        self.snapshots[pd.index()] = Some(Snapshot {
-            regions,
-            quota: (0, self.quotas[pd.index()].1),
-            leaves_lost: false,
-        });
+        let quota = (0, self.quotas[pd.index()].1);
+        self.put_snapshot(
+            pd,
+            Snapshot {
+                regions,
+                quota,
+                leaves_lost: false,
+            },
+        );
         self.stats.snapshots_taken += 1;
         Ok((pending, info))
     }
@@ -122,14 +126,12 @@ impl Jord {
         if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
             return Err(Error::InvalidArgs);
         }
-        let mut snap = self.snapshots[pd.index()]
-            .take()
-            .ok_or(Error::InvalidArgs)?;
+        let mut snap = self.take_snapshot_of(pd).ok_or(Error::InvalidArgs)?;
         let inst = &snap.regions[1];
         let mut pending = match self.scrub_keeping(pd, inst.base, inst.len) {
             Ok(p) => p,
             Err(e) => {
-                self.snapshots[pd.index()] = Some(snap);
+                self.put_snapshot(pd, snap);
                 return Err(e);
             }
         };
@@ -177,7 +179,7 @@ impl Jord {
         pending.absorb(self.flush_pd(pd, root));
         self.quotas[pd.index()] = snap.quota;
         snap.leaves_lost = false;
-        self.snapshots[pd.index()] = Some(snap);
+        self.put_snapshot(pd, snap);
         report.vmas_freed = self.stats.vmas_scrubbed - freed;
         self.stats.instances_restored += 1;
         self.stats.pages_restored += report.pages;
@@ -264,6 +266,36 @@ impl Jord {
         })
     }
 
+    /// Whether some PD has a snapshot.
+    #[inline]
+    pub(super) fn any_snapshot(&self) -> bool {
+        self.live_snapshots != 0
+    }
+
+    /// Gives `pd` (below [`MAX_LIVE_PDS`]) the snapshot `snap`, dropping any it had.
+    fn put_snapshot(&mut self, pd: PdId, snap: Snapshot) {
+        self.drop_snapshot(pd);
+        self.snapshots[pd.index()] = Some(snap);
+        self.live_snapshots += 1;
+    }
+
+    /// Takes `pd`'s snapshot (below [`MAX_LIVE_PDS`]) out of the table.
+    fn take_snapshot_of(&mut self, pd: PdId) -> Option<Snapshot> {
+        let snap = self.snapshots[pd.index()].take();
+        if snap.is_some() {
+            self.live_snapshots -= 1;
+        }
+        snap
+    }
+
+    /// Frees `pd`'s snapshot (below [`MAX_LIVE_PDS`]), if it has one.
+    #[inline]
+    pub(super) fn drop_snapshot(&mut self, pd: PdId) {
+        if self.live_snapshots != 0 {
+            drop(self.take_snapshot_of(pd));
+        }
+    }
+
     /// Whether `pd` has a snapshot.
     pub fn has_snapshot(&self, pd: PdId) -> bool {
         self.snapshots.get(pd.index()).is_some_and(Option::is_some)
@@ -279,7 +311,11 @@ impl Jord {
 
     /// Notes that leaves of `pd` in `[base, base + len)` were removed: if they belong to its
     /// snapshot's VMAs, their dirty bits are lost and the next restore copies every page.
+    #[inline]
     pub(super) fn note_leaves_removed(&mut self, pd: PdId, base: u64, len: u64) {
+        if self.live_snapshots == 0 {
+            return;
+        }
         if let Some(Some(s)) = self.snapshots.get_mut(pd.index())
             && s.overlaps(base, len)
         {

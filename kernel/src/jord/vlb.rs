@@ -47,7 +47,8 @@ impl Jord {
         };
         let page = align_down(addr, PAGE_SIZE);
         let index = ((page - grant.base) / PAGE_SIZE) as usize;
-        let (pa, perm) = if let Some((pa, perm)) = self.shared_page(grant.base, index) {
+        let shared = self.shared_page(grant.base, index);
+        let (pa, perm) = if let Some((pa, perm)) = shared {
             // A program's image in its area: the page's own rights, for any PD that may read
             // the area.
             if !grant.perm.contains(Perm::R) || !perm.contains(access) {
@@ -80,6 +81,9 @@ impl Jord {
         PageTables::new(root, &DIRECT).install_in_table(table, page, pa, flags);
         cpu::invlpg(page);
         self.stats.fills += 1;
+        if shared.is_some() {
+            self.fault_around(root, table, grant.base, index);
+        }
         true
     }
 

@@ -203,9 +203,25 @@ impl Jord {
 
     /// Copies pages `pages` of the lazily forked VMA at `base` now, relocated whatever the
     /// mode: what the child needs from its first instruction (the top of its stack).
+    /// The child has not run yet, so its leaves for those pages go in now (read-write: they are
+    /// its own) instead of one VLB miss each.
     pub fn settle_eagerly(&mut self, base: u64, pages: core::ops::Range<usize>) {
-        for i in pages {
+        let Some(pd) = self.lazy.links.get(&base).map(|l| l.child_pd) else {
+            return;
+        };
+        for i in pages.clone() {
             self.settle_page_as(base, i, true);
+        }
+        let root = self.root_of(pd);
+        let flags = crate::jord::vlb::leaf_flags(Perm::RW);
+        for i in pages {
+            let Some(pa) = self.page_phys(base, i) else {
+                break;
+            };
+            let va = base + i as u64 * PAGE_SIZE;
+            if map_leaf(&mut self.leaf_hints, pd, root, va, pa, flags) {
+                self.stats.prefills += 1;
+            }
         }
     }
 

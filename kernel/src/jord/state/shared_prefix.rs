@@ -22,6 +22,9 @@ pub(super) struct SharedPrefix {
     perms: Arc<[Perm]>,
 }
 
+/// Pages of a shared prefix one VLB miss maps (an aligned block around the missing page).
+pub const FAULT_AROUND: usize = 16;
+
 /// Every VMA with a shared prefix, by base.
 pub(super) type SharedPrefixes = BTreeMap<u64, SharedPrefix>;
 
@@ -88,6 +91,42 @@ impl Jord {
                 .shared
                 .get(&base)
                 .is_some_and(|p| index < p.perms.len())
+    }
+
+    /// After a VLB miss on page `index` of the shared prefix of the VMA at `base`, whose leaf
+    /// went into the level-1 table `table` under `root`: installs there the leaves of the other
+    /// pages of the prefix in the same aligned block of [`FAULT_AROUND`] pages (and the same
+    /// 2 MiB region), as Linux maps the pages around a file fault. A program's first run of its
+    /// code then takes one miss per block rather than one per page. Returns the leaves added.
+    pub(in crate::jord) fn fault_around(
+        &mut self,
+        root: u64,
+        table: u64,
+        base: u64,
+        index: usize,
+    ) -> usize {
+        let Some(prefix) = self.shared.get(&base) else {
+            return 0;
+        };
+        let first = index & !(FAULT_AROUND - 1);
+        let end = (first + FAULT_AROUND).min(prefix.perms.len());
+        let region = (base + index as u64 * PAGE_SIZE) >> 21;
+        let mut added = 0;
+        for j in (first..end).filter(|&j| j != index) {
+            let va = base + j as u64 * PAGE_SIZE;
+            if va >> 21 != region {
+                continue;
+            }
+            let Some((pa, perm)) = self.shared_page(base, j) else {
+                break;
+            };
+            let flags = crate::jord::vlb::leaf_flags(perm);
+            // A page that never had a leaf here is in no TLB: nothing to flush.
+            PageTables::new(root, &DIRECT).install_in_table(table, va, pa, flags);
+            added += 1;
+        }
+        self.stats.prefills += added as u64;
+        added
     }
 
     /// Bytes of the VMA at `base` in a shared prefix (0 without one).

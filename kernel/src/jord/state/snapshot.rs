@@ -41,6 +41,16 @@ pub(super) struct Snapshot {
     quota: (u64, u64),
     /// A leaf of a region was removed since the last restore: its dirty bit went with it.
     leaves_lost: bool,
+    /// The restore under way, if one is: the pages of each region still to put back.
+    restoring: Option<Restoring>,
+}
+
+/// A restore begun by [`Jord::begin_restore`] and not yet finished.
+struct Restoring {
+    /// Page numbers per region, sorted, still to be copied back or zeroed.
+    pages: [Vec<u32>; 2],
+    /// What it did so far.
+    report: RestoreReport,
 }
 
 impl Snapshot {
@@ -101,24 +111,21 @@ impl Jord {
             regions,
             quota: (0, self.quotas[pd.index()].1),
             leaves_lost: false,
+            restoring: None,
         });
         self.stats.snapshots_taken += 1;
         Ok((pending, info))
     }
 
-    /// Restores `pd`, an idle instance whose request has ended, to its snapshot: every VMA it
-    /// gained is freed and every right it was given dropped, the pages of its snapshot VMAs
-    /// whose leaves are dirty are copied back from the snapshot (or zeroed, where the snapshot
-    /// had nothing), their dirty bits cleared, and its `mmap` allowance reset. Translations
-    /// stay installed. `plan` is scratch space.
+    /// Begins restoring `pd`, an idle instance whose request has ended, to its snapshot: every
+    /// VMA it gained is freed and every right it was given dropped, and the pages of its
+    /// snapshot VMAs whose leaves are dirty (every page that held data, when a leaf was
+    /// removed since the last restore) are noted, their dirty bits cleared. The pages are put
+    /// back by [`Jord::restore_step`]; until the last step the instance must not run.
     ///
     /// [`Error::InvalidArgs`] when `pd` has no snapshot; [`Error::Busy`] (nothing changed)
     /// when the instance is not reusable; destroy it then.
-    pub fn restore_snapshot(
-        &mut self,
-        pd: PdId,
-        plan: &mut RestorePlan,
-    ) -> Result<(Pending, RestoreReport), Error> {
+    pub fn begin_restore(&mut self, pd: PdId) -> Result<Pending, Error> {
         if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
             return Err(Error::InvalidArgs);
         }
@@ -126,7 +133,7 @@ impl Jord {
             .take()
             .ok_or(Error::InvalidArgs)?;
         let inst = &snap.regions[1];
-        let mut pending = match self.scrub_keeping(pd, inst.base, inst.len) {
+        let pending = match self.scrub_keeping(pd, inst.base, inst.len) {
             Ok(p) => p,
             Err(e) => {
                 self.snapshots[pd.index()] = Some(snap);
@@ -136,18 +143,10 @@ impl Jord {
         let freed = self.stats.vmas_scrubbed;
         let full = snap.leaves_lost;
         let root = self.root_of(pd);
-        let mut report = RestoreReport {
-            full,
-            ..RestoreReport::default()
-        };
         let mut dirty: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
         self.collect_dirty(root, &snap.regions, &mut dirty);
         for (r, dirty) in snap.regions.iter().zip(&mut dirty) {
-            let Some(slot) = self.slot_of(r.base) else {
-                continue;
-            };
-            let backing = &mut self.backing[slot];
-            if full {
+            if full && let Some(backing) = self.slot_of(r.base).map(|slot| &self.backing[slot]) {
                 dirty.clear();
                 dirty.extend(
                     (0..backing.pages)
@@ -156,7 +155,56 @@ impl Jord {
                 );
             }
             dirty.sort_unstable();
-            plan.build(&r.index, dirty);
+        }
+        snap.leaves_lost = false;
+        snap.restoring = Some(Restoring {
+            pages: dirty,
+            report: RestoreReport {
+                full,
+                vmas_freed: self.stats.vmas_scrubbed - freed,
+                ..RestoreReport::default()
+            },
+        });
+        self.snapshots[pd.index()] = Some(snap);
+        Ok(pending)
+    }
+
+    /// Puts back up to `max_pages` of the pages [`Jord::begin_restore`] noted for `pd` (copied
+    /// from the snapshot, or zeroed where the snapshot had nothing). After the last, resets its
+    /// `mmap` allowance and returns the flushes owed and what the whole restore did; `None`
+    /// while pages are left. Translations stay installed. `plan` is scratch space.
+    ///
+    /// [`Error::InvalidArgs`] when no restore of `pd` is under way.
+    pub fn restore_step(
+        &mut self,
+        pd: PdId,
+        plan: &mut RestorePlan,
+        max_pages: usize,
+    ) -> Result<Option<(Pending, RestoreReport)>, Error> {
+        let mut snap = self
+            .snapshots
+            .get_mut(pd.index())
+            .and_then(Option::take)
+            .ok_or(Error::InvalidArgs)?;
+        let Some(mut restoring) = snap.restoring.take() else {
+            self.snapshots[pd.index()] = Some(snap);
+            return Err(Error::InvalidArgs);
+        };
+        let mut budget = max_pages;
+        for (r, dirty) in snap.regions.iter().zip(&mut restoring.pages) {
+            let n = dirty.len().min(budget);
+            if n == 0 {
+                continue;
+            }
+            budget -= n;
+            let Some(slot) = self.slot_of(r.base) else {
+                dirty.clear();
+                continue;
+            };
+            let backing = &mut self.backing[slot];
+            // From the end: what is left stays in place.
+            let rest = dirty.len() - n;
+            plan.build(&r.index, &dirty[rest..]);
             for a in plan.actions() {
                 match *a {
                     Action::Copy { page, slot, count } => {
@@ -172,16 +220,22 @@ impl Jord {
                     }
                 }
             }
-            report.pages += plan.pages() as u64;
+            restoring.report.pages += plan.pages() as u64;
+            dirty.truncate(rest);
         }
-        pending.absorb(self.flush_pd(pd, root));
+        if restoring.pages.iter().any(|d| !d.is_empty()) {
+            snap.restoring = Some(restoring);
+            self.snapshots[pd.index()] = Some(snap);
+            return Ok(None);
+        }
+        let root = self.root_of(pd);
+        let pending = self.flush_pd(pd, root);
         self.quotas[pd.index()] = snap.quota;
-        snap.leaves_lost = false;
         self.snapshots[pd.index()] = Some(snap);
-        report.vmas_freed = self.stats.vmas_scrubbed - freed;
+        let report = restoring.report;
         self.stats.instances_restored += 1;
         self.stats.pages_restored += report.pages;
-        Ok((pending, report))
+        Ok(Some((pending, report)))
     }
 
     /// Collects (and clears) the dirty leaves of `regions` in the table at `root`, as page
@@ -290,7 +344,7 @@ impl Jord {
     /// Frees every VMA `pd` owns beyond its creation stack and the instance VMA
     /// `[base, base + len)` and drops every right it was given, leaving its memory as it is
     /// (isolation mode `none`: warm reuse with no restore). Errors as for
-    /// [`Jord::restore_snapshot`].
+    /// [`Jord::begin_restore`].
     pub fn scrub_instance(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {
         if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
             return Err(Error::InvalidArgs);

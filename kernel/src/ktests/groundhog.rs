@@ -133,6 +133,8 @@ ktest! {
                     field(dump, "label")? == u64::from_le_bytes(*b"snapshot"),
                     "{dump}"
                 );
+                // The page init mapped is kept in the snapshot, its contents restored.
+                kassert!(field(dump, "mapped")? == 0x1717_1717_1717_1717, "{dump}");
                 Ok(())
             };
             expect(&text("leak-init", "dump")?)?;

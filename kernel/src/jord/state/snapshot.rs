@@ -49,16 +49,13 @@ pub(super) struct Snapshot {
     quota: (u64, u64),
     /// A leaf of a region was removed since the last restore: its dirty bit went with it.
     leaves_lost: bool,
-    /// The restore under way, if one is: the pages of each region still to put back.
-    restoring: Option<Restoring>,
-}
-
-/// A restore begun by [`Jord::begin_restore`] and not yet finished.
-struct Restoring {
-    /// Page numbers per region, sorted, still to be copied back or zeroed.
+    /// What `scrub_with` keeps of the instance: each region's base, length and right.
+    keep: Vec<(u64, u64, Perm)>,
+    /// Per region, the pages a restore under way has still to put back (sorted; kept
+    /// allocated between restores).
     pages: Vec<Vec<u32>>,
-    /// What it did so far.
-    report: RestoreReport,
+    /// What the restore under way ([`Jord::begin_restore`]) did so far, if one is.
+    restoring: Option<RestoreReport>,
 }
 
 impl Snapshot {
@@ -132,8 +129,11 @@ impl Jord {
             regions: regions.len(),
             pages,
         };
+        let pages = regions.iter().map(|_| Vec::new()).collect();
         self.snapshots[pd.index()] = Some(Snapshot {
             regions,
+            keep,
+            pages,
             instance,
             quota: (0, self.quotas[pd.index()].1),
             leaves_lost: false,
@@ -158,12 +158,7 @@ impl Jord {
         let mut snap = self.snapshots[pd.index()]
             .take()
             .ok_or(Error::InvalidArgs)?;
-        let keep: Vec<(u64, u64, Perm)> = snap
-            .regions
-            .iter()
-            .map(|r| (r.base, r.len, r.perm))
-            .collect();
-        let pending = match self.scrub_keeping(pd, &keep) {
+        let pending = match self.scrub_keeping(pd, &snap.keep) {
             Ok(p) => p,
             Err(e) => {
                 self.snapshots[pd.index()] = Some(snap);
@@ -173,9 +168,10 @@ impl Jord {
         let freed = self.stats.vmas_scrubbed;
         let full = snap.leaves_lost;
         let root = self.root_of(pd);
-        let mut dirty: Vec<Vec<u32>> = snap.regions.iter().map(|_| Vec::new()).collect();
-        self.collect_dirty(root, &snap.regions, &mut dirty);
-        for (r, dirty) in snap.regions.iter().zip(&mut dirty) {
+        let Snapshot { regions, pages, .. } = &mut snap;
+        pages.iter_mut().for_each(Vec::clear);
+        self.collect_dirty(root, regions, pages);
+        for (r, dirty) in regions.iter().zip(pages) {
             if full && let Some(backing) = self.slot_of(r.base).map(|slot| &self.backing[slot]) {
                 dirty.clear();
                 dirty.extend(
@@ -187,13 +183,10 @@ impl Jord {
             dirty.sort_unstable();
         }
         snap.leaves_lost = false;
-        snap.restoring = Some(Restoring {
-            pages: dirty,
-            report: RestoreReport {
-                full,
-                vmas_freed: self.stats.vmas_scrubbed - freed,
-                ..RestoreReport::default()
-            },
+        snap.restoring = Some(RestoreReport {
+            full,
+            vmas_freed: self.stats.vmas_scrubbed - freed,
+            ..RestoreReport::default()
         });
         self.snapshots[pd.index()] = Some(snap);
         Ok(pending)
@@ -216,12 +209,12 @@ impl Jord {
             .get_mut(pd.index())
             .and_then(Option::take)
             .ok_or(Error::InvalidArgs)?;
-        let Some(mut restoring) = snap.restoring.take() else {
+        let Some(mut report) = snap.restoring.take() else {
             self.snapshots[pd.index()] = Some(snap);
             return Err(Error::InvalidArgs);
         };
         let mut budget = max_pages;
-        for (r, dirty) in snap.regions.iter().zip(&mut restoring.pages) {
+        for (r, dirty) in snap.regions.iter().zip(&mut snap.pages) {
             let n = dirty.len().min(budget);
             if n == 0 {
                 continue;
@@ -250,11 +243,11 @@ impl Jord {
                     }
                 }
             }
-            restoring.report.pages += plan.pages() as u64;
+            report.pages += plan.pages() as u64;
             dirty.truncate(rest);
         }
-        if restoring.pages.iter().any(|d| !d.is_empty()) {
-            snap.restoring = Some(restoring);
+        if snap.pages.iter().any(|d| !d.is_empty()) {
+            snap.restoring = Some(report);
             self.snapshots[pd.index()] = Some(snap);
             return Ok(None);
         }
@@ -262,7 +255,6 @@ impl Jord {
         let pending = self.flush_pd(pd, root);
         self.quotas[pd.index()] = snap.quota;
         self.snapshots[pd.index()] = Some(snap);
-        let report = restoring.report;
         self.stats.instances_restored += 1;
         self.stats.pages_restored += report.pages;
         Ok(Some((pending, report)))

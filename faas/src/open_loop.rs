@@ -24,6 +24,11 @@ pub const HIGH_LOAD: f64 = 105.0;
 pub const BISECTIONS: u64 = 7;
 /// Seed of the first run of a search; run `step` uses `SEED + step`.
 pub const SEED: u64 = 7000;
+/// Halvings of [`LOW_LOAD`] a search tries, lowest last, when no run in its range was within
+/// the SLO (down to 25% / 2^6, 0.4% of capacity).
+pub const DESCENTS: u64 = 6;
+/// Runs bisecting between the first halving within the SLO and the load above it.
+pub const REFINEMENTS: u64 = 3;
 /// Largest latency the HDR histogram tracks (2^40 ticks, about 18 minutes at 1 GHz).
 pub const HDR_MAX: u64 = 1 << 40;
 
@@ -81,27 +86,53 @@ pub struct Point {
 
 /// The highest achieved throughput of a run within the SLO: bisects the offered load (percent
 /// of capacity) between [`LOW_LOAD`] and [`HIGH_LOAD`] in [`BISECTIONS`] runs of `run_at(pct,
-/// seed)`, then, if none was within, tries [`LOW_LOAD`] / 2 once. 0 when nothing was.
+/// seed)`. If none was within, it halves [`LOW_LOAD`] up to [`DESCENTS`] times until a run is,
+/// then bisects between that load and the one above it in [`REFINEMENTS`] runs. 0 when
+/// nothing was. Run `n` of a search uses seed `SEED + n`.
 pub fn bisect<E>(mut run_at: impl FnMut(f64, u64) -> Result<Point, E>) -> Result<f64, E> {
-    let (mut lo, mut hi) = (LOW_LOAD, HIGH_LOAD);
+    let mut seed = SEED;
+    let mut run = |pct: f64| {
+        seed += 1;
+        run_at(pct, seed - 1)
+    };
     let mut best = 0.0f64;
-    for step in 0..BISECTIONS {
-        let mid = (lo + hi) / 2.0;
-        let p = run_at(mid, SEED + step)?;
+    between(&mut run, LOW_LOAD, HIGH_LOAD, BISECTIONS, &mut best)?;
+    let mut above = LOW_LOAD;
+    for _ in 0..DESCENTS {
+        if best > 0.0 {
+            break;
+        }
+        let low = above / 2.0;
+        let p = run(low)?;
         if p.within {
-            best = best.max(p.achieved);
+            best = p.achieved;
+            between(&mut run, low, above, REFINEMENTS, &mut best)?;
+        }
+        above = low;
+    }
+    Ok(best)
+}
+
+/// `steps` runs of a bisection between `lo` (assumed within) and `hi`; `best` grows to the
+/// highest achieved throughput of a run within.
+fn between<E>(
+    run: &mut impl FnMut(f64) -> Result<Point, E>,
+    mut lo: f64,
+    mut hi: f64,
+    steps: u64,
+    best: &mut f64,
+) -> Result<(), E> {
+    for _ in 0..steps {
+        let mid = (lo + hi) / 2.0;
+        let p = run(mid)?;
+        if p.within {
+            *best = best.max(p.achieved);
             lo = mid;
         } else {
             hi = mid;
         }
     }
-    if best == 0.0 {
-        let p = run_at(LOW_LOAD / 2.0, SEED + BISECTIONS)?;
-        if p.within {
-            best = p.achieved;
-        }
-    }
-    Ok(best)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -142,16 +173,48 @@ mod tests {
         assert_eq!(seen[1], (45.0, 7001));
         assert_eq!(seen[6].1, 7006);
         assert!(best > 590.0 && best <= 600.0, "{best}");
-        // Nothing within: one more run at half the lowest load.
-        let mut runs = 0;
+        // Nothing within: a run at half the lowest load, then three between it and the lowest.
+        let mut seen = Vec::new();
         let best = bisect(|pct, seed| {
-            runs += 1;
+            seen.push((pct, seed));
             Ok::<_, ()>(Point {
                 within: pct < 20.0,
                 achieved: if seed == 7007 { 5.0 } else { 1.0 },
             })
         })
         .unwrap();
-        assert_eq!((runs, best), (8, 5.0));
+        assert_eq!(best, 5.0);
+        let pcts: Vec<f64> = seen[7..].iter().map(|s| s.0).collect();
+        assert_eq!(pcts, [12.5, 18.75, 21.875, 20.3125]);
+        assert_eq!(seen.last().unwrap().1, 7010);
+    }
+
+    #[test]
+    fn bisection_descends_until_a_run_is_within() {
+        // A system within its SLO only below 2% of capacity: 12.5, 6.25, 3.125 fail, 1.5625
+        // is within, then the search refines between 1.5625 and 3.125.
+        let mut seen = Vec::new();
+        let best = bisect(|pct, _| {
+            seen.push(pct);
+            Ok::<_, ()>(Point {
+                within: pct <= 2.0,
+                achieved: pct * 10.0,
+            })
+        })
+        .unwrap();
+        assert_eq!(seen.len(), 7 + 4 + 3);
+        assert_eq!(seen[7..11], [12.5, 6.25, 3.125, 1.5625]);
+        assert!(best > 19.0 && best <= 20.0, "{best}");
+        // Never within: every halving is tried, and the result is 0.
+        let mut runs = 0;
+        let best = bisect(|_, _| {
+            runs += 1;
+            Ok::<_, ()>(Point {
+                within: false,
+                achieved: 1.0,
+            })
+        })
+        .unwrap();
+        assert_eq!((runs, best), (7 + DESCENTS, 0.0));
     }
 }

@@ -39,6 +39,9 @@ use crate::perm::Perm;
 use crate::shootdown::{Leaf, Shootdown, Target};
 use crate::size_class::{PAGE_SIZE, SizeClass, page_round_up};
 use crate::vaddr::{self, VmaId};
+
+/// Most VMAs [`PrivLib::scrub_with`] keeps.
+pub const MAX_KEPT: usize = 8;
 use crate::vma_table::{TableConfig, VmaTable};
 use crate::vte::{PdPerm, VmaAttrs, Vte};
 
@@ -535,6 +538,20 @@ impl PrivLib {
         Ok(s)
     }
 
+    /// The VMAs `cid` owns and alone holds a right on (plain ones, neither Global nor
+    /// Privileged): (base, length, its permission), in no particular order. These are what
+    /// [`PrivLib::scrub_with`] can keep.
+    pub fn owned_alone(&self, cid: PdId) -> Vec<(u64, u64, Perm)> {
+        self.pds
+            .owned(cid)
+            .filter_map(|id| {
+                let v = self.vmas.vte(id)?;
+                let perm = v.only_sub()?.perm;
+                Self::sole_holder(v, cid, perm).then(|| (id.base(), v.len(), perm))
+            })
+            .collect()
+    }
+
     /// Returns PD `cid` to the state it had right after `caller` created it and gave it the
     /// VMAs of `keep` (base, length, permission): every other VMA it owns is freed and every
     /// right it holds on a VMA it does not own is dropped, while its id, its creator and the
@@ -558,7 +575,7 @@ impl PrivLib {
         if !self.pds.children(cid).is_empty() {
             return Err(Error::Busy);
         }
-        let mut kept = [None; 4];
+        let mut kept = [None; MAX_KEPT];
         if keep.len() > kept.len() {
             return Err(Error::InvalidArgs);
         }

@@ -488,6 +488,31 @@ fn scrub_keeps_the_instance_and_drops_everything_else() {
 }
 
 #[test]
+fn owned_alone_lists_what_a_scrub_can_keep() {
+    // What a snapshot keeps of an instance: the VMAs it owns and alone holds, with its right.
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, Isolation::Full).unwrap();
+    let (f, other) = (l.cget(K).unwrap(), l.cget(K).unwrap());
+    let heap = l.mmap(f, 8192, Perm::RW, anon()).unwrap();
+    let table = l.mmap(f, 4096, Perm::R, anon()).unwrap();
+    let shared = l.mmap(f, 4096, Perm::RW, anon()).unwrap();
+    l.pcopy(f, shared, other, Perm::R).unwrap();
+    let lent = l.mmap(other, 4096, Perm::RW, anon()).unwrap();
+    l.pcopy(other, lent, f, Perm::R).unwrap();
+    let mut own = l.owned_alone(f);
+    own.sort_unstable_by_key(|v| v.0);
+    let mut expect = vec![(heap, 8192, Perm::RW), (table, 4096, Perm::R)];
+    expect.sort_unstable_by_key(|v| v.0);
+    assert_eq!(own, expect);
+    // All of them kept at once; the shared one and the lent right go.
+    l.revoke(f, shared, other).unwrap();
+    l.munmap(f, shared, 4096).unwrap();
+    let s = l.scrub_with(K, f, &expect, |_, _, _| {}).unwrap();
+    assert!(s.covers(f, lent));
+    assert_eq!(l.lookup(f, table).map(|g| g.perm), Ok(Perm::R));
+    l.check_consistency().unwrap();
+}
+
+#[test]
 fn scrub_refuses_an_instance_that_gave_its_memory_away() {
     let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, Isolation::Full).unwrap();
     let (f, other) = (l.cget(K).unwrap(), l.cget(K).unwrap());

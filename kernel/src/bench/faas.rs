@@ -141,7 +141,10 @@ pub fn run_open_loop(
             if !tickets.remove(&ticket) {
                 continue;
             }
-            d.result.map_err(|_| "an invocation failed")?;
+            if let Err(e) = &d.result {
+                kprintln!("fjord: bench: request {ticket} failed: {e}");
+                return Err("an invocation failed");
+            }
             let latency = d.finished - d.arrived;
             latencies.push(latency);
             hdr.record(latency.min(HDR_MAX))

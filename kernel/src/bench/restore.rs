@@ -168,8 +168,11 @@ fn run_target(t: &Target) -> R<()> {
                 .result
                 .map_err(|e| format!("{e}"))?;
         }
+        // Restores follow their responses: count those of the measured requests only.
+        runtime::warm::settle();
         let before = restores(t);
         let mut lat = min_load(&f, t)?;
+        runtime::warm::settle();
         let after = restores(t);
         latency[i] = exact_quantile(&lat, 500).ok_or("no samples")?;
         report_unit(

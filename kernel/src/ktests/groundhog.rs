@@ -133,6 +133,8 @@ ktest! {
                     field(dump, "label")? == u64::from_le_bytes(*b"snapshot"),
                     "{dump}"
                 );
+                // The page init mapped is kept in the snapshot, its contents restored.
+                kassert!(field(dump, "mapped")? == 0x1717_1717_1717_1717, "{dump}");
                 Ok(())
             };
             expect(&text("leak-init", "dump")?)?;
@@ -144,6 +146,58 @@ ktest! {
             // starts from a new instance's snapshot, built by its own init.
             kassert!(invoke("leak-init", b"bogus").is_err());
             expect(&text("leak-init", "dump")?)?;
+            Ok(())
+        })
+    }
+}
+
+/// Submits `req` to `name` twice before waiting for either, so the second waits behind the
+/// first for the executor; returns both responses once both instances are back.
+fn queued_pair(name: &str, req: &str) -> R<[String; 2]> {
+    use crate::orchestrator;
+    use fjord_faas::jbsq::RequestClass;
+    let f = runtime::lookup(name).ok_or("not deployed")?;
+    let submit = || {
+        let work = runtime::task::root_work(f.clone(), req.as_bytes().to_vec());
+        orchestrator::submit_task(RequestClass::External, work).map_err(|e| format!("{e:?}"))
+    };
+    let tickets = [submit()?, submit()?];
+    let out = tickets.map(|t| orchestrator::wait(t).result);
+    runtime::warm::settle();
+    let [a, b] = out;
+    let text = |r: Result<alloc::vec::Vec<u8>, InvokeFailure>| -> R<String> {
+        let bytes = r.map_err(|e| format!("{name} {req}: {e}"))?;
+        String::from_utf8(bytes).map_err(|_| format!("{name} {req}: not UTF-8"))
+    };
+    Ok([text(a)?, text(b)?])
+}
+
+ktest! {
+    fn a_request_waiting_for_the_executor_takes_another_instance_and_both_are_restored() {
+        needs(&["leak"])?;
+        warm(|| {
+            let f = runtime::lookup("leak").ok_or("leak")?;
+            text("leak", "dump")?;
+            kassert_eq!(f.warm.idle(), 1);
+            let before = f.restore_stats().restores;
+            // With one executor, the second request waits for it behind the first: it does
+            // not wait for the first one's restore too but takes a new instance, and the first
+            // is restored once no request waits. (With more executors the second may run
+            // beside the first, or after the first's restore, on an instance of either kind.)
+            let one = crate::orchestrator::executors() == 1;
+            let wrote = queued_pair("leak", &format!("write {SECRET:x}"))?;
+            field(&wrote[1], "vma")?;
+            let idle = f.warm.idle();
+            kassert!(idle == 2 || (!one && idle == 1), "{idle} idle");
+            kassert_eq!(f.restore_stats().restores - before, 2);
+            kassert_eq!(runtime::warm::deferred(), 0);
+            // Two queued dumps, on both instances when there are two: every one was restored.
+            for dump in queued_pair("leak", "dump")? {
+                for k in ["heap", "stack", "vma"] {
+                    kassert!(field(&dump, k)? == 0, "{k} in {dump}");
+                }
+            }
+            kassert!(f.warm.idle() >= idle);
             Ok(())
         })
     }

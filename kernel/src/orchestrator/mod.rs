@@ -168,7 +168,14 @@ static STEPS: [Mutex<VecDeque<Job>>; smp::MAX_CPUS] =
 fn run_queued(index: usize) -> bool {
     let popped = cpu::rdtsc();
     let Some(mut job) = STEPS.get(index).and_then(|q| q.lock().pop_front()) else {
-        return false;
+        // Nothing to serve: restore an instance whose request has ended, if one waits and no
+        // step is on its way here (a caller resumed after its nested call, say).
+        if crate::runtime::warm::deferred() == 0 || steps_coming(index) {
+            return false;
+        }
+        cpu::enable_interrupts();
+        let _ = crate::runtime::warm::run_one_deferred();
+        return true;
     };
     if job.local {
         // A step the executor queued for itself: its hand-off is what queueing it cost (kept
@@ -178,6 +185,19 @@ fn run_queued(index: usize) -> bool {
     cpu::enable_interrupts();
     execute(job);
     true
+}
+
+/// Whether a step is dispatched to executor CPU `index` or waits centrally in its group (every
+/// executor of the group is then at its JBSQ bound, or about to get it).
+pub(crate) fn steps_coming(index: usize) -> bool {
+    with(|s| {
+        let Some(g) = s.group_of_cpu.get(index).and_then(|&g| s.groups.get(g)) else {
+            return false;
+        };
+        let mine = g.executor_cpus.iter().position(|&c| c == index);
+        mine.is_some_and(|e| g.jbsq.outstanding(e) > 0)
+            || g.jbsq.waiting(RequestClass::Internal) + g.jbsq.waiting(RequestClass::External) > 0
+    })
 }
 
 /// Why a request was not accepted.
@@ -514,7 +534,7 @@ fn execute(job: Job) {
         finished,
         cpu: percpu::cpu_index(),
     });
-    with(|s| {
+    let requests_waiting = with(|s| {
         let handoff = started.saturating_sub(job.dispatched);
         s.stats.handoff_ticks += handoff;
         if job.to_idle {
@@ -533,19 +553,26 @@ fn execute(job: Job) {
             None => s.stats.suspended += 1,
         }
         // A completion from before a re-layout has no slot to release any more.
-        if let Some(g) = s.groups.get_mut(group)
-            && let Err(e) = g.jbsq.complete(executor)
-        {
+        dispatch_may_change();
+        let Some(g) = s.groups.get_mut(group) else {
+            return false;
+        };
+        if let Err(e) = g.jbsq.complete(executor) {
             log::error!("orchestrator: completion for executor {executor}: {e}");
         }
-        dispatch_may_change();
+        // A step already pushed to this executor, or one waiting centrally (every executor
+        // is then at its bound, this one included until the next dispatch).
+        g.jbsq.outstanding(executor) > 0
+            || g.jbsq.waiting(RequestClass::Internal) + g.jbsq.waiting(RequestClass::External) > 0
     });
     // Wake the orchestrator core if it halted waiting for work to finish.
     wake_orchestrator_of(Some(group));
     // Off the response path: once a request's response is out, the instances it and its
-    // nested calls used are restored (a callee's restore waits, so its caller resumes first).
+    // nested calls used are restored (a callee's restore waits, so its caller resumes first),
+    // after the requests waiting for this executor when there are any: they take other idle
+    // instances, and the executor restores these when it runs out of requests (`run_queued`).
     if completed {
-        crate::runtime::warm::run_deferred();
+        crate::runtime::warm::after_response(requests_waiting);
     }
 }
 

@@ -31,17 +31,28 @@ impl Instance {
     /// acting for `f`'s tenant (its key-value namespace and console budget, see
     /// [`jord::tenant`]).
     pub fn take(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
+        // An idle instance; else, while another request's instance awaits its restore, a new
+        // one if memory allows, so that this request need not wait for that restore.
         let idle = if f.isolation().reuses() {
-            warm::take_idle(f)
+            warm::take_idle(f).or_else(|| warm::take_deferred(f, true))
         } else {
             None
         };
         let inst = match idle {
             Some((pd, boundary)) => Instance { pd, boundary },
-            None => warm::or_drain(
-                || Instance::create_for_requests(f),
-                |e| *e == InvokeFailure::OutOfMemory,
-            )?,
+            // Short of memory: one awaiting its restore, restored now; else the idle instances
+            // of every function go, and it tries once more.
+            None => match Instance::create_for_requests(f) {
+                Err(InvokeFailure::OutOfMemory) => match warm::take_deferred(f, false) {
+                    Some((pd, boundary)) => Instance { pd, boundary },
+                    None if warm::kept() > 0 => {
+                        warm::drain();
+                        Instance::create_for_requests(f)?
+                    }
+                    None => return Err(InvokeFailure::OutOfMemory),
+                },
+                r => r?,
+            },
         };
         begin_tenant(f, inst.pd);
         Ok(inst)
@@ -132,17 +143,34 @@ impl Instance {
     /// instances are reused and the instance is fit for reuse and the pool has room (restored
     /// to its snapshot first, in mode `restore`); destroyed otherwise.
     pub fn give_back(self, f: &LoadedFunction, reusable: bool) {
-        if !(reusable && self.keep(f)) {
+        self.give_back_with(f, reusable, warm::Finish::Now);
+    }
+
+    /// [`Instance::give_back`], with a restore that may stop for a request as `finish` says
+    /// (then the instance waits in the deferred queue: [`warm::Ran::Stopped`]).
+    pub fn give_back_with(
+        self,
+        f: &LoadedFunction,
+        reusable: bool,
+        finish: warm::Finish<'_>,
+    ) -> warm::Ran {
+        let ran = if reusable {
+            self.keep(f, finish)
+        } else {
+            warm::Ran::Gone
+        };
+        if ran == warm::Ran::Gone {
             if f.isolation().restores() {
                 crate::arch::cpu::without_interrupts(|| f.restores.lock().replaced += 1);
             }
             destroy(self.pd);
         }
+        ran
     }
 
     /// Restores this instance as `f`'s isolation mode asks and keeps it in `f`'s pool, if
     /// [`warm::keep`] takes it.
-    fn keep(&self, f: &LoadedFunction) -> bool {
+    fn keep(&self, f: &LoadedFunction, finish: warm::Finish<'_>) -> warm::Ran {
         use fjord_groundhog::IsolationMode;
         let m = &f.manifest;
         let base = self.boundary - m.stack_size;
@@ -156,11 +184,11 @@ impl Instance {
             memory_limit: m.memory_limit,
         };
         let how = match f.isolation() {
-            IsolationMode::Fresh => return false,
+            IsolationMode::Fresh => return warm::Ran::Gone,
             IsolationMode::Restore => warm::Reset::Snapshot { fresh },
             IsolationMode::None => warm::Reset::LayoutOnly { base, len },
         };
-        warm::keep(f, self.pd, self.boundary, how)
+        warm::keep(f, self.pd, self.boundary, how, finish)
     }
 
     /// The thread pointer the function runs with: its heap header.
@@ -378,7 +406,18 @@ impl Invocation {
     /// Ends the request: gives the instance back (to its pool when `reusable`: the function
     /// returned) and frees a kernel-owned ArgBuf.
     pub fn end(self, f: &LoadedFunction, reusable: bool) {
-        self.instance.give_back(f, reusable);
+        self.end_with(f, reusable, warm::Finish::Now);
+    }
+
+    /// [`Invocation::end`], with a restore that may stop for a request as `finish` says.
+    pub fn end_with(
+        self,
+        f: &LoadedFunction,
+        reusable: bool,
+        finish: warm::Finish<'_>,
+    ) -> warm::Ran {
+        let ran = self.instance.give_back_with(f, reusable, finish);
         self.argbuf.free();
+        ran
     }
 }

@@ -8,7 +8,7 @@
 //! answer). An instance is put back only when its function returned (a fault or a time-out
 //! destroys the PD), after its response went out ([`defer`], [`run_deferred`]), and as its
 //! function's isolation mode says ([`Reset`]): in mode `restore`, only after
-//! [`Jord::restore_snapshot`](crate::jord::state::Jord) freed every VMA and right it gained
+//! [`Jord::begin_restore`](crate::jord::state::Jord) and its steps freed every VMA and right it gained
 //! and copied back every page it dirtied from its snapshot (an instance without one is rezeroed
 //! by `Jord::restore_instance`); in mode `none` only the VMAs and rights go; in mode `fresh`
 //! none is kept. The next request cannot see what the previous one left (except in `none`), and
@@ -27,6 +27,7 @@ use super::LoadedFunction;
 use crate::arch::cpu;
 use crate::jord::state::PD_STACK_SIZE;
 use crate::jord::{self, state::InstanceLayout};
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use fjord_kernel::layout::PAGE_SIZE;
@@ -105,47 +106,239 @@ impl Pool {
     }
 }
 
-/// An invocation whose response has gone out and whose instance is still to be given back.
-struct Deferred {
-    f: alloc::sync::Arc<LoadedFunction>,
-    inv: super::instance::Invocation,
-    reusable: bool,
+/// An instance whose request's response has gone out and that is still to be given back.
+enum Deferred {
+    /// The invocation ended: its instance and ArgBuf.
+    Ended {
+        f: Arc<LoadedFunction>,
+        inv: super::instance::Invocation,
+        reusable: bool,
+    },
+    /// Its restore began and stopped for a request (its ArgBuf is already freed).
+    Restoring(Restoring),
 }
 
-/// Invocations ended but not yet given back (restoring happens off the response path).
-static DEFERRED: Mutex<Vec<Deferred>> = Mutex::new(Vec::new());
-/// Deferred invocations not yet fully given back (queued or being restored).
-static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+impl Deferred {
+    fn function(&self) -> &Arc<LoadedFunction> {
+        match self {
+            Deferred::Ended { f, .. } => f,
+            Deferred::Restoring(r) => &r.f,
+        }
+    }
 
-/// Ends `inv`, an invocation of `f` whose response is on its way, after its response is
-/// published: the executor runs [`run_deferred`] once it has handed a request's result on (a
-/// nested call's instance waits for its request's end). Until then
-/// the instance is in no pool, so a request for `f` takes another instance or a new one; it
-/// never meets one half restored.
-pub fn defer(
-    f: alloc::sync::Arc<LoadedFunction>,
-    inv: super::instance::Invocation,
-    reusable: bool,
-) {
-    IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
-    cpu::without_interrupts(|| DEFERRED.lock().push(Deferred { f, inv, reusable }));
-}
+    /// Whether its instance is destroyed rather than kept (a fault, mode `fresh`).
+    fn goes(&self) -> bool {
+        match self {
+            Deferred::Ended { f, reusable, .. } => !(*reusable && f.isolation().reuses()),
+            Deferred::Restoring(_) => false,
+        }
+    }
 
-/// Gives back every deferred invocation's instance (restored to its snapshot, or destroyed)
-/// and frees its ArgBuf.
-pub fn run_deferred() {
-    while let Some(d) = cpu::without_interrupts(|| DEFERRED.lock().pop()) {
-        d.inv.end(&d.f, d.reusable);
-        IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+    /// Gives its instance back (restored, or destroyed); a restore stops between two steps
+    /// for a request waiting for this executor when `may_stop`.
+    fn run(self, may_stop: bool) -> Ran {
+        match self {
+            Deferred::Ended { f, inv, reusable } => {
+                let finish = if may_stop {
+                    Finish::UnlessRequests(&f)
+                } else {
+                    Finish::Now
+                };
+                inv.end_with(&f, reusable, finish)
+            }
+            Deferred::Restoring(r) => r.resume(may_stop),
+        }
     }
 }
 
-/// Waits until every deferred invocation has been given back (running those still queued).
+/// A restore that stopped between two steps (`Jord::restore_step`) for a request.
+struct Restoring {
+    f: Arc<LoadedFunction>,
+    pd: PdId,
+    boundary: u64,
+    generation: u64,
+    /// Ticks its steps took so far.
+    ticks: u64,
+}
+
+impl Restoring {
+    fn resume(self, may_stop: bool) -> Ran {
+        if self.generation != crate::runtime::loader::jord_epoch() {
+            // A reset destroyed every PD.
+            return Ran::Gone;
+        }
+        let finish = if may_stop {
+            Finish::UnlessRequests(&self.f)
+        } else {
+            Finish::Now
+        };
+        let ran = restore_steps(
+            &self.f,
+            self.pd,
+            self.boundary,
+            self.generation,
+            self.ticks,
+            finish,
+        );
+        if ran == Ran::Gone {
+            super::instance::destroy(self.pd);
+            cpu::without_interrupts(|| self.f.restores.lock().replaced += 1);
+        }
+        ran
+    }
+}
+
+/// Whether a restore may stop between two steps when a request waits for this executor.
+#[derive(Clone, Copy, Debug)]
+pub enum Finish<'a> {
+    /// It runs to its end.
+    Now,
+    /// It stops while a request waits, and waits in the deferred queue (with this handle of
+    /// its function) to be resumed.
+    UnlessRequests(&'a Arc<LoadedFunction>),
+}
+
+/// What giving an instance back did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ran {
+    /// Restored (or reset) into its pool.
+    Kept,
+    /// Its restore stopped for a request; it waits in the deferred queue again.
+    Stopped,
+    /// Destroyed (not reusable, or no room).
+    Gone,
+}
+
+/// Pages a restore puts back between two looks for a request waiting for its executor.
+pub const RESTORE_STEP_PAGES: usize = 16;
+
+/// Instances ended but not yet given back (restoring happens off the response path).
+static DEFERRED: Mutex<Vec<Deferred>> = Mutex::new(Vec::new());
+/// Deferred instances not yet fully given back (queued or being restored).
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// Deferred instances still queued (none of them taken up yet).
+static QUEUED: AtomicUsize = AtomicUsize::new(0);
+
+/// Most deferred instances left queued while requests wait for an executor: beyond it, an
+/// executor restores before its next request (each holds an instance, and an ArgBuf until its
+/// restore begins).
+pub const MAX_DEFERRED: usize = 8;
+
+fn push(d: Deferred) {
+    IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
+    cpu::without_interrupts(|| {
+        DEFERRED.lock().push(d);
+        QUEUED.fetch_add(1, Ordering::AcqRel);
+    });
+}
+
+/// Takes the latest deferred instance for which `which` holds off the queue.
+fn pop(which: impl Fn(&Deferred) -> bool) -> Option<Deferred> {
+    cpu::without_interrupts(|| {
+        let mut q = DEFERRED.lock();
+        let i = q.iter().rposition(which)?;
+        QUEUED.fetch_sub(1, Ordering::AcqRel);
+        Some(q.remove(i))
+    })
+}
+
+/// Gives back `d`, taken off the queue.
+fn run(d: Deferred, may_stop: bool) -> Ran {
+    let ran = d.run(may_stop);
+    IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+    ran
+}
+
+/// Ends `inv`, an invocation of `f` whose response is on its way, after its response is
+/// published: the executor runs [`after_response`] once it has handed a request's result on
+/// (a nested call's instance waits for its request's end). Until then the instance is in no
+/// pool, so a request for `f` takes another instance or a new one; it never meets one half
+/// restored.
+pub fn defer(f: Arc<LoadedFunction>, inv: super::instance::Invocation, reusable: bool) {
+    push(Deferred::Ended { f, inv, reusable });
+}
+
+/// Gives back one deferred instance (restored to its snapshot, or destroyed; its ArgBuf
+/// freed); a restore stops between two steps when a request waits for this executor, and
+/// waits in the queue again. `None` when nothing was deferred.
+pub fn run_one_deferred() -> Option<Ran> {
+    pop(|_| true).map(|d| run(d, true))
+}
+
+/// Gives back every deferred instance, every restore to its end.
+pub fn run_deferred() {
+    while let Some(d) = pop(|_| true) {
+        run(d, false);
+    }
+}
+
+/// What an executor does with the deferred instances after a request's response went out:
+/// when `requests_waiting` (a request is queued for it or centrally), it serves them first and
+/// restores only beyond [`MAX_DEFERRED`] (those requests take other idle instances or new
+/// ones; the rest are restored when it has nothing else to do, see [`run_one_deferred`]);
+/// otherwise it restores them, stopping when a request comes meanwhile. Instances destroyed
+/// rather than kept go at once: no request would take them, and they hold memory.
+pub fn after_response(requests_waiting: bool) {
+    if !requests_waiting {
+        while matches!(run_one_deferred(), Some(Ran::Kept | Ran::Gone)) {}
+        return;
+    }
+    while let Some(d) = pop(Deferred::goes) {
+        run(d, false);
+    }
+    while deferred() > MAX_DEFERRED
+        && let Some(d) = pop(|_| true)
+    {
+        run(d, false);
+    }
+}
+
+/// Waits until every deferred instance has been given back (running those still queued).
 pub fn settle() {
     run_deferred();
     while IN_FLIGHT.load(Ordering::Acquire) > 0 {
         core::hint::spin_loop();
     }
+}
+
+/// Deferred instances queued, not yet taken up.
+pub fn deferred() -> usize {
+    QUEUED.load(Ordering::Acquire)
+}
+
+/// For a request of `f` that found no idle instance: restores one of `f`'s deferred instances
+/// now and takes it, unless `or_new` holds and a new instance fits the pools' memory budget
+/// beside the idle and deferred ones (then the caller makes one, and the deferred ones wait
+/// for a moment without requests). `None` when `f` has none deferred.
+pub(super) fn take_deferred(f: &LoadedFunction, or_new: bool) -> Option<(PdId, u64)> {
+    let d = cpu::without_interrupts(|| {
+        let mut q = DEFERRED.lock();
+        let i = q
+            .iter()
+            .rposition(|d| core::ptr::eq(&**d.function(), f) && !d.goes())?;
+        if or_new {
+            let deferred: usize = q.iter().map(|d| instance_bytes(d.function())).sum();
+            let held = KEPT_BYTES.load(Ordering::Relaxed) + deferred;
+            if held + instance_bytes(f) <= memory_budget() {
+                return None;
+            }
+        }
+        QUEUED.fetch_sub(1, Ordering::AcqRel);
+        Some(q.remove(i))
+    })?;
+    run(d, false);
+    take_idle(f)
+}
+
+/// Bytes of memory an instance of `f` holds (stack, instance VMA, creation stack).
+fn instance_bytes(f: &LoadedFunction) -> usize {
+    let m = &f.manifest;
+    (m.stack_size + m.heap_size + PD_STACK_SIZE) as usize
+}
+
+/// Bytes idle instances may hold: [`MEMORY_SHARE`] of the frames.
+fn memory_budget() -> usize {
+    crate::mm::frames::total_frames() * PAGE_SIZE as usize / MEMORY_SHARE
 }
 
 /// Keeps instances from now on (`true`) or not; turning it off destroys the idle ones.
@@ -222,21 +415,27 @@ pub enum Reset<'a> {
 
 /// Puts `f`'s instance `pd` (memory boundary `boundary`), whose request has ended, back as
 /// `how` says and keeps it in `f`'s pool, when the pool has room and the instance is fit for
-/// reuse; returns whether it was kept (the caller destroys it otherwise). A snapshot restore
-/// is counted in `f`'s restore metrics.
-pub(super) fn keep(f: &LoadedFunction, pd: PdId, boundary: u64, how: Reset<'_>) -> bool {
+/// reuse. A snapshot restore goes in steps of [`RESTORE_STEP_PAGES`] and, as `finish` allows,
+/// stops for a request and waits in the deferred queue ([`Ran::Stopped`]); it is counted in
+/// `f`'s restore metrics. [`Ran::Gone`]: the caller destroys it.
+pub(super) fn keep(
+    f: &LoadedFunction,
+    pd: PdId,
+    boundary: u64,
+    how: Reset<'_>,
+    finish: Finish<'_>,
+) -> Ran {
     if !enabled() || f.warm.idle() >= PER_FUNCTION {
-        return false;
+        return Ran::Gone;
     }
-    let m = &f.manifest;
-    let bytes = (m.stack_size + m.heap_size + PD_STACK_SIZE) as usize;
-    let budget = crate::mm::frames::total_frames() * PAGE_SIZE as usize / MEMORY_SHARE;
+    let bytes = instance_bytes(f);
+    let budget = memory_budget();
     // At a bound, displace other functions' instances (a few at most: sizes differ).
     let mut tries = 0;
     while kept() >= TOTAL || KEPT_BYTES.load(Ordering::Relaxed) + bytes > budget {
         tries += 1;
         if tries > 4 || !evict_for(f) {
-            return false;
+            return Ran::Gone;
         }
     }
     let t0 = cpu::rdtsc();
@@ -245,25 +444,68 @@ pub(super) fn keep(f: &LoadedFunction, pd: PdId, boundary: u64, how: Reset<'_>) 
         match how {
             Reset::Snapshot { fresh } if !j.has_snapshot(pd) => j
                 .restore_instance(pd, &fresh)
-                .map(|p| (p, None, generation)),
-            Reset::Snapshot { .. } => {
-                let mut plan = fjord_groundhog::RestorePlan::new();
-                j.restore_snapshot(pd, &mut plan)
-                    .map(|(p, r)| (p, Some(r), generation))
-            }
+                .map(|p| (p, false, generation)),
+            Reset::Snapshot { .. } => j.begin_restore(pd).map(|p| (p, true, generation)),
             Reset::LayoutOnly { base, len } => j
                 .scrub_instance(pd, base, len)
-                .map(|p| (p, None, generation)),
+                .map(|p| (p, false, generation)),
         }
     });
-    let Ok((pending, report, generation)) = restored else {
-        return false;
+    let Ok((pending, stepped, generation)) = restored else {
+        return Ran::Gone;
     };
     pending.finish();
-    if let Some(mut r) = report {
-        r.ticks = cpu::rdtsc() - t0;
-        cpu::without_interrupts(|| f.restores.lock().record(&r));
+    if stepped {
+        let ticks = cpu::rdtsc() - t0;
+        return restore_steps(f, pd, boundary, generation, ticks, finish);
     }
+    pool(f, pd, boundary, generation)
+}
+
+/// Runs the steps of `f`'s instance `pd`'s restore (begun, `ticks` spent so far) until it is
+/// done, then pools the instance; stops early as `finish` allows.
+fn restore_steps(
+    f: &LoadedFunction,
+    pd: PdId,
+    boundary: u64,
+    generation: u64,
+    mut ticks: u64,
+    finish: Finish<'_>,
+) -> Ran {
+    let mut plan = fjord_groundhog::RestorePlan::new();
+    loop {
+        let t0 = cpu::rdtsc();
+        let step = jord::with(|j| j.restore_step(pd, &mut plan, RESTORE_STEP_PAGES));
+        ticks += cpu::rdtsc() - t0;
+        match step {
+            Err(_) => return Ran::Gone,
+            Ok(Some((pending, mut report))) => {
+                pending.finish();
+                report.ticks = ticks;
+                cpu::without_interrupts(|| f.restores.lock().record(&report));
+                return pool(f, pd, boundary, generation);
+            }
+            Ok(None) => {
+                if let Finish::UnlessRequests(handle) = finish
+                    && crate::orchestrator::steps_coming(crate::arch::percpu::cpu_index())
+                {
+                    push(Deferred::Restoring(Restoring {
+                        f: handle.clone(),
+                        pd,
+                        boundary,
+                        generation,
+                        ticks,
+                    }));
+                    return Ran::Stopped;
+                }
+            }
+        }
+    }
+}
+
+/// Puts `f`'s restored instance `pd` into its pool, if it has room.
+fn pool(f: &LoadedFunction, pd: PdId, boundary: u64, generation: u64) -> Ran {
+    let bytes = instance_bytes(f);
     // The bound is checked again where the instance joins its pool: another executor may
     // have given an instance of `f` back meanwhile (the caller then destroys this one).
     let pooled = f.warm.locked(|v| {
@@ -282,8 +524,10 @@ pub(super) fn keep(f: &LoadedFunction, pd: PdId, boundary: u64, how: Reset<'_>) 
     });
     if pooled {
         f.warm.touch();
+        Ran::Kept
+    } else {
+        Ran::Gone
     }
-    pooled
 }
 
 impl Warm {

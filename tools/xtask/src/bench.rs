@@ -87,6 +87,10 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         // (only when asked for: it takes long).
         boots.push((2, "mode=bench bench=restore modules=initrd".to_owned()));
     }
+    let restore_asked = options
+        .group
+        .as_deref()
+        .is_some_and(|g| "restore".contains(g) || g.contains("restore"));
     let mut measurements = Vec::new();
     let mut total_wall = Duration::ZERO;
     for (smp, append) in boots {
@@ -152,6 +156,17 @@ pub fn run(options: &BenchOptions) -> Result<()> {
             "HTTP gateway from the host: open-loop load generator (wall clock, no icount)",
         );
         measurements.extend(http_gateway(&kernel, &qemu)?);
+    }
+    if restore_asked && !options.report {
+        // Groundhog's peer, measured in the same run: a process forked per request from a
+        // warmed parent in the Linux guest (`--report` runs it with the other Linux groups).
+        step(
+            2,
+            "Linux baseline of `restore`: a process forked per request from a warmed parent",
+        );
+        let mut linux = crate::linux::LinuxBenchOpts::new(vec!["restore".to_owned()]);
+        linux.echo_serial = options.verbose;
+        measurements.extend(crate::linux::run(&linux)?);
     }
     if let Some(group) = &options.group {
         // `faas` also covers the chain microbenchmark (measured in its boot) and the workloads'

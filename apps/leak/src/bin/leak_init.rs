@@ -1,11 +1,13 @@
 //! The `leak-init` function, for Groundhog's request-isolation tests: its `init` builds a
-//! table and a label from the warm-up input (part of the instance's snapshot); a request may
-//! corrupt them, and the next one sees only the snapshot's values.
+//! table and a label from the warm-up input on its heap, and maps a page of its own holding
+//! [`MAPPED`] (all part of the instance's snapshot); a request may corrupt them, and the next
+//! one sees only the snapshot's values.
 //!
-//! - `corrupt <hex secret>`: overwrites every table entry and the label with the secret and
-//!   appends entries; responds `len=…`;
-//! - `dump`: responds `len=… sum=… first=… label=…` (16 hex digits each; the label's first 8
-//!   bytes): after `init`, 1000 entries `3 * i`, the label the warm-up input.
+//! - `corrupt <hex secret>`: overwrites every table entry, the label and the mapped page's
+//!   first word with the secret and appends entries; responds `len=…`;
+//! - `dump`: responds `len=… sum=… first=… label=… mapped=…` (16 hex digits each; the label's
+//!   first 8 bytes; the mapped page's first word, 0 on the host): after `init`, 1000 entries
+//!   `3 * i`, the label the warm-up input, [`MAPPED`].
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 extern crate alloc;
@@ -14,17 +16,51 @@ use alloc::vec::Vec;
 use fjord_app_leak::{parse_hex, report};
 use fjord_libos::function::FnError;
 
+/// What `init` writes into the page it maps.
+const MAPPED: u64 = 0x1717_1717_1717_1717;
+
 /// What `init` builds.
 struct State {
     table: Vec<u64>,
     label: Vec<u8>,
+    /// The page `init` mapped (0 on the host).
+    page: u64,
 }
 
 fn init(warmup: &[u8]) -> Result<State, FnError> {
+    let page = map_page()?;
+    write_word(page, MAPPED);
     Ok(State {
         table: (0..1000).map(|i| 3 * i).collect(),
         label: warmup.to_vec(),
+        page,
     })
+}
+
+/// A new one-page read-write VMA of this instance.
+fn map_page() -> Result<u64, FnError> {
+    #[cfg(target_os = "none")]
+    {
+        use fjord_libos::privlib::{PROT_READ, PROT_WRITE, mmap};
+        mmap(4096, PROT_READ | PROT_WRITE).map_err(|_| FnError::Failed)
+    }
+    #[cfg(not(target_os = "none"))]
+    Ok(0)
+}
+
+fn write_word(page: u64, v: u64) {
+    if page != 0 {
+        // SAFETY: `page` is the read-write page `init` mapped, which the instance keeps.
+        unsafe { (page as *mut u64).write_volatile(v) };
+    }
+}
+
+fn read_word(page: u64) -> u64 {
+    if page == 0 {
+        return 0;
+    }
+    // SAFETY: as in `write_word`.
+    unsafe { (page as *const u64).read_volatile() }
 }
 
 fn serve(s: &mut State, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
@@ -34,6 +70,7 @@ fn serve(s: &mut State, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
         s.table.extend(core::iter::repeat_n(secret, 4000));
         s.label.clear();
         s.label.extend_from_slice(&secret.to_le_bytes());
+        write_word(s.page, secret);
         return report(resp, &[("len", s.table.len() as u64)]);
     }
     if req != b"dump" {
@@ -49,6 +86,7 @@ fn serve(s: &mut State, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
             ("sum", s.table.iter().fold(0u64, |a, &e| a.wrapping_add(e))),
             ("first", s.table.first().copied().unwrap_or(0)),
             ("label", u64::from_le_bytes(label)),
+            ("mapped", read_word(s.page)),
         ],
     )
 }

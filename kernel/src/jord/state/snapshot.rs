@@ -22,6 +22,8 @@ use fjord_groundhog::{Action, RestorePlan, RestoreReport, SnapshotIndex};
 struct Region {
     base: u64,
     len: u64,
+    /// The instance's right on it.
+    perm: Perm,
     index: SnapshotIndex,
     /// Slot `i` holds page `index.pages()[i]`.
     frames: frames::FrameRun,
@@ -33,14 +35,27 @@ impl Drop for Region {
     }
 }
 
+/// Most VMAs a snapshot keeps: the creation stack, the instance VMA and up to six that `init`
+/// mapped (PrivLib's `scrub_with` keeps at most this many).
+pub const MAX_SNAPSHOT_VMAS: usize = fjord_pd::privlib::MAX_KEPT;
+
 /// An instance's state after its `init`, held by the kernel for restores.
 pub(super) struct Snapshot {
-    /// The creation stack, then the instance VMA.
-    regions: [Region; 2],
+    /// The creation stack, the instance VMA and the VMAs `init` mapped, by address.
+    regions: Vec<Region>,
+    /// Which of them is the instance VMA.
+    instance: usize,
     /// The `mmap` allowance (bytes used, limit).
     quota: (u64, u64),
     /// A leaf of a region was removed since the last restore: its dirty bit went with it.
     leaves_lost: bool,
+    /// What `scrub_with` keeps of the instance: each region's base, length and right.
+    keep: Vec<(u64, u64, Perm)>,
+    /// Per region, the pages a restore under way has still to put back (sorted; kept
+    /// allocated between restores).
+    pages: Vec<Vec<u32>>,
+    /// What the restore under way ([`Jord::begin_restore`]) did so far, if one is.
+    restoring: Option<RestoreReport>,
 }
 
 impl Snapshot {
@@ -80,76 +95,86 @@ impl Jord {
             return Err(Error::InvalidArgs);
         }
         self.drop_snapshot(pd);
+        // The creation stack, the instance VMA, and the VMAs `init` mapped that the instance
+        // owns and alone holds (the first few by address; others go at the scrub).
+        let (stack, stack_len) = self.stacks[pd.index()];
+        let mut keep = alloc::vec![(stack, stack_len, Perm::RW), (base, len, Perm::RW)];
+        let mut own = self.privlib.owned_alone(pd);
+        own.sort_unstable_by_key(|v| v.0);
+        for v in own {
+            if keep.len() < MAX_SNAPSHOT_VMAS && v.0 != stack && v.0 != base {
+                keep.push(v);
+            }
+        }
+        keep.sort_unstable_by_key(|v| v.0);
         // Copied before the scrub, which frees none of these pages: a failure leaves nothing
         // changed and no flush owed.
-        let (stack, _) = self.stacks[pd.index()];
-        let regions = [self.copy_region(stack)?, self.copy_region(base)?];
+        let mut regions = Vec::with_capacity(keep.len());
+        for &(b, _, perm) in &keep {
+            let mut r = self.copy_region(b)?;
+            r.perm = perm;
+            regions.push(r);
+        }
+        let instance = regions
+            .iter()
+            .position(|r| r.base == base)
+            .ok_or(Error::NotMapped)?;
         let pages = regions.iter().map(|r| r.index.len()).sum();
-        let mut pending = self.scrub_keeping(pd, base, len)?;
+        let mut pending = self.scrub_keeping(pd, &keep)?;
         let root = self.root_of(pd);
-        let ranges = [
-            (regions[0].base, regions[0].len),
-            (regions[1].base, regions[1].len),
-        ];
+        let ranges: Vec<(u64, u64)> = regions.iter().map(|r| (r.base, r.len)).collect();
         PageTables::new(root, &DIRECT).take_dirty(&ranges, |_, _| {});
         pending.absorb(self.flush_pd(pd, root));
         let info = SnapshotInfo {
             regions: regions.len(),
             pages,
         };
+        let pages = regions.iter().map(|_| Vec::new()).collect();
         let quota = (0, self.quotas[pd.index()].1);
         self.put_snapshot(
             pd,
             Snapshot {
-                regions,
-                quota,
-                leaves_lost: false,
+            regions,
+            keep,
+            pages,
+            instance,
+            quota,
+            leaves_lost: false,
+            restoring: None,
             },
         );
         self.stats.snapshots_taken += 1;
         Ok((pending, info))
     }
 
-    /// Restores `pd`, an idle instance whose request has ended, to its snapshot: every VMA it
-    /// gained is freed and every right it was given dropped, the pages of its snapshot VMAs
-    /// whose leaves are dirty are copied back from the snapshot (or zeroed, where the snapshot
-    /// had nothing), their dirty bits cleared, and its `mmap` allowance reset. Translations
-    /// stay installed. `plan` is scratch space.
+    /// Begins restoring `pd`, an idle instance whose request has ended, to its snapshot: every
+    /// VMA it gained is freed and every right it was given dropped, and the pages of its
+    /// snapshot VMAs whose leaves are dirty (every page that held data, when a leaf was
+    /// removed since the last restore) are noted, their dirty bits cleared. The pages are put
+    /// back by [`Jord::restore_step`]; until the last step the instance must not run.
     ///
     /// [`Error::InvalidArgs`] when `pd` has no snapshot; [`Error::Busy`] (nothing changed)
     /// when the instance is not reusable; destroy it then.
-    pub fn restore_snapshot(
-        &mut self,
-        pd: PdId,
-        plan: &mut RestorePlan,
-    ) -> Result<(Pending, RestoreReport), Error> {
+    pub fn begin_restore(&mut self, pd: PdId) -> Result<Pending, Error> {
         if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
             return Err(Error::InvalidArgs);
         }
         let mut snap = self.take_snapshot_of(pd).ok_or(Error::InvalidArgs)?;
-        let inst = &snap.regions[1];
-        let mut pending = match self.scrub_keeping(pd, inst.base, inst.len) {
+        let freed = self.stats.vmas_scrubbed;
+        let pending = match self.scrub_keeping(pd, &snap.keep) {
             Ok(p) => p,
             Err(e) => {
                 self.put_snapshot(pd, snap);
                 return Err(e);
             }
         };
-        let freed = self.stats.vmas_scrubbed;
         let full = snap.leaves_lost;
         let root = self.root_of(pd);
-        let mut report = RestoreReport {
-            full,
-            ..RestoreReport::default()
-        };
-        let mut dirty: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
-        self.collect_dirty(root, &snap.regions, &mut dirty);
-        for (r, dirty) in snap.regions.iter().zip(&mut dirty) {
-            let Some(slot) = self.slot_of(r.base) else {
-                continue;
-            };
-            let backing = &mut self.backing[slot];
-            if full {
+        let Snapshot { regions, pages, .. } = &mut snap;
+        pages.iter_mut().for_each(Vec::clear);
+        self.collect_dirty(root, regions, pages);
+        for (r, dirty) in regions.iter().zip(pages) {
+            if full && let Some(backing) = self.slot_of(r.base).map(|slot| &self.backing[slot]) {
                 dirty.clear();
                 dirty.extend(
                     (0..backing.pages)
@@ -158,7 +183,53 @@ impl Jord {
                 );
             }
             dirty.sort_unstable();
-            plan.build(&r.index, dirty);
+        }
+        snap.leaves_lost = false;
+        snap.restoring = Some(RestoreReport {
+            full,
+            vmas_freed: self.stats.vmas_scrubbed - freed,
+            ..RestoreReport::default()
+        });
+        self.put_snapshot(pd, snap);
+        Ok(pending)
+    }
+
+    /// Puts back up to `max_pages` of the pages [`Jord::begin_restore`] noted for `pd` (copied
+    /// from the snapshot, or zeroed where the snapshot had nothing). After the last, resets its
+    /// `mmap` allowance and returns the flushes owed and what the whole restore did; `None`
+    /// while pages are left. Translations stay installed. `plan` is scratch space.
+    ///
+    /// [`Error::InvalidArgs`] when no restore of `pd` is under way.
+    pub fn restore_step(
+        &mut self,
+        pd: PdId,
+        plan: &mut RestorePlan,
+        max_pages: usize,
+    ) -> Result<Option<(Pending, RestoreReport)>, Error> {
+        let mut snap = self
+            .snapshots
+            .get_mut(pd.index())
+            .and_then(Option::take)
+            .ok_or(Error::InvalidArgs)?;
+        let Some(mut report) = snap.restoring.take() else {
+            self.snapshots[pd.index()] = Some(snap);
+            return Err(Error::InvalidArgs);
+        };
+        let mut budget = max_pages;
+        for (r, dirty) in snap.regions.iter().zip(&mut snap.pages) {
+            let n = dirty.len().min(budget);
+            if n == 0 {
+                continue;
+            }
+            budget -= n;
+            let Some(slot) = self.slot_of(r.base) else {
+                dirty.clear();
+                continue;
+            };
+            let backing = &mut self.backing[slot];
+            // From the end: what is left stays in place.
+            let rest = dirty.len() - n;
+            plan.build(&r.index, &dirty[rest..]);
             for a in plan.actions() {
                 match *a {
                     Action::Copy { page, slot, count } => {
@@ -175,15 +246,20 @@ impl Jord {
                 }
             }
             report.pages += plan.pages() as u64;
+            dirty.truncate(rest);
         }
-        pending.absorb(self.flush_pd(pd, root));
+        if snap.pages.iter().any(|d| !d.is_empty()) {
+            snap.restoring = Some(report);
+            self.snapshots[pd.index()] = Some(snap);
+            return Ok(None);
+        }
+        let root = self.root_of(pd);
+        let pending = self.flush_pd(pd, root);
         self.quotas[pd.index()] = snap.quota;
-        snap.leaves_lost = false;
-        self.put_snapshot(pd, snap);
-        report.vmas_freed = self.stats.vmas_scrubbed - freed;
+        self.snapshots[pd.index()] = Some(snap);
         self.stats.instances_restored += 1;
         self.stats.pages_restored += report.pages;
-        Ok((pending, report))
+        Ok(Some((pending, report)))
     }
 
     /// Collects (and clears) the dirty leaves of `regions` in the table at `root`, as page
@@ -191,43 +267,47 @@ impl Jord {
     /// its page first), so only those are read, under level-2 entries that were accessed since
     /// the last call: the cost follows the pages the instance ever touched in the 2 MiB regions
     /// the request touched, not the pages mapped.
-    fn collect_dirty(&self, root: u64, regions: &[Region; 2], dirty: &mut [Vec<u32>; 2]) {
+    fn collect_dirty(&self, root: u64, regions: &[Region], dirty: &mut [Vec<u32>]) {
         const SPAN: u64 = 512 * PAGE_SIZE;
         let mut pt = PageTables::new(root, &DIRECT);
-        let words = regions.each_ref().map(|r| {
+        let words = |r: &Region| {
             self.slot_of(r.base)
                 .and_then(|slot| self.backing.get(slot))
                 .map_or(&[][..], |b| b.initialised_words())
-        });
+        };
         let end_of = |r: &Region| r.base + r.len;
+        // Regions are sorted by address: a chunk at or below `done` was read with an earlier
+        // region, together with every region it reaches.
+        let mut done = None;
         for (i, r) in regions.iter().enumerate() {
             let mut chunk = r.base & !(SPAN - 1);
             while chunk < end_of(r) {
                 let next = chunk + SPAN;
-                let overlaps = |q: &Region| q.base < next && chunk < end_of(q);
-                // A chunk the first region reaches was done with it.
-                let done = i > 0 && overlaps(&regions[0]);
-                if !done && let Some(table) = pt.take_accessed_table(chunk) {
-                    for j in i..regions.len() {
-                        let q = &regions[j];
-                        if !overlaps(q) {
-                            continue;
-                        }
-                        let first = ((chunk.max(q.base) - q.base) / PAGE_SIZE) as usize;
-                        let end = ((next.min(end_of(q)) - q.base) / PAGE_SIZE) as usize;
-                        for w in first / 64..end.div_ceil(64) {
-                            let mut bits = words[j].get(w).copied().unwrap_or(0);
-                            while bits != 0 {
-                                let page = w * 64 + bits.trailing_zeros() as usize;
-                                bits &= bits - 1;
-                                if (first..end).contains(&page)
-                                    && pt.take_dirty_in_table(
-                                        table,
-                                        q.base + page as u64 * PAGE_SIZE,
-                                    )
-                                {
-                                    dirty[j].push(page as u32);
-                                }
+                if done.is_some_and(|d| chunk <= d) {
+                    chunk = next;
+                    continue;
+                }
+                done = Some(chunk);
+                let Some(table) = pt.take_accessed_table(chunk) else {
+                    chunk = next;
+                    continue;
+                };
+                for (j, q) in regions.iter().enumerate().skip(i) {
+                    if !(q.base < next && chunk < end_of(q)) {
+                        continue;
+                    }
+                    let bits_of = words(q);
+                    let first = ((chunk.max(q.base) - q.base) / PAGE_SIZE) as usize;
+                    let end = ((next.min(end_of(q)) - q.base) / PAGE_SIZE) as usize;
+                    for w in first / 64..end.div_ceil(64) {
+                        let mut bits = bits_of.get(w).copied().unwrap_or(0);
+                        while bits != 0 {
+                            let page = w * 64 + bits.trailing_zeros() as usize;
+                            bits &= bits - 1;
+                            if (first..end).contains(&page)
+                                && pt.take_dirty_in_table(table, q.base + page as u64 * PAGE_SIZE)
+                            {
+                                dirty[j].push(page as u32);
                             }
                         }
                     }
@@ -261,6 +341,7 @@ impl Jord {
         Ok(Region {
             base,
             len,
+            perm: Perm::RW,
             index,
             frames,
         })
@@ -305,7 +386,7 @@ impl Jord {
     /// tests that check no PD can reach it).
     pub fn snapshot_frame(&self, pd: PdId) -> Option<u64> {
         let s = self.snapshots.get(pd.index())?.as_ref()?;
-        let r = &s.regions[1];
+        let r = &s.regions[s.instance];
         (!r.index.is_empty()).then(|| r.frames.phys())
     }
 
@@ -326,30 +407,29 @@ impl Jord {
     /// Frees every VMA `pd` owns beyond its creation stack and the instance VMA
     /// `[base, base + len)` and drops every right it was given, leaving its memory as it is
     /// (isolation mode `none`: warm reuse with no restore). Errors as for
-    /// [`Jord::restore_snapshot`].
+    /// [`Jord::begin_restore`].
     pub fn scrub_instance(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {
         if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
             return Err(Error::InvalidArgs);
         }
-        let p = self.scrub_keeping(pd, base, len)?;
+        let (stack, stack_len) = self.stacks[pd.index()];
+        let p = self.scrub_keeping(pd, &[(stack, stack_len, Perm::RW), (base, len, Perm::RW)])?;
         self.quotas[pd.index()].0 = 0;
         Ok(p)
     }
 
-    /// Frees every VMA `pd` owns beyond its creation stack and the instance VMA
-    /// `[base, base + len)` and drops every right it was given.
-    fn scrub_keeping(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {
+    /// Frees every VMA `pd` owns beyond those of `keep` (base, length, its right) and drops
+    /// every right it was given.
+    fn scrub_keeping(&mut self, pd: PdId, keep: &[(u64, u64, Perm)]) -> Result<Pending, Error> {
         if self.held_back.holds(pd) {
             self.settle_pd(pd);
         }
-        let (stack, stack_len) = self.stacks[pd.index()];
-        let keep = [(stack, stack_len, Perm::RW), (base, len, Perm::RW)];
         self.scratch.clear();
         let scratch = &mut self.scratch;
         let mut freed = 0u64;
         let s = self
             .privlib
-            .scrub_with(PdId::KERNEL, pd, &keep, |id, _, owned| {
+            .scrub_with(PdId::KERNEL, pd, keep, |id, _, owned| {
                 if owned {
                     scratch.push(id.base());
                     freed += 1;

@@ -30,7 +30,7 @@ pub struct JordStats {
     /// rights it had) before the PD ran again: its leaves stayed valid and were never walked.
     pub revocations_withdrawn: u64,
     /// Function instances restored for reuse by [`Jord::restore_instance`] or
-    /// [`Jord::restore_snapshot`].
+    /// [`Jord::begin_restore`].
     pub instances_restored: u64,
     /// Groundhog snapshots taken ([`Jord::take_snapshot`]).
     pub snapshots_taken: u64,

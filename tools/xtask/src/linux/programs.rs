@@ -24,6 +24,7 @@ pub const GROUPS: &[&str] = &[
     "mm",
     "chain",
     "checkpoint",
+    "restore",
     "workloads",
 ];
 
@@ -112,6 +113,24 @@ pub const STEPS: &[Step] = &[
         "checkpoint",
         &["100"],
         &["checkpoint_full_copy_100mb", "restore_full_copy_100mb"],
+    ),
+    // Groundhog's baseline: a process forked per request from a warmed parent.
+    step(
+        "restore",
+        "forkserve",
+        &[],
+        &[
+            "hello_latency_restore",
+            "hello_cycle_restore",
+            "dirty_1_latency_restore",
+            "dirty_1_cycle_restore",
+            "dirty_10_latency_restore",
+            "dirty_10_cycle_restore",
+            "dirty_100_latency_restore",
+            "dirty_100_cycle_restore",
+            "dirty_1000_latency_restore",
+            "dirty_1000_cycle_restore",
+        ],
     ),
     // The NightCore-like runtime (Rust, `tools/nightcore`, see `nightcore`); its parameters
     // file comes from the Fjord run.

@@ -38,7 +38,7 @@
 //! the fork code changes.
 
 use crate::area::Area;
-use crate::tags::{PageWords, ShadowTags, SlotMask};
+use crate::tags::{PageWords, SLOTS_PER_PAGE, ShadowTags, SlotMask};
 
 /// Tells which slots of a page hold pointers that fork must relocate.
 pub trait TagSource {
@@ -112,18 +112,38 @@ impl Inferred {
 
 impl TagSource for Inferred {
     fn tagged_slots(&self, _page: u64, words: &PageWords) -> SlotMask {
-        let mut mask = SlotMask::EMPTY;
-        for (i, &w) in words.iter().enumerate() {
-            if self.area.contains(w) {
-                mask.set(i);
-            }
+        let (base, size) = (self.area.base(), self.area.size());
+        let mut mask = [0u64; SLOTS_PER_PAGE / 64];
+        for (m, chunk) in mask.iter_mut().zip(words.chunks_exact(64)) {
+            // Slot `i` of the chunk ends up as bit `i`.
+            *m = chunk
+                .iter()
+                .rev()
+                .fold(0, |bits, &w| shift_in(bits, w.wrapping_sub(base) < size));
         }
-        mask
+        SlotMask::from_words(mask)
     }
 
     fn page_has_tags(&self, _page: u64, words: &PageWords) -> bool {
         words.iter().any(|&w| self.area.contains(w))
     }
+}
+
+/// `bits` shifted left by one with `below` as its new lowest bit.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn shift_in(bits: u64, below: bool) -> u64 {
+    // `bits + bits + carry`: the compare that computed `below` feeds one add-with-carry.
+    let mut out = 0;
+    core::arch::x86_64::_addcarry_u64(u8::from(below), bits, bits, &mut out);
+    out
+}
+
+/// `bits` shifted left by one with `below` as its new lowest bit.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn shift_in(bits: u64, below: bool) -> u64 {
+    (bits << 1) | u64::from(below)
 }
 
 /// The union of two sources: a slot is tagged when either says so.
@@ -200,6 +220,18 @@ mod tests {
         );
         assert!(i.page_has_tags(0, &words));
         assert!(!i.page_has_tags(0, &[7; SLOTS_PER_PAGE]));
+    }
+
+    #[test]
+    fn inferred_tags_across_the_whole_page() {
+        let a = area();
+        let mut words = [a.end(); SLOTS_PER_PAGE];
+        let slots = [0, 63, 64, 127, 200, 448, 510, 511];
+        for &s in &slots {
+            words[s] = a.base() + 8 * s as u64;
+        }
+        let i = Inferred::new(a);
+        assert_eq!(i.tagged_slots(0, &words).iter().collect::<Vec<_>>(), slots);
     }
 
     #[test]

@@ -48,6 +48,12 @@ impl SlotMask {
     /// Every slot.
     pub const FULL: SlotMask = SlotMask([u64::MAX; SLOTS_PER_PAGE / 64]);
 
+    /// The mask whose word `w` holds the bits of slots `64 * w` to `64 * w + 63` (bit `i % 64`
+    /// for slot `i`).
+    pub const fn from_words(words: [u64; SLOTS_PER_PAGE / 64]) -> SlotMask {
+        SlotMask(words)
+    }
+
     /// Adds slot `i`; an index of [`SLOTS_PER_PAGE`] or more is ignored.
     pub fn set(&mut self, i: usize) {
         if i < SLOTS_PER_PAGE {

@@ -175,6 +175,35 @@ impl FrameRun {
         true
     }
 
+    /// Copies the `N` words at byte `offset` of the run (8-aligned; native byte order, i.e.
+    /// little-endian) into `out`, which is then initialised; false (nothing read) beyond its end.
+    pub fn read_words<const N: usize>(
+        &self,
+        offset: usize,
+        out: &mut core::mem::MaybeUninit<[u64; N]>,
+    ) -> bool {
+        if !offset.is_multiple_of(8) || !self.covers(offset, N * 8) {
+            return false;
+        }
+        let src = phys_to_virt(self.phys + offset as u64) as *const u64;
+        // SAFETY: as for `write_at`; the source is 8-aligned (the run is page-aligned) and the
+        // destination is `N` words of `out`.
+        unsafe { core::ptr::copy_nonoverlapping(src, out.as_mut_ptr().cast::<u64>(), N) };
+        true
+    }
+
+    /// Copies `words` (native byte order) to byte `offset` of the run (8-aligned); false (nothing
+    /// written) beyond its end.
+    pub fn write_words(&mut self, offset: usize, words: &[u64]) -> bool {
+        if !offset.is_multiple_of(8) || !self.covers(offset, words.len() * 8) {
+            return false;
+        }
+        let dst = phys_to_virt(self.phys + offset as u64) as *mut u64;
+        // SAFETY: as for `write_at`; the destination is 8-aligned (the run is page-aligned).
+        unsafe { core::ptr::copy_nonoverlapping(words.as_ptr(), dst, words.len()) };
+        true
+    }
+
     /// Copies `count` frames of `src` from its frame `src_first` over this run's frames from
     /// `first`; false (nothing copied) when either range leaves its run.
     pub fn copy_from(

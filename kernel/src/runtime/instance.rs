@@ -199,6 +199,16 @@ impl Instance {
     /// A new PD for `f` with its instance VMA and heap header, its memory allowance and its
     /// bound on the PDs it may create (not from the pool: a μprocess's area, too).
     pub fn create(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
+        Self::create_with(f, true)
+    }
+
+    /// [`Instance::create`] without the heap header: for a forked μprocess, whose stack
+    /// region's top page (the header's) is its parent's copy.
+    pub fn create_for_fork(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
+        Self::create_with(f, false)
+    }
+
+    fn create_with(f: &LoadedFunction, header: bool) -> Result<Instance, InvokeFailure> {
         let m = &f.manifest;
         let mut owed = None;
         let r = jord::with(|j| {
@@ -206,7 +216,7 @@ impl Instance {
             j.set_memory_limit(pd, m.memory_limit);
             // Cannot fail: the kernel just made `pd`.
             let _ = j.set_pd_limit(pd, m.max_pds);
-            match map_instance(j, pd, f) {
+            match map_instance(j, pd, f, header) {
                 Ok(boundary) => Ok(Instance { pd, boundary }),
                 Err(e) => {
                     owed = j.cput(PdId::KERNEL, pd).ok();
@@ -233,11 +243,16 @@ pub fn destroy(pd: PdId) {
 }
 
 /// Maps `pd`'s instance VMA for `f` (a program's image, see [`super::ProgramArea`], then the
-/// stack, then the heap) and writes the heap allocator's header at the top of the stack region;
-/// returns the memory boundary. A program's image pages without writable bytes are the frames of
+/// stack, then the heap) and, when `header`, writes the heap allocator's header at the top of
+/// the stack region; returns the memory boundary. A program's image pages without writable bytes are the frames of
 /// its module's image; its private part is left to the caller (a new μprocess writes it, a
 /// forked one copies its parent's). On failure the VMA goes with the PD.
-fn map_instance(j: &mut jord::state::Jord, pd: PdId, f: &LoadedFunction) -> Result<u64, PdError> {
+fn map_instance(
+    j: &mut jord::state::Jord,
+    pd: PdId,
+    f: &LoadedFunction,
+    header: bool,
+) -> Result<u64, PdError> {
     let m = &f.manifest;
     let image = f.image_in_area();
     let instance = j.mmap(
@@ -249,8 +264,10 @@ fn map_instance(j: &mut jord::state::Jord, pd: PdId, f: &LoadedFunction) -> Resu
     if let Some(p) = &f.program {
         j.share_prefix(instance, f.image.base, p.shared.clone())?;
     }
-    let (offset, words) = fresh_header(m, instance + image);
-    j.write_words(instance, image + offset, &words)?;
+    if header {
+        let (offset, words) = fresh_header(m, instance + image);
+        j.write_words(instance, image + offset, &words)?;
+    }
     Ok(instance + image + m.stack_size)
 }
 

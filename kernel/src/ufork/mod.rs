@@ -393,7 +393,7 @@ fn spawn_child(parent: Pid, name: u64, len: u64) -> Result<u64, AbiError> {
         })
     })
     .ok_or(AbiError::InvalidArgs)?;
-    let (child, fds, inst) = new_child(parent, &f)?;
+    let (child, fds, inst) = new_child(parent, &f, false)?;
     let Some((area, ctx, tags)) = fresh_start(&f, &inst) else {
         return Err(abandon(child, fds, inst.pd));
     };
@@ -401,10 +401,15 @@ fn spawn_child(parent: Pid, name: u64, len: u64) -> Result<u64, AbiError> {
     Ok(u64::from(child.raw()))
 }
 
-/// A child of `parent` for `fork` or `spawn` that has not run yet: its PID, its descriptors
-/// (the parent's, whose open files gain a reference each) and a new instance of `func`, acting
-/// for `func`'s tenant. On failure nothing of it is left.
-fn new_child(parent: Pid, func: &LoadedFunction) -> Result<(Pid, FdTable, Instance), AbiError> {
+/// A child of `parent` for `fork` (when `forked`: its instance has no heap header, the parent's
+/// is copied) or `spawn` that has not run yet: its PID, its descriptors (the parent's, whose
+/// open files gain a reference each) and a new instance of `func`, acting for `func`'s tenant.
+/// On failure nothing of it is left.
+fn new_child(
+    parent: Pid,
+    func: &LoadedFunction,
+    forked: bool,
+) -> Result<(Pid, FdTable, Instance), AbiError> {
     let fds = with(|p| {
         let pr = p.procs.get(&parent)?;
         pr.fds.fork(&mut p.files).ok()
@@ -417,7 +422,12 @@ fn new_child(parent: Pid, func: &LoadedFunction) -> Result<(Pid, FdTable, Instan
             return Err(AbiError::LimitReached);
         }
     };
-    match Instance::create(func) {
+    let inst = if forked {
+        Instance::create_for_fork(func)
+    } else {
+        Instance::create(func)
+    };
+    match inst {
         Ok(inst) => {
             jord::tenant::begin(inst.pd, func.namespace, log_limit(func));
             Ok((child, fds, inst))
@@ -476,7 +486,7 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
     };
     let mode = CopyMode::for_call(default_mode, call, options.isolation)
         .map_err(|_| AbiError::AccessDenied)?;
-    let (child, fds, inst) = new_child(parent, &func)?;
+    let (child, fds, inst) = new_child(parent, &func, true)?;
     let (child_base, _) = area_of_instance(&func, &inst);
     let image = func.image_in_area();
     let stack_pages = (func.manifest.stack_size / 4096) as usize;

@@ -59,6 +59,18 @@ impl Backing {
         }
     }
 
+    /// Marks page `i` initialised without zeroing it: for a caller about to write all of it.
+    pub(super) fn set_initialised(&mut self, i: usize) {
+        if i >= self.pages {
+            return;
+        }
+        let (w, b) = (i / 64, 1u64 << (i % 64));
+        match &mut self.initialised {
+            InitBits::Inline(word) => *word |= b,
+            InitBits::Heap(words) => words[w] |= b,
+        }
+    }
+
     /// The initialised bits, 64 pages a word (bit `i % 64` of word `i / 64` for page `i`).
     pub(super) fn initialised_words(&self) -> &[u64] {
         match &self.initialised {

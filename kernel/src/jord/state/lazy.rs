@@ -25,6 +25,7 @@
 use super::*;
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
+use core::mem::MaybeUninit;
 use fjord_ufork::area::Area;
 use fjord_ufork::copy_mode::{Access, CopyMode};
 use fjord_ufork::lazy::{FirstTouch, LazyPages, on_first_touch};
@@ -95,22 +96,6 @@ pub struct LazyStats {
 /// `perm` without write.
 fn read_only(perm: Perm) -> Perm {
     Perm::from_bits_truncate(perm.bits() & !Perm::W.bits())
-}
-
-fn words_of(bytes: &[u8; 4096]) -> PageWords {
-    let mut w: PageWords = [0; SLOTS_PER_PAGE];
-    for (w, c) in w.iter_mut().zip(bytes.chunks_exact(8)) {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(c);
-        *w = u64::from_le_bytes(b);
-    }
-    w
-}
-
-fn bytes_of(words: &PageWords, out: &mut [u8; 4096]) {
-    for (c, w) in out.chunks_exact_mut(8).zip(words) {
-        c.copy_from_slice(&w.to_le_bytes());
-    }
 }
 
 impl Jord {
@@ -234,20 +219,20 @@ impl Jord {
             return;
         }
         let (source, from, to, mode) = (link.source, link.from, link.to, link.mode);
-        let mut words = self.source_words(source, i);
+        let mut buf = MaybeUninit::uninit();
+        let words = self.source_words(source, i, &mut buf);
         // Copy-on-write never relocates; the other modes relocate what points into the
         // source's area (inferred tags), which leaves a page without tags as it is.
         if (relocate || mode != CopyMode::CopyOnWrite)
             && let Some(l) = self.lazy.links.get(&base)
         {
             let page = from.base() + i as u64 * PAGE_SIZE;
-            let _ = relocate_page(&emulated(&l.tags), &from, &to, page, &mut words);
+            let _ = relocate_page(&emulated(&l.tags), &from, &to, page, words);
         }
-        let mut bytes = [0u8; 4096];
-        bytes_of(&words, &mut bytes);
         if let Some(b) = self.backing_mut(base) {
-            b.initialise(i);
-            b.frames.write_at(i * PAGE_SIZE as usize, &bytes);
+            // The whole page is written: no need to zero it first.
+            b.set_initialised(i);
+            b.frames.write_words(i * PAGE_SIZE as usize, words);
         }
         self.lazy_stats.pages_copied += 1;
         let (shared, pd) = match self.lazy.links.get_mut(&base) {
@@ -262,16 +247,25 @@ impl Jord {
     }
 
     /// The contents of page `i` of the VMA at `base` as its holder sees them, settling it
-    /// first if it is itself lazily forked: zero for a page never touched.
-    fn source_words(&mut self, base: u64, i: usize) -> PageWords {
+    /// first if it is itself lazily forked (zero for a page never touched), written into `out`,
+    /// which it returns.
+    fn source_words<'a>(
+        &mut self,
+        base: u64,
+        i: usize,
+        out: &'a mut MaybeUninit<PageWords>,
+    ) -> &'a mut PageWords {
         self.settle_page(base, i);
-        let mut bytes = [0u8; 4096];
-        if let Some(b) = self.backing_mut(base)
-            && b.is_initialised(i)
-        {
-            b.frames.read_at(i * PAGE_SIZE as usize, &mut bytes);
+        let read = match self.backing_mut(base) {
+            Some(b) if b.is_initialised(i) => b.frames.read_words(i * PAGE_SIZE as usize, out),
+            _ => false,
+        };
+        if read {
+            // SAFETY: `read_words` initialised all of `out`.
+            unsafe { out.assume_init_mut() }
+        } else {
+            out.write([0; SLOTS_PER_PAGE])
         }
-        words_of(&bytes)
     }
 
     /// Forgets the link of `base` once it lacks nothing.
@@ -354,9 +348,10 @@ impl Jord {
                 let l = self.lazy.links.get(&base)?;
                 (l.source, l.from, l.mode)
             };
-            let words = self.source_words(source, i);
+            let mut buf = MaybeUninit::uninit();
+            let words = self.source_words(source, i, &mut buf);
             let page = from.base() + i as u64 * PAGE_SIZE;
-            let has_tags = emulated(&self.lazy.links.get(&base)?.tags).page_has_tags(page, &words);
+            let has_tags = emulated(&self.lazy.links.get(&base)?.tags).page_has_tags(page, words);
             let touch = on_first_touch(mode, has_tags, Access::Read);
             if touch == FirstTouch::Share {
                 if let Some(l) = self.lazy.links.get_mut(&base) {

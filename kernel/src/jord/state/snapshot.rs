@@ -134,13 +134,13 @@ impl Jord {
         self.put_snapshot(
             pd,
             Snapshot {
-            regions,
-            keep,
-            pages,
-            instance,
-            quota,
-            leaves_lost: false,
-            restoring: None,
+                regions,
+                keep,
+                pages,
+                instance,
+                quota,
+                leaves_lost: false,
+                restoring: None,
             },
         );
         self.stats.snapshots_taken += 1;

@@ -604,6 +604,7 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
             head_ms: opts.http.head_timeout_ms,
             body_ms: opts.http.body_timeout_ms,
             idle_ms: opts.http.idle_timeout_ms,
+            send_ms: opts.http.send_timeout_ms,
         },
         limits: Limits {
             max_body_bytes: 2 << 20,
@@ -620,12 +621,13 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
     );
     kprintln!("fjord: http listening on {guest_ip}:{HTTP_PORT}");
     log::info!(
-        "net: up to {} HTTP connections, backlog {}, timeouts head {} ms, body {} ms, idle {} ms",
+        "net: up to {} HTTP connections, backlog {}, timeouts head {} ms, body {} ms, idle {} ms, send {} ms",
         admission.max_open,
         admission.backlog,
         config.timeouts.head_ms,
         config.timeouts.body_ms,
-        config.timeouts.idle_ms
+        config.timeouts.idle_ms,
+        config.timeouts.send_ms
     );
 
     let idle_ticks = apic::tsc_hz() / 1000 * IDLE_AFTER_MS;

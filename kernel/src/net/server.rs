@@ -14,7 +14,7 @@
 use super::sockets::{LISTEN, Sockets};
 use alloc::vec::Vec;
 use fjord_faas::gateway::admission::{self, Admission, Candidate};
-use fjord_faas::gateway::timeouts::{Deadline, Timeouts};
+use fjord_faas::gateway::timeouts::{Deadline, Phase, Timeouts};
 use fjord_faas::gateway::{Connection, FunctionService, Gateway, Sample};
 use fjord_faas::http::Limits;
 use fjord_kernel::steer::shard_of;
@@ -57,6 +57,10 @@ struct Served {
     leaving: bool,
     /// When the server closed the socket.
     closed_at: Option<u64>,
+    /// Bytes handed to the socket.
+    handed: u64,
+    /// Bytes of those the client had acknowledged at the last visit.
+    acked: u64,
 }
 
 /// One socket and the connection it carries, if any.
@@ -318,6 +322,8 @@ impl<S: FunctionService> Server<S> {
                 deadline: Deadline::new(now_ms),
                 leaving: false,
                 closed_at: None,
+                handed: 0,
+                acked: 0,
             };
             if self.config.admission.admits(*open) {
                 *open += 1;
@@ -334,14 +340,27 @@ impl<S: FunctionService> Server<S> {
         };
         busy |= serve(sock, s, &mut self.gateway, kernel);
         // The deadlines: a client that takes too long in its phase is answered 408 (or,
-        // idle, just closed).
-        s.deadline.observe(s.conn.phase(), now_ms);
-        if !s.leaving
-            && let Some(phase) = s.deadline.expired(&self.config.timeouts, now_ms)
-        {
+        // idle, just closed); one that stopped reading (even a refused or timed-out one that
+        // never reads its answer) is cut off.
+        let unacknowledged = sock.send_queue();
+        s.deadline
+            .observe(s.conn.phase_after(unacknowledged), now_ms);
+        let acked = s.handed.saturating_sub(unacknowledged as u64);
+        if acked > s.acked {
+            s.acked = acked;
+            s.deadline.progress(now_ms);
+        }
+        let expired = s.deadline.expired(&self.config.timeouts, now_ms);
+        if let Some(phase) = expired.filter(|&p| !s.leaving || p == Phase::Send) {
             s.conn.time_out(phase, &mut self.gateway);
+            if !s.leaving {
+                *open = open.saturating_sub(1);
+            }
             s.leaving = true;
-            *open = open.saturating_sub(1);
+            if phase == Phase::Send {
+                sock.abort();
+                return Visit::Busy;
+            }
             busy |= serve(sock, s, &mut self.gateway, kernel);
         }
         if s.conn.finished() && sock.may_send() {
@@ -411,9 +430,9 @@ fn serve<S: FunctionService>(
     let conn = &mut s.conn;
     let mut busy = conn.poll(gateway, kernel);
     let (mut received, mut sent) = (0, 0);
-    // While an invocation runs, later requests wait in the socket (TCP flow control holds the
-    // peer back).
-    while sock.can_recv() && !conn.waiting() {
+    // While an invocation runs, or answers pile up unsent, later requests wait in the socket
+    // (TCP flow control holds the peer back).
+    while sock.can_recv() && conn.wants_input() {
         let r = sock.recv(|buf| {
             conn.receive(buf, gateway, kernel);
             (buf.len(), buf.len())
@@ -429,6 +448,7 @@ fn serve<S: FunctionService>(
             Ok(n) => {
                 conn.sent(n);
                 sent += n;
+                s.handed += n as u64;
             }
         }
     }

@@ -10,7 +10,8 @@
 //! - [`layout`], [`paging`], [`frame_bitmap`] (`mm/`): the virtual-memory layout, four-level
 //!   page tables over an abstract physical memory, the frame allocator's bitmap;
 //! - [`kv_store`] (`kv/`): the key-value namespaces behind the `kv_*` system calls;
-//! - [`virtio_mmio`] (`net/`): decoding probes of the microvm board's virtio-mmio slots;
+//! - [`virtio_mmio`], [`steer`] (`net/`): decoding probes of the microvm board's virtio-mmio
+//!   slots, steering received frames among the HTTP server's socket sets;
 //! - [`stats`] (`bench/`): medians and extremes of benchmark samples;
 //! - [`ktest`] (`ktests/`): the in-kernel test descriptor and assertion macros;
 //! - [`fnv`]: the FNV-1a hasher of the kernel's hash maps.
@@ -42,5 +43,7 @@ pub mod memmap;
 pub mod paging;
 #[path = "bench/stats.rs"]
 pub mod stats;
+#[path = "net/steer.rs"]
+pub mod steer;
 #[path = "net/virtio_mmio.rs"]
 pub mod virtio_mmio;

@@ -11,12 +11,18 @@
 //!
 //! An invocation the runtime runs elsewhere leaves the connection [`Connection::waiting`]: the
 //! requests behind it stay unparsed until [`Connection::poll`] finds the invocation finished,
-//! so one slow function holds up only its own connection.
+//! so one slow function holds up only its own connection. Likewise, while [`OUTPUT_LIMIT`]
+//! bytes of responses wait to be sent, the connection takes no more requests
+//! ([`Connection::wants_input`]): a client that pipelines requests without reading the
+//! answers is held back by TCP flow control instead of growing the output without bound.
 
 use super::timeouts::Phase;
 use super::{Answer, FunctionService, Gateway, PendingAnswer, Sample};
 use crate::http::{Limits, RequestReader, Response, Status};
 use alloc::vec::Vec;
+
+/// Bytes of unsent responses past which a connection takes no more requests.
+pub const OUTPUT_LIMIT: usize = 16 * 1024;
 
 /// The state of one gateway connection.
 #[derive(Clone, Debug)]
@@ -62,6 +68,12 @@ impl Connection {
         self.pending.is_some()
     }
 
+    /// Whether the connection takes more received bytes now: no invocation runs and less than
+    /// [`OUTPUT_LIMIT`] bytes wait to be sent.
+    pub fn wants_input(&self) -> bool {
+        !self.waiting() && self.output().len() < OUTPUT_LIMIT
+    }
+
     /// Queues the response of the running invocation if it has finished, then answers the
     /// requests received behind it; returns whether the invocation had finished.
     pub fn poll<S: FunctionService>(
@@ -82,12 +94,16 @@ impl Connection {
         true
     }
 
-    /// The connection's phase for its deadlines: [`Phase::Busy`] while an invocation runs or
-    /// output waits to be sent (or the connection is closing), [`Phase::Body`] while a body
-    /// arrives, [`Phase::Head`] while a head does (or a new connection has sent nothing), else
-    /// [`Phase::Idle`].
+    /// The connection's phase for its deadlines: [`Phase::Busy`] while an invocation runs,
+    /// [`Phase::Send`] while output waits to be sent, [`Phase::Busy`] while the connection
+    /// closes, [`Phase::Body`] while a body arrives, [`Phase::Head`] while a head does (or a
+    /// new connection has sent nothing), else [`Phase::Idle`].
     pub fn phase(&self) -> Phase {
-        if self.closing || self.pending.is_some() || !self.output().is_empty() {
+        if self.pending.is_some() {
+            Phase::Busy
+        } else if !self.output().is_empty() {
+            Phase::Send
+        } else if self.closing {
             Phase::Busy
         } else if self.reader.reading_body() {
             Phase::Body
@@ -95,6 +111,15 @@ impl Connection {
             Phase::Head
         } else {
             Phase::Idle
+        }
+    }
+
+    /// The phase when `unacknowledged` bytes already handed to the transport have not been
+    /// taken by the client yet: an otherwise idle connection is [`Phase::Send`] until they are.
+    pub fn phase_after(&self, unacknowledged: usize) -> Phase {
+        match self.phase() {
+            Phase::Idle if unacknowledged > 0 => Phase::Send,
+            phase => phase,
         }
     }
 
@@ -110,7 +135,8 @@ impl Connection {
     }
 
     /// Ends the connection because `phase` took too long: a client that was sending a request
-    /// gets `408` first; an idle one is just closed.
+    /// gets `408` first; an idle one, or one that stopped reading its responses, is just
+    /// closed (its unsent responses are dropped).
     pub fn time_out<S: FunctionService>(&mut self, phase: Phase, gateway: &mut Gateway<S>) {
         gateway.count_timed_out(phase);
         if matches!(phase, Phase::Head | Phase::Body) && self.pending.is_none() {
@@ -137,11 +163,14 @@ impl Connection {
         self.closing = true;
     }
 
-    /// Ends the connection without its answers: a running invocation is abandoned.
+    /// Ends the connection without its answers: a running invocation is abandoned and unsent
+    /// output dropped.
     pub fn abandon<S: FunctionService>(&mut self, gateway: &mut Gateway<S>) {
         if let Some(p) = self.pending.take() {
             gateway.abandon(p);
         }
+        self.out.clear();
+        self.sent = 0;
         self.closing = true;
     }
 

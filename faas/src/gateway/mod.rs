@@ -98,7 +98,7 @@ pub struct Gateway<S> {
     connections: CounterId,
     bytes_received: CounterId,
     bytes_sent: CounterId,
-    timed_out: [CounterId; 3],
+    timed_out: [CounterId; 4],
     rejected: CounterId,
     evicted: CounterId,
 }
@@ -143,7 +143,7 @@ impl<S: FunctionService> Gateway<S> {
             metrics
                 .register_counter(
                     "fjord_http_connections_timed_out_total",
-                    "Connections closed because the client took too long, by phase (head, body, idle).",
+                    "Connections closed because the client took too long, by phase (head, body, idle, send).",
                     &[("phase", phase.label())],
                 )
                 .expect("static counter names are valid and distinct")

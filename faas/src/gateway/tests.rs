@@ -985,7 +985,7 @@ fn process_lists_are_json() {
 }
 
 #[test]
-fn a_connection_moves_through_head_body_busy_idle() {
+fn a_connection_moves_through_head_body_send_idle() {
     let mut gw = gateway(FakeService::new().deployed(1, false));
     let mut c = Connection::new(Limits::default());
     assert_eq!(c.phase(), Phase::Head, "a new connection owes a head");
@@ -998,10 +998,12 @@ fn a_connection_moves_through_head_body_busy_idle() {
     );
     assert_eq!(c.phase(), Phase::Body);
     c.receive(b"cd", &mut gw, &no_samples);
-    assert_eq!(c.phase(), Phase::Busy, "the answer waits to be sent");
+    assert_eq!(c.phase(), Phase::Send, "the answer waits to be sent");
     let n = c.output().len();
     c.sent(n);
     assert_eq!(c.phase(), Phase::Idle);
+    assert_eq!(c.phase_after(10), Phase::Send, "sent, not yet taken");
+    assert_eq!(c.phase_after(0), Phase::Idle);
     c.receive(b"G", &mut gw, &no_samples);
     assert_eq!(c.phase(), Phase::Head);
 }
@@ -1048,6 +1050,50 @@ fn timed_out_and_refused_connections_are_answered_counted_and_close() {
     ] {
         assert!(text.contains(line), "{line} missing from\n{text}");
     }
+    assert!(crate::metrics::check::check_exposition(&text).is_ok());
+}
+
+#[test]
+fn a_client_that_never_reads_is_held_back_then_timed_out() {
+    let mut gw = gateway(FakeService::new());
+    let mut c = Connection::new(Limits::default());
+    let one = request("GET", "/nowhere", b"");
+    let mut fed = 0;
+    // Pipelined requests, none of the answers taken: the connection stops taking requests
+    // once the unsent answers pass the limit.
+    while c.wants_input() {
+        c.receive(&one, &mut gw, &no_samples);
+        fed += 1;
+        assert!(fed < 10_000, "the output never reached the limit");
+    }
+    let held = c.output().len();
+    assert!(held >= super::connection::OUTPUT_LIMIT, "{held}");
+    assert!(held < super::connection::OUTPUT_LIMIT + 1024, "{held}");
+    assert_eq!(c.phase(), Phase::Send);
+    assert_eq!(c.phase_after(0), Phase::Send);
+    // Sending some lets it take requests again.
+    c.sent(held - 100);
+    assert!(c.wants_input());
+    c.receive(&one, &mut gw, &no_samples);
+    // The client stops reading altogether: the send timeout drops what is left and ends it.
+    c.time_out(Phase::Send, &mut gw);
+    assert!(c.output().is_empty() && c.finished());
+    assert_eq!(fed as u64 + 1, {
+        let text = gw.render_metrics(&[]);
+        let line = text
+            .lines()
+            .find(|l| {
+                l.starts_with("fjord_gateway_requests_total{route=\"unmatched\",status=\"404\"}")
+            })
+            .expect("unmatched requests counted")
+            .to_string();
+        line.rsplit(' ').next().unwrap().parse::<u64>().unwrap()
+    });
+    let text = gw.render_metrics(&[]);
+    assert!(
+        text.contains("fjord_http_connections_timed_out_total{phase=\"send\"} 1"),
+        "{text}"
+    );
     assert!(crate::metrics::check::check_exposition(&text).is_ok());
 }
 

@@ -1,10 +1,14 @@
 //! Per-connection deadlines: how long a client may take to send a request's head, its body, and
-//! the next request on an idle keep-alive connection.
+//! the next request on an idle keep-alive connection, and how long it may leave its responses
+//! unread.
 //!
 //! A connection is always in one [`Phase`]; [`Deadline`] remembers when the current phase
 //! began, and the phase's budget runs from then. Bytes arriving do not extend it: a client that
 //! sends a head one byte at a time still has [`Timeouts::head_ms`] for the whole head, so slow
-//! clients hold a connection for a bounded time whatever their pace.
+//! clients hold a connection for a bounded time whatever their pace. Sending is the exception:
+//! a large response to a slow reader may take long, so [`Timeouts::send_ms`] runs from the
+//! last time the client took any of it ([`Deadline::progress`]), and a client that stops
+//! reading (its receive window stays closed) loses the connection after that long.
 
 /// What a connection is doing, as far as its deadlines go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -15,7 +19,9 @@ pub enum Phase {
     Body,
     /// Between requests on a keep-alive connection, nothing buffered.
     Idle,
-    /// An invocation runs or the response is being sent: the server, not the client, is
+    /// Responses wait for the client to read them (to open its receive window).
+    Send,
+    /// An invocation runs or the connection is closing: the server, not the client, is
     /// holding things up, and no client deadline runs.
     Busy,
 }
@@ -27,12 +33,13 @@ impl Phase {
             Phase::Head => "head",
             Phase::Body => "body",
             Phase::Idle => "idle",
+            Phase::Send => "send",
             Phase::Busy => "busy",
         }
     }
 
     /// The phases that time out, in the order their counters are listed.
-    pub const TIMED: [Phase; 3] = [Phase::Head, Phase::Body, Phase::Idle];
+    pub const TIMED: [Phase; 4] = [Phase::Head, Phase::Body, Phase::Idle, Phase::Send];
 }
 
 /// The time budgets of the client phases, in milliseconds.
@@ -44,6 +51,8 @@ pub struct Timeouts {
     pub body_ms: u64,
     /// From the end of a response to the first byte of the next request.
     pub idle_ms: u64,
+    /// From the last time the client took some of its responses, while more wait.
+    pub send_ms: u64,
 }
 
 /// Default [`Timeouts::head_ms`].
@@ -52,6 +61,8 @@ pub const DEFAULT_HEAD_MS: u64 = 10_000;
 pub const DEFAULT_BODY_MS: u64 = 30_000;
 /// Default [`Timeouts::idle_ms`].
 pub const DEFAULT_IDLE_MS: u64 = 60_000;
+/// Default [`Timeouts::send_ms`].
+pub const DEFAULT_SEND_MS: u64 = 30_000;
 
 impl Default for Timeouts {
     fn default() -> Self {
@@ -59,6 +70,7 @@ impl Default for Timeouts {
             head_ms: DEFAULT_HEAD_MS,
             body_ms: DEFAULT_BODY_MS,
             idle_ms: DEFAULT_IDLE_MS,
+            send_ms: DEFAULT_SEND_MS,
         }
     }
 }
@@ -70,6 +82,7 @@ impl Timeouts {
             Phase::Head => Some(self.head_ms),
             Phase::Body => Some(self.body_ms),
             Phase::Idle => Some(self.idle_ms),
+            Phase::Send => Some(self.send_ms),
             Phase::Busy => None,
         }
     }
@@ -95,6 +108,14 @@ impl Deadline {
     pub fn observe(&mut self, phase: Phase, now_ms: u64) {
         if phase != self.phase {
             self.phase = phase;
+            self.since_ms = now_ms;
+        }
+    }
+
+    /// Records that the client took some of its responses at `now_ms`: in [`Phase::Send`] the
+    /// budget runs from now (in other phases nothing changes).
+    pub fn progress(&mut self, now_ms: u64) {
+        if self.phase == Phase::Send {
             self.since_ms = now_ms;
         }
     }
@@ -127,6 +148,7 @@ mod tests {
             head_ms: 100,
             body_ms: 200,
             idle_ms: 300,
+            send_ms: 400,
         }
     }
 
@@ -170,7 +192,32 @@ mod tests {
     #[test]
     fn labels_are_distinct() {
         let labels: alloc::vec::Vec<_> = Phase::TIMED.iter().map(|p| p.label()).collect();
-        assert_eq!(labels, ["head", "body", "idle"]);
+        assert_eq!(labels, ["head", "body", "idle", "send"]);
+    }
+
+    #[test]
+    fn sending_times_out_only_without_progress() {
+        let mut d = Deadline::new(0);
+        d.observe(Phase::Send, 100);
+        // The client keeps taking bytes: the budget keeps restarting.
+        for now in (200..2_000).step_by(300) {
+            d.observe(Phase::Send, now);
+            d.progress(now);
+            assert_eq!(d.expired(&t(), now + 399), None);
+        }
+        // It stops reading.
+        assert_eq!(d.expired(&t(), 1_700 + 399), None);
+        assert_eq!(d.expired(&t(), 1_700 + 400), Some(Phase::Send));
+    }
+
+    #[test]
+    fn progress_does_not_extend_other_phases() {
+        let mut d = Deadline::new(0);
+        d.progress(50);
+        assert_eq!(d.expired(&t(), 100), Some(Phase::Head));
+        d.observe(Phase::Idle, 100);
+        d.progress(350);
+        assert_eq!(d.expired(&t(), 400), Some(Phase::Idle));
     }
 
     proptest! {

@@ -17,6 +17,7 @@
 //! | `http_head_timeout_ms` | 100 to 3600000 (default 10000) | time a client has to send a request's head |
 //! | `http_body_timeout_ms` | 100 to 3600000 (default 30000) | time a client has to send a request's body once its head is in |
 //! | `http_idle_timeout_ms` | 100 to 3600000 (default 60000) | time a keep-alive connection may stay idle between requests |
+//! | `http_send_timeout_ms` | 100 to 3600000 (default 30000) | time a client may leave its responses unread (its receive window closed) before the connection is dropped |
 //! | `http_max_conns` | 0 (default: from the heap's size), or 1 to 100000 | most HTTP connections served at once |
 //!
 //! Any other word is an error that names the word and lists the known options.
@@ -97,17 +98,22 @@ pub struct HttpOptions {
     pub body_timeout_ms: u64,
     /// Time a keep-alive connection may stay idle (`http_idle_timeout_ms=`).
     pub idle_timeout_ms: u64,
+    /// Time a client may take none of its waiting responses (`http_send_timeout_ms=`).
+    pub send_timeout_ms: u64,
     /// Most connections served at once; 0 derives it from the heap's size (`http_max_conns=`).
     pub max_conns: usize,
 }
 
 impl Default for HttpOptions {
     fn default() -> Self {
-        use fjord_faas::gateway::timeouts::{DEFAULT_BODY_MS, DEFAULT_HEAD_MS, DEFAULT_IDLE_MS};
+        use fjord_faas::gateway::timeouts::{
+            DEFAULT_BODY_MS, DEFAULT_HEAD_MS, DEFAULT_IDLE_MS, DEFAULT_SEND_MS,
+        };
         HttpOptions {
             head_timeout_ms: DEFAULT_HEAD_MS,
             body_timeout_ms: DEFAULT_BODY_MS,
             idle_timeout_ms: DEFAULT_IDLE_MS,
+            send_timeout_ms: DEFAULT_SEND_MS,
             max_conns: 0,
         }
     }
@@ -213,7 +219,7 @@ impl Default for BootOptions<'_> {
 
 /// The option names the parser knows, for error messages.
 pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, \
-     http_head_timeout_ms, http_body_timeout_ms, http_idle_timeout_ms, http_max_conns";
+     http_head_timeout_ms, http_body_timeout_ms, http_idle_timeout_ms, http_send_timeout_ms, http_max_conns";
 
 /// Why a command line was rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -280,6 +286,7 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             "http_head_timeout_ms",
             "http_body_timeout_ms",
             "http_idle_timeout_ms",
+            "http_send_timeout_ms",
             "http_max_conns",
         ];
         if !known.contains(&key) {
@@ -362,7 +369,10 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
                     _ => return Err(bad("on, off")),
                 }
             }
-            "http_head_timeout_ms" | "http_body_timeout_ms" | "http_idle_timeout_ms" => {
+            "http_head_timeout_ms"
+            | "http_body_timeout_ms"
+            | "http_idle_timeout_ms"
+            | "http_send_timeout_ms" => {
                 let ms = value
                     .parse()
                     .ok()
@@ -371,7 +381,8 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
                 match key {
                     "http_head_timeout_ms" => opts.http.head_timeout_ms = ms,
                     "http_body_timeout_ms" => opts.http.body_timeout_ms = ms,
-                    _ => opts.http.idle_timeout_ms = ms,
+                    "http_idle_timeout_ms" => opts.http.idle_timeout_ms = ms,
+                    _ => opts.http.send_timeout_ms = ms,
                 }
             }
             "http_max_conns" => {
@@ -420,13 +431,14 @@ mod tests {
 
     #[test]
     fn http_options() {
-        let o = parse("http_head_timeout_ms=1500 http_body_timeout_ms=2500 http_idle_timeout_ms=100 http_max_conns=8").unwrap();
+        let o = parse("http_head_timeout_ms=1500 http_body_timeout_ms=2500 http_idle_timeout_ms=100 http_send_timeout_ms=700 http_max_conns=8").unwrap();
         assert_eq!(
             o.http,
             HttpOptions {
                 head_timeout_ms: 1500,
                 body_timeout_ms: 2500,
                 idle_timeout_ms: 100,
+                send_timeout_ms: 700,
                 max_conns: 8
             }
         );
@@ -436,14 +448,16 @@ mod tests {
                 d.head_timeout_ms,
                 d.body_timeout_ms,
                 d.idle_timeout_ms,
+                d.send_timeout_ms,
                 d.max_conns
             ),
-            (10_000, 30_000, 60_000, 0)
+            (10_000, 30_000, 60_000, 30_000, 0)
         );
         for bad in [
             "http_head_timeout_ms=99",
             "http_body_timeout_ms=3600001",
             "http_idle_timeout_ms=x",
+            "http_send_timeout_ms=50",
             "http_head_timeout_ms=-1",
             "http_max_conns=100001",
             "http_max_conns=many",

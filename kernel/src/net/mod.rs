@@ -14,6 +14,7 @@ mod hal;
 mod nic;
 mod phy;
 mod server;
+mod sockets;
 
 use crate::arch::{apic, cpu, percpu, smp};
 use crate::kprintln;
@@ -25,7 +26,7 @@ use fjord_faas::gateway::admission::{Admission, DEFAULT_BACKLOG, cap_for_memory}
 use fjord_faas::gateway::{Gateway, Sample, SampleKind, Timeouts};
 use fjord_faas::http::Limits;
 use fjord_faas::metrics::LatencyUnit;
-use smoltcp::iface::{Config, Interface, SocketSet};
+use smoltcp::iface::{Config, Interface};
 use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, Ipv4Address};
 
@@ -49,6 +50,7 @@ struct NetCounters {
     errors: u64,
     sockets: server::SocketCounts,
     max_conns: usize,
+    passes: u64,
 }
 
 /// The kernel's samples for `/metrics`.
@@ -373,6 +375,20 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             net.sockets.sockets as u64,
         ),
         s(
+            "fjord_net_loop_passes_total",
+            Counter,
+            "Passes of the network loop (receive a batch, transmit, serve the sockets).",
+            &[],
+            net.passes,
+        ),
+        s(
+            "fjord_http_socket_visits_total",
+            Counter,
+            "Visits of an HTTP socket by the server's passes.",
+            &[],
+            net.sockets.visits,
+        ),
+        s(
             "fjord_net_errors_total",
             Counter,
             "Frames the virtio-net driver failed to send or receive.",
@@ -487,26 +503,48 @@ fn kv_samples() -> Vec<Sample> {
 /// so a burst of SYNs finds listening sockets (smoltcp resets a SYN that none takes).
 const INGRESS_BATCH: usize = DEFAULT_BACKLOG / 2;
 
-/// One pass of the TCP/IP stack: at most [`INGRESS_BATCH`] received frames, then everything
-/// the sockets have to send; returns whether any socket may have changed.
+/// How often the stack transmits from every socket set, marked or not (retransmissions and
+/// other timers).
+const TRANSMIT_SWEEP_MS: u64 = 10;
+
+/// One pass of the TCP/IP stack: at most [`INGRESS_BATCH`] received frames, each to the socket
+/// set [`steer`](fjord_kernel::steer::steer) picks, then what the marked sets (every set each
+/// [`TRANSMIT_SWEEP_MS`]) have to send; returns whether any socket may have changed.
 fn poll_stack(
     iface: &mut Interface,
     dev: &mut phy::NetDevice,
-    sockets: &mut SocketSet<'static>,
+    sockets: &mut sockets::Sockets,
+    next_sweep: &mut Instant,
 ) -> bool {
+    use fjord_kernel::steer::steer;
     use smoltcp::iface::{PollIngressSingleResult, PollResult};
     let t = now();
     iface.poll_maintenance(t);
     let mut changed = false;
     for _ in 0..INGRESS_BATCH {
-        match iface.poll_ingress_single(t, dev, sockets) {
+        let Some(frame) = dev.stage() else {
+            break;
+        };
+        let set = sockets.route(steer(frame));
+        sockets.mark(set);
+        match iface.poll_ingress_single(t, dev, sockets.set(set)) {
             PollIngressSingleResult::None => break,
             PollIngressSingleResult::PacketProcessed => {}
             PollIngressSingleResult::SocketStateChanged => changed = true,
         }
     }
-    while iface.poll_egress(t, dev, sockets) == PollResult::SocketStateChanged {
-        changed = true;
+    let sweep = t >= *next_sweep;
+    if sweep {
+        *next_sweep = t + smoltcp::time::Duration::from_millis(TRANSMIT_SWEEP_MS);
+    }
+    for set in 0..sockets.len() {
+        if !sockets.take_transmit(set) && !sweep {
+            continue;
+        }
+        while iface.poll_egress(t, dev, sockets.set(set)) == PollResult::SocketStateChanged {
+            sockets.mark_serve(set);
+            changed = true;
+        }
     }
     changed
 }
@@ -555,7 +593,7 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
     {
         log::warn!("net: no room for the default route");
     }
-    let mut sockets = SocketSet::new(Vec::new());
+    let mut sockets = sockets::Sockets::new();
     let service = crate::runtime::service::RuntimeService::new();
     let gateway = Gateway::new(service, LatencyUnit::Nanoseconds);
     let admission = admission(opts.http.max_conns);
@@ -566,6 +604,7 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
             head_ms: opts.http.head_timeout_ms,
             body_ms: opts.http.body_timeout_ms,
             idle_ms: opts.http.idle_timeout_ms,
+            send_ms: opts.http.send_timeout_ms,
         },
         limits: Limits {
             max_body_bytes: 2 << 20,
@@ -582,25 +621,30 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
     );
     kprintln!("fjord: http listening on {guest_ip}:{HTTP_PORT}");
     log::info!(
-        "net: up to {} HTTP connections, backlog {}, timeouts head {} ms, body {} ms, idle {} ms",
+        "net: up to {} HTTP connections, backlog {}, timeouts head {} ms, body {} ms, idle {} ms, send {} ms",
         admission.max_open,
         admission.backlog,
         config.timeouts.head_ms,
         config.timeouts.body_ms,
-        config.timeouts.idle_ms
+        config.timeouts.idle_ms,
+        config.timeouts.send_ms
     );
 
     let idle_ticks = apic::tsc_hz() / 1000 * IDLE_AFTER_MS;
     let mut last_busy = cpu::rdtsc();
     let mut last_rx = 0;
+    let mut next_sweep = now();
+    let mut passes = 0;
     loop {
-        let changed = poll_stack(&mut iface, &mut dev, &mut sockets);
+        passes += 1;
+        let changed = poll_stack(&mut iface, &mut dev, &mut sockets, &mut next_sweep);
         let counters = NetCounters {
             rx: dev.rx_packets,
             tx: dev.tx_packets,
             errors: dev.errors,
             sockets: server.counts(),
             max_conns: admission.max_open,
+            passes,
         };
         let now_ms = now().total_millis() as u64;
         let served = server.service(&mut sockets, now_ms, heap_free(), &|| {

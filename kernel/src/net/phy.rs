@@ -2,7 +2,9 @@
 //!
 //! A received frame is copied out of the driver's buffer, which goes straight back to the
 //! receive queue, so the receive token owns its bytes and the transmit token alone borrows the
-//! card. Transmission waits for the device to consume the frame (microseconds under QEMU).
+//! card. Frames are first staged ([`NetDevice::stage`]) so the network loop can read their
+//! headers and pick the socket set before the stack takes them. Transmission waits for the
+//! device to consume the frame (microseconds under QEMU).
 
 use super::nic::Nic;
 use alloc::vec::Vec;
@@ -23,6 +25,8 @@ pub struct NetDevice {
     pub tx_packets: u64,
     /// Frames the driver failed to send or receive.
     pub errors: u64,
+    /// A received frame the stack has not taken yet.
+    staged: Option<Vec<u8>>,
 }
 
 impl NetDevice {
@@ -33,7 +37,37 @@ impl NetDevice {
             rx_packets: 0,
             tx_packets: 0,
             errors: 0,
+            staged: None,
         }
+    }
+
+    /// The next received frame, kept until the stack takes it (`receive` hands out only a
+    /// staged frame); `None` if none has arrived.
+    pub fn stage(&mut self) -> Option<&[u8]> {
+        if self.staged.is_none() {
+            self.staged = self.fetch();
+        }
+        self.staged.as_deref()
+    }
+
+    /// Takes a frame from the card.
+    fn fetch(&mut self) -> Option<Vec<u8>> {
+        let buf = match self.nic.receive() {
+            Ok(b) => b,
+            Err(virtio_drivers::Error::NotReady) => return None,
+            Err(e) => {
+                self.errors += 1;
+                log::warn!("net: receive failed: {e:?}");
+                return None;
+            }
+        };
+        let frame = Vec::from(buf.packet());
+        if let Err(e) = self.nic.recycle_rx_buffer(buf) {
+            self.errors += 1;
+            log::warn!("net: recycling a receive buffer failed: {e:?}");
+        }
+        self.rx_packets += 1;
+        Some(frame)
     }
 
     /// The card's MAC address.
@@ -57,21 +91,7 @@ impl phy::Device for NetDevice {
     type TxToken<'a> = TxToken<'a>;
 
     fn receive(&mut self, _now: Instant) -> Option<(RxToken, TxToken<'_>)> {
-        let buf = match self.nic.receive() {
-            Ok(b) => b,
-            Err(virtio_drivers::Error::NotReady) => return None,
-            Err(e) => {
-                self.errors += 1;
-                log::warn!("net: receive failed: {e:?}");
-                return None;
-            }
-        };
-        let frame = Vec::from(buf.packet());
-        if let Err(e) = self.nic.recycle_rx_buffer(buf) {
-            self.errors += 1;
-            log::warn!("net: recycling a receive buffer failed: {e:?}");
-        }
-        self.rx_packets += 1;
+        let frame = self.staged.take()?;
         let tx = TxToken {
             nic: &mut self.nic,
             sent: &mut self.tx_packets,

@@ -11,13 +11,17 @@
 //! Invocations do not block the server: each runs on an executor core while the server keeps
 //! moving bytes for every other connection and polls for its completion.
 
+use super::sockets::{LISTEN, Sockets};
 use alloc::vec::Vec;
 use fjord_faas::gateway::admission::{self, Admission, Candidate};
-use fjord_faas::gateway::timeouts::{Deadline, Timeouts};
+use fjord_faas::gateway::timeouts::{Deadline, Phase, Timeouts};
 use fjord_faas::gateway::{Connection, FunctionService, Gateway, Sample};
 use fjord_faas::http::Limits;
-use smoltcp::iface::{SocketHandle, SocketSet};
+use fjord_kernel::steer::shard_of;
+use smoltcp::iface::SocketHandle;
+use smoltcp::socket::AnySocket;
 use smoltcp::socket::tcp::{self, State};
+use smoltcp::wire::IpAddress;
 
 /// Bytes of receive buffer per socket (the most a client may have in flight).
 pub const RX_BUFFER: usize = 8 * 1024;
@@ -53,6 +57,10 @@ struct Served {
     leaving: bool,
     /// When the server closed the socket.
     closed_at: Option<u64>,
+    /// Bytes handed to the socket.
+    handed: u64,
+    /// Bytes of those the client had acknowledged at the last visit.
+    acked: u64,
 }
 
 /// One socket and the connection it carries, if any.
@@ -70,13 +78,30 @@ pub struct SocketCounts {
     pub listening: usize,
     /// Sockets in all.
     pub sockets: usize,
+    /// Sockets the server has visited since it started.
+    pub visits: u64,
+}
+
+/// How often the server visits every socket, marked or not, for the deadlines and closes.
+const SWEEP_MS: u64 = 100;
+
+/// What a visit found.
+enum Visit {
+    /// Nothing to do until a segment arrives or a deadline passes.
+    Quiet,
+    /// Work left: bytes to send, an invocation running, a state change.
+    Busy,
+    /// The socket is closed and may be reused.
+    Closed,
 }
 
 /// The server's sockets and the gateway they feed.
 pub struct Server<S> {
-    slots: Vec<Slot>,
+    /// Per socket set (indexed as in [`Sockets`]), its sockets.
+    slots: Vec<Vec<Slot>>,
     config: Config,
     counts: SocketCounts,
+    next_sweep_ms: u64,
     /// The gateway answering requests.
     pub gateway: Gateway<S>,
 }
@@ -97,6 +122,7 @@ impl<S: FunctionService> Server<S> {
             slots: Vec::new(),
             config,
             counts: SocketCounts::default(),
+            next_sweep_ms: 0,
             gateway,
         }
     }
@@ -106,181 +132,277 @@ impl<S: FunctionService> Server<S> {
         self.counts
     }
 
-    /// Opens a socket listening on the port; `None` (after logging) if smoltcp refuses.
-    fn listener(&self, sockets: &mut SocketSet<'static>) -> Option<Slot> {
-        let rx = tcp::SocketBuffer::new(alloc::vec![0; RX_BUFFER]);
-        let tx = tcp::SocketBuffer::new(alloc::vec![0; TX_BUFFER]);
-        let mut s = tcp::Socket::new(rx, tx);
-        configure(&mut s);
-        if let Err(e) = s.listen(self.config.port) {
+    /// Puts `socket` (open, or just closed) into the listening set, listening on the port;
+    /// `false` (after logging) if smoltcp refuses.
+    fn listen(&mut self, sockets: &mut Sockets, socket: smoltcp::socket::Socket<'static>) -> bool {
+        let handle = sockets.set(LISTEN).add(socket);
+        let sock = sockets.set(LISTEN).get_mut::<tcp::Socket>(handle);
+        configure(sock);
+        if let Err(e) = sock.listen(self.config.port) {
             log::error!("net: listen on port {}: {e:?}", self.config.port);
-            return None;
+            sockets.set(LISTEN).remove(handle);
+            return false;
         }
-        Some(Slot {
-            handle: sockets.add(s),
+        self.slots[LISTEN].push(Slot {
+            handle,
             served: None,
-        })
+        });
+        sockets.mark(LISTEN);
+        true
+    }
+
+    /// Moves the listening sockets that took a connection to the set of their peer; returns
+    /// whether there were any.
+    fn settle_listeners(&mut self, sockets: &mut Sockets) -> bool {
+        let mut moved = false;
+        let mut i = 0;
+        while i < self.slots[LISTEN].len() {
+            let handle = self.slots[LISTEN][i].handle;
+            let sock = sockets.set(LISTEN).get_mut::<tcp::Socket>(handle);
+            let peer = sock.remote_endpoint();
+            if sock.state() == State::Listen {
+                i += 1;
+                continue;
+            }
+            let set = match peer.map(|p| p.addr) {
+                Some(IpAddress::Ipv4(ip)) => {
+                    Sockets::shard(shard_of(ip.octets(), peer.map_or(0, |p| p.port)))
+                }
+                // Closed before it was moved (a reset during the handshake): it listens again.
+                _ => {
+                    sock.abort();
+                    configure(sock);
+                    if sock.listen(self.config.port).is_err() {
+                        self.slots[LISTEN].swap_remove(i);
+                        sockets.set(LISTEN).remove(handle);
+                    }
+                    continue;
+                }
+            };
+            self.slots[LISTEN].swap_remove(i);
+            let socket = sockets.set(LISTEN).remove(handle);
+            let handle = sockets.set(set).add(socket);
+            self.slots[set].push(Slot {
+                handle,
+                served: None,
+            });
+            sockets.mark(set);
+            moved = true;
+        }
+        moved
     }
 
     /// Moves bytes between the sockets and their connections, enforces the deadlines and
-    /// refills the backlog; `now_ms` is the time, `heap_free` the free heap bytes. Returns
-    /// whether anything moved.
+    /// refills the backlog; `now_ms` is the time, `heap_free` the free heap bytes. Visits the
+    /// sets that are marked, and every set each [`SWEEP_MS`]. Returns whether anything moved.
     pub fn service(
         &mut self,
-        sockets: &mut SocketSet<'static>,
+        sockets: &mut Sockets,
         now_ms: u64,
         heap_free: usize,
         kernel: &impl Fn() -> Vec<Sample>,
     ) -> bool {
-        let mut busy = false;
+        if self.slots.is_empty() {
+            self.slots = (0..sockets.len()).map(|_| Vec::new()).collect();
+        }
+        let sweep = now_ms >= self.next_sweep_ms;
+        if sweep {
+            self.next_sweep_ms = now_ms + SWEEP_MS;
+        }
+        let mut busy = (sockets.take_serve(LISTEN) || sweep) && self.settle_listeners(sockets);
         let mut open = self.counts.open;
-        let (mut listening, mut pending) = (0, 0);
-        let mut free = Vec::new();
-        for i in 0..self.slots.len() {
-            let handle = self.slots[i].handle;
-            let sock = sockets.get_mut::<tcp::Socket>(handle);
-            // A connection the server closed first: skip TIME-WAIT (the peer has closed too) so
-            // the socket can take the next connection at once.
-            if sock.state() == State::TimeWait {
-                sock.abort();
-            }
-            let state = sock.state();
-            if state == State::Closed {
-                // A connection reset or closed under a running invocation: nobody waits for it.
-                if let Some(mut s) = self.slots[i].served.take() {
-                    s.conn.abandon(&mut self.gateway);
-                    if !s.leaving {
-                        open = open.saturating_sub(1);
-                    }
-                }
-                free.push(i);
+        let mut closed = Vec::new();
+        for set in LISTEN + 1..sockets.len() {
+            if !sockets.take_serve(set) && !sweep {
                 continue;
             }
-            if self.slots[i].served.is_none() {
-                match state {
-                    State::Listen => {
-                        listening += 1;
+            let mut again = false;
+            let mut i = 0;
+            while i < self.slots[set].len() {
+                self.counts.visits += 1;
+                match self.visit(sockets, set, i, now_ms, &mut open, kernel) {
+                    Visit::Quiet => {}
+                    Visit::Busy => again = true,
+                    Visit::Closed => {
+                        let slot = self.slots[set].swap_remove(i);
+                        closed.push(sockets.set(set).remove(slot.handle));
+                        busy = true;
                         continue;
                     }
-                    State::SynReceived => {
-                        pending += 1;
-                        continue;
-                    }
-                    _ => {}
                 }
-                // A new connection: served, in the place of another, or refused.
-                self.gateway.count_connection();
-                let mut s = Served {
-                    conn: Connection::new(self.config.limits),
-                    deadline: Deadline::new(now_ms),
-                    leaving: false,
-                    closed_at: None,
-                };
-                if self.config.admission.admits(open) {
-                    open += 1;
-                } else if !self.evict_one(sockets, now_ms) {
-                    s.conn.refuse(&mut self.gateway);
-                    s.leaving = true;
-                }
-                self.slots[i].served = Some(s);
+                i += 1;
+            }
+            if again {
+                sockets.mark(set);
                 busy = true;
-            }
-            let sock = sockets.get_mut::<tcp::Socket>(handle);
-            let Some(s) = self.slots[i].served.as_mut() else {
-                continue;
-            };
-            if s.leaving {
-                pending += 1;
-            }
-            busy |= serve(sock, s, &mut self.gateway, kernel);
-            // The deadlines: a client that takes too long in its phase is answered 408 (or,
-            // idle, just closed).
-            s.deadline.observe(s.conn.phase(), now_ms);
-            if !s.leaving
-                && let Some(phase) = s.deadline.expired(&self.config.timeouts, now_ms)
-            {
-                s.conn.time_out(phase, &mut self.gateway);
-                s.leaving = true;
-                open = open.saturating_sub(1);
-                busy |= serve(sock, s, &mut self.gateway, kernel);
-            }
-            if s.conn.finished() && sock.may_send() {
-                sock.close();
-                busy = true;
-            }
-            if !sock.may_send() && s.closed_at.is_none() {
-                s.closed_at = Some(now_ms);
-            }
-            if s.closed_at
-                .is_some_and(|t| now_ms.saturating_sub(t) >= LINGER_MS)
-            {
-                sock.abort();
             }
         }
         // Sockets whose connection ended listen again while the backlog is short; the others
         // are freed.
-        let mut retired = Vec::new();
-        for i in free {
-            let handle = self.slots[i].handle;
-            if self.config.admission.retire_listener(listening) {
-                retired.push(handle);
-                continue;
-            }
-            let sock = sockets.get_mut::<tcp::Socket>(handle);
-            configure(sock);
-            match sock.listen(self.config.port) {
-                Ok(()) => listening += 1,
-                Err(e) => {
-                    log::error!("net: listen on port {}: {e:?}", self.config.port);
-                    retired.push(handle);
-                }
-            }
-        }
-        if !retired.is_empty() {
-            self.slots.retain(|slot| !retired.contains(&slot.handle));
-            for handle in retired {
-                sockets.remove(handle);
+        for socket in closed {
+            if !self
+                .config
+                .admission
+                .retire_listener(self.slots[LISTEN].len())
+            {
+                self.listen(sockets, socket);
             }
         }
         // Refill the backlog, as far as the cap and the heap allow.
-        let add = self
-            .config
-            .admission
-            .listeners_to_add(open, listening, pending);
+        let listening = self.slots[LISTEN].len();
+        let total: usize = self.slots.iter().map(Vec::len).sum();
+        let add = self.config.admission.listeners_to_add(
+            open,
+            listening,
+            total.saturating_sub(open + listening),
+        );
         if heap_free > HEAP_RESERVE + add * CONNECTION_BYTES {
             for _ in 0..add {
-                let Some(slot) = self.listener(sockets) else {
+                let rx = tcp::SocketBuffer::new(alloc::vec![0; RX_BUFFER]);
+                let tx = tcp::SocketBuffer::new(alloc::vec![0; TX_BUFFER]);
+                if !self.listen(sockets, tcp::Socket::new(rx, tx).upcast()) {
                     break;
-                };
-                self.slots.push(slot);
-                listening += 1;
+                }
             }
         }
         self.counts = SocketCounts {
             open,
-            listening,
-            sockets: self.slots.len(),
+            listening: self.slots[LISTEN].len(),
+            sockets: self.slots.iter().map(Vec::len).sum(),
+            visits: self.counts.visits,
         };
         busy
     }
 
+    /// Serves the socket `i` of set `set`: admits a new connection, moves its bytes, enforces
+    /// its deadline and closes it when it is done.
+    fn visit(
+        &mut self,
+        sockets: &mut Sockets,
+        set: usize,
+        i: usize,
+        now_ms: u64,
+        open: &mut usize,
+        kernel: &impl Fn() -> Vec<Sample>,
+    ) -> Visit {
+        let handle = self.slots[set][i].handle;
+        let sock = sockets.set(set).get_mut::<tcp::Socket>(handle);
+        // A connection the server closed first: skip TIME-WAIT (the peer has closed too) so
+        // the socket can take the next connection at once.
+        if sock.state() == State::TimeWait {
+            sock.abort();
+        }
+        let state = sock.state();
+        if state == State::Closed {
+            // A connection reset or closed under a running invocation: nobody waits for it.
+            if let Some(mut s) = self.slots[set][i].served.take() {
+                s.conn.abandon(&mut self.gateway);
+                if !s.leaving {
+                    *open = open.saturating_sub(1);
+                }
+            }
+            return Visit::Closed;
+        }
+        let mut busy = false;
+        if self.slots[set][i].served.is_none() {
+            match state {
+                State::SynReceived => return Visit::Quiet,
+                // A reset during the handshake sends a socket back to listening (smoltcp): it
+                // returns to the listening set.
+                State::Listen => {
+                    sock.abort();
+                    return Visit::Closed;
+                }
+                _ => {}
+            }
+            // A new connection: served, in the place of another, or refused.
+            self.gateway.count_connection();
+            let mut s = Served {
+                conn: Connection::new(self.config.limits),
+                deadline: Deadline::new(now_ms),
+                leaving: false,
+                closed_at: None,
+                handed: 0,
+                acked: 0,
+            };
+            if self.config.admission.admits(*open) {
+                *open += 1;
+            } else if !self.evict_one(sockets, now_ms) {
+                s.conn.refuse(&mut self.gateway);
+                s.leaving = true;
+            }
+            self.slots[set][i].served = Some(s);
+            busy = true;
+        }
+        let sock = sockets.set(set).get_mut::<tcp::Socket>(handle);
+        let Some(s) = self.slots[set][i].served.as_mut() else {
+            return Visit::Quiet;
+        };
+        busy |= serve(sock, s, &mut self.gateway, kernel);
+        // The deadlines: a client that takes too long in its phase is answered 408 (or,
+        // idle, just closed); one that stopped reading (even a refused or timed-out one that
+        // never reads its answer) is cut off.
+        let unacknowledged = sock.send_queue();
+        s.deadline
+            .observe(s.conn.phase_after(unacknowledged), now_ms);
+        let acked = s.handed.saturating_sub(unacknowledged as u64);
+        if acked > s.acked {
+            s.acked = acked;
+            s.deadline.progress(now_ms);
+        }
+        let expired = s.deadline.expired(&self.config.timeouts, now_ms);
+        if let Some(phase) = expired.filter(|&p| !s.leaving || p == Phase::Send) {
+            s.conn.time_out(phase, &mut self.gateway);
+            if !s.leaving {
+                *open = open.saturating_sub(1);
+            }
+            s.leaving = true;
+            if phase == Phase::Send {
+                sock.abort();
+                return Visit::Busy;
+            }
+            busy |= serve(sock, s, &mut self.gateway, kernel);
+        }
+        if s.conn.finished() && sock.may_send() {
+            sock.close();
+            busy = true;
+        }
+        if !sock.may_send() && s.closed_at.is_none() {
+            s.closed_at = Some(now_ms);
+        }
+        if s.closed_at
+            .is_some_and(|t| now_ms.saturating_sub(t) >= LINGER_MS)
+        {
+            sock.abort();
+            busy = true;
+        }
+        if busy { Visit::Busy } else { Visit::Quiet }
+    }
+
     /// Closes the idle or slow connection that a new one may replace (see
     /// [`admission::victim`]); returns whether there was one.
-    fn evict_one(&mut self, sockets: &mut SocketSet<'static>, now_ms: u64) -> bool {
+    fn evict_one(&mut self, sockets: &mut Sockets, now_ms: u64) -> bool {
         fn serving(slot: &Slot) -> Option<&Served> {
             slot.served.as_ref().filter(|s| !s.leaving)
         }
-        let candidates = self.slots.iter().filter_map(serving).map(|s| Candidate {
-            phase: s.conn.phase(),
-            age_ms: s.deadline.age_ms(now_ms),
-        });
+        let candidates = self
+            .slots
+            .iter()
+            .flatten()
+            .filter_map(serving)
+            .map(|s| Candidate {
+                phase: s.conn.phase(),
+                age_ms: s.deadline.age_ms(now_ms),
+            });
         let Some(n) = admission::victim(candidates) else {
             return false;
         };
-        let Some(slot) = self
+        let Some((set, slot)) = self
             .slots
             .iter_mut()
-            .filter(|slot| serving(slot).is_some())
+            .enumerate()
+            .flat_map(|(set, slots)| slots.iter_mut().map(move |slot| (set, slot)))
+            .filter(|(_, slot)| serving(slot).is_some())
             .nth(n)
         else {
             return false;
@@ -291,7 +413,8 @@ impl<S: FunctionService> Server<S> {
         s.conn.evict(&mut self.gateway);
         s.leaving = true;
         s.closed_at = Some(now_ms);
-        sockets.get_mut::<tcp::Socket>(slot.handle).close();
+        sockets.set(set).get_mut::<tcp::Socket>(slot.handle).close();
+        sockets.mark(set);
         true
     }
 }
@@ -307,9 +430,9 @@ fn serve<S: FunctionService>(
     let conn = &mut s.conn;
     let mut busy = conn.poll(gateway, kernel);
     let (mut received, mut sent) = (0, 0);
-    // While an invocation runs, later requests wait in the socket (TCP flow control holds the
-    // peer back).
-    while sock.can_recv() && !conn.waiting() {
+    // While an invocation runs, or answers pile up unsent, later requests wait in the socket
+    // (TCP flow control holds the peer back).
+    while sock.can_recv() && conn.wants_input() {
         let r = sock.recv(|buf| {
             conn.receive(buf, gateway, kernel);
             (buf.len(), buf.len())
@@ -325,6 +448,7 @@ fn serve<S: FunctionService>(
             Ok(n) => {
                 conn.sent(n);
                 sent += n;
+                s.handed += n as u64;
             }
         }
     }

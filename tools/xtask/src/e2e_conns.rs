@@ -1,10 +1,11 @@
 //! End-to-end tests of the gateway under many connections and abusive clients: a thousand
 //! concurrent keep-alive connections, clients that send their heads a byte at a time, bodies
-//! that never finish, idle connections, and connections past the limit.
+//! that never finish, idle connections, clients that never read their answers, and connections
+//! past the limit.
 //!
 //! Two boots of their own (microvm): one with the default connection limit (from the heap's
 //! size) for the thousand connections and the slow heads, one with `http_max_conns=8` for the
-//! limit, eviction and the body and idle deadlines. Short deadlines keep the checks to seconds;
+//! limit, eviction and the body, idle and send deadlines. Short deadlines keep the checks to seconds;
 //! every wait is generous and the checks assert what happens, not how fast.
 
 use std::io::{Read, Write};
@@ -29,6 +30,11 @@ const SLOW_CLIENTS: usize = 50;
 const SMALL_CAP: usize = 8;
 /// How long a connection or a read may take on a loaded machine.
 const IO_LIMIT: Duration = Duration::from_secs(60);
+/// The send deadline of the second boot (milliseconds).
+const SEND_TIMEOUT_MS: u64 = 2000;
+/// Requests the client that never reads sends at once: their answers (`/metrics`, kilobytes
+/// each) are far more than QEMU's and the host's socket buffers hold.
+const PIPELINED: usize = 2000;
 /// The `hello` request and the answer's start.
 const HELLO: &[u8] =
     b"POST /invoke/hello HTTP/1.1\r\nHost: fjord\r\nContent-Length: 5\r\n\r\nworld";
@@ -73,7 +79,7 @@ pub fn run(kernel: &std::path::Path, hello: &[u8]) -> Result<Vec<Outcome>> {
         None,
         Machine::Microvm,
         &format!(
-            "http_max_conns={SMALL_CAP} http_head_timeout_ms=5000 http_body_timeout_ms=10000 http_idle_timeout_ms=2000"
+            "http_max_conns={SMALL_CAP} http_head_timeout_ms=5000 http_body_timeout_ms=10000 http_idle_timeout_ms=2000 http_send_timeout_ms={SEND_TIMEOUT_MS}"
         ),
     )?;
     deploy_hello(addr, hello)?;
@@ -97,7 +103,13 @@ pub fn run(kernel: &std::path::Path, hello: &[u8]) -> Result<Vec<Outcome>> {
         idle_times_out(addr),
     );
     check(
-        "/metrics counts refusals, evictions, body and idle timeouts",
+        &format!(
+            "a client pipelining {PIPELINED} requests that never reads is cut off, others are served"
+        ),
+        never_reads(addr),
+    );
+    check(
+        "/metrics counts refusals, evictions, body, idle and send timeouts",
         metrics_show(
             addr,
             &[
@@ -105,6 +117,7 @@ pub fn run(kernel: &std::path::Path, hello: &[u8]) -> Result<Vec<Outcome>> {
                 ("fjord_http_connections_evicted_total", 1),
                 ("fjord_http_connections_timed_out_total{phase=\"body\"}", 1),
                 ("fjord_http_connections_timed_out_total{phase=\"idle\"}", 1),
+                ("fjord_http_connections_timed_out_total{phase=\"send\"}", 1),
             ],
         ),
     );
@@ -447,6 +460,53 @@ fn idle_times_out(addr: SocketAddr) -> Result<(), String> {
         200 => closes(&mut s),
         other => Err(format!("got {other}")),
     }
+}
+
+/// A client sends [`PIPELINED`] requests at once and reads none of the answers: its
+/// connection is cut off after the send deadline (counted in `/metrics`), while other clients
+/// are served.
+fn never_reads(addr: SocketAddr) -> Result<(), String> {
+    let before = metric(
+        addr,
+        "fjord_http_connections_timed_out_total{phase=\"send\"}",
+    )?;
+    let mut s = connect(addr)?;
+    let writer = s.try_clone().map_err(|e| e.to_string())?;
+    // The writes block once every buffer toward the guest is full: a thread of their own.
+    let sender = thread::spawn(move || {
+        let mut w = writer;
+        let _ = w.set_write_timeout(Some(Duration::from_secs(20)));
+        let req = b"GET /metrics HTTP/1.1\r\nHost: fjord\r\n\r\n".repeat(PIPELINED);
+        let _ = w.write_all(&req);
+    });
+    let started = Instant::now();
+    let mut served = 0;
+    let cut = loop {
+        thread::sleep(Duration::from_millis(500));
+        one(addr, "POST", "/invoke/hello", b"world")
+            .and_then(|r| r.expect(200))
+            .map_err(|e| format!("another client was not served beside it: {e}"))?;
+        served += 1;
+        let now = metric(
+            addr,
+            "fjord_http_connections_timed_out_total{phase=\"send\"}",
+        )?;
+        if now > before {
+            break started.elapsed();
+        }
+        if started.elapsed() > IO_LIMIT {
+            return Err(format!(
+                "not cut off after {:?} ({served} other requests served)",
+                started.elapsed()
+            ));
+        }
+    };
+    if cut < Duration::from_millis(SEND_TIMEOUT_MS) {
+        return Err(format!("cut off after {cut:?}, before the send deadline"));
+    }
+    let _ = sender.join();
+    // What it never read is still in the host's buffers; past it, the connection is closed.
+    closes(&mut s)
 }
 
 /// `GET /metrics` passes the gateway's exposition checker and each `(series, at_least)` holds.

@@ -105,27 +105,13 @@ impl LazyPages {
 
     /// The pending pages, in order.
     pub fn pending_pages(&self) -> impl Iterator<Item = usize> + '_ {
-        set_bits(&self.pending)
+        crate::tags::set_bits(self.pending.iter().copied())
     }
 
     /// The shared pages, in order.
     pub fn shared_pages(&self) -> impl Iterator<Item = usize> + '_ {
-        set_bits(&self.shared)
+        crate::tags::set_bits(self.shared.iter().copied())
     }
-}
-
-fn set_bits(words: &[u64]) -> impl Iterator<Item = usize> + '_ {
-    words.iter().enumerate().flat_map(|(w, &word)| {
-        let mut bits = word;
-        core::iter::from_fn(move || {
-            if bits == 0 {
-                return None;
-            }
-            let b = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            Some(w * 64 + b)
-        })
-    })
 }
 
 /// What the child's first access to a pending page does.

@@ -119,18 +119,7 @@ impl SlotMask {
 
     /// The slot indices in the mask, lowest first.
     pub fn iter(&self) -> impl Iterator<Item = usize> + use<> {
-        let words = self.0;
-        (0..words.len()).flat_map(move |w| {
-            let mut bits = words[w];
-            core::iter::from_fn(move || {
-                if bits == 0 {
-                    return None;
-                }
-                let b = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                Some(w * 64 + b)
-            })
-        })
+        set_bits(self.0)
     }
 }
 
@@ -514,4 +503,20 @@ mod tests {
             }
         }
     }
+}
+
+/// The indices of the set bits of `words`, 64 a word (bit `i % 64` of word `i / 64`), lowest
+/// first.
+pub(crate) fn set_bits(words: impl IntoIterator<Item = u64>) -> impl Iterator<Item = usize> {
+    words.into_iter().enumerate().flat_map(|(w, word)| {
+        let mut bits = word;
+        core::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let b = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            Some(w * 64 + b)
+        })
+    })
 }

@@ -72,20 +72,16 @@ impl ProgramImage {
             .max()
             .unwrap_or(first_private)
             .max(first_private);
-        let len = usize::try_from(end - first_private).map_err(|_| RelocateError::ImageTooSmall)?;
-        let mut data = vec![0u8; len];
-        for s in plan.segments.iter().filter(|s| s.vaddr >= first_private) {
-            let from = usize::try_from(s.file_offset).map_err(|_| RelocateError::FileTooShort)?;
-            let n = usize::try_from(s.file_size).map_err(|_| RelocateError::FileTooShort)?;
-            let src = from
-                .checked_add(n)
-                .and_then(|e| file.get(from..e))
-                .ok_or(RelocateError::FileTooShort)?;
-            let to = (s.vaddr - first_private) as usize;
-            data.get_mut(to..to + n)
-                .ok_or(RelocateError::ImageTooSmall)?
-                .copy_from_slice(src);
-        }
+        let size = usize::try_from(plan.image_size).map_err(|_| RelocateError::ImageTooSmall)?;
+        let mut image = vec![0u8; size];
+        plan.populate(file, &mut image)?;
+        let data = usize::try_from(end)
+            .ok()
+            .and_then(|end| image.get(first_private as usize..end))
+            .ok_or(RelocateError::OutOfBounds {
+                offset: end.saturating_sub(8),
+            })?
+            .to_vec();
         if let Some(r) = plan.relocations.iter().find(|r| r.offset < first_private) {
             return Err(RelocateError::OutOfBounds { offset: r.offset });
         }

@@ -82,7 +82,7 @@ impl Jord {
         cpu::invlpg(page);
         self.stats.fills += 1;
         if shared.is_some() {
-            self.fault_around(root, table, grant.base, index);
+            self.fault_around((root, table), grant.base, (index, pa));
         }
         true
     }

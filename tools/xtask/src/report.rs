@@ -53,6 +53,15 @@ pub struct Row<'a> {
 }
 
 impl Row<'_> {
+    /// The metric's name as a table shows it, with the other side's name when it differs.
+    pub fn label(&self) -> String {
+        match (self.linux_metric, self.fjord_metric) {
+            (Some(l), _) => format!("`{}` (Linux: `{l}`)", self.metric),
+            (None, Some(f)) => format!("`{}` (Fjord: `{f}`)", self.metric),
+            (None, None) => format!("`{}`", self.metric),
+        }
+    }
+
     /// The measurement of `system` in this row.
     pub fn get(&self, system: System) -> Option<&Measurement> {
         match system {
@@ -242,15 +251,10 @@ pub fn group_table(rows: &[Row<'_>]) -> String {
     table.push_str(&rule);
     table.push('\n');
     for row in rows {
-        let label = match (row.linux_metric, row.fjord_metric) {
-            (Some(l), _) => format!("`{}` (Linux: `{l}`)", row.metric),
-            (None, Some(f)) => format!("`{}` (Fjord: `{f}`)", row.metric),
-            (None, None) => format!("`{}`", row.metric),
-        };
         let _ = write!(
             table,
             "| {} | {} | {} | {} |",
-            label,
+            row.label(),
             format_value(row.fjord),
             format_value(row.linux),
             ratio_cell(row)
@@ -334,16 +338,11 @@ pub fn readme_block(measurements: &[Measurement], date: &str, command: &str) -> 
          | group | metric | Fjord | Linux | Fjord/Linux |\n|---|---|---:|---:|---:|\n"
     );
     for row in readme_rows(&rows(measurements)) {
-        let label = match (row.linux_metric, row.fjord_metric) {
-            (Some(l), _) => format!("`{}` (Linux: `{l}`)", row.metric),
-            (None, Some(f)) => format!("`{}` (Fjord: `{f}`)", row.metric),
-            (None, None) => format!("`{}`", row.metric),
-        };
         let _ = writeln!(
             block,
             "| {} | {} | {} | {} | {} |",
             row.group,
-            label,
+            row.label(),
             format_value(row.fjord),
             format_value(row.linux),
             ratio_cell(&row)

@@ -94,35 +94,36 @@ impl Jord {
     }
 
     /// After a VLB miss on page `index` of the shared prefix of the VMA at `base`, whose leaf
-    /// went into the level-1 table `table` under `root`: installs there the leaves of the other
-    /// pages of the prefix in the same aligned block of [`FAULT_AROUND`] pages (and the same
-    /// 2 MiB region), as Linux maps the pages around a file fault. A program's first run of its
-    /// code then takes one miss per block rather than one per page. Returns the leaves added.
+    /// (to the frame `pa`) went into the level-1 table `table` under `root`: installs there the
+    /// leaves of the other pages of the prefix in the same aligned block of [`FAULT_AROUND`]
+    /// pages (and the same 2 MiB region), as Linux maps the pages around a file fault. A
+    /// program's first run of its code then takes one miss per block rather than one per page.
+    /// Returns the leaves added.
     pub(in crate::jord) fn fault_around(
         &mut self,
-        root: u64,
-        table: u64,
+        (root, table): (u64, u64),
         base: u64,
-        index: usize,
+        (index, pa): (usize, u64),
     ) -> usize {
         let Some(prefix) = self.shared.get(&base) else {
             return 0;
         };
+        // The prefix's frames are one contiguous run, page `j` at `first_frame + j` pages.
+        let first_frame = pa - index as u64 * PAGE_SIZE;
         let first = index & !(FAULT_AROUND - 1);
         let end = (first + FAULT_AROUND).min(prefix.perms.len());
         let region = (base + index as u64 * PAGE_SIZE) >> 21;
+        let tables = PageTables::new(root, &DIRECT);
         let mut added = 0;
-        for j in (first..end).filter(|&j| j != index) {
+        for (j, &perm) in prefix.perms[first..end].iter().enumerate() {
+            let j = first + j;
             let va = base + j as u64 * PAGE_SIZE;
-            if va >> 21 != region {
+            if j == index || va >> 21 != region {
                 continue;
             }
-            let Some((pa, perm)) = self.shared_page(base, j) else {
-                break;
-            };
             let flags = crate::jord::vlb::leaf_flags(perm);
             // A page that never had a leaf here is in no TLB: nothing to flush.
-            PageTables::new(root, &DIRECT).install_in_table(table, va, pa, flags);
+            tables.install_in_table(table, va, first_frame + j as u64 * PAGE_SIZE, flags);
             added += 1;
         }
         self.stats.prefills += added as u64;

@@ -43,6 +43,22 @@ impl FreeList {
         self.freed.push(slot);
     }
 
+    /// Takes the free slot `slot` itself (one returned with [`FreeList::push`] or never
+    /// handed out); false when it is not free.
+    pub fn take(&mut self, slot: u32) -> bool {
+        if let Some(at) = self.freed.iter().rposition(|&s| s == slot) {
+            self.freed.remove(at);
+            return true;
+        }
+        if slot >= self.next_fresh && slot < self.capacity {
+            // Slots skipped over become freed ones, so the fresh tail stays a range.
+            self.freed.extend(self.next_fresh..slot);
+            self.next_fresh = slot + 1;
+            return true;
+        }
+        false
+    }
+
     /// Number of free slots.
     pub fn len(&self) -> usize {
         self.freed.len() + (self.capacity - self.next_fresh) as usize
@@ -84,5 +100,23 @@ mod tests {
         assert_eq!(f.iter().collect::<Vec<_>>(), [1]);
         assert_eq!(f.pop(), Some(1));
         assert_eq!(f.pop(), None);
+    }
+
+    #[test]
+    fn a_given_slot_is_taken_once_whether_freed_or_fresh() {
+        let mut f = FreeList::new(6);
+        assert_eq!((f.pop(), f.pop(), f.pop()), (Some(0), Some(1), Some(2)));
+        f.push(0);
+        f.push(2);
+        assert!(f.take(0) && !f.take(0) && !f.take(1));
+        assert!(f.take(4) && !f.take(4) && !f.take(6));
+        assert_eq!(f.len(), 3);
+        let mut rest: Vec<u32> = f.iter().collect();
+        rest.sort_unstable();
+        assert_eq!(rest, [2, 3, 5]);
+        assert_eq!(
+            (f.pop(), f.pop(), f.pop(), f.pop()),
+            (Some(3), Some(2), Some(5), None)
+        );
     }
 }

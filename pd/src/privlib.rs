@@ -65,8 +65,6 @@ pub struct PrivLib {
     isolation: Isolation,
 }
 
-/// What the checks of `pmove`/`pcopy` found: the VMA, the caller's permission (and its
-/// sub-array slot), the target's current and new permissions.
 /// What a `pmove` took from its caller: the leaves to remove from the caller's table, and the
 /// rights the caller held (so the most any of those leaves can carry).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +75,20 @@ pub struct Revoked {
     pub had: Perm,
 }
 
+/// What [`PrivLib::reinstate`] did to a VMA an instance keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reinstated {
+    /// It was as kept: nothing changed.
+    Intact,
+    /// Its owner had changed its own right on it (an `mprotect`): the kept right is back.
+    RightRestored,
+    /// Its owner had freed or shrunk it: it is made again at its base and length, with no
+    /// contents.
+    Remade,
+}
+
+/// What the checks of `pmove`/`pcopy` found: the VMA, the caller's permission (and its
+/// sub-array slot), the target's current and new permissions.
 struct Transfer {
     id: VmaId,
     len: u64,
@@ -608,6 +620,51 @@ impl PrivLib {
         granted.retain(|id| is_kept(*id));
         self.pds.put_sets(cid, owned, granted);
         Ok(s)
+    }
+
+    /// Puts back a VMA `cid` keeps between requests, `(base, len, perm)` as
+    /// [`PrivLib::scrub_with`] takes it, where `cid` changed it in a way its owner may undo:
+    /// a VMA it still owns and alone holds at that length gets the right `perm` back; one it
+    /// freed is made again at `base` (its slot is still free) and one it shrank is freed and
+    /// made again. [`Error::Busy`] (nothing changed) when another PD holds a right on it, or
+    /// owns what is now at `base`, or its slot went to another VMA. The shootdown covers the
+    /// leaves of a right narrowed back or a VMA freed; the caller gives a remade VMA its
+    /// backing.
+    pub fn reinstate(
+        &mut self,
+        cid: PdId,
+        (base, len, perm): (u64, u64, Perm),
+    ) -> Result<(Reinstated, Shootdown)> {
+        self.pds.check_live(cid)?;
+        let d = vaddr::decode(base)?;
+        if d.offset != 0 || perm.is_empty() || perm.is_writable_and_executable() {
+            return Err(Error::InvalidArgs);
+        }
+        let mut s = Shootdown::new();
+        if let Some(vte) = self.vmas.vte(d.vma).copied()
+            && vte.is_valid()
+        {
+            if Self::sole_holder(&vte, cid, perm) && vte.len() == len {
+                return Ok((Reinstated::Intact, s));
+            }
+            let others = self.vmas.holders(d.vma).any(|h| h.pd != cid);
+            if vte.owner() != cid || vte.is_global() || vte.is_privileged() || others {
+                return Err(Error::Busy);
+            }
+            if vte.len() == len {
+                let old = self.set_perm(d.vma, cid, perm)?;
+                if old.narrowed_by(perm) {
+                    s.push(Target::Pd(cid), base, page_round_up(len));
+                }
+                return Ok((Reinstated::RightRestored, s));
+            }
+            s = self.free_vma(d.vma, None);
+        }
+        self.vmas
+            .alloc_at(d.vma, cid, len, perm, MapFlags::default())?;
+        self.pds.note_owned(cid, d.vma, true);
+        self.pds.note_granted(cid, d.vma, true);
+        Ok((Reinstated::Remade, s))
     }
 
     /// For an entry `id` of `cid`'s granted list: when `cid` holds a right on that VMA without

@@ -175,6 +175,32 @@ impl VmaTable {
         }
     }
 
+    /// Allocates the slot of `id` itself, when it is free, and fills its VTE.
+    /// [`Error::BadAddress`] for a slot beyond its class's capacity, [`Error::InvalidArgs`]
+    /// for a zero length or one above the class's size, [`Error::Busy`] when the slot is taken.
+    pub fn alloc_at(
+        &mut self,
+        id: VmaId,
+        owner: PdId,
+        len: u64,
+        perm: Perm,
+        attrs: VmaAttrs,
+    ) -> Result<()> {
+        if self.slot(id).is_none() {
+            return Err(Error::BadAddress);
+        }
+        if len == 0 || len > id.sc.size() {
+            return Err(Error::InvalidArgs);
+        }
+        if !self.free[id.sc.index()].take(id.index) {
+            return Err(Error::Busy);
+        }
+        if let Some(v) = self.vte_mut(id) {
+            *v = Vte::new(owner, len, perm, attrs);
+        }
+        Ok(())
+    }
+
     /// Frees a valid slot: drops its overflow list, clears the VTE and returns the index to
     /// its class's free list. A free or out-of-range slot is left alone.
     pub fn release(&mut self, id: VmaId) {

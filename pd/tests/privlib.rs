@@ -562,3 +562,53 @@ fn scrub_refuses_an_instance_that_gave_its_memory_away() {
     assert!(l.scrub_with(K, g, &keep, |_, _, _| {}).is_ok());
     l.check_consistency().unwrap();
 }
+
+#[test]
+fn reinstate_undoes_what_an_owner_did_to_a_kept_vma() {
+    use fjord_pd::Reinstated;
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, Isolation::Full).unwrap();
+    let (f, other) = (l.cget(K).unwrap(), l.cget(K).unwrap());
+    let heap = l.mmap(f, 8192, Perm::RW, anon()).unwrap();
+    let kept = (heap, 8192, Perm::RW);
+    assert_eq!(l.reinstate(f, kept).unwrap().0, Reinstated::Intact);
+    // Narrowed: the right comes back, and the narrowing's leaves are already gone.
+    l.mprotect(f, heap, 8192, Perm::R).unwrap();
+    let (r, s) = l.reinstate(f, kept).unwrap();
+    assert_eq!(r, Reinstated::RightRestored);
+    assert!(s.is_empty(), "widening removes no leaf");
+    assert_eq!(l.lookup(f, heap).map(|g| g.perm), Ok(Perm::RW));
+    // Shrunk: freed and made again at the same base and length.
+    l.munmap(f, heap + 4096, 4096).unwrap();
+    let (r, s) = l.reinstate(f, kept).unwrap();
+    assert_eq!(r, Reinstated::Remade);
+    assert!(s.covers(f, heap));
+    let g = l.lookup(f, heap + 8191).unwrap();
+    assert_eq!((g.base, g.len, g.perm), (heap, 8192, Perm::RW));
+    l.check_consistency().unwrap();
+    // Freed: made again in its slot.
+    l.munmap(f, heap, 8192).unwrap();
+    assert_eq!(l.reinstate(f, kept).unwrap().0, Reinstated::Remade);
+    assert_eq!(l.pds().owned(f).count(), 1);
+    assert!(l.scrub_with(K, f, &[kept], |_, _, _| {}).is_ok());
+    l.check_consistency().unwrap();
+    // Freed, and its slot taken by another PD's VMA: not this instance's to undo.
+    l.munmap(f, heap, 8192).unwrap();
+    let theirs = l.mmap(other, 8192, Perm::RW, anon()).unwrap();
+    assert_eq!(theirs, heap, "the freed slot is reused first");
+    assert_eq!(l.reinstate(f, kept).err(), Some(Error::Busy));
+    assert_eq!(l.lookup(other, heap).map(|g| g.perm), Ok(Perm::RW));
+    // Shared with another PD: Busy, nothing changed.
+    let mine = l.mmap(f, 4096, Perm::RW, anon()).unwrap();
+    l.pcopy(f, mine, other, Perm::R).unwrap();
+    l.mprotect(f, mine, 4096, Perm::R).unwrap();
+    assert_eq!(
+        l.reinstate(f, (mine, 4096, Perm::RW)).err(),
+        Some(Error::Busy)
+    );
+    assert_eq!(l.lookup(f, mine).map(|g| g.perm), Ok(Perm::R));
+    assert_eq!(
+        l.reinstate(f, (mine, 4096, Perm::RWX)).err(),
+        Some(Error::InvalidArgs)
+    );
+    l.check_consistency().unwrap();
+}

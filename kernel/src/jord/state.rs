@@ -92,6 +92,8 @@ pub struct Jord {
     snapshots: Vec<Option<snapshot::Snapshot>>,
     /// How many entries of `snapshots` hold one.
     live_snapshots: usize,
+    /// Per PD in isolation mode `none`, what it keeps between requests after its `init`.
+    layouts: Vec<Option<snapshot::InitLayout>>,
     /// VMAs whose first pages are another VMA's frames.
     shared: shared_prefix::SharedPrefixes,
 }
@@ -212,6 +214,7 @@ impl Jord {
             lazy_stats: LazyStats::default(),
             snapshots: snapshot::empty_table(),
             live_snapshots: 0,
+            layouts: snapshot::no_layouts(),
             shared: shared_prefix::SharedPrefixes::new(),
         };
         j.backing.resize_with(slots, || Backing::NONE);

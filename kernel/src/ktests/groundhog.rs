@@ -16,6 +16,9 @@ type R<T> = Result<T, String>;
 
 const SECRET: u64 = 0x5ec2_e75e_c2e7_5ec2;
 
+/// What `leak-init`'s `init` writes at the start of each page it maps.
+const MAPPED: u64 = 0x1717_1717_1717_1717;
+
 fn text(name: &str, req: &str) -> R<String> {
     let out = invoke(name, req.as_bytes()).map_err(|e| format!("{name} {req}: {e}"))?;
     String::from_utf8(out).map_err(|_| format!("{name} {req}: not UTF-8"))
@@ -133,8 +136,9 @@ ktest! {
                     field(dump, "label")? == u64::from_le_bytes(*b"snapshot"),
                     "{dump}"
                 );
-                // The page init mapped is kept in the snapshot, its contents restored.
-                kassert!(field(dump, "mapped")? == 0x1717_1717_1717_1717, "{dump}");
+                // The pages init mapped are kept in the snapshot, their contents restored.
+                kassert!(field(dump, "mapped")? == MAPPED, "{dump}");
+                kassert!(field(dump, "tail")? == MAPPED, "{dump}");
                 Ok(())
             };
             expect(&text("leak-init", "dump")?)?;
@@ -146,6 +150,58 @@ ktest! {
             // starts from a new instance's snapshot, built by its own init.
             kassert!(invoke("leak-init", b"bogus").is_err());
             expect(&text("leak-init", "dump")?)?;
+            Ok(())
+        })
+    }
+}
+
+ktest! {
+    fn without_restore_the_vmas_init_mapped_stay_between_requests() {
+        needs(&["leak-init"])?;
+        let r = warm(|| {
+            redeploy("leak-init", IsolationMode::None)?;
+            // The page init mapped is there for every request of the reused instance, and a
+            // request's corruption stays (Groundhog's insecure baseline).
+            for _ in 0..2 {
+                let dump = text("leak-init", "dump")?;
+                kassert!(field(&dump, "mapped")? == MAPPED, "{dump}");
+            }
+            text("leak-init", &format!("corrupt {SECRET:x}"))?;
+            let dump = text("leak-init", "dump")?;
+            kassert!(field(&dump, "len")? == 5000, "{dump}");
+            kassert!(field(&dump, "mapped")? == SECRET, "{dump}");
+            kassert_eq!(runtime::lookup("leak-init").ok_or("leak-init")?.warm.idle(), 1);
+            Ok(())
+        });
+        redeploy("leak-init", IsolationMode::Restore)?;
+        r
+    }
+}
+
+ktest! {
+    fn a_vma_init_mapped_that_a_request_unmaps_shrinks_or_protects_is_put_back() {
+        needs(&["leak-init"])?;
+        warm(|| {
+            text("leak-init", "dump")?;
+            let pds_created = || jord::with(|j| j.stats.pds_created);
+            let remade_now = || jord::with(|j| j.stats.vmas_remade);
+            let (pds, remade) = (pds_created(), remade_now());
+            let mut remade_total = 0;
+            for (change, remakes) in [("unmap", 1), ("shrink", 1), ("protect", 0)] {
+                text("leak-init", &format!("corrupt {SECRET:x}"))?;
+                let done = text("leak-init", change)?;
+                kassert!(field(&done, "done")? == 1, "{change}: {done}");
+                let dump = text("leak-init", "dump")?;
+                kassert!(field(&dump, "mapped")? == MAPPED, "after {change}: {dump}");
+                kassert!(field(&dump, "tail")? == MAPPED, "after {change}: {dump}");
+                kassert!(field(&dump, "len")? == 1000, "after {change}: {dump}");
+                // Restored in place: the same instance, no new PD, the VMA remade if it went.
+                kassert!(pds_created() == pds, "{change}: a new instance");
+                remade_total += remakes;
+                let n = remade_now() - remade;
+                kassert!(n == remade_total, "{change}: {n} VMAs remade");
+            }
+            kassert_eq!(runtime::lookup("leak-init").ok_or("leak-init")?.warm.idle(), 1);
             Ok(())
         })
     }

@@ -60,7 +60,8 @@ impl Instance {
 
     /// A new instance of `f` ready for its first request: made, its `init` (if it has one) run
     /// with the manifest's warm-up input, then snapshotted when `f`'s instances are restored
-    /// between requests. Destroyed again on any failure.
+    /// between requests, or its layout after `init` recorded when they are reused as they are
+    /// (mode `none`). Destroyed again on any failure.
     fn create_for_requests(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
         let inst = Instance::create(f)?;
         begin_tenant(f, inst.pd);
@@ -81,6 +82,12 @@ impl Instance {
                     inst.pd,
                     info.pages
                 );
+            } else if f.isolation() == fjord_groundhog::IsolationMode::None {
+                let m = &f.manifest;
+                let base = inst.boundary - m.stack_size;
+                jord::with(|j| j.keep_init_layout(inst.pd, base, m.stack_size + m.heap_size))
+                    .map_err(pd_failure)?
+                    .finish();
             }
             Ok(())
         })();

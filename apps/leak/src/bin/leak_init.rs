@@ -1,13 +1,16 @@
 //! The `leak-init` function, for Groundhog's request-isolation tests: its `init` builds a
-//! table and a label from the warm-up input on its heap, and maps a page of its own holding
-//! [`MAPPED`] (all part of the instance's snapshot); a request may corrupt them, and the next
-//! one sees only the snapshot's values.
+//! table and a label from the warm-up input on its heap, and maps two pages of its own, each
+//! starting with [`MAPPED`] (all part of the instance's snapshot); a request may corrupt them,
+//! or unmap, shrink or write-protect the mapping, and the next one sees only the snapshot's
+//! values.
 //!
-//! - `corrupt <hex secret>`: overwrites every table entry, the label and the mapped page's
-//!   first word with the secret and appends entries; responds `len=…`;
-//! - `dump`: responds `len=… sum=… first=… label=… mapped=…` (16 hex digits each; the label's
-//!   first 8 bytes; the mapped page's first word, 0 on the host): after `init`, 1000 entries
-//!   `3 * i`, the label the warm-up input, [`MAPPED`].
+//! - `corrupt <hex secret>`: overwrites every table entry, the label and the mapped pages'
+//!   first words with the secret and appends entries; responds `len=…`;
+//! - `unmap`, `shrink`, `protect`: unmaps both mapped pages, unmaps the second, or makes both
+//!   read-only; responds `done=1`;
+//! - `dump`: responds `len=… sum=… first=… label=… mapped=… tail=…` (16 hex digits each; the
+//!   label's first 8 bytes; the mapped pages' first words, 0 on the host): after `init`, 1000
+//!   entries `3 * i`, the label the warm-up input, [`MAPPED`] twice.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 extern crate alloc;
@@ -23,13 +26,14 @@ const MAPPED: u64 = 0x1717_1717_1717_1717;
 struct State {
     table: Vec<u64>,
     label: Vec<u8>,
-    /// The page `init` mapped (0 on the host).
+    /// The first of the two pages `init` mapped (0 on the host).
     page: u64,
 }
 
 fn init(warmup: &[u8]) -> Result<State, FnError> {
-    let page = map_page()?;
+    let page = map_pages()?;
     write_word(page, MAPPED);
+    write_word(second(page), MAPPED);
     Ok(State {
         table: (0..1000).map(|i| 3 * i).collect(),
         label: warmup.to_vec(),
@@ -37,15 +41,44 @@ fn init(warmup: &[u8]) -> Result<State, FnError> {
     })
 }
 
-/// A new one-page read-write VMA of this instance.
-fn map_page() -> Result<u64, FnError> {
+/// Bytes `init` maps.
+#[cfg(target_os = "none")]
+const MAPPED_LEN: u64 = 8192;
+
+/// A new two-page read-write VMA of this instance.
+fn map_pages() -> Result<u64, FnError> {
     #[cfg(target_os = "none")]
     {
         use fjord_libos::privlib::{PROT_READ, PROT_WRITE, mmap};
-        mmap(4096, PROT_READ | PROT_WRITE).map_err(|_| FnError::Failed)
+        mmap(MAPPED_LEN, PROT_READ | PROT_WRITE).map_err(|_| FnError::Failed)
     }
     #[cfg(not(target_os = "none"))]
     Ok(0)
+}
+
+/// The second mapped page (0 on the host).
+fn second(page: u64) -> u64 {
+    if page == 0 { 0 } else { page + 4096 }
+}
+
+/// Unmaps, shrinks or write-protects the mapping (nothing on the host).
+fn change_mapping(page: u64, how: &[u8]) -> Result<(), FnError> {
+    #[cfg(target_os = "none")]
+    {
+        use fjord_libos::privlib::{PROT_READ, mprotect, munmap};
+        let done = match how {
+            b"unmap" => munmap(page, MAPPED_LEN),
+            b"shrink" => munmap(page + 4096, 4096),
+            b"protect" => mprotect(page, MAPPED_LEN, PROT_READ),
+            _ => return Err(FnError::BadRequest),
+        };
+        done.map_err(|_| FnError::Failed)
+    }
+    #[cfg(not(target_os = "none"))]
+    {
+        let _ = (page, how);
+        Ok(())
+    }
 }
 
 fn write_word(page: u64, v: u64) {
@@ -71,7 +104,12 @@ fn serve(s: &mut State, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
         s.label.clear();
         s.label.extend_from_slice(&secret.to_le_bytes());
         write_word(s.page, secret);
+        write_word(second(s.page), secret);
         return report(resp, &[("len", s.table.len() as u64)]);
+    }
+    if matches!(req, b"unmap" | b"shrink" | b"protect") {
+        change_mapping(s.page, req)?;
+        return report(resp, &[("done", 1)]);
     }
     if req != b"dump" {
         return Err(FnError::BadRequest);
@@ -87,6 +125,7 @@ fn serve(s: &mut State, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
             ("first", s.table.first().copied().unwrap_or(0)),
             ("label", u64::from_le_bytes(label)),
             ("mapped", read_word(s.page)),
+            ("tail", read_word(second(s.page))),
         ],
     )
 }

@@ -194,24 +194,27 @@ impl Jord {
         flags: MapFlags,
     ) -> Result<u64, Error> {
         let base = self.privlib.mmap(caller, len, prot, flags)?;
+        if let Err(e) = self.back_vma(base, len) {
+            let _ = self.privlib.munmap(PdId::KERNEL, base, len);
+            return Err(e);
+        }
+        Ok(base)
+    }
+
+    /// Gives the new VMA at `base` (`len` bytes) its frames, physically contiguous and zeroed
+    /// page by page on first use.
+    pub(super) fn back_vma(&mut self, base: u64, len: u64) -> Result<(), Error> {
         let pages = len.div_ceil(PAGE_SIZE) as usize;
-        let run = match frames::FrameRun::alloc(pages) {
-            Ok(r) => r,
-            Err(_) => {
-                let _ = self.privlib.munmap(PdId::KERNEL, base, len);
-                return Err(Error::NoMemory);
-            }
-        };
+        let run = frames::FrameRun::alloc(pages).map_err(|_| Error::NoMemory)?;
         if let Err(e) = self.privlib.set_backing(PdId::KERNEL, base, run.phys()) {
             run.free();
-            let _ = self.privlib.munmap(PdId::KERNEL, base, len);
             return Err(e);
         }
         match self.slot_of(base) {
             Some(slot) => self.backing[slot] = Backing::new(base, run),
             None => run.free(),
         }
-        Ok(base)
+        Ok(())
     }
 
     pub(super) fn free_backing(&mut self, base: u64) {

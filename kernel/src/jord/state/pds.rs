@@ -161,6 +161,7 @@ impl Jord {
         self.stacks[cid.index()] = (0, 0);
         self.quotas[cid.index()] = (0, u64::MAX);
         self.drop_snapshot(cid);
+        self.layouts[cid.index()] = None;
         self.stats.pds_destroyed += 1;
         Ok(p)
     }

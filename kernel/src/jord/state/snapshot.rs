@@ -76,6 +76,18 @@ pub struct SnapshotInfo {
     pub pages: usize,
 }
 
+/// What an instance keeps between requests: the VMAs (base, length, right) and the bytes of
+/// its `mmap` allowance those that `init` mapped use.
+pub(super) struct InitLayout {
+    keep: Vec<(u64, u64, Perm)>,
+    charged: u64,
+}
+
+/// One slot per PD, none taken.
+pub(super) fn no_layouts() -> Vec<Option<InitLayout>> {
+    (0..MAX_LIVE_PDS).map(|_| None).collect()
+}
+
 impl Jord {
     /// Snapshots `pd`, a function instance that just ran its `init` (or none), whose instance
     /// VMA is `[base, base + len)`: every VMA it owns beyond its creation stack and that
@@ -95,18 +107,7 @@ impl Jord {
             return Err(Error::InvalidArgs);
         }
         self.drop_snapshot(pd);
-        // The creation stack, the instance VMA, and the VMAs `init` mapped that the instance
-        // owns and alone holds (the first few by address; others go at the scrub).
-        let (stack, stack_len) = self.stacks[pd.index()];
-        let mut keep = alloc::vec![(stack, stack_len, Perm::RW), (base, len, Perm::RW)];
-        let mut own = self.privlib.owned_alone(pd);
-        own.sort_unstable_by_key(|v| v.0);
-        for v in own {
-            if keep.len() < MAX_SNAPSHOT_VMAS && v.0 != stack && v.0 != base {
-                keep.push(v);
-            }
-        }
-        keep.sort_unstable_by_key(|v| v.0);
+        let InitLayout { keep, charged } = self.init_layout(pd, base, len);
         // Copied before the scrub, which frees none of these pages: a failure leaves nothing
         // changed and no flush owed.
         let mut regions = Vec::with_capacity(keep.len());
@@ -130,7 +131,7 @@ impl Jord {
             pages,
         };
         let pages = regions.iter().map(|_| Vec::new()).collect();
-        let quota = (0, self.quotas[pd.index()].1);
+        let quota = (charged, self.quotas[pd.index()].1);
         self.put_snapshot(
             pd,
             Snapshot {
@@ -161,8 +162,14 @@ impl Jord {
         }
         let mut snap = self.take_snapshot_of(pd).ok_or(Error::InvalidArgs)?;
         let freed = self.stats.vmas_scrubbed;
-        let pending = match self.scrub_keeping(pd, &snap.keep) {
-            Ok(p) => p,
+        let scrubbed = self
+            .reinstate_layout(pd, &snap.keep)
+            .and_then(|(remade, mut p)| {
+                p.absorb(self.scrub_keeping(pd, &snap.keep)?);
+                Ok((remade, p))
+            });
+        let (remade, pending) = match scrubbed {
+            Ok(r) => r,
             Err(e) => {
                 self.put_snapshot(pd, snap);
                 return Err(e);
@@ -173,7 +180,13 @@ impl Jord {
         let Snapshot { regions, pages, .. } = &mut snap;
         pages.iter_mut().for_each(Vec::clear);
         self.collect_dirty(root, regions, pages);
-        for (r, dirty) in regions.iter().zip(pages) {
+        for (i, (r, dirty)) in regions.iter().zip(pages).enumerate() {
+            if remade & (1 << i) != 0 {
+                // New frames: every page the snapshot holds is copied back.
+                dirty.clear();
+                dirty.extend_from_slice(r.index.pages());
+                continue;
+            }
             if full && let Some(backing) = self.slot_of(r.base).map(|slot| &self.backing[slot]) {
                 dirty.clear();
                 dirty.extend(
@@ -239,6 +252,8 @@ impl Jord {
                             slot as usize,
                             count as usize,
                         );
+                        // A remade VMA's pages are new: now they hold data.
+                        (page..page + count).for_each(|p| backing.set_initialised(p as usize));
                     }
                     Action::Zero { page, count } => {
                         backing.frames.zero(page as usize, count as usize)
@@ -260,6 +275,31 @@ impl Jord {
         self.stats.instances_restored += 1;
         self.stats.pages_restored += report.pages;
         Ok(Some((pending, report)))
+    }
+
+    /// Puts back the VMAs of `pd`'s layout `keep` that `pd` narrowed, freed or shrank
+    /// ([`PrivLib::reinstate`]); a remade one gets new frames. Returns which (bit `i` for
+    /// `keep[i]`) were remade, so that all their snapshot pages are copied back, and the
+    /// flushes owed. [`Error::Busy`] when one cannot be put back.
+    fn reinstate_layout(
+        &mut self,
+        pd: PdId,
+        keep: &[(u64, u64, Perm)],
+    ) -> Result<(u32, Pending), Error> {
+        let mut remade = 0u32;
+        let mut pending = Pending::default();
+        for (i, &kept) in keep.iter().enumerate() {
+            let (what, s) = self.privlib.reinstate(pd, kept)?;
+            pending.absorb(self.apply(&s));
+            if what == fjord_pd::Reinstated::Remade {
+                // A shrunk VMA's frames (a freed one's went with it).
+                self.free_backing(kept.0);
+                self.back_vma(kept.0, kept.1)?;
+                self.stats.vmas_remade += 1;
+                remade |= 1 << i;
+            }
+        }
+        Ok((remade, pending))
     }
 
     /// Collects (and clears) the dirty leaves of `regions` in the table at `root`, as page
@@ -404,18 +444,71 @@ impl Jord {
         }
     }
 
-    /// Frees every VMA `pd` owns beyond its creation stack and the instance VMA
-    /// `[base, base + len)` and drops every right it was given, leaving its memory as it is
-    /// (isolation mode `none`: warm reuse with no restore). Errors as for
-    /// [`Jord::begin_restore`].
+    /// The layout `pd` keeps between requests after its `init`, the instance VMA being
+    /// `[base, base + len)`: the creation stack, the instance VMA and the first few VMAs (by
+    /// address, up to [`MAX_SNAPSHOT_VMAS`] in all) that `pd` owns and alone holds, which
+    /// `init` mapped; and the bytes of its `mmap` allowance those use.
+    fn init_layout(&self, pd: PdId, base: u64, len: u64) -> InitLayout {
+        let (stack, stack_len) = self.stacks[pd.index()];
+        let mut keep = alloc::vec![(stack, stack_len, Perm::RW), (base, len, Perm::RW)];
+        let mut own = self.privlib.owned_alone(pd);
+        own.sort_unstable_by_key(|v| v.0);
+        let mut charged = 0u64;
+        for v in own {
+            if keep.len() < MAX_SNAPSHOT_VMAS && v.0 != stack && v.0 != base {
+                keep.push(v);
+                charged += v.1.next_multiple_of(PAGE_SIZE);
+            }
+        }
+        keep.sort_unstable_by_key(|v| v.0);
+        InitLayout {
+            keep,
+            charged: charged.min(self.quotas[pd.index()].0),
+        }
+    }
+
+    /// Records `pd`'s layout after its `init` for isolation mode `none` (no snapshot): the
+    /// instance VMA `[base, base + len)`, the creation stack and the VMAs `init` mapped that
+    /// [`Jord::scrub_instance`] keeps from now on; any other VMA `pd` owns is freed. Errors as
+    /// for [`Jord::begin_restore`].
+    pub fn keep_init_layout(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {
+        if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
+            return Err(Error::InvalidArgs);
+        }
+        let layout = self.init_layout(pd, base, len);
+        let pending = self.scrub_keeping(pd, &layout.keep)?;
+        self.quotas[pd.index()].0 = layout.charged;
+        self.layouts[pd.index()] = Some(layout);
+        Ok(pending)
+    }
+
+    /// Frees every VMA `pd` owns beyond its layout after `init` ([`Jord::keep_init_layout`];
+    /// without one, its creation stack and the instance VMA `[base, base + len)`) and drops
+    /// every right it was given, leaving its memory as it is (isolation mode `none`: warm reuse
+    /// with no restore). Errors as for [`Jord::begin_restore`].
     pub fn scrub_instance(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {
         if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
             return Err(Error::InvalidArgs);
         }
-        let (stack, stack_len) = self.stacks[pd.index()];
-        let p = self.scrub_keeping(pd, &[(stack, stack_len, Perm::RW), (base, len, Perm::RW)])?;
-        self.quotas[pd.index()].0 = 0;
-        Ok(p)
+        let layout = self.layouts[pd.index()]
+            .take()
+            .unwrap_or_else(|| InitLayout {
+                keep: alloc::vec![
+                    (
+                        self.stacks[pd.index()].0,
+                        self.stacks[pd.index()].1,
+                        Perm::RW
+                    ),
+                    (base, len, Perm::RW)
+                ],
+                charged: 0,
+            });
+        let p = self.scrub_keeping(pd, &layout.keep);
+        self.quotas[pd.index()].0 = layout.charged;
+        if layout.keep.len() > 2 {
+            self.layouts[pd.index()] = Some(layout);
+        }
+        p
     }
 
     /// Frees every VMA `pd` owns beyond those of `keep` (base, length, its right) and drops

@@ -38,6 +38,8 @@ pub struct JordStats {
     pub pages_restored: u64,
     /// VMAs a snapshot or a restore freed (created by `init` or by a request).
     pub vmas_scrubbed: u64,
+    /// VMAs of a snapshot's layout that a restore made again (freed or shrunk by a request).
+    pub vmas_remade: u64,
 }
 
 impl JordStats {

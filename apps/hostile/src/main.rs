@@ -30,6 +30,8 @@
 //!   three raw results;
 //! - `log-flood`: logs 256-byte messages until refused (at most 10,000); responds with the
 //!   number written and the refusal's raw result;
+//! - `x87` / `sse`: executes an x87 instruction (`fld1`) or an SSE one (`xorps`): the kernel
+//!   gives no PD floating-point or vector registers, so each faults (`#NM`, `#UD`);
 //! - `sysfuzz <seed> <calls>`: random system calls with boundary and random arguments
 //!   ([`sysfuzz`]); responds with how many were made, succeeded, failed with an error code, and
 //!   gave anything else.
@@ -228,6 +230,19 @@ fn hostile(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
         out[..8].copy_from_slice(&forged_buf.to_le_bytes());
         out[8..].copy_from_slice(&forged_name.to_le_bytes());
         return Ok(16);
+    }
+    if req == b"x87" || req == b"sse" {
+        #[cfg(target_os = "none")]
+        // SAFETY: none intended: the instruction is an attempt to reach registers the kernel
+        // gives no PD; it faults and ends the invocation.
+        unsafe {
+            if req == b"x87" {
+                core::arch::asm!("fld1", "fstp st(0)", options(nostack));
+            } else {
+                core::arch::asm!("xorps xmm0, xmm0", out("xmm0") _, options(nostack, nomem));
+            }
+        }
+        return Ok(0);
     }
     if let Some(addr) = req.strip_prefix(b"write ") {
         let p = parse_hex(addr)? as *mut u64;

@@ -105,6 +105,26 @@ ktest! {
 }
 
 ktest! {
+    fn fpu_and_vector_registers_are_no_function_s_to_use() {
+        needs_modules()?;
+        // No PD gets x87, MMX or SSE registers, so none can read what another left there:
+        // the instructions trap (#NM with CR0.EM, #UD for SSE), the fault is reported, and
+        // other functions go on.
+        for (req, vector) in [("x87", 7), ("sse", 6)] {
+            match hostile(req) {
+                Err(InvokeFailure::Faulted { pd, fault }) => {
+                    kassert!(pd != PdId::KERNEL);
+                    kassert!(fault.vector == vector, "{req}: vector {}", fault.vector);
+                }
+                other => return Err(format!("{req}: expected a fault, got {other:?}")),
+            }
+            kassert_eq!(call("hello", b"x").as_deref(), Ok(b"hello, x!".as_slice()));
+        }
+        Ok(())
+    }
+}
+
+ktest! {
     fn runaway_function_times_out() {
         needs_modules()?;
         // Stopped at the manifest's time limit, on the path HTTP requests take.

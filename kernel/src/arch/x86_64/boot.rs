@@ -90,7 +90,9 @@ enter_long_mode:
     or eax, (1 << 8) | (1 << 11)       /* LME, NXE */
     wrmsr
     mov eax, cr0
-    or eax, (1 << 31) | (1 << 16) | 1  /* PG, WP, PE */
+    /* PG, WP, PE; EM: x87 and MMX instructions trap (#NM) and, with CR4.OSFXSR clear, SSE
+       ones too (#UD), so no PD has FPU or vector registers another could read. */
+    or eax, (1 << 31) | (1 << 16) | (1 << 2) | 1
     mov cr0, eax
     lgdt [boot_gdt_ptr]
     /* Far jump to 64-bit code: jmp 0x08:long_mode_entry */

@@ -162,12 +162,17 @@ impl Jord {
         }
         let mut snap = self.take_snapshot_of(pd).ok_or(Error::InvalidArgs)?;
         let freed = self.stats.vmas_scrubbed;
-        let scrubbed = self
-            .reinstate_layout(pd, &snap.keep)
-            .and_then(|(remade, mut p)| {
-                p.absorb(self.scrub_keeping(pd, &snap.keep)?);
-                Ok((remade, p))
-            });
+        // An instance that changed its layout is put back first (then scrubbed again).
+        let scrubbed = match self.scrub_keeping(pd, &snap.keep) {
+            Err(Error::Busy | Error::NotMapped) => {
+                self.reinstate_layout(pd, &snap.keep)
+                    .and_then(|(remade, mut p)| {
+                        p.absorb(self.scrub_keeping(pd, &snap.keep)?);
+                        Ok((remade, p))
+                    })
+            }
+            r => r.map(|p| (0, p)),
+        };
         let (remade, pending) = match scrubbed {
             Ok(r) => r,
             Err(e) => {

@@ -24,6 +24,7 @@ pub mod kv;
 pub mod privlib;
 #[cfg(target_arch = "x86_64")]
 pub mod process;
+pub mod rand;
 #[cfg(target_arch = "x86_64")]
 pub mod syscall;
 pub mod text;

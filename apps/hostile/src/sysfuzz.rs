@@ -15,23 +15,8 @@
 use fjord_libos::abi::{CALLEE_ERROR_BASE, Error, Sysno};
 use fjord_libos::function::FnError;
 use fjord_libos::privlib::{PROT_READ, PROT_WRITE};
+use fjord_libos::rand::XorShift;
 use fjord_libos::syscall::syscall4;
-
-/// A seeded xorshift generator: the same seed makes the same calls.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn pick(&mut self, items: &[u64]) -> u64 {
-        items[(self.next() % items.len() as u64) as usize]
-    }
-}
 
 /// System call `no` with four arguments, the number unchecked (undefined numbers included).
 fn raw_syscall(no: u64, a: [u64; 4]) -> i64 {
@@ -70,7 +55,7 @@ const RUN_ENDING: [Sysno; 4] = [
 /// Runs the calls the request asks for; see the module documentation.
 pub fn sysfuzz(args: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
     let (seed, calls) = parse(args).ok_or(FnError::BadRequest)?;
-    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut rng = XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     // A page of its own for pointer arguments (names, keys, buffers): not the stack nor the
     // ArgBuf, which a call moved or unmapped would take from under this loop.
     let own = syscall4(Sysno::Mmap, 8192, PROT_READ | PROT_WRITE, 0, 0)
@@ -90,9 +75,9 @@ pub fn sysfuzz(args: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
     let (mut ok, mut errors, mut undefined) = (0u64, 0u64, 0u64);
     let mut first_undefined = [0u64; 6];
     for i in 0..calls {
-        let mut no = match rng.next() % 16 {
-            0 => rng.next() % 64,
-            1 => rng.next(),
+        let mut no = match rng.next_u64() % 16 {
+            0 => rng.next_u64() % 64,
+            1 => rng.next_u64(),
             _ => rng.pick(&numbers),
         };
         if RUN_ENDING.iter().any(|s| *s as u64 == no) {
@@ -100,8 +85,8 @@ pub fn sysfuzz(args: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
         }
         let mut a = [0u64; 4];
         for x in &mut a {
-            *x = match rng.next() % 8 {
-                0 => rng.next(),
+            *x = match rng.next_u64() % 8 {
+                0 => rng.next_u64(),
                 1 => rng.pick(&[
                     0,
                     1,
@@ -131,7 +116,7 @@ pub fn sysfuzz(args: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
                 ]),
                 5 => rng.pick(&[me, made[0], made[1], 0, 1, 1023, 1024, 8191, 8192, u64::MAX]),
                 6 => rng.pick(&[0, 1, 2, 3, 4, 5, 6, 7, 8]),
-                _ => rng.next() % 0x2_0000,
+                _ => rng.next_u64() % 0x2_0000,
             };
         }
         if no == Sysno::Sleep as u64 {

@@ -53,18 +53,6 @@ fn live_pds() -> usize {
     crate::jord::with(|j| j.live_pds())
 }
 
-/// A small xorshift generator for the random part of the sweep (seeded, so a failure repeats).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 ktest! {
     fn cput_of_ids_the_pd_table_does_not_hold_is_an_error() {
         let p = new_pd(PdId::KERNEL)?;
@@ -149,15 +137,16 @@ ktest! {
             Sysno::Cput, Sysno::Center, Sysno::KvDelete,
         ];
         let pools: [&[u64]; 4] = [&ids, &addrs, &lens, &perms];
-        let mut rng = Rng(0x5eed_1234_abcd_ef01);
+        // Seeded, so a failure repeats.
+        let mut rng = fjord_libos::rand::XorShift(0x5eed_1234_abcd_ef01);
         for _ in 0..2000 {
-            let no = privlib[(rng.next() % privlib.len() as u64) as usize];
+            let no = privlib[(rng.next_u64() % privlib.len() as u64) as usize];
             let mut a = [0u64; 3];
             for x in &mut a {
-                let pool = pools[(rng.next() % 5).min(3) as usize];
-                *x = match rng.next() % 3 {
-                    0 => rng.next(),
-                    _ => pool[(rng.next() % pool.len() as u64) as usize],
+                let pool = pools[(rng.next_u64() % 5).min(3) as usize];
+                *x = match rng.next_u64() % 3 {
+                    0 => rng.next_u64(),
+                    _ => pool[(rng.next_u64() % pool.len() as u64) as usize],
                 };
             }
             go(no, a)?;

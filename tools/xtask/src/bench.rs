@@ -214,8 +214,22 @@ pub const HTTP_RATES: &[u64] = &[200, 1000, 2000];
 
 /// Boots Fjord with networking (real time, no icount) and drives `GET /metrics` with the
 /// open-loop generator at each of [`HTTP_RATES`]; returns p50/p99/p99.9 latency per rate.
+///
+/// The host reaches the guest over a tap interface when it can make one (see [`crate::tap`]),
+/// so QEMU's user-mode network stack is not in the measured path; otherwise over user
+/// networking. Which one is printed.
 fn http_gateway(kernel: &std::path::Path, qemu: &std::path::Path) -> Result<Vec<Measurement>> {
-    let (mut run, addr) = crate::e2e_http::boot_gateway(kernel, Some(qemu), Machine::Microvm)?;
+    let tap = match crate::tap::Tap::create() {
+        Ok(tap) => Some(tap),
+        Err(e) => {
+            println!("  http: no tap interface ({e:#})");
+            None
+        }
+    };
+    let net = tap.as_ref().map(crate::tap::Tap::net);
+    let (mut run, addr) =
+        crate::e2e_http::boot_gateway_on(kernel, Some(qemu), Machine::Microvm, "", net)?;
+    println!("  http: {}", network_path(net, addr));
     let mut out = Vec::new();
     for &rate in HTTP_RATES {
         out.extend(http_load(
@@ -252,6 +266,20 @@ fn http_gateway(kernel: &std::path::Path, qemu: &std::path::Path) -> Result<Vec<
     }
     run.kill();
     Ok(out)
+}
+
+/// The line that says how the host load generator reaches the guest at `addr`.
+fn network_path(tap: Option<&crate::tap::TapNet>, addr: std::net::SocketAddr) -> String {
+    match tap {
+        Some(net) => format!(
+            "network path: tap {} (host {}), load generator to the guest at {addr} directly",
+            net.ifname, net.host
+        ),
+        None => format!(
+            "network path: QEMU user networking (slirp), load generator to {addr} forwarded to \
+             guest port 80"
+        ),
+    }
 }
 
 /// Concurrent connections of the closed-loop sweep (`cargo xtask bench http`).
@@ -427,6 +455,19 @@ mod tests {
         assert!(collect(&["BENCH {\"group\":1}".to_owned()]).is_err());
         let linux = r#"BENCH {"group":"a","metric":"b","unit":"insns","median":1,"min":1,"max":1,"runs":1,"system":"linux"}"#;
         assert!(collect(&[linux.to_owned()]).is_err());
+    }
+
+    #[test]
+    fn the_network_path_is_named() {
+        let net = crate::tap::TapNet::new("fjtap7".into(), 3);
+        let addr = std::net::SocketAddr::from((net.guest, 80));
+        assert_eq!(
+            network_path(Some(&net), addr),
+            "network path: tap fjtap7 (host 10.77.3.2), load generator to the guest at \
+             10.77.3.15:80 directly"
+        );
+        let local = std::net::SocketAddr::from(([127, 0, 0, 1], 8080));
+        assert!(network_path(None, local).contains("slirp"));
     }
 
     #[test]

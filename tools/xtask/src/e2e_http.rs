@@ -17,6 +17,7 @@ use crate::host_deps;
 use crate::http_client::{Client, one};
 use crate::qemu::{Device, HostForward, Machine, QemuConfig};
 use crate::qemu_run::QemuRun;
+use crate::tap::TapNet;
 
 /// The line the kernel prints once the gateway accepts connections.
 pub const LISTENING_LINE: &str = "fjord: http listening on ";
@@ -46,7 +47,19 @@ pub fn boot_gateway_with(
     machine: Machine,
     options: &str,
 ) -> Result<(QemuRun, SocketAddr)> {
-    let port = free_port()?;
+    boot_gateway_on(kernel, qemu, machine, options, None)
+}
+
+/// [`boot_gateway_with`] with the virtio-net card on host tap link `tap` when given (the guest
+/// takes the link's address; the returned address is the guest's port 80), on user networking
+/// otherwise.
+pub fn boot_gateway_on(
+    kernel: &Path,
+    qemu: Option<&Path>,
+    machine: Machine,
+    options: &str,
+    tap: Option<&TapNet>,
+) -> Result<(QemuRun, SocketAddr)> {
     let mut config = QemuConfig::new(kernel);
     if let Some(q) = qemu {
         config.qemu = q.to_path_buf();
@@ -62,19 +75,32 @@ pub fn boot_gateway_with(
     if !options.is_empty() {
         config.append = format!("{} {options}", config.append);
     }
-    config.devices.push(Device::UserNet {
-        hostfwd: vec![HostForward {
-            host: port,
-            guest: 80,
-        }],
-    });
+    let addr = match tap {
+        Some(net) => {
+            config.append = format!("{} {}", config.append, net.guest_cmdline());
+            config.devices.push(Device::TapNet {
+                ifname: net.ifname.clone(),
+            });
+            SocketAddr::from((net.guest, 80))
+        }
+        None => {
+            let port = free_port()?;
+            config.devices.push(Device::UserNet {
+                hostfwd: vec![HostForward {
+                    host: port,
+                    guest: 80,
+                }],
+            });
+            SocketAddr::from((Ipv4Addr::LOCALHOST, port))
+        }
+    };
     let mut vm = QemuRun::spawn(&config, None)?;
     if let Err(e) = vm.wait_for_line(|l| l.contains(LISTENING_LINE), BOOT_LIMIT) {
         let tail = vm.log_tail(20);
         vm.kill();
         bail!("the gateway did not come up: {e}\n{tail}\n{}", vm.stderr());
     }
-    Ok((vm, SocketAddr::from((Ipv4Addr::LOCALHOST, port))))
+    Ok((vm, addr))
 }
 
 /// Boots `kernel` on `machine` with networking and runs every gateway check against it.

@@ -39,5 +39,6 @@ pub mod report;
 pub mod run;
 pub mod serial_log;
 pub mod soak;
+pub mod tap;
 pub mod test_runner;
 pub mod workspace;

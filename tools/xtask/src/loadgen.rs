@@ -193,6 +193,20 @@ pub fn run_closed(load: &ClosedLoad) -> Result<ClosedReport> {
     if load.connections == 0 {
         bail!("a load needs at least one connection");
     }
+    if let Some(limit) = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .as_deref()
+        .and_then(open_files_limit)
+        && limit < (load.connections + FILES_SPARE) as u64
+    {
+        bail!(
+            "{} connections need about {} open files but this process may open {limit}: \
+             raise the limit (`ulimit -n {}`) and run again",
+            load.connections,
+            load.connections + FILES_SPARE,
+            (load.connections + FILES_SPARE).next_power_of_two()
+        );
+    }
     let threads = load.connections.min(CLOSED_THREADS);
     let barrier = Arc::new(std::sync::Barrier::new(threads + 1));
     let started = Instant::now();
@@ -230,6 +244,21 @@ pub fn run_closed(load: &ClosedLoad) -> Result<ClosedReport> {
         p50_ns: total.value_at_quantile(0.5),
         p99_ns: total.value_at_quantile(0.99),
     })
+}
+
+/// Open files the process needs besides the load's connections (QEMU's pipes, logs, reopened
+/// connections not yet closed).
+const FILES_SPARE: usize = 200;
+
+/// The soft limit on open files in the text of `/proc/self/limits`; `None` when unlimited or
+/// not found.
+pub fn open_files_limit(limits: &str) -> Option<u64> {
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// One thread of [`run_closed`]: opens `share` connections, waits at `barrier` for every
@@ -309,6 +338,21 @@ fn closed_worker(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_files_limit_is_the_soft_limit() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                      Max processes             63703                63703                processes \n\
+                      Max open files            1024                 524288               files     \n";
+        assert_eq!(open_files_limit(limits), Some(1024));
+        assert_eq!(
+            open_files_limit(
+                "Max open files            unlimited            unlimited            files\n"
+            ),
+            None
+        );
+        assert_eq!(open_files_limit(""), None);
+    }
 
     #[test]
     fn poisson_schedule_has_the_requested_rate_and_is_repeatable() {

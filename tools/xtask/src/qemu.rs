@@ -217,6 +217,11 @@ pub enum Device {
         /// Host-to-guest TCP port forwards.
         hostfwd: Vec<HostForward>,
     },
+    /// A virtio-net NIC on an existing host tap interface (no helper scripts).
+    TapNet {
+        /// The host interface's name.
+        ifname: String,
+    },
     /// An `ivshmem-plain` PCI device backed by a shared host file (emulated CXL memory; q35 only).
     Ivshmem {
         /// The host file shared between VMs (e.g. under `/dev/shm`).
@@ -374,6 +379,15 @@ impl QemuConfig {
         }
     }
 
+    /// The `-device` value of the virtio-net card on netdev `net<index>`, on the machine's bus.
+    fn nic_arg(&self, index: usize) -> String {
+        let nic = match self.machine {
+            Machine::Microvm => "virtio-net-device",
+            Machine::Q35 => "virtio-net-pci",
+        };
+        format!("{nic},netdev=net{index}")
+    }
+
     /// Appends the arguments of one extra device; `index` makes QEMU ids unique.
     fn device_args(
         &self,
@@ -391,11 +405,14 @@ impl QemuConfig {
                     ));
                 }
                 args.pair("-netdev", netdev);
-                let nic = match self.machine {
-                    Machine::Microvm => "virtio-net-device",
-                    Machine::Q35 => "virtio-net-pci",
-                };
-                args.pair("-device", format!("{nic},netdev=net{index}"));
+                args.pair("-device", self.nic_arg(index));
+            }
+            Device::TapNet { ifname } => {
+                args.pair(
+                    "-netdev",
+                    format!("tap,id=net{index},ifname={ifname},script=no,downscript=no"),
+                );
+                args.pair("-device", self.nic_arg(index));
             }
             Device::Ivshmem { mem_path, size_mib } => {
                 if self.machine != Machine::Q35 {
@@ -518,6 +535,24 @@ mod tests {
         );
         assert!(
             line.contains("-device virtio-net-device,netdev=net0"),
+            "{line}"
+        );
+        config.machine = Machine::Q35;
+        assert!(rendered(&config).contains("-device virtio-net-pci,netdev=net0"));
+    }
+
+    #[test]
+    fn tap_net_has_no_scripts_and_the_same_card() {
+        let mut config = QemuConfig::new("k");
+        config.devices.push(Device::TapNet {
+            ifname: "fjtap42".into(),
+        });
+        let line = rendered(&config);
+        assert!(
+            line.contains(
+                "-netdev tap,id=net0,ifname=fjtap42,script=no,downscript=no \
+                 -device virtio-net-device,netdev=net0"
+            ),
             "{line}"
         );
         config.machine = Machine::Q35;

@@ -509,12 +509,14 @@ const TRANSMIT_SWEEP_MS: u64 = 10;
 
 /// One pass of the TCP/IP stack: at most [`INGRESS_BATCH`] received frames, each to the socket
 /// set [`steer`](fjord_kernel::steer::steer) picks, then what the marked sets (every set each
-/// [`TRANSMIT_SWEEP_MS`]) have to send; returns whether any socket may have changed.
+/// [`TRANSMIT_SWEEP_MS`]) have to send; returns whether any socket may have changed. `marked`
+/// is scratch space.
 fn poll_stack(
     iface: &mut Interface,
     dev: &mut phy::NetDevice,
     sockets: &mut sockets::Sockets,
     next_sweep: &mut Instant,
+    marked: &mut Vec<usize>,
 ) -> bool {
     use fjord_kernel::steer::steer;
     use smoltcp::iface::{PollIngressSingleResult, PollResult};
@@ -537,10 +539,8 @@ fn poll_stack(
     if sweep {
         *next_sweep = t + smoltcp::time::Duration::from_millis(TRANSMIT_SWEEP_MS);
     }
-    for set in 0..sockets.len() {
-        if !sockets.take_transmit(set) && !sweep {
-            continue;
-        }
+    sockets.drain_transmit(sweep, marked);
+    for &set in marked.iter() {
         while iface.poll_egress(t, dev, sockets.set(set)) == PollResult::SocketStateChanged {
             sockets.mark_serve(set);
             changed = true;
@@ -635,9 +635,16 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
     let mut last_rx = 0;
     let mut next_sweep = now();
     let mut passes = 0;
+    let mut marked = Vec::new();
     loop {
         passes += 1;
-        let changed = poll_stack(&mut iface, &mut dev, &mut sockets, &mut next_sweep);
+        let changed = poll_stack(
+            &mut iface,
+            &mut dev,
+            &mut sockets,
+            &mut next_sweep,
+            &mut marked,
+        );
         let counters = NetCounters {
             rx: dev.rx_packets,
             tx: dev.tx_packets,

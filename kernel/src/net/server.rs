@@ -102,6 +102,10 @@ pub struct Server<S> {
     config: Config,
     counts: SocketCounts,
     next_sweep_ms: u64,
+    /// Sockets in `slots`, all sets together.
+    held: usize,
+    /// Scratch list of the sets a pass visits.
+    marked: Vec<usize>,
     /// The gateway answering requests.
     pub gateway: Gateway<S>,
 }
@@ -122,6 +126,8 @@ impl<S: FunctionService> Server<S> {
             slots: Vec::new(),
             config,
             counts: SocketCounts::default(),
+            held: 0,
+            marked: Vec::new(),
             next_sweep_ms: 0,
             gateway,
         }
@@ -147,6 +153,7 @@ impl<S: FunctionService> Server<S> {
             handle,
             served: None,
         });
+        self.held += 1;
         sockets.mark(LISTEN);
         true
     }
@@ -175,6 +182,7 @@ impl<S: FunctionService> Server<S> {
                     if sock.listen(self.config.port).is_err() {
                         self.slots[LISTEN].swap_remove(i);
                         sockets.set(LISTEN).remove(handle);
+                        self.held -= 1;
                     }
                     continue;
                 }
@@ -209,13 +217,12 @@ impl<S: FunctionService> Server<S> {
         if sweep {
             self.next_sweep_ms = now_ms + SWEEP_MS;
         }
-        let mut busy = (sockets.take_serve(LISTEN) || sweep) && self.settle_listeners(sockets);
+        let mut marked = core::mem::take(&mut self.marked);
+        sockets.drain_serve(sweep, &mut marked);
+        let mut busy = marked.contains(&LISTEN) && self.settle_listeners(sockets);
         let mut open = self.counts.open;
         let mut closed = Vec::new();
-        for set in LISTEN + 1..sockets.len() {
-            if !sockets.take_serve(set) && !sweep {
-                continue;
-            }
+        for &set in marked.iter().filter(|&&set| set != LISTEN) {
             let mut again = false;
             let mut i = 0;
             while i < self.slots[set].len() {
@@ -226,6 +233,7 @@ impl<S: FunctionService> Server<S> {
                     Visit::Closed => {
                         let slot = self.slots[set].swap_remove(i);
                         closed.push(sockets.set(set).remove(slot.handle));
+                        self.held -= 1;
                         busy = true;
                         continue;
                     }
@@ -250,7 +258,7 @@ impl<S: FunctionService> Server<S> {
         }
         // Refill the backlog, as far as the cap and the heap allow.
         let listening = self.slots[LISTEN].len();
-        let total: usize = self.slots.iter().map(Vec::len).sum();
+        let total = self.held;
         let add = self.config.admission.listeners_to_add(
             open,
             listening,
@@ -268,9 +276,10 @@ impl<S: FunctionService> Server<S> {
         self.counts = SocketCounts {
             open,
             listening: self.slots[LISTEN].len(),
-            sockets: self.slots.iter().map(Vec::len).sum(),
+            sockets: self.held,
             visits: self.counts.visits,
         };
+        self.marked = marked;
         busy
     }
 

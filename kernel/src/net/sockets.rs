@@ -20,8 +20,47 @@ pub const LISTEN: usize = 0;
 /// The server's socket sets (index [`LISTEN`], then shard `s` at `s + 1`) and their flags.
 pub struct Sockets {
     sets: Vec<SocketSet<'static>>,
-    transmit: Vec<bool>,
-    serve: Vec<bool>,
+    transmit: Marks,
+    serve: Marks,
+}
+
+/// Which sets are marked for one purpose: a flag per set, and the marked ones in a list, so a
+/// pass finds them without looking at every set.
+struct Marks {
+    flags: Vec<bool>,
+    /// Every set whose flag is set, perhaps with sets whose flag was cleared since.
+    list: Vec<usize>,
+}
+
+impl Marks {
+    fn new(sets: usize) -> Self {
+        Marks {
+            flags: alloc::vec![false; sets],
+            list: Vec::new(),
+        }
+    }
+
+    fn mark(&mut self, i: usize) {
+        if !core::mem::replace(&mut self.flags[i], true) {
+            self.list.push(i);
+        }
+    }
+
+    /// The marked sets (every set when `all`), their marks cleared, into `out`.
+    fn drain(&mut self, all: bool, out: &mut Vec<usize>) {
+        out.clear();
+        if all {
+            out.extend(0..self.flags.len());
+            self.flags.iter_mut().for_each(|f| *f = false);
+            self.list.clear();
+            return;
+        }
+        for i in self.list.drain(..) {
+            if core::mem::take(&mut self.flags[i]) {
+                out.push(i);
+            }
+        }
+    }
 }
 
 impl Sockets {
@@ -29,8 +68,8 @@ impl Sockets {
     pub fn new() -> Self {
         Sockets {
             sets: (0..=SHARDS).map(|_| SocketSet::new(Vec::new())).collect(),
-            transmit: alloc::vec![false; SHARDS + 1],
-            serve: alloc::vec![false; SHARDS + 1],
+            transmit: Marks::new(SHARDS + 1),
+            serve: Marks::new(SHARDS + 1),
         }
     }
 
@@ -69,22 +108,24 @@ impl Sockets {
 
     /// Marks set `i` for the stack's next transmit pass and the server's next visit.
     pub fn mark(&mut self, i: usize) {
-        self.transmit[i] = true;
-        self.serve[i] = true;
+        self.transmit.mark(i);
+        self.serve.mark(i);
     }
 
     /// Marks set `i` for the server's next visit.
     pub fn mark_serve(&mut self, i: usize) {
-        self.serve[i] = true;
+        self.serve.mark(i);
     }
 
-    /// Whether set `i` is marked for transmitting; clears the mark.
-    pub fn take_transmit(&mut self, i: usize) -> bool {
-        core::mem::take(&mut self.transmit[i])
+    /// The sets marked for transmitting (every set when `all`), into `out`; clears the marks.
+    /// Sets marked meanwhile wait for the next call.
+    pub fn drain_transmit(&mut self, all: bool, out: &mut Vec<usize>) {
+        self.transmit.drain(all, out);
     }
 
-    /// Whether set `i` is marked for the server; clears the mark.
-    pub fn take_serve(&mut self, i: usize) -> bool {
-        core::mem::take(&mut self.serve[i])
+    /// The sets marked for the server (every set when `all`), into `out`; clears the marks.
+    /// Sets marked meanwhile wait for the next call.
+    pub fn drain_serve(&mut self, all: bool, out: &mut Vec<usize>) {
+        self.serve.drain(all, out);
     }
 }

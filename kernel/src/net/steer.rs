@@ -9,7 +9,7 @@
 use core::hash::Hasher;
 
 /// Socket sets holding connections.
-pub const SHARDS: usize = 64;
+pub const SHARDS: usize = 256;
 
 /// Where a received frame goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,11 +160,12 @@ mod tests {
     #[test]
     fn consecutive_client_ports_spread_over_the_shards() {
         let mut count = [0usize; SHARDS];
-        for port in 40_000..41_000u16 {
+        for port in 40_000..50_000u16 {
             count[shard_of([10, 0, 2, 2], port)] += 1;
         }
+        // About 39 each.
         let (min, max) = (count.iter().min(), count.iter().max());
-        assert!(min >= Some(&5) && max <= Some(&30), "{count:?}");
+        assert!(min >= Some(&15) && max <= Some(&70), "{count:?}");
     }
 
     /// Whatever the bytes, steering never panics and names an existing set.

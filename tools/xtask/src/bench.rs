@@ -298,7 +298,9 @@ fn http_connections(addr: std::net::SocketAddr, n: usize) -> Result<Vec<Measurem
         connections: n,
         duration: HTTP_SWEEP_DURATION,
     };
+    let before = guest_work(addr);
     let r = crate::loadgen::run_closed(&load)?;
+    let after = guest_work(addr);
     println!(
         "  http POST /invoke/hello, {n} connections ({} open after {:.1} s): {:.0} req/s, p50 {:.1} ms, p99 {:.1} ms, {} answered 503, {} errors",
         r.connected,
@@ -309,6 +311,14 @@ fn http_connections(addr: std::net::SocketAddr, n: usize) -> Result<Vec<Measurem
         r.refused,
         r.errors
     );
+    if let (Some(b), Some(a)) = (before, after) {
+        let per = |i: usize| a[i].saturating_sub(b[i]) as f64 / (r.ok.max(1)) as f64;
+        println!(
+            "  http guest work per request at {n} connections: {:.2} network-loop passes, {:.2} socket visits",
+            per(0),
+            per(1)
+        );
+    }
     let m = |metric: String, unit: &str, v: f64| Measurement {
         group: "http".into(),
         metric,
@@ -324,6 +334,18 @@ fn http_connections(addr: std::net::SocketAddr, n: usize) -> Result<Vec<Measurem
         m(format!("hello_{n}_connections_throughput"), "req/s", r.rps),
         m(format!("hello_{n}_connections_p50"), "ns", r.p50_ns as f64),
         m(format!("hello_{n}_connections_p99"), "ns", r.p99_ns as f64),
+    ])
+}
+
+/// The guest's network-loop passes and HTTP socket visits so far (`/metrics`), if it answers.
+fn guest_work(addr: std::net::SocketAddr) -> Option<[u64; 2]> {
+    let text = crate::http_client::one(addr, "GET", "/metrics", b"")
+        .ok()?
+        .text();
+    let v = |series| crate::e2e_conns::series_value(&text, series);
+    Some([
+        v("fjord_net_loop_passes_total")?,
+        v("fjord_http_socket_visits_total")?,
     ])
 }
 

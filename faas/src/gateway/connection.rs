@@ -17,7 +17,7 @@
 //! answers is held back by TCP flow control instead of growing the output without bound.
 
 use super::timeouts::Phase;
-use super::{Answer, FunctionService, Gateway, PendingAnswer, Sample};
+use super::{Answer, FunctionService, Gateway, InvocationId, PendingAnswer, Sample};
 use crate::http::{Limits, RequestReader, Response, Status};
 use alloc::vec::Vec;
 
@@ -66,6 +66,11 @@ impl Connection {
     /// Whether a request's answer waits for a running invocation.
     pub fn waiting(&self) -> bool {
         self.pending.is_some()
+    }
+
+    /// The invocation whose answer the connection waits for, if any.
+    pub fn waiting_for(&self) -> Option<InvocationId> {
+        self.pending.as_ref().map(PendingAnswer::id)
     }
 
     /// Whether the connection takes more received bytes now: no invocation runs and less than

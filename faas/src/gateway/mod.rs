@@ -341,6 +341,12 @@ impl<S: FunctionService> Gateway<S> {
         Some(self.finish(&p.function, c, p.keep_alive))
     }
 
+    /// The started invocations that finished since the last call, into `out`; `false` when
+    /// the runtime cannot tell (see [`FunctionService::finished`]).
+    pub fn finished(&mut self, out: &mut Vec<InvocationId>) -> bool {
+        self.service.finished(out)
+    }
+
     /// Gives up a pending answer (its connection is gone).
     pub fn abandon(&mut self, p: PendingAnswer) {
         self.service.forget(p.id);

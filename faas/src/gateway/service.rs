@@ -206,6 +206,14 @@ pub trait FunctionService {
     fn forget(&mut self, id: InvocationId) {
         let _ = id;
     }
+    /// Lists in `out` the started invocations that finished since the last call (each once;
+    /// [`FunctionService::poll`] then reports them), so a caller need not poll the others.
+    /// `false` (the default) when the runtime cannot tell: callers then poll every running
+    /// invocation.
+    fn finished(&mut self, out: &mut Vec<InvocationId>) -> bool {
+        out.clear();
+        false
+    }
     /// Validates `image` and deploys it as `name` (replacing any older version), with the
     /// isolation mode `isolation` instead of its manifest's when one is given.
     fn deploy(

@@ -15,8 +15,9 @@ use super::sockets::{LISTEN, Sockets};
 use alloc::vec::Vec;
 use fjord_faas::gateway::admission::{self, Admission, Candidate};
 use fjord_faas::gateway::timeouts::{Deadline, Phase, Timeouts};
-use fjord_faas::gateway::{Connection, FunctionService, Gateway, Sample};
+use fjord_faas::gateway::{Connection, FunctionService, Gateway, InvocationId, Sample};
 use fjord_faas::http::Limits;
+use fjord_kernel::fnv::FnvHashMap;
 use fjord_kernel::steer::shard_of;
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::AnySocket;
@@ -106,6 +107,13 @@ pub struct Server<S> {
     held: usize,
     /// Scratch list of the sets a pass visits.
     marked: Vec<usize>,
+    /// The set of each connection whose invocation runs, by invocation.
+    running: FnvHashMap<InvocationId, usize>,
+    /// Scratch list of finished invocations.
+    finished: Vec<InvocationId>,
+    /// Whether the runtime lists finished invocations ([`Gateway::finished`]): then a
+    /// connection waiting for one is visited when it finishes, not on every pass.
+    notified: bool,
     /// The gateway answering requests.
     pub gateway: Gateway<S>,
 }
@@ -128,6 +136,9 @@ impl<S: FunctionService> Server<S> {
             counts: SocketCounts::default(),
             held: 0,
             marked: Vec::new(),
+            running: FnvHashMap::default(),
+            finished: Vec::new(),
+            notified: false,
             next_sweep_ms: 0,
             gateway,
         }
@@ -202,7 +213,8 @@ impl<S: FunctionService> Server<S> {
 
     /// Moves bytes between the sockets and their connections, enforces the deadlines and
     /// refills the backlog; `now_ms` is the time, `heap_free` the free heap bytes. Visits the
-    /// sets that are marked, and every set each [`SWEEP_MS`]. Returns whether anything moved.
+    /// sets that are marked (those of connections whose invocation finished among them), and
+    /// every set each [`SWEEP_MS`]. Returns whether anything moved or an invocation runs.
     pub fn service(
         &mut self,
         sockets: &mut Sockets,
@@ -216,6 +228,18 @@ impl<S: FunctionService> Server<S> {
         let sweep = now_ms >= self.next_sweep_ms;
         if sweep {
             self.next_sweep_ms = now_ms + SWEEP_MS;
+        }
+        // The sets of connections whose invocation finished.
+        self.notified = self.gateway.finished(&mut self.finished);
+        for id in self.finished.drain(..) {
+            if let Some(set) = self.running.remove(&id) {
+                sockets.mark_serve(set);
+            }
+        }
+        if sweep {
+            // Every connection is visited: those still waiting are noted again (an entry of a
+            // connection that went away lasts until here).
+            self.running.clear();
         }
         let mut marked = core::mem::take(&mut self.marked);
         sockets.drain_serve(sweep, &mut marked);
@@ -280,7 +304,8 @@ impl<S: FunctionService> Server<S> {
             visits: self.counts.visits,
         };
         self.marked = marked;
-        busy
+        // The network loop keeps polling (it does not halt) while invocations run.
+        busy || !self.running.is_empty()
     }
 
     /// Serves the socket `i` of set `set`: admits a new connection, moves its bytes, enforces
@@ -347,7 +372,10 @@ impl<S: FunctionService> Server<S> {
         let Some(s) = self.slots[set][i].served.as_mut() else {
             return Visit::Quiet;
         };
-        busy |= serve(sock, s, &mut self.gateway, kernel);
+        busy |= serve(sock, s, &mut self.gateway, kernel, self.notified);
+        if let Some(id) = s.conn.waiting_for() {
+            self.running.insert(id, set);
+        }
         // The deadlines: a client that takes too long in its phase is answered 408 (or,
         // idle, just closed); one that stopped reading (even a refused or timed-out one that
         // never reads its answer) is cut off.
@@ -370,7 +398,7 @@ impl<S: FunctionService> Server<S> {
                 sock.abort();
                 return Visit::Busy;
             }
-            busy |= serve(sock, s, &mut self.gateway, kernel);
+            busy |= serve(sock, s, &mut self.gateway, kernel, self.notified);
         }
         if s.conn.finished() && sock.may_send() {
             sock.close();
@@ -429,12 +457,14 @@ impl<S: FunctionService> Server<S> {
 }
 
 /// Moves one connection's bytes: a finished invocation's answer, then the requests received
-/// behind it, then the output; returns whether anything moved.
+/// behind it, then the output; returns whether anything moved (or, unless the runtime is
+/// `notified` of finished invocations, an invocation runs).
 fn serve<S: FunctionService>(
     sock: &mut tcp::Socket<'_>,
     s: &mut Served,
     gateway: &mut Gateway<S>,
     kernel: &impl Fn() -> Vec<Sample>,
+    notified: bool,
 ) -> bool {
     let conn = &mut s.conn;
     let mut busy = conn.poll(gateway, kernel);
@@ -470,6 +500,7 @@ fn serve<S: FunctionService>(
         gateway.count_bytes(received, sent);
         busy = true;
     }
-    // The network loop keeps polling (it does not halt) while an invocation runs.
-    busy || conn.waiting()
+    // While an invocation runs, the connection is visited again when the runtime lists it
+    // finished, or, with a runtime that cannot tell, on every pass.
+    busy || (conn.waiting() && !notified)
 }

@@ -587,6 +587,22 @@ pub fn take(ticket: Ticket) -> Option<Done> {
     with(|s| s.done.remove(&ticket))
 }
 
+/// Moves every finished request whose ticket `mine` accepts out of the orchestrator into
+/// `out`, under one hold of its lock (the finished requests not yet taken are few).
+pub fn take_matching(mine: impl Fn(Ticket) -> bool, out: &mut Vec<(Ticket, Done)>) {
+    with(|s| {
+        if s.done.is_empty() {
+            return;
+        }
+        let tickets: Vec<Ticket> = s.done.keys().copied().filter(|&t| mine(t)).collect();
+        for t in tickets {
+            if let Some(d) = s.done.remove(&t) {
+                out.push((t, d));
+            }
+        }
+    });
+}
+
 /// Moves every finished request whose ticket is in `tickets` out of the orchestrator, in
 /// ticket order, into `out`: one pass for a load generator with many requests in flight.
 pub fn take_range(tickets: core::ops::Range<Ticket>, out: &mut Vec<(Ticket, Done)>) {

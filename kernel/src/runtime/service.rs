@@ -13,6 +13,7 @@ use fjord_faas::gateway::{
 };
 use fjord_faas::jbsq::RequestClass;
 use fjord_faas::module::{ModuleLimits, validate};
+use fjord_kernel::fnv::FnvBuild;
 
 /// Most functions deployed at once.
 pub const MAX_FUNCTIONS: usize = 64;
@@ -23,6 +24,12 @@ pub struct RuntimeService {
     next: Generation,
     /// Invocations whose connection went away: their completions are discarded.
     abandoned: Vec<orchestrator::Ticket>,
+    /// Invocations started and not yet seen finished.
+    running: hashbrown::HashSet<orchestrator::Ticket, FnvBuild>,
+    /// Invocations seen finished ([`FunctionService::finished`]), not yet polled.
+    ready: BTreeMap<orchestrator::Ticket, orchestrator::Done>,
+    /// Scratch list of finished invocations.
+    taken: Vec<(orchestrator::Ticket, orchestrator::Done)>,
 }
 
 impl RuntimeService {
@@ -32,6 +39,9 @@ impl RuntimeService {
             generations: BTreeMap::new(),
             next: 1,
             abandoned: Vec::new(),
+            running: hashbrown::HashSet::default(),
+            ready: BTreeMap::new(),
+            taken: Vec::new(),
         };
         for name in super::list() {
             let g = s.bump();
@@ -76,7 +86,10 @@ impl FunctionService for RuntimeService {
                 .map_err(|SubmitError::QueueFull| InvokeError::Unavailable)
         });
         match submitted {
-            Ok(ticket) => Started::Running(InvocationId(ticket)),
+            Ok(ticket) => {
+                self.running.insert(ticket);
+                Started::Running(InvocationId(ticket))
+            }
             Err(e) => Started::Done(Completion {
                 result: Err(e),
                 latency: None,
@@ -88,8 +101,15 @@ impl FunctionService for RuntimeService {
     /// latency from the orchestrator's receipt to its completion, in nanoseconds.
     fn poll(&mut self, id: InvocationId) -> Option<Completion> {
         orchestrator::poll();
-        self.abandoned.retain(|&t| orchestrator::take(t).is_none());
-        let done = orchestrator::take(id.0)?;
+        let done = match self.ready.remove(&id.0) {
+            Some(done) => done,
+            None => {
+                self.abandoned.retain(|&t| orchestrator::take(t).is_none());
+                let done = orchestrator::take(id.0)?;
+                self.running.remove(&id.0);
+                done
+            }
+        };
         let ticks = done.finished.saturating_sub(done.arrived);
         let hz = u128::from(crate::arch::apic::tsc_hz().max(1));
         let nanos = (u128::from(ticks) * 1_000_000_000 / hz) as u64;
@@ -100,9 +120,33 @@ impl FunctionService for RuntimeService {
     }
 
     fn forget(&mut self, id: InvocationId) {
-        if orchestrator::take(id.0).is_none() {
+        if self.ready.remove(&id.0).is_none() && orchestrator::take(id.0).is_none() {
+            // Still running: discarded when it finishes.
             self.abandoned.push(id.0);
+        } else {
+            self.running.remove(&id.0);
         }
+    }
+
+    /// Takes every invocation it started that has finished out of the orchestrator at once
+    /// (abandoned ones are discarded, but listed too).
+    fn finished(&mut self, out: &mut Vec<InvocationId>) -> bool {
+        out.clear();
+        let running = &self.running;
+        orchestrator::take_matching(|t| running.contains(&t), &mut self.taken);
+        for (t, done) in self.taken.drain(..) {
+            self.running.remove(&t);
+            out.push(InvocationId(t));
+            match self.abandoned.iter().position(|&a| a == t) {
+                Some(i) => {
+                    self.abandoned.swap_remove(i);
+                }
+                None => {
+                    self.ready.insert(t, done);
+                }
+            }
+        }
+        true
     }
 
     fn deploy(

@@ -1113,3 +1113,25 @@ fn a_head_sent_byte_by_byte_is_parsed() {
     }
     assert_eq!(parse_response(c.output()).0, 200);
 }
+
+#[test]
+fn a_waiting_connection_names_its_invocation_and_a_plain_runtime_lists_none_finished() {
+    let mut gw = Gateway::new(SlowService::default(), LatencyUnit::Nanoseconds);
+    let mut a = Connection::new(Limits::default());
+    assert_eq!(a.waiting_for(), None);
+    a.receive(
+        &request("POST", "/invoke/echo", b"one"),
+        &mut gw,
+        &no_samples,
+    );
+    assert_eq!(a.waiting_for(), Some(InvocationId(1)));
+    // A runtime that cannot tell which invocations finished says so: its callers poll.
+    let mut out = alloc::vec![InvocationId(9)];
+    assert!(!gw.finished(&mut out));
+    assert!(out.is_empty());
+    while a.waiting() {
+        a.poll(&mut gw, &no_samples);
+    }
+    assert_eq!(a.waiting_for(), None);
+    assert_eq!(parse_response(a.output()).0, 200);
+}

@@ -537,15 +537,20 @@ impl Jord {
         self.scratch.clear();
         let scratch = &mut self.scratch;
         let mut freed = 0u64;
-        let s = self
+        let scrubbed = self
             .privlib
             .scrub_with(PdId::KERNEL, pd, keep, |id, _, owned| {
                 if owned {
                     scratch.push(id.base());
                     freed += 1;
                 }
-            })?;
-        let pending = self.apply(&s);
+            });
+        // Read in place: moving the shootdown out of the result copies it (a few hundred bytes).
+        let s = match &scrubbed {
+            Ok(s) => s,
+            Err(e) => return Err(*e),
+        };
+        let pending = self.apply(s);
         self.free_scratch_backings();
         self.stats.vmas_scrubbed += freed;
         Ok(pending)

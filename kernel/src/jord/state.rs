@@ -14,6 +14,7 @@
 use crate::arch::{cpu, percpu};
 use crate::mm::frames::{self, DIRECT, KernelFrames};
 use crate::mm::kernel_tables;
+use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 use fjord_kernel::layout::PAGE_SIZE;
@@ -89,7 +90,7 @@ pub struct Jord {
     lazy_owed: Pending,
     lazy_stats: LazyStats,
     /// Per PD, its Groundhog snapshot (kernel frames, mapped in no PD).
-    snapshots: Vec<Option<snapshot::Snapshot>>,
+    snapshots: Vec<Option<Box<snapshot::Snapshot>>>,
     /// How many entries of `snapshots` hold one.
     live_snapshots: usize,
     /// Per PD in isolation mode `none`, what it keeps between requests after its `init`.

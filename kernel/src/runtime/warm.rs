@@ -472,10 +472,9 @@ fn restore_steps(
     mut ticks: u64,
     finish: Finish<'_>,
 ) -> Ran {
-    let mut plan = fjord_groundhog::RestorePlan::new();
     loop {
         let t0 = cpu::rdtsc();
-        let step = jord::with(|j| j.restore_step(pd, &mut plan, RESTORE_STEP_PAGES));
+        let step = jord::with(|j| j.restore_step(pd, RESTORE_STEP_PAGES));
         ticks += cpu::rdtsc() - t0;
         match step {
             Err(_) => return Ran::Gone,

@@ -22,6 +22,9 @@ use fjord_groundhog::{Action, RestorePlan, RestoreReport, SnapshotIndex};
 struct Region {
     base: u64,
     len: u64,
+    /// Its slot in the VMA table (and in the backing table): fixed by `base`, so looked up
+    /// once.
+    slot: Option<usize>,
     /// The instance's right on it.
     perm: Perm,
     index: SnapshotIndex,
@@ -56,6 +59,8 @@ pub(super) struct Snapshot {
     pages: Vec<Vec<u32>>,
     /// What the restore under way ([`Jord::begin_restore`]) did so far, if one is.
     restoring: Option<RestoreReport>,
+    /// Scratch space of [`Jord::restore_step`] (kept allocated between restores).
+    plan: RestorePlan,
 }
 
 impl Snapshot {
@@ -134,7 +139,7 @@ impl Jord {
         let quota = (charged, self.quotas[pd.index()].1);
         self.put_snapshot(
             pd,
-            Snapshot {
+            Box::new(Snapshot {
                 regions,
                 keep,
                 pages,
@@ -142,7 +147,8 @@ impl Jord {
                 quota,
                 leaves_lost: false,
                 restoring: None,
-            },
+                plan: RestorePlan::new(),
+            }),
         );
         self.stats.snapshots_taken += 1;
         Ok((pending, info))
@@ -182,7 +188,7 @@ impl Jord {
         };
         let full = snap.leaves_lost;
         let root = self.root_of(pd);
-        let Snapshot { regions, pages, .. } = &mut snap;
+        let Snapshot { regions, pages, .. } = &mut *snap;
         pages.iter_mut().for_each(Vec::clear);
         self.collect_dirty(root, regions, pages);
         for (i, (r, dirty)) in regions.iter().zip(pages).enumerate() {
@@ -192,7 +198,7 @@ impl Jord {
                 dirty.extend_from_slice(r.index.pages());
                 continue;
             }
-            if full && let Some(backing) = self.slot_of(r.base).map(|slot| &self.backing[slot]) {
+            if full && let Some(backing) = r.slot.map(|slot| &self.backing[slot]) {
                 dirty.clear();
                 dirty.extend(
                     (0..backing.pages)
@@ -215,13 +221,12 @@ impl Jord {
     /// Puts back up to `max_pages` of the pages [`Jord::begin_restore`] noted for `pd` (copied
     /// from the snapshot, or zeroed where the snapshot had nothing). After the last, resets its
     /// `mmap` allowance and returns the flushes owed and what the whole restore did; `None`
-    /// while pages are left. Translations stay installed. `plan` is scratch space.
+    /// while pages are left. Translations stay installed.
     ///
     /// [`Error::InvalidArgs`] when no restore of `pd` is under way.
     pub fn restore_step(
         &mut self,
         pd: PdId,
-        plan: &mut RestorePlan,
         max_pages: usize,
     ) -> Result<Option<(Pending, RestoreReport)>, Error> {
         let mut snap = self
@@ -234,13 +239,19 @@ impl Jord {
             return Err(Error::InvalidArgs);
         };
         let mut budget = max_pages;
-        for (r, dirty) in snap.regions.iter().zip(&mut snap.pages) {
+        let Snapshot {
+            regions,
+            pages,
+            plan,
+            ..
+        } = &mut *snap;
+        for (r, dirty) in regions.iter().zip(pages.iter_mut()) {
             let n = dirty.len().min(budget);
             if n == 0 {
                 continue;
             }
             budget -= n;
-            let Some(slot) = self.slot_of(r.base) else {
+            let Some(slot) = r.slot else {
                 dirty.clear();
                 continue;
             };
@@ -316,7 +327,7 @@ impl Jord {
         const SPAN: u64 = 512 * PAGE_SIZE;
         let mut pt = PageTables::new(root, &DIRECT);
         let words = |r: &Region| {
-            self.slot_of(r.base)
+            r.slot
                 .and_then(|slot| self.backing.get(slot))
                 .map_or(&[][..], |b| b.initialised_words())
         };
@@ -364,8 +375,8 @@ impl Jord {
 
     /// A copy of the pages of the VMA at `base` (every page of its backing) that hold data.
     fn copy_region(&self, base: u64) -> Result<Region, Error> {
-        let backing = self
-            .slot_of(base)
+        let slot = self.slot_of(base);
+        let backing = slot
             .and_then(|slot| self.backing.get(slot))
             .filter(|b| b.pages != 0 && b.base == base)
             .ok_or(Error::NotMapped)?;
@@ -386,6 +397,7 @@ impl Jord {
         Ok(Region {
             base,
             len,
+            slot,
             perm: Perm::RW,
             index,
             frames,
@@ -399,14 +411,14 @@ impl Jord {
     }
 
     /// Gives `pd` (below [`MAX_LIVE_PDS`]) the snapshot `snap`, dropping any it had.
-    fn put_snapshot(&mut self, pd: PdId, snap: Snapshot) {
+    fn put_snapshot(&mut self, pd: PdId, snap: Box<Snapshot>) {
         self.drop_snapshot(pd);
         self.snapshots[pd.index()] = Some(snap);
         self.live_snapshots += 1;
     }
 
     /// Takes `pd`'s snapshot (below [`MAX_LIVE_PDS`]) out of the table.
-    fn take_snapshot_of(&mut self, pd: PdId) -> Option<Snapshot> {
+    fn take_snapshot_of(&mut self, pd: PdId) -> Option<Box<Snapshot>> {
         let snap = self.snapshots[pd.index()].take();
         if snap.is_some() {
             self.live_snapshots -= 1;
@@ -525,15 +537,20 @@ impl Jord {
         self.scratch.clear();
         let scratch = &mut self.scratch;
         let mut freed = 0u64;
-        let s = self
+        let scrubbed = self
             .privlib
             .scrub_with(PdId::KERNEL, pd, keep, |id, _, owned| {
                 if owned {
                     scratch.push(id.base());
                     freed += 1;
                 }
-            })?;
-        let pending = self.apply(&s);
+            });
+        // Read in place: moving the shootdown out of the result copies it (a few hundred bytes).
+        let s = match &scrubbed {
+            Ok(s) => s,
+            Err(e) => return Err(*e),
+        };
+        let pending = self.apply(s);
         self.free_scratch_backings();
         self.stats.vmas_scrubbed += freed;
         Ok(pending)
@@ -551,6 +568,6 @@ impl Jord {
 }
 
 /// One slot per PD, none taken.
-pub(super) fn empty_table() -> Vec<Option<Snapshot>> {
+pub(super) fn empty_table() -> Vec<Option<Box<Snapshot>>> {
     (0..MAX_LIVE_PDS).map(|_| None).collect()
 }

@@ -69,23 +69,19 @@ impl Instance {
             if f.manifest.init {
                 inst.run_init(f)?;
             }
+            let (base, len) = inst.vma(f);
             if f.isolation().restores() {
-                let m = &f.manifest;
-                let base = inst.boundary - m.stack_size;
                 let (pending, info) =
-                    jord::with(|j| j.take_snapshot(inst.pd, base, m.stack_size + m.heap_size))
-                        .map_err(pd_failure)?;
+                    jord::with(|j| j.take_snapshot(inst.pd, base, len)).map_err(pd_failure)?;
                 pending.finish();
                 log::debug!(
                     "groundhog: snapshot of {} in {:?}: {} pages",
-                    m.name.as_str(),
+                    f.manifest.name.as_str(),
                     inst.pd,
                     info.pages
                 );
             } else if f.isolation() == fjord_groundhog::IsolationMode::None {
-                let m = &f.manifest;
-                let base = inst.boundary - m.stack_size;
-                jord::with(|j| j.keep_init_layout(inst.pd, base, m.stack_size + m.heap_size))
+                jord::with(|j| j.keep_init_layout(inst.pd, base, len))
                     .map_err(pd_failure)?
                     .finish();
             }
@@ -175,13 +171,19 @@ impl Instance {
         ran
     }
 
+    /// The instance VMA of this instance of `f` (base, length): its stack, then its heap,
+    /// ending at the boundary.
+    fn vma(&self, f: &LoadedFunction) -> (u64, u64) {
+        let m = &f.manifest;
+        (self.boundary - m.stack_size, m.stack_size + m.heap_size)
+    }
+
     /// Restores this instance as `f`'s isolation mode asks and keeps it in `f`'s pool, if
     /// [`warm::keep`] takes it.
     fn keep(&self, f: &LoadedFunction, finish: warm::Finish<'_>) -> warm::Ran {
         use fjord_groundhog::IsolationMode;
         let m = &f.manifest;
-        let base = self.boundary - m.stack_size;
-        let len = m.stack_size + m.heap_size;
+        let (base, len) = self.vma(f);
         let (header_offset, header) = fresh_header(m, base);
         let fresh = jord::state::InstanceLayout {
             base,

@@ -132,6 +132,9 @@ impl FunctionService for RuntimeService {
     /// (abandoned ones are discarded, but listed too).
     fn finished(&mut self, out: &mut Vec<InvocationId>) -> bool {
         out.clear();
+        if self.running.is_empty() {
+            return true;
+        }
         let running = &self.running;
         orchestrator::take_matching(|t| running.contains(&t), &mut self.taken);
         for (t, done) in self.taken.drain(..) {

@@ -23,6 +23,15 @@ pub struct InstanceLayout<'a> {
 }
 
 impl Jord {
+    /// [`Error::InvalidArgs`] unless `pd` may be a function instance: not the kernel, and a
+    /// PD id Jord manages.
+    pub(super) fn check_instance_pd(&self, pd: PdId) -> Result<(), Error> {
+        if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
+            return Err(Error::InvalidArgs);
+        }
+        Ok(())
+    }
+
     /// Restores `pd`, an idle function instance whose request has ended, to the state the
     /// executor gave it before its first request: PrivLib frees every VMA it owns beyond its
     /// stack and its instance VMA and drops every right it was given (see
@@ -38,9 +47,7 @@ impl Jord {
         pd: PdId,
         layout: &InstanceLayout<'_>,
     ) -> Result<super::Pending, Error> {
-        if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
-            return Err(Error::InvalidArgs);
-        }
+        self.check_instance_pd(pd)?;
         if self.held_back.holds(pd) {
             self.settle_pd(pd);
         }

@@ -108,9 +108,7 @@ impl Jord {
         base: u64,
         len: u64,
     ) -> Result<(Pending, SnapshotInfo), Error> {
-        if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
-            return Err(Error::InvalidArgs);
-        }
+        self.check_instance_pd(pd)?;
         self.drop_snapshot(pd);
         let InitLayout { keep, charged } = self.init_layout(pd, base, len);
         // Copied before the scrub, which frees none of these pages: a failure leaves nothing
@@ -154,21 +152,20 @@ impl Jord {
         Ok((pending, info))
     }
 
-    /// Begins restoring `pd`, an idle instance whose request has ended, to its snapshot: every
-    /// VMA it gained is freed and every right it was given dropped, and the pages of its
+    /// Begins restoring `pd`, an idle instance whose request has ended, to its snapshot: the
+    /// VMAs of its layout it narrowed, freed or shrank are put back ([`Jord::reinstate_layout`]),
+    /// every VMA it gained is freed and every right it was given dropped, and the pages of its
     /// snapshot VMAs whose leaves are dirty (every page that held data, when a leaf was
     /// removed since the last restore) are noted, their dirty bits cleared. The pages are put
     /// back by [`Jord::restore_step`]; until the last step the instance must not run.
     ///
-    /// [`Error::InvalidArgs`] when `pd` has no snapshot; [`Error::Busy`] (nothing changed)
-    /// when the instance is not reusable; destroy it then.
+    /// [`Error::InvalidArgs`] when `pd` has no snapshot; [`Error::Busy`] when the instance is
+    /// not reusable (its layout cannot be put back); destroy it then.
     pub fn begin_restore(&mut self, pd: PdId) -> Result<Pending, Error> {
-        if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
-            return Err(Error::InvalidArgs);
-        }
+        self.check_instance_pd(pd)?;
         let mut snap = self.take_snapshot_of(pd).ok_or(Error::InvalidArgs)?;
         let freed = self.stats.vmas_scrubbed;
-        // An instance that changed its layout is put back first (then scrubbed again).
+        // A layout the scrub refuses (nothing changed then) is put back, and scrubbed again.
         let scrubbed = match self.scrub_keeping(pd, &snap.keep) {
             Err(Error::Busy | Error::NotMapped) => {
                 self.reinstate_layout(pd, &snap.keep)
@@ -489,9 +486,7 @@ impl Jord {
     /// [`Jord::scrub_instance`] keeps from now on; any other VMA `pd` owns is freed. Errors as
     /// for [`Jord::begin_restore`].
     pub fn keep_init_layout(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {
-        if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
-            return Err(Error::InvalidArgs);
-        }
+        self.check_instance_pd(pd)?;
         let layout = self.init_layout(pd, base, len);
         let pending = self.scrub_keeping(pd, &layout.keep)?;
         self.quotas[pd.index()].0 = layout.charged;
@@ -504,27 +499,16 @@ impl Jord {
     /// every right it was given, leaving its memory as it is (isolation mode `none`: warm reuse
     /// with no restore). Errors as for [`Jord::begin_restore`].
     pub fn scrub_instance(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {
-        if pd == PdId::KERNEL || pd.index() >= self.stacks.len() {
-            return Err(Error::InvalidArgs);
-        }
-        let layout = self.layouts[pd.index()]
-            .take()
-            .unwrap_or_else(|| InitLayout {
-                keep: alloc::vec![
-                    (
-                        self.stacks[pd.index()].0,
-                        self.stacks[pd.index()].1,
-                        Perm::RW
-                    ),
-                    (base, len, Perm::RW)
-                ],
-                charged: 0,
-            });
+        self.check_instance_pd(pd)?;
+        let Some(layout) = self.layouts[pd.index()].take() else {
+            let (stack, stack_len) = self.stacks[pd.index()];
+            let p = self.scrub_keeping(pd, &[(stack, stack_len, Perm::RW), (base, len, Perm::RW)]);
+            self.quotas[pd.index()].0 = 0;
+            return p;
+        };
         let p = self.scrub_keeping(pd, &layout.keep);
         self.quotas[pd.index()].0 = layout.charged;
-        if layout.keep.len() > 2 {
-            self.layouts[pd.index()] = Some(layout);
-        }
+        self.layouts[pd.index()] = Some(layout);
         p
     }
 

@@ -13,6 +13,8 @@ pub struct RestoreReport {
     pub vmas_freed: u64,
     /// Time it took, in TSC ticks (guest instructions under `-icount`).
     pub ticks: u64,
+    /// Whether it stopped between two steps for a waiting request and was resumed later.
+    pub interrupted: bool,
 }
 
 /// Running totals of a function's restores.
@@ -32,6 +34,8 @@ pub struct RestoreStats {
     pub max_pages: u64,
     /// Instances destroyed and replaced instead (faulted, timed out, or unfit for reuse).
     pub replaced: u64,
+    /// Restores that stopped between two steps for a waiting request and were resumed later.
+    pub interrupted: u64,
 }
 
 impl RestoreStats {
@@ -39,6 +43,7 @@ impl RestoreStats {
     pub fn record(&mut self, r: &RestoreReport) {
         self.restores += 1;
         self.full += u64::from(r.full);
+        self.interrupted += u64::from(r.interrupted);
         self.pages += r.pages;
         self.ticks += r.ticks;
         self.max_ticks = self.max_ticks.max(r.ticks);
@@ -69,14 +74,17 @@ mod tests {
             full: false,
             vmas_freed: 0,
             ticks: 100,
+            interrupted: false,
         });
         s.record(&RestoreReport {
             pages: 10,
             full: true,
             vmas_freed: 1,
             ticks: 300,
+            interrupted: true,
         });
         assert_eq!((s.restores, s.full, s.pages, s.ticks), (2, 1, 12, 400));
+        assert_eq!(s.interrupted, 1);
         assert_eq!((s.mean_pages(), s.mean_ticks()), (6, 200));
         assert_eq!((s.max_pages, s.max_ticks), (10, 300));
     }

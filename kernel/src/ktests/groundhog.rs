@@ -210,22 +210,28 @@ ktest! {
 /// Submits `req` to `name` twice before waiting for either, so the second waits behind the
 /// first for the executor; returns both responses once both instances are back.
 fn queued_pair(name: &str, req: &str) -> R<[String; 2]> {
+    queued(name, [req, req])
+}
+
+/// Submits both requests to `name` before waiting for either, so the second waits behind the
+/// first for the executor; returns both responses once both instances are back.
+fn queued(name: &str, reqs: [&str; 2]) -> R<[String; 2]> {
     use crate::orchestrator;
     use fjord_faas::jbsq::RequestClass;
     let f = runtime::lookup(name).ok_or("not deployed")?;
-    let submit = || {
+    let submit = |req: &str| {
         let work = runtime::task::root_work(f.clone(), req.as_bytes().to_vec());
         orchestrator::submit_task(RequestClass::External, work).map_err(|e| format!("{e:?}"))
     };
-    let tickets = [submit()?, submit()?];
+    let tickets = [submit(reqs[0])?, submit(reqs[1])?];
     let out = tickets.map(|t| orchestrator::wait(t).result);
     runtime::warm::settle();
     let [a, b] = out;
-    let text = |r: Result<alloc::vec::Vec<u8>, InvokeFailure>| -> R<String> {
+    let text = |r: Result<alloc::vec::Vec<u8>, InvokeFailure>, req: &str| -> R<String> {
         let bytes = r.map_err(|e| format!("{name} {req}: {e}"))?;
         String::from_utf8(bytes).map_err(|_| format!("{name} {req}: not UTF-8"))
     };
-    Ok([text(a)?, text(b)?])
+    Ok([text(a, reqs[0])?, text(b, reqs[1])?])
 }
 
 ktest! {
@@ -254,6 +260,54 @@ ktest! {
                 }
             }
             kassert!(f.warm.idle() >= idle);
+            Ok(())
+        })
+    }
+}
+
+ktest! {
+    fn a_restore_stopped_for_a_waiting_request_is_finished_before_its_instance_serves_again() {
+        use crate::orchestrator;
+        use fjord_faas::jbsq::RequestClass;
+        needs(&["dirty"])?;
+        warm(|| {
+            let f = runtime::lookup("dirty").ok_or("dirty")?;
+            let submit = |req: String| {
+                let work = runtime::task::root_work(f.clone(), req.into_bytes());
+                orchestrator::submit_task(RequestClass::External, work)
+                    .map_err(|e| format!("{e:?}"))
+            };
+            let response = |t| -> R<String> {
+                let out = orchestrator::wait(t).result.map_err(|e| format!("{e}"))?;
+                String::from_utf8(out).map_err(|_| String::from("not UTF-8"))
+            };
+            text("dirty", "0")?;
+            kassert_eq!(f.warm.idle(), 1);
+            let one = orchestrator::executors() == 1;
+            // A restore of 1,000 pages takes 63 steps; the check, sent as soon as the write's
+            // response is out, arrives during it. The restore stops at its next step and the
+            // check runs on a new instance (or on the first, its restore finished first),
+            // never on a half restored one.
+            let n = 1000;
+            let mut stopped = 0;
+            for _ in 0..3 {
+                let before = f.restore_stats();
+                kassert_eq!(response(submit(format!("{n}"))?)?, format!("{n}"));
+                kassert_eq!(response(submit(format!("check {n}"))?)?, "0");
+                runtime::warm::settle();
+                let after = f.restore_stats();
+                kassert_eq!(after.restores - before.restores, 2);
+                kassert_eq!(after.replaced, before.replaced);
+                kassert!(after.pages - before.pages >= n, "{} pages", after.pages);
+                kassert_eq!(runtime::warm::deferred(), 0);
+                stopped += after.interrupted - before.interrupted;
+            }
+            kassert!(stopped > 0 || !one, "no restore stopped for the waiting check");
+            // Every instance is whole again: two queued checks take one each when there are two.
+            kassert!(f.warm.idle() >= 1);
+            for seen in queued("dirty", [&format!("check {n}"), &format!("check {n}")])? {
+                kassert_eq!(seen, "0");
+            }
             Ok(())
         })
     }

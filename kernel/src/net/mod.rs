@@ -410,7 +410,7 @@ fn groundhog_samples() -> Vec<Sample> {
         .filter(|f| f.isolation().restores())
         .map(|f| (String::from(f.manifest.name.as_str()), f.restore_stats()))
         .collect();
-    let families: [(&'static str, &'static str); 4] = [
+    let families: [(&'static str, &'static str); 5] = [
         (
             "fjord_groundhog_restores_total",
             "Instances restored to their snapshot after a request.",
@@ -427,6 +427,10 @@ fn groundhog_samples() -> Vec<Sample> {
             "fjord_groundhog_replaced_total",
             "Instances destroyed instead of restored (faulted, timed out, unfit for reuse).",
         ),
+        (
+            "fjord_groundhog_restores_interrupted_total",
+            "Restores that stopped between two steps for a waiting request and finished later.",
+        ),
     ];
     let mut v = Vec::new();
     for (i, (name, help)) in families.into_iter().enumerate() {
@@ -435,7 +439,8 @@ fn groundhog_samples() -> Vec<Sample> {
                 0 => st.restores,
                 1 => st.pages,
                 2 => st.ticks,
-                _ => st.replaced,
+                3 => st.replaced,
+                _ => st.interrupted,
             };
             v.push(Sample {
                 name,

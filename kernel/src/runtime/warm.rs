@@ -177,7 +177,10 @@ impl Restoring {
             self.pd,
             self.boundary,
             self.generation,
-            self.ticks,
+            Begun {
+                ticks: self.ticks,
+                interrupted: true,
+            },
             finish,
         );
         if ran == Ran::Gone {
@@ -457,21 +460,35 @@ pub(super) fn keep(
     pending.finish();
     if stepped {
         let ticks = cpu::rdtsc() - t0;
-        return restore_steps(f, pd, boundary, generation, ticks, finish);
+        let begun = Begun {
+            ticks,
+            interrupted: false,
+        };
+        return restore_steps(f, pd, boundary, generation, begun, finish);
     }
     pool(f, pd, boundary, generation)
 }
 
-/// Runs the steps of `f`'s instance `pd`'s restore (begun, `ticks` spent so far) until it is
-/// done, then pools the instance; stops early as `finish` allows.
+/// What a restore under way did so far.
+#[derive(Clone, Copy, Debug)]
+struct Begun {
+    /// Ticks its steps took.
+    ticks: u64,
+    /// Whether it stopped before, for a waiting request.
+    interrupted: bool,
+}
+
+/// Runs the steps of `f`'s instance `pd`'s restore (`begun`) until it is done, then pools the
+/// instance; stops early as `finish` allows.
 fn restore_steps(
     f: &LoadedFunction,
     pd: PdId,
     boundary: u64,
     generation: u64,
-    mut ticks: u64,
+    begun: Begun,
     finish: Finish<'_>,
 ) -> Ran {
+    let mut ticks = begun.ticks;
     loop {
         let t0 = cpu::rdtsc();
         let step = jord::with(|j| j.restore_step(pd, RESTORE_STEP_PAGES));
@@ -481,6 +498,7 @@ fn restore_steps(
             Ok(Some((pending, mut report))) => {
                 pending.finish();
                 report.ticks = ticks;
+                report.interrupted = begun.interrupted;
                 cpu::without_interrupts(|| f.restores.lock().record(&report));
                 return pool(f, pd, boundary, generation);
             }

@@ -3,6 +3,8 @@
 //!
 //! - `<n>` (decimal): writes one byte into each of the first `n` pages of the heap (at most
 //!   all of it) and responds with `n`.
+//! - `check <n>`: responds with how many of the first `n` pages hold that byte (0 on an
+//!   instance restored to its snapshot).
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 use fjord_app_leak::heap_base;
@@ -12,18 +14,36 @@ use fjord_libos::function::FnError;
 const HEAP: u64 = 64 << 20;
 
 fn dirty(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
-    let n = core::str::from_utf8(req)
-        .ok()
-        .and_then(|t| t.trim().parse::<u64>().ok())
-        .ok_or(FnError::BadRequest)?
+    let text = core::str::from_utf8(req)
+        .map_err(|_| FnError::BadRequest)?
+        .trim();
+    let (check, count) = match text.strip_prefix("check ") {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let n = count
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| FnError::BadRequest)?
         .min(HEAP / 4096);
     let base = heap_base();
-    for page in 0..n {
-        // SAFETY: the page lies in this instance's heap (`n` is at most its page count).
-        unsafe { ((base + page * 4096) as *mut u8).write_volatile(1) };
+    let mut answer = n;
+    if check {
+        answer = (0..n)
+            .filter(|page| {
+                // SAFETY: the page lies in this instance's heap (`n` is at most its page count).
+                let byte = unsafe { ((base + page * 4096) as *const u8).read_volatile() };
+                byte == 1
+            })
+            .count() as u64;
+    } else {
+        for page in 0..n {
+            // SAFETY: the page lies in this instance's heap (`n` is at most its page count).
+            unsafe { ((base + page * 4096) as *mut u8).write_volatile(1) };
+        }
     }
     let mut w = fjord_libos::text::Writer::new(resp);
-    core::fmt::Write::write_fmt(&mut w, format_args!("{n}")).map_err(|_| FnError::Failed)?;
+    core::fmt::Write::write_fmt(&mut w, format_args!("{answer}")).map_err(|_| FnError::Failed)?;
     Ok(w.len())
 }
 

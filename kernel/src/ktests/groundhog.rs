@@ -284,16 +284,18 @@ ktest! {
             text("dirty", "0")?;
             kassert_eq!(f.warm.idle(), 1);
             let one = orchestrator::executors() == 1;
-            // A restore of 1,000 pages takes 63 steps; the check, sent as soon as the write's
-            // response is out, arrives during it. The restore stops at its next step and the
-            // check runs on a new instance (or on the first, its restore finished first),
-            // never on a half restored one.
-            let n = 1000;
+            // A restore of 8,000 pages takes 500 steps (tens of milliseconds under TCG); the
+            // check, sent as soon as the write's response is out, arrives during it. The
+            // restore stops at its next step and the check runs on a new instance (or on the
+            // first, its restore finished first), never on a half restored one: a restore puts
+            // the highest pages back first, so the check reads the lowest.
+            let n = 8000;
+            let low = 64;
             let mut stopped = 0;
             for _ in 0..3 {
                 let before = f.restore_stats();
                 kassert_eq!(response(submit(format!("{n}"))?)?, format!("{n}"));
-                kassert_eq!(response(submit(format!("check {n}"))?)?, "0");
+                kassert_eq!(response(submit(format!("check {low}"))?)?, "0");
                 runtime::warm::settle();
                 let after = f.restore_stats();
                 kassert_eq!(after.restores - before.restores, 2);

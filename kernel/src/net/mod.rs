@@ -1,11 +1,14 @@
 //! Networking: the virtio-net driver, the smoltcp TCP/IP stack over it, and the HTTP gateway.
 //!
-//! [`run`] is the boot CPU's network poll loop in `mode=run`. Nothing is interrupt-driven: the
-//! loop polls the card and the stack (a bounded batch of received frames per pass, so the
-//! server can refill its listening backlog between batches), serves the sockets, and spins
-//! while traffic flows; after
-//! [`IDLE_AFTER_MS`] without traffic it halts between timer ticks (10 ms at 100 Hz) to leave the
-//! host CPU alone, so the first packet after a quiet spell waits up to one tick.
+//! [`run`] is the boot CPU's network loop in `mode=run`. Each pass receives a bounded batch of
+//! frames (so the server can refill its listening backlog between batches), transmits what the
+//! sockets have to send, serves the sockets and dispatches queued work. A pass that found
+//! nothing to do halts the CPU until something happens: on `microvm` the card's interrupt line
+//! is routed through the I/O APIC (unmasked only for the halt), executors wake the loop with an
+//! IPI when a request completes or work is queued, and the timer (100 Hz) runs the deadlines.
+//! Where the card's line is not routed (q35's PCI card) the loop polls: it spins while traffic
+//! flows or invocations run, and after [`IDLE_AFTER_MS`] without either halts between timer
+//! ticks, so the first packet after a quiet spell waits up to one tick.
 //!
 //! Addresses come from the `ip=` and `gw=` options; the defaults are QEMU user networking's:
 //! the guest is 10.0.2.15/24, the gateway 10.0.2.2.
@@ -16,7 +19,7 @@ mod phy;
 mod server;
 mod sockets;
 
-use crate::arch::{apic, cpu, percpu, smp};
+use crate::arch::{apic, cpu, ioapic, percpu, smp};
 use crate::kprintln;
 use crate::mm::{frames, heap};
 use alloc::string::String;
@@ -32,7 +35,7 @@ use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, Ipv4Address};
 
 /// The HTTP port.
 pub const HTTP_PORT: u16 = 80;
-/// Quiet time after which the loop halts between timer ticks.
+/// Quiet time after which a polling loop (no interrupt line) halts between timer ticks.
 pub const IDLE_AFTER_MS: u64 = 50;
 
 /// Current time for smoltcp, from the TSC.
@@ -51,7 +54,18 @@ struct NetCounters {
     sockets: server::SocketCounts,
     max_conns: usize,
     passes: u64,
+    /// TSC ticks of the loop in each [`PHASES`] phase.
+    ticks: [u64; 4],
 }
+
+/// The network loop's phases, for `fjord_net_loop_ticks_total`: the TCP/IP stack's pass, the
+/// HTTP server's, dispatching work, and waiting (spinning or halted) for more.
+const PHASES: [&[(&str, &str)]; 4] = [
+    &[("phase", "stack")],
+    &[("phase", "serve")],
+    &[("phase", "dispatch")],
+    &[("phase", "wait")],
+];
 
 /// The kernel's samples for `/metrics`.
 fn kernel_samples(net: NetCounters) -> Vec<Sample> {
@@ -375,12 +389,30 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             net.sockets.sockets as u64,
         ),
         s(
+            "fjord_net_interrupts_total",
+            Counter,
+            "Interrupts of the virtio-net card taken (they end the network loop's halts; 0 where the card is polled).",
+            &[],
+            crate::arch::trap::NET_INTERRUPTS.load(Ordering::Relaxed),
+        ),
+        s(
             "fjord_net_loop_passes_total",
             Counter,
             "Passes of the network loop (receive a batch, transmit, serve the sockets).",
             &[],
             net.passes,
         ),
+    ]);
+    v.extend(PHASES.iter().zip(net.ticks).map(|(&labels, ticks)| {
+        s(
+            "fjord_net_loop_ticks_total",
+            Counter,
+            "TSC ticks of the network loop by phase (guest instructions under icount).",
+            labels,
+            ticks,
+        )
+    }));
+    v.extend([
         s(
             "fjord_http_socket_visits_total",
             Counter,
@@ -574,13 +606,23 @@ fn admission(max_conns: usize) -> Admission {
 /// Brings up the network and serves HTTP forever; returns (after a warning) only if there is no
 /// usable network card.
 pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
-    let Some((nic, bus)) = nic::find() else {
+    let Some(found) = nic::find() else {
         log::warn!("net: no virtio-net card found; the HTTP gateway is off");
         return;
     };
-    let mut dev = phy::NetDevice::new(nic);
+    let mut dev = phy::NetDevice::new(found.nic);
     let mac = EthernetAddress(dev.mac());
-    log::info!("net: virtio-net ({bus}), MAC {mac}");
+    let line = found.irq.and_then(route_interrupt);
+    log::info!(
+        "net: virtio-net ({}), MAC {mac}, {}",
+        found.bus,
+        match (&line, found.irq) {
+            (Some(_), Some((base, input))) => {
+                alloc::format!("interrupt on input {input} of the I/O APIC at {base:#x}")
+            }
+            _ => String::from("polled"),
+        }
+    );
     let mut config = Config::new(mac.into());
     config.random_seed = cpu::rdtsc();
     let mut iface = Interface::new(config, &mut dev, now());
@@ -640,9 +682,15 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
     let mut last_rx = 0;
     let mut next_sweep = now();
     let mut passes = 0;
+    let mut ticks = [0u64; 4];
     let mut marked = Vec::new();
+    let mut t = cpu::rdtsc();
     loop {
         passes += 1;
+        // Requests completed before this pass's look at them (a later one keeps it from halting).
+        let completions = crate::orchestrator::completions();
+        let t0 = cpu::rdtsc();
+        ticks[3] += t0.wrapping_sub(t);
         let changed = poll_stack(
             &mut iface,
             &mut dev,
@@ -651,30 +699,70 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
             &mut marked,
         );
         let counters = NetCounters {
-            rx: dev.rx_packets,
-            tx: dev.tx_packets,
-            errors: dev.errors,
+            rx: dev.rx_packets(),
+            tx: dev.tx_packets(),
+            errors: dev.errors(),
             sockets: server.counts(),
             max_conns: admission.max_open,
             passes,
+            ticks,
         };
+        let t1 = cpu::rdtsc();
+        ticks[0] += t1.wrapping_sub(t0);
         let now_ms = now().total_millis() as u64;
         let served = server.service(&mut sockets, now_ms, heap_free(), &|| {
             kernel_samples(counters)
         });
+        let t2 = cpu::rdtsc();
+        ticks[1] += t2.wrapping_sub(t1);
         // Work queued without an HTTP request (μprocesses' time slices, sleepers whose time
         // came) is dispatched too.
         crate::ufork::wake_sleepers();
         let dispatched = crate::orchestrator::poll() > 0;
-        let t = cpu::rdtsc();
-        let arrived = dev.rx_packets != last_rx;
-        last_rx = dev.rx_packets;
+        t = cpu::rdtsc();
+        ticks[2] += t.wrapping_sub(t2);
+        let arrived = dev.rx_packets() != last_rx;
+        last_rx = dev.rx_packets();
         if served || dispatched || arrived || changed {
             last_busy = t;
-        } else if t.wrapping_sub(last_busy) > idle_ticks {
-            cpu::enable_and_halt();
-        } else {
-            core::hint::spin_loop();
+            continue;
+        }
+        match &line {
+            // Nothing to do until a frame, an executor's wake-up or the timer.
+            Some(line) if !crate::ufork::has_sleepers() => {
+                halt_for_interrupt(line, &mut dev, completions)
+            }
+            _ if server.invocations_running() => core::hint::spin_loop(),
+            _ if t.wrapping_sub(last_busy) > idle_ticks => cpu::enable_and_halt(),
+            _ => core::hint::spin_loop(),
         }
     }
+}
+
+/// Routes the card's interrupt line (input `input` of the I/O APIC at `base`) to this CPU;
+/// `None` (after logging why) if it cannot.
+fn route_interrupt((base, input): (u64, u32)) -> Option<ioapic::Line> {
+    use crate::arch::trap::NET_VECTOR;
+    let apic_id = smp::apic_id_of(percpu::cpu_index())?;
+    ioapic::route(base, input, NET_VECTOR, apic_id)
+        .inspect_err(|e| log::warn!("net: routing the card's interrupt ({base:#x}/{input}): {e:?}"))
+        .ok()
+}
+
+/// Halts until the card's interrupt, a wake-up IPI (an executor finished or work was queued)
+/// or the timer, unless one of them already came: a frame waits, a request completed since
+/// `completions`, or work was queued since the last dispatch. Interrupts stay off from the
+/// checks to the halt (`sti; hlt` is atomic), so one that comes meanwhile ends it at once.
+fn halt_for_interrupt(line: &ioapic::Line, dev: &mut phy::NetDevice, completions: u64) {
+    cpu::disable_interrupts();
+    line.unmask();
+    let woken = dev.pending()
+        || crate::orchestrator::completions() != completions
+        || !crate::orchestrator::settled();
+    if woken {
+        cpu::enable_interrupts();
+    } else {
+        cpu::enable_and_halt();
+    }
+    line.mask();
 }

@@ -299,12 +299,10 @@ fn http_connections(addr: std::net::SocketAddr, n: usize) -> Result<Vec<Measurem
         duration: HTTP_SWEEP_DURATION,
     };
     let before = guest_work(addr);
-    let r = crate::loadgen::run_closed(&load)?;
+    let r = crate::wrk::run_closed(&load)?;
     let after = guest_work(addr);
     println!(
-        "  http POST /invoke/hello, {n} connections ({} open after {:.1} s): {:.0} req/s, p50 {:.1} ms, p99 {:.1} ms, {} answered 503, {} errors",
-        r.connected,
-        r.connect_secs,
+        "  http POST /invoke/hello, {n} connections (wrk): {:.0} req/s, p50 {:.1} ms, p99 {:.1} ms, {} answered 503, {} errors",
         r.rps,
         r.p50_ns as f64 / 1e6,
         r.p99_ns as f64 / 1e6,
@@ -314,9 +312,15 @@ fn http_connections(addr: std::net::SocketAddr, n: usize) -> Result<Vec<Measurem
     if let (Some(b), Some(a)) = (before, after) {
         let per = |i: usize| a[i].saturating_sub(b[i]) as f64 / (r.ok.max(1)) as f64;
         println!(
-            "  http guest work per request at {n} connections: {:.2} network-loop passes, {:.2} socket visits",
+            "  http guest work per request at {n} connections: {:.2} network-loop passes, {:.2} socket visits, {:.2} frames in, {:.2} out; network-loop ticks: stack {:.0}, serve {:.0}, dispatch {:.0}, wait {:.0}",
             per(0),
-            per(1)
+            per(1),
+            per(2),
+            per(3),
+            per(4),
+            per(5),
+            per(6),
+            per(7)
         );
     }
     let m = |metric: String, unit: &str, v: f64| Measurement {
@@ -337,15 +341,24 @@ fn http_connections(addr: std::net::SocketAddr, n: usize) -> Result<Vec<Measurem
     ])
 }
 
-/// The guest's network-loop passes and HTTP socket visits so far (`/metrics`), if it answers.
-fn guest_work(addr: std::net::SocketAddr) -> Option<[u64; 2]> {
+/// The guest's network-loop passes, HTTP socket visits, frames received and sent, and the
+/// loop's ticks in its stack, serve, dispatch and wait phases so far (`/metrics`), if it
+/// answers.
+fn guest_work(addr: std::net::SocketAddr) -> Option<[u64; 8]> {
     let text = crate::http_client::one(addr, "GET", "/metrics", b"")
         .ok()?
         .text();
-    let v = |series| crate::e2e_conns::series_value(&text, series);
+    let v = |series: &str| crate::e2e_conns::series_value(&text, series);
+    let ticks = |phase: &str| v(&format!("fjord_net_loop_ticks_total{{phase=\"{phase}\"}}"));
     Some([
         v("fjord_net_loop_passes_total")?,
         v("fjord_http_socket_visits_total")?,
+        v("fjord_net_received_packets_total")?,
+        v("fjord_net_sent_packets_total")?,
+        ticks("stack")?,
+        ticks("serve")?,
+        ticks("dispatch")?,
+        ticks("wait")?,
     ])
 }
 

@@ -72,6 +72,10 @@ pub fn run(kernel: &std::path::Path, hello: &[u8]) -> Result<Vec<Outcome>> {
             )],
         ),
     );
+    check(
+        "between requests the network loop halts and the card's interrupt wakes it",
+        woken_by_interrupts(addr),
+    );
     vm.kill();
 
     let (mut vm, addr) = boot_gateway_with(
@@ -545,6 +549,27 @@ fn never_reads(addr: SocketAddr) -> Result<(), String> {
     let _ = sender.join();
     // What it never read is still in the host's buffers; past it, the connection is closed.
     closes(&mut s)
+}
+
+/// Requests after quiet spells are answered, each after the card's interrupt ended the
+/// network loop's halt (microvm routes the card's line through the I/O APIC).
+fn woken_by_interrupts(addr: SocketAddr) -> Result<(), String> {
+    const SPELLS: u64 = 5;
+    let before = metric(addr, "fjord_net_interrupts_total")?;
+    for _ in 0..SPELLS {
+        std::thread::sleep(Duration::from_millis(100));
+        let r = one(addr, "POST", "/invoke/hello", b"world")?;
+        if r.status != 200 {
+            return Err(format!("hello answered {}", r.status));
+        }
+    }
+    let taken = metric(addr, "fjord_net_interrupts_total")? - before;
+    if taken < SPELLS {
+        return Err(format!(
+            "{taken} interrupts for {SPELLS} requests after quiet spells"
+        ));
+    }
+    Ok(())
 }
 
 /// `GET /metrics` passes the gateway's exposition checker and each `(series, at_least)` holds.

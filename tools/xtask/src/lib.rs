@@ -42,3 +42,4 @@ pub mod soak;
 pub mod tap;
 pub mod test_runner;
 pub mod workspace;
+pub mod wrk;

@@ -6,8 +6,9 @@
 //! delaying the generator (wrk2's correction for coordinated omission). Latencies go into an
 //! HDR histogram; the report gives p50, p99 and p99.9 and the achieved throughput.
 //!
-//! [`run_closed`] is the closed-loop counterpart for connection-count sweeps: many keep-alive
-//! connections, each with one request outstanding, as `wrk` drives a server.
+//! [`ClosedLoad`] describes the closed-loop counterpart for connection-count sweeps (many
+//! keep-alive connections, each with one request outstanding), which `wrk` generates
+//! ([`crate::wrk`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -166,10 +167,6 @@ pub struct ClosedLoad {
 /// What a closed-loop run measured.
 #[derive(Clone, Debug)]
 pub struct ClosedReport {
-    /// Connections that were open when the measurement began.
-    pub connected: usize,
-    /// Seconds it took to open them.
-    pub connect_secs: f64,
     /// Requests answered 200.
     pub ok: u64,
     /// Requests answered 503 (refused at the connection or capacity limit).
@@ -184,66 +181,24 @@ pub struct ClosedReport {
     pub p99_ns: u64,
 }
 
-/// Threads of a closed-loop run; each drives its share of the connections, sending a request
-/// on each, then reading each answer.
-const CLOSED_THREADS: usize = 50;
-
-/// Runs `load` and reports throughput and latency quantiles.
-pub fn run_closed(load: &ClosedLoad) -> Result<ClosedReport> {
-    if load.connections == 0 {
-        bail!("a load needs at least one connection");
-    }
+/// Fails, saying how to raise it, when this process may open too few files for
+/// `connections` connections.
+pub fn check_open_files(connections: usize) -> Result<()> {
     if let Some(limit) = std::fs::read_to_string("/proc/self/limits")
         .ok()
         .as_deref()
         .and_then(open_files_limit)
-        && limit < (load.connections + FILES_SPARE) as u64
+        && limit < (connections + FILES_SPARE) as u64
     {
         bail!(
             "{} connections need about {} open files but this process may open {limit}: \
              raise the limit (`ulimit -n {}`) and run again",
-            load.connections,
-            load.connections + FILES_SPARE,
-            (load.connections + FILES_SPARE).next_power_of_two()
+            connections,
+            connections + FILES_SPARE,
+            (connections + FILES_SPARE).next_power_of_two()
         );
     }
-    let threads = load.connections.min(CLOSED_THREADS);
-    let barrier = Arc::new(std::sync::Barrier::new(threads + 1));
-    let started = Instant::now();
-    let mut workers = Vec::new();
-    for t in 0..threads {
-        let share = load.connections / threads + usize::from(t < load.connections % threads);
-        let (load, barrier) = (load.clone(), Arc::clone(&barrier));
-        workers.push(thread::spawn(move || closed_worker(&load, share, &barrier)));
-    }
-    barrier.wait();
-    let connect_secs = started.elapsed().as_secs_f64();
-    let measured = Instant::now();
-    let mut total = Histogram::<u64>::new_with_bounds(1_000, 60_000_000_000, 3)?;
-    let mut sums = [0u64; 4];
-    let mut end = measured;
-    for w in workers {
-        let (h, counts, last) = w
-            .join()
-            .map_err(|_| anyhow::anyhow!("a load thread panicked"))??;
-        total.add(h)?;
-        for (s, c) in sums.iter_mut().zip(counts) {
-            *s += c;
-        }
-        end = end.max(last);
-    }
-    // From the start to the last answer (a request that failed does not stretch the span).
-    let span = end.duration_since(measured).as_secs_f64().max(1e-9);
-    Ok(ClosedReport {
-        connected: sums[0] as usize,
-        connect_secs,
-        ok: sums[1],
-        refused: sums[2],
-        errors: sums[3],
-        rps: sums[1] as f64 / span,
-        p50_ns: total.value_at_quantile(0.5),
-        p99_ns: total.value_at_quantile(0.99),
-    })
+    Ok(())
 }
 
 /// Open files the process needs besides the load's connections (QEMU's pipes, logs, reopened
@@ -259,80 +214,6 @@ pub fn open_files_limit(limits: &str) -> Option<u64> {
         .next()?
         .parse()
         .ok()
-}
-
-/// One thread of [`run_closed`]: opens `share` connections, waits at `barrier` for every
-/// thread, then keeps one request outstanding on each for the load's duration. Returns the
-/// latencies, `[connected, ok, refused, errors]` and the time of the last answer.
-fn closed_worker(
-    load: &ClosedLoad,
-    share: usize,
-    barrier: &std::sync::Barrier,
-) -> Result<(Histogram<u64>, [u64; 4], Instant)> {
-    let limit = Duration::from_secs(10);
-    let mut hist = Histogram::<u64>::new_with_bounds(1_000, 60_000_000_000, 3)?;
-    let mut req = format!(
-        "{} {} HTTP/1.1\r\nHost: fjord\r\nContent-Length: {}\r\n\r\n",
-        load.method,
-        load.path,
-        load.body.len()
-    )
-    .into_bytes();
-    req.extend_from_slice(&load.body);
-    // Each connection is opened with a first, unmeasured request (three tries): QEMU's user
-    // networking takes host connections with a backlog of one, and a connection the host
-    // kernel left in its handshake retries would otherwise stall the measurement.
-    let open = || {
-        (0..3).find_map(|_| {
-            let mut c = Client::connect_with(load.addr, limit, limit).ok()?;
-            c.send_raw(&req).ok()?;
-            (c.read_response().ok()?.status == 200).then_some(c)
-        })
-    };
-    let mut conns: Vec<Option<Client>> = (0..share).map(|_| open()).collect();
-    let connected = conns.iter().filter(|c| c.is_some()).count() as u64;
-    barrier.wait();
-    let end = Instant::now() + load.duration;
-    let (mut ok, mut refused, mut errors) = (0, 0, 0);
-    let mut last = Instant::now();
-    let mut sent = vec![None; share];
-    while Instant::now() < end {
-        for (c, at) in conns.iter_mut().zip(sent.iter_mut()) {
-            if c.is_none() {
-                *c = open();
-            }
-            *at = None;
-            if let Some(client) = c {
-                if client.send_raw(&req).is_ok() {
-                    *at = Some(Instant::now());
-                } else {
-                    *c = None;
-                    errors += 1;
-                }
-            }
-        }
-        for (c, at) in conns.iter_mut().zip(&sent) {
-            let (Some(client), Some(at)) = (c.as_mut(), at) else {
-                continue;
-            };
-            match client.read_response() {
-                Ok(r) if r.status == 200 => {
-                    ok += 1;
-                    last = Instant::now();
-                    hist.saturating_record(last.duration_since(*at).as_nanos() as u64);
-                }
-                Ok(r) if r.status == 503 => {
-                    refused += 1;
-                    *c = None;
-                }
-                _ => {
-                    errors += 1;
-                    *c = None;
-                }
-            }
-        }
-    }
-    Ok((hist, [connected, ok, refused, errors], last))
 }
 
 #[cfg(test)]
@@ -373,7 +254,7 @@ mod tests {
             connections: 0,
             duration: Duration::from_millis(1),
         };
-        assert!(run_closed(&load).is_err());
+        assert!(crate::wrk::run_closed(&load).is_err());
     }
 
     #[test]

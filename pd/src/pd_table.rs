@@ -32,6 +32,12 @@ struct PdEntry {
     granted: Vec<VmaId>,
     /// Length of `granted` after its last compaction.
     granted_compacted: usize,
+    /// Bumped whenever a VMA this PD owns changes (made, freed, resized, its rights or
+    /// attributes changed for any PD) or the PDs it created change: see
+    /// [`PdTable::changes`].
+    changes: u64,
+    /// Valid VMAs on which this PD holds a per-PD right (exact, unlike `granted`).
+    held: u32,
     /// For a PD the kernel created (the root of a creation tree): most PDs its tree may hold
     /// besides itself; [`NO_TREE_LIMIT`] for none.
     tree_limit: u16,
@@ -47,6 +53,8 @@ impl PdEntry {
             owned: Vec::new(),
             granted: Vec::new(),
             granted_compacted: 0,
+            changes: 0,
+            held: 0,
             tree_limit: NO_TREE_LIMIT,
         }
     }
@@ -241,9 +249,12 @@ impl PdTable {
         e.owned.clear();
         e.granted.clear();
         e.granted_compacted = 0;
+        e.changes += 1;
+        e.held = 0;
         e.tree_limit = NO_TREE_LIMIT;
         if let Some(p) = self.entry_mut(parent) {
             p.children.push(pd);
+            p.changes += 1;
         }
         Ok(pd)
     }
@@ -308,17 +319,54 @@ impl PdTable {
             && let Some(i) = p.children.iter().position(|c| *c == pd)
         {
             p.children.remove(i);
+            p.changes += 1;
         }
         for &c in &children {
             if let Some(e) = self.entry_mut(c) {
                 e.parent = PdId::KERNEL;
                 e.tree_limit = limit;
+                e.changes += 1;
             }
             self.entries[0].children.push(c);
+            self.entries[0].changes += 1;
         }
         children.clear();
         self.entries[pd.index()].children = children;
         self.free.push_back(pd.raw());
+    }
+
+    /// `pd`'s change counter: bumped by every change to a VMA `pd` owns (made, freed,
+    /// resized, its attributes or any PD's right on it changed) and to the PDs `pd` created.
+    /// Rights `pd` holds on VMAs it does not own are not counted here but by
+    /// [`PdTable::held`]. Never goes back (not even when the id is reused); `None` for a dead
+    /// PD.
+    pub fn changes(&self, pd: PdId) -> Option<u64> {
+        self.entry(pd).map(|e| e.changes)
+    }
+
+    /// The number of valid VMAs on which `pd` holds a per-PD right (0 for a dead PD).
+    pub fn held(&self, pd: PdId) -> u32 {
+        self.entry(pd).map_or(0, |e| e.held)
+    }
+
+    /// Bumps `pd`'s change counter ([`PdTable::changes`]).
+    #[inline(always)]
+    pub(crate) fn touch(&mut self, pd: PdId) {
+        if let Some(e) = self.entries.get_mut(pd.index()) {
+            e.changes += 1;
+        }
+    }
+
+    /// `pd` gained (`true`) or lost a per-PD right on a valid VMA ([`PdTable::held`]).
+    #[inline(always)]
+    pub(crate) fn note_held(&mut self, pd: PdId, gained: bool) {
+        if let Some(e) = self.entries.get_mut(pd.index()) {
+            if gained {
+                e.held += 1;
+            } else {
+                e.held = e.held.saturating_sub(1);
+            }
+        }
     }
 
     #[inline(always)]

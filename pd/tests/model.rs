@@ -770,8 +770,67 @@ fn share_all_reaches_the_overflow_pool() {
     assert!(saw_overflow);
 }
 
+/// What a scrub of `pd` depends on: the VMAs it owns (their entries and every holder), the
+/// PDs it created, and the rights it holds on others' VMAs.
+type Layout = (
+    Vec<(u64, [u8; fjord_pd::vte::VTE_SIZE], Vec<(PdId, Perm)>)>,
+    Vec<PdId>,
+    Vec<(u64, Perm)>,
+);
+
+fn layout_of(lib: &PrivLib, pd: PdId) -> Layout {
+    let mut owned: Vec<_> = lib
+        .pds()
+        .owned(pd)
+        .map(|id| {
+            let v = lib.vmas().vte(id).unwrap();
+            let mut holders: Vec<_> = lib.vmas().holders(id).map(|h| (h.pd, h.perm)).collect();
+            holders.sort_unstable_by_key(|h| h.0);
+            (id.base(), v.to_bytes(), holders)
+        })
+        .collect();
+    owned.sort_unstable_by_key(|o| o.0);
+    let mut foreign: Vec<_> = lib
+        .vmas()
+        .allocated()
+        .filter(|(_, v)| v.owner() != pd)
+        .filter_map(|(id, _)| Some((id.base(), lib.vmas().perm_of(id, pd)?)))
+        .collect();
+    foreign.sort_unstable_by_key(|f| f.0);
+    (owned, lib.pds().children(pd).to_vec(), foreign)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn changes_count_every_change_a_scrub_would_undo(ops in prop::collection::vec(op(), 1..150)) {
+        // A PD's change counter moves with every change to what it owns or created; the
+        // rights it holds on others' VMAs are counted exactly. So an unchanged counter and
+        // count mean the same layout, bar rights that came and went.
+        let mut lib = PrivLib::new(&config(), MAX_PDS, Isolation::Full).unwrap();
+        let mut m = Model::new();
+        for op in &ops {
+            let before: Vec<_> = lib
+                .pds()
+                .live()
+                .map(|pd| (pd, lib.changes(pd), lib.pds().held(pd), layout_of(&lib, pd)))
+                .collect();
+            step(&mut lib, &mut m, op)?;
+            for (pd, changes, held, layout) in before {
+                if lib.changes(pd) != changes {
+                    continue;
+                }
+                let (owned, children, foreign) = layout;
+                let (now_owned, now_children, now_foreign) = layout_of(&lib, pd);
+                prop_assert_eq!(&owned, &now_owned, "{:?} after {:?}", pd, op);
+                prop_assert_eq!(&children, &now_children, "{:?} after {:?}", pd, op);
+                if lib.pds().held(pd) == held {
+                    prop_assert_eq!(foreign.len(), now_foreign.len());
+                }
+            }
+        }
+    }
 
     #[test]
     fn random_operations_keep_tables_consistent(ops in prop::collection::vec(op(), 1..150)) {

@@ -12,6 +12,9 @@ use crate::error::{Error, Result};
 use crate::pd_id::{MAX_PDS, PdId};
 use crate::vaddr::VmaId;
 
+/// Most VMAs a scrub keeps (see `PrivLib::scrub_with`).
+pub const MAX_KEPT: usize = 8;
+
 /// Owned and granted VMAs each PD slot has room for without allocating.
 const SET_RESERVE: usize = 4;
 
@@ -32,10 +35,13 @@ struct PdEntry {
     granted: Vec<VmaId>,
     /// Length of `granted` after its last compaction.
     granted_compacted: usize,
-    /// Bumped whenever a VMA this PD owns changes (made, freed, resized, its rights or
-    /// attributes changed for any PD) or the PDs it created change: see
-    /// [`PdTable::changes`].
+    /// Bumped whenever a VMA this PD kept at its last scrub changes (freed, resized, its
+    /// rights or attributes changed for any PD), the kept set is set, or the PDs it created
+    /// change: see [`PdTable::changes`].
     changes: u64,
+    /// The VMAs its last scrub kept (the first `kept_len`).
+    kept: [Option<VmaId>; MAX_KEPT],
+    kept_len: u8,
     /// Valid VMAs on which this PD holds a per-PD right (exact, unlike `granted`).
     held: u32,
     /// For a PD the kernel created (the root of a creation tree): most PDs its tree may hold
@@ -54,6 +60,8 @@ impl PdEntry {
             granted: Vec::new(),
             granted_compacted: 0,
             changes: 0,
+            kept: [None; MAX_KEPT],
+            kept_len: 0,
             held: 0,
             tree_limit: NO_TREE_LIMIT,
         }
@@ -250,6 +258,7 @@ impl PdTable {
         e.granted.clear();
         e.granted_compacted = 0;
         e.changes += 1;
+        e.kept_len = 0;
         e.held = 0;
         e.tree_limit = NO_TREE_LIMIT;
         if let Some(p) = self.entry_mut(parent) {
@@ -335,13 +344,47 @@ impl PdTable {
         self.free.push_back(pd.raw());
     }
 
-    /// `pd`'s change counter: bumped by every change to a VMA `pd` owns (made, freed,
-    /// resized, its attributes or any PD's right on it changed) and to the PDs `pd` created.
-    /// Rights `pd` holds on VMAs it does not own are not counted here but by
+    /// `pd`'s change counter: bumped by every change to a VMA `pd` kept at its last scrub
+    /// ([`PdTable::kept`]: freed, resized, its attributes or any PD's right on it changed),
+    /// when the kept set is recorded, and by every change to the PDs `pd` created. What `pd`
+    /// owns beside is counted by [`PdTable::owned_count`], the rights it holds by
     /// [`PdTable::held`]. Never goes back (not even when the id is reused); `None` for a dead
     /// PD.
     pub fn changes(&self, pd: PdId) -> Option<u64> {
         self.entry(pd).map(|e| e.changes)
+    }
+
+    /// The VMAs `pd`'s last scrub kept (see [`PdTable::changes`]).
+    pub fn kept(&self, pd: PdId) -> &[Option<VmaId>] {
+        self.entry(pd)
+            .map_or(&[], |e| &e.kept[..usize::from(e.kept_len)])
+    }
+
+    /// How many VMAs `pd` owns.
+    pub fn owned_count(&self, pd: PdId) -> usize {
+        self.entry(pd).map_or(0, |e| e.owned.len())
+    }
+
+    /// Records `kept` (at most [`MAX_KEPT`]) as the VMAs `pd`'s last scrub kept, and bumps
+    /// its change counter.
+    pub(crate) fn set_kept(&mut self, pd: PdId, kept: &[Option<VmaId>]) {
+        if let Some(e) = self.entry_mut(pd) {
+            let n = kept.len().min(MAX_KEPT);
+            e.kept[..n].copy_from_slice(&kept[..n]);
+            e.kept_len = n as u8;
+            e.changes += 1;
+        }
+    }
+
+    /// The VMA `id`, owned by `owner`, changed: bumps `owner`'s change counter if its last
+    /// scrub kept `id`.
+    #[inline(always)]
+    pub(crate) fn touch_vma(&mut self, owner: PdId, id: VmaId) {
+        if let Some(e) = self.entries.get_mut(owner.index())
+            && e.kept[..usize::from(e.kept_len)].contains(&Some(id))
+        {
+            e.changes += 1;
+        }
     }
 
     /// The number of valid VMAs on which `pd` holds a per-PD right (0 for a dead PD).

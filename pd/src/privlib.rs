@@ -41,7 +41,7 @@ use crate::size_class::{PAGE_SIZE, SizeClass, page_round_up};
 use crate::vaddr::{self, VmaId};
 
 /// Most VMAs [`PrivLib::scrub_with`] keeps.
-pub const MAX_KEPT: usize = 8;
+pub const MAX_KEPT: usize = crate::pd_table::MAX_KEPT;
 use crate::vma_table::{TableConfig, VmaTable};
 use crate::vte::{PdPerm, VmaAttrs, Vte};
 
@@ -178,7 +178,7 @@ impl PrivLib {
             }
         });
         self.pds.note_owned(vte.owner(), id, false);
-        self.pds.touch(vte.owner());
+        self.pds.touch_vma(vte.owner(), id);
         self.vmas.release(id);
         s
     }
@@ -196,12 +196,13 @@ impl PrivLib {
         Ok(old)
     }
 
-    /// Bumps the change counter of the owner of `id` ([`PdTable::changes`]): its VMA changed.
+    /// The VMA `id` changed: bumps its owner's change counter if the owner keeps it
+    /// ([`PdTable::changes`]).
     #[inline(always)]
     fn touch_owner(&mut self, id: VmaId) {
         if let Some(v) = self.vmas.vte(id) {
             let owner = v.owner();
-            self.pds.touch(owner);
+            self.pds.touch_vma(owner, id);
         }
     }
 
@@ -231,7 +232,7 @@ impl PrivLib {
         }
         let id = self.vmas.alloc(caller, len, prot, flags)?;
         self.pds.note_owned(caller, id, true);
-        self.pds.touch(caller);
+        self.pds.touch_vma(caller, id);
         if !(flags.global || flags.privileged || prot.is_empty()) {
             self.pds.note_granted(caller, id, true);
             self.pds.note_held(caller, true);
@@ -273,7 +274,7 @@ impl PrivLib {
         if let Some(v) = self.vmas.vte_mut(d.vma) {
             v.set_len(d.offset);
         }
-        self.pds.touch(vte.owner());
+        self.pds.touch_vma(vte.owner(), d.vma);
         Ok(s)
     }
 
@@ -306,7 +307,7 @@ impl PrivLib {
             if let Some(v) = self.vmas.vte_mut(id) {
                 v.set_attr_perm(prot);
             }
-            self.pds.touch(vte.owner());
+            self.pds.touch_vma(vte.owner(), id);
             return Ok(s);
         }
         let old = if owner {
@@ -458,7 +459,7 @@ impl PrivLib {
         let owner = vte.owner();
         self.pds.note_held(caller, false);
         self.pds.note_held(cid, true);
-        self.pds.touch(owner);
+        self.pds.touch_vma(owner, d.vma);
         self.note_moved(cid, d.vma);
         Some(Revoked {
             leaf: Leaf {
@@ -649,6 +650,7 @@ impl PrivLib {
         owned.retain(|id| is_kept(*id));
         granted.retain(|id| is_kept(*id));
         self.pds.put_sets(cid, owned, granted);
+        self.pds.set_kept(cid, kept);
         Ok(s)
     }
 
@@ -660,13 +662,15 @@ impl PrivLib {
 
     /// Whether [`PrivLib::scrub_with`]`(caller, cid, keep)` would succeed and change nothing,
     /// known without reading the tables: a scrub of `cid` with a `keep` of `kept` VMAs
-    /// succeeded when `cid`'s change counter was `changes`, and since then no VMA `cid` owns
-    /// changed, nor the PDs it created, and `cid` holds rights on `kept` VMAs only (its kept
-    /// ones: a right it was given since went again, such as a request's ArgBuf moved in and
+    /// succeeded when `cid`'s change counter was `changes`, and since then none of the VMAs
+    /// it kept changed, nor the PDs `cid` created; and `cid` owns `kept` VMAs and holds
+    /// rights on `kept` VMAs, so only the kept ones (a VMA it made since, or a right it was
+    /// given, went again: a request's own ArgBuf mapped and unmapped, its ArgBuf moved in and
     /// back out). The checks of [`PrivLib::cput`] still apply.
     pub fn scrubbed_since(&self, caller: PdId, cid: PdId, changes: u64, kept: usize) -> bool {
         self.pds.changes(cid) == Some(changes)
             && self.pds.held(cid) as usize == kept
+            && self.pds.owned_count(cid) == kept
             && self.check_cput(caller, cid).is_ok()
     }
 
@@ -736,7 +740,7 @@ impl PrivLib {
         // Cannot fail: the VMA is valid and removing a pair needs no overflow list.
         let _ = self.vmas.set_perm(id, cid, Perm::NONE);
         self.pds.note_held(cid, false);
-        self.pds.touch(owner);
+        self.pds.touch_vma(owner, id);
         Some(len)
     }
 

@@ -643,8 +643,18 @@ fn scrubbed_since_follows_every_change_to_what_an_instance_owns_or_holds() {
     let theirs = l.mmap(other, 4096, Perm::RW, anon()).unwrap();
     l.munmap(other, theirs, 4096).unwrap();
     assert!(clean(&l));
-    // A scrub that changes nothing changes no counter.
+    // Nor a VMA of its own made, lent out and back, and freed (a nested call's ArgBuf).
+    let own = l.mmap(f, 4096, Perm::RW, anon()).unwrap();
+    assert!(!clean(&l), "it owns the ArgBuf");
+    l.pmove(f, own, other, Perm::RW).unwrap();
+    l.pmove(other, own, f, Perm::RW).unwrap();
+    l.munmap(f, own, 4096).unwrap();
+    assert!(clean(&l));
+    // A scrub records its layout: it moves the counter.
     assert!(l.scrub_with(K, f, &keep, |_, _, _| {}).unwrap().is_empty());
+    assert!(!clean(&l));
+    let at = l.changes(f).unwrap();
+    let clean = |l: &PrivLib| l.scrubbed_since(K, f, at, keep.len());
     assert!(clean(&l));
     // Running: a scrub would refuse it.
     l.ccall(K, f, 0).unwrap();
@@ -653,13 +663,16 @@ fn scrubbed_since_follows_every_change_to_what_an_instance_owns_or_holds() {
     // Each change below leaves the instance needing a scrub; the scrub (with the kept VMAs
     // put back where it refuses) makes it clean again at a new count.
     type Change = fn(&mut PrivLib, PdId, PdId, u64, u64);
-    let changes: [(&str, Change); 11] = [
+    let changes: [(&str, Change); 12] = [
         ("mmap", |l, f, _, _, _| {
             l.mmap(f, 4096, Perm::RW, anon()).unwrap();
         }),
-        ("mmap and munmap", |l, f, _, _, _| {
-            let v = l.mmap(f, 4096, Perm::RW, anon()).unwrap();
-            l.munmap(f, v, 4096).unwrap();
+        ("mmap with no right", |l, f, _, _, _| {
+            l.mmap(f, 4096, Perm::NONE, anon()).unwrap();
+        }),
+        ("munmap and mmap again", |l, f, _, _, heap| {
+            l.munmap(f, heap, 8192).unwrap();
+            l.mmap(f, 8192, Perm::RW, anon()).unwrap();
         }),
         ("shrink", |l, f, _, _, heap| {
             l.munmap(f, heap + 4096, 4096).unwrap();
@@ -702,11 +715,9 @@ fn scrubbed_since_follows_every_change_to_what_an_instance_owns_or_holds() {
         for c in l.pds().children(f).to_vec() {
             l.cput(K, c).unwrap();
         }
-        for (i, _) in keep.iter().enumerate() {
-            for o in [other] {
-                let _ = l.revoke(f, keep[i].0, o);
-            }
-            l.reinstate(f, keep[i]).unwrap();
+        for &k in &keep {
+            let _ = l.revoke(f, k.0, other);
+            l.reinstate(f, k).unwrap();
         }
         l.scrub_with(K, f, &keep, |_, _, _| {}).unwrap();
         let at = l.changes(f).unwrap();

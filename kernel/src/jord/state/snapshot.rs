@@ -307,7 +307,8 @@ impl Jord {
         let r = match self.scrub_keeping(pd, &snap.keep) {
             Err(Error::Busy | Error::NotMapped) => {
                 self.reinstate_layout(pd, &snap.keep)
-                    .and_then(|(remade, mut p)| {
+                    .and_then(|(remade, lost, mut p)| {
+                        snap.leaves_lost |= lost;
                         p.absorb(self.scrub_keeping(pd, &snap.keep)?);
                         Ok((remade, p))
                     })
@@ -322,19 +323,23 @@ impl Jord {
         r
     }
 
-    /// Puts back the VMAs of `pd`'s layout `keep` that `pd` narrowed, freed or shrank
-    /// ([`PrivLib::reinstate`]); a remade one gets new frames. Returns which (bit `i` for
-    /// `keep[i]`) were remade, so that all their snapshot pages are copied back, and the
-    /// flushes owed. [`Error::Busy`] when one cannot be put back.
+    /// Puts back the VMAs of `pd`'s layout `keep` that `pd` changed: narrowed or widened,
+    /// freed or shrank ([`PrivLib::reinstate`]); a remade one gets new frames. Returns which
+    /// (bit `i` for `keep[i]`) were remade, so that all their snapshot pages are copied back,
+    /// whether leaves of the others were removed (a right narrowed back: the dirty bits went
+    /// with them, and while its snapshot is out of the table no one notes it), and the flushes
+    /// owed. [`Error::Busy`] when one cannot be put back.
     fn reinstate_layout(
         &mut self,
         pd: PdId,
         keep: &[(u64, u64, Perm)],
-    ) -> Result<(u32, Pending), Error> {
+    ) -> Result<(u32, bool, Pending), Error> {
         let mut remade = 0u32;
+        let mut leaves_lost = false;
         let mut pending = Pending::default();
         for (i, &kept) in keep.iter().enumerate() {
             let (what, s) = self.privlib.reinstate(pd, kept)?;
+            leaves_lost |= what == fjord_pd::Reinstated::RightRestored && !s.is_empty();
             pending.absorb(self.apply(&s));
             if what == fjord_pd::Reinstated::Remade {
                 // A shrunk VMA's frames (a freed one's went with it).
@@ -344,7 +349,7 @@ impl Jord {
                 remade |= 1 << i;
             }
         }
-        Ok((remade, pending))
+        Ok((remade, leaves_lost, pending))
     }
 
     /// Collects (and clears) the dirty leaves of `regions` in the table at `root`, as page

@@ -12,6 +12,9 @@ use crate::error::{Error, Result};
 use crate::pd_id::{MAX_PDS, PdId};
 use crate::vaddr::VmaId;
 
+/// Most VMAs a scrub keeps (see `PrivLib::scrub_with`).
+pub const MAX_KEPT: usize = 8;
+
 /// Owned and granted VMAs each PD slot has room for without allocating.
 const SET_RESERVE: usize = 4;
 
@@ -32,6 +35,15 @@ struct PdEntry {
     granted: Vec<VmaId>,
     /// Length of `granted` after its last compaction.
     granted_compacted: usize,
+    /// Bumped whenever a VMA this PD kept at its last scrub changes (freed, resized, its
+    /// rights or attributes changed for any PD), the kept set is set, or the PDs it created
+    /// change: see [`PdTable::changes`].
+    changes: u64,
+    /// The VMAs its last scrub kept (the first `kept_len`).
+    kept: [Option<VmaId>; MAX_KEPT],
+    kept_len: u8,
+    /// Valid VMAs on which this PD holds a per-PD right (exact, unlike `granted`).
+    held: u32,
     /// For a PD the kernel created (the root of a creation tree): most PDs its tree may hold
     /// besides itself; [`NO_TREE_LIMIT`] for none.
     tree_limit: u16,
@@ -47,6 +59,10 @@ impl PdEntry {
             owned: Vec::new(),
             granted: Vec::new(),
             granted_compacted: 0,
+            changes: 0,
+            kept: [None; MAX_KEPT],
+            kept_len: 0,
+            held: 0,
             tree_limit: NO_TREE_LIMIT,
         }
     }
@@ -241,9 +257,13 @@ impl PdTable {
         e.owned.clear();
         e.granted.clear();
         e.granted_compacted = 0;
+        e.changes += 1;
+        e.kept_len = 0;
+        e.held = 0;
         e.tree_limit = NO_TREE_LIMIT;
         if let Some(p) = self.entry_mut(parent) {
             p.children.push(pd);
+            p.changes += 1;
         }
         Ok(pd)
     }
@@ -308,17 +328,88 @@ impl PdTable {
             && let Some(i) = p.children.iter().position(|c| *c == pd)
         {
             p.children.remove(i);
+            p.changes += 1;
         }
         for &c in &children {
             if let Some(e) = self.entry_mut(c) {
                 e.parent = PdId::KERNEL;
                 e.tree_limit = limit;
+                e.changes += 1;
             }
             self.entries[0].children.push(c);
+            self.entries[0].changes += 1;
         }
         children.clear();
         self.entries[pd.index()].children = children;
         self.free.push_back(pd.raw());
+    }
+
+    /// `pd`'s change counter: bumped by every change to a VMA `pd` kept at its last scrub
+    /// ([`PdTable::kept`]: freed, resized, its attributes or any PD's right on it changed),
+    /// when the kept set is recorded, and by every change to the PDs `pd` created. What `pd`
+    /// owns beside is counted by [`PdTable::owned_count`], the rights it holds by
+    /// [`PdTable::held`]. Never goes back (not even when the id is reused); `None` for a dead
+    /// PD.
+    pub fn changes(&self, pd: PdId) -> Option<u64> {
+        self.entry(pd).map(|e| e.changes)
+    }
+
+    /// The VMAs `pd`'s last scrub kept (see [`PdTable::changes`]).
+    pub fn kept(&self, pd: PdId) -> &[Option<VmaId>] {
+        self.entry(pd)
+            .map_or(&[], |e| &e.kept[..usize::from(e.kept_len)])
+    }
+
+    /// How many VMAs `pd` owns.
+    pub fn owned_count(&self, pd: PdId) -> usize {
+        self.entry(pd).map_or(0, |e| e.owned.len())
+    }
+
+    /// Records `kept` (at most [`MAX_KEPT`]) as the VMAs `pd`'s last scrub kept, and bumps
+    /// its change counter.
+    pub(crate) fn set_kept(&mut self, pd: PdId, kept: &[Option<VmaId>]) {
+        if let Some(e) = self.entry_mut(pd) {
+            let n = kept.len().min(MAX_KEPT);
+            e.kept[..n].copy_from_slice(&kept[..n]);
+            e.kept_len = n as u8;
+            e.changes += 1;
+        }
+    }
+
+    /// The VMA `id`, owned by `owner`, changed: bumps `owner`'s change counter if its last
+    /// scrub kept `id`.
+    #[inline(always)]
+    pub(crate) fn touch_vma(&mut self, owner: PdId, id: VmaId) {
+        if let Some(e) = self.entries.get_mut(owner.index())
+            && e.kept[..usize::from(e.kept_len)].contains(&Some(id))
+        {
+            e.changes += 1;
+        }
+    }
+
+    /// The number of valid VMAs on which `pd` holds a per-PD right (0 for a dead PD).
+    pub fn held(&self, pd: PdId) -> u32 {
+        self.entry(pd).map_or(0, |e| e.held)
+    }
+
+    /// Bumps `pd`'s change counter ([`PdTable::changes`]).
+    #[inline(always)]
+    pub(crate) fn touch(&mut self, pd: PdId) {
+        if let Some(e) = self.entries.get_mut(pd.index()) {
+            e.changes += 1;
+        }
+    }
+
+    /// `pd` gained (`true`) or lost a per-PD right on a valid VMA ([`PdTable::held`]).
+    #[inline(always)]
+    pub(crate) fn note_held(&mut self, pd: PdId, gained: bool) {
+        if let Some(e) = self.entries.get_mut(pd.index()) {
+            if gained {
+                e.held += 1;
+            } else {
+                e.held = e.held.saturating_sub(1);
+            }
+        }
     }
 
     #[inline(always)]

@@ -41,7 +41,7 @@ use crate::size_class::{PAGE_SIZE, SizeClass, page_round_up};
 use crate::vaddr::{self, VmaId};
 
 /// Most VMAs [`PrivLib::scrub_with`] keeps.
-pub const MAX_KEPT: usize = 8;
+pub const MAX_KEPT: usize = crate::pd_table::MAX_KEPT;
 use crate::vma_table::{TableConfig, VmaTable};
 use crate::vte::{PdPerm, VmaAttrs, Vte};
 
@@ -172,11 +172,13 @@ impl PrivLib {
         let pds = &mut self.pds;
         self.vmas.for_each_holder(&vte, |h| {
             pds.note_granted(h.pd, id, false);
+            pds.note_held(h.pd, false);
             if per_pd && Some(h.pd) != skip {
                 s.push(Target::Pd(h.pd), base, len);
             }
         });
         self.pds.note_owned(vte.owner(), id, false);
+        self.pds.touch_vma(vte.owner(), id);
         self.vmas.release(id);
         s
     }
@@ -188,8 +190,28 @@ impl PrivLib {
         // change between no right and some right changes its list.
         if old.is_empty() != perm.is_empty() {
             self.pds.note_granted(pd, id, !perm.is_empty());
+            self.pds.note_held(pd, !perm.is_empty());
         }
+        self.touch_owner(id);
         Ok(old)
+    }
+
+    /// The VMA `id` changed: bumps its owner's change counter if the owner keeps it
+    /// ([`PdTable::changes`]).
+    #[inline(always)]
+    fn touch_owner(&mut self, id: VmaId) {
+        if let Some(v) = self.vmas.vte(id) {
+            let owner = v.owner();
+            self.pds.touch_vma(owner, id);
+        }
+    }
+
+    /// `from`'s right on a VMA became `to`'s (a slot of its VTE overwritten by `pmove`).
+    #[inline(always)]
+    fn note_right_moved(&mut self, id: VmaId, from: PdId, to: PdId) {
+        self.pds.note_held(from, false);
+        self.pds.note_held(to, true);
+        self.touch_owner(id);
     }
 
     /// `mmap(addr, len, prot, flags, fd, off)`: allocates a new VMA of `len` bytes in the
@@ -210,8 +232,10 @@ impl PrivLib {
         }
         let id = self.vmas.alloc(caller, len, prot, flags)?;
         self.pds.note_owned(caller, id, true);
+        self.pds.touch_vma(caller, id);
         if !(flags.global || flags.privileged || prot.is_empty()) {
             self.pds.note_granted(caller, id, true);
+            self.pds.note_held(caller, true);
         }
         Ok(id.base())
     }
@@ -250,6 +274,7 @@ impl PrivLib {
         if let Some(v) = self.vmas.vte_mut(d.vma) {
             v.set_len(d.offset);
         }
+        self.pds.touch_vma(vte.owner(), d.vma);
         Ok(s)
     }
 
@@ -282,6 +307,7 @@ impl PrivLib {
             if let Some(v) = self.vmas.vte_mut(id) {
                 v.set_attr_perm(prot);
             }
+            self.pds.touch_vma(vte.owner(), id);
             return Ok(s);
         }
         let old = if owner {
@@ -382,6 +408,7 @@ impl PrivLib {
                     perm: t.new,
                 },
             );
+            self.note_right_moved(t.id, caller, cid);
             self.note_moved(cid, t.id);
             return Ok(Some(leaf));
         }
@@ -429,6 +456,10 @@ impl PrivLib {
             }),
         );
         let len = page_round_up(vte.len());
+        let owner = vte.owner();
+        self.pds.note_held(caller, false);
+        self.pds.note_held(cid, true);
+        self.pds.touch_vma(owner, d.vma);
         self.note_moved(cid, d.vma);
         Some(Revoked {
             leaf: Leaf {
@@ -619,7 +650,28 @@ impl PrivLib {
         owned.retain(|id| is_kept(*id));
         granted.retain(|id| is_kept(*id));
         self.pds.put_sets(cid, owned, granted);
+        self.pds.set_kept(cid, kept);
         Ok(s)
+    }
+
+    /// `cid`'s change counter ([`PdTable::changes`]), to pass to [`PrivLib::scrubbed_since`]
+    /// after a [`PrivLib::scrub_with`] of `cid` succeeded.
+    pub fn changes(&self, cid: PdId) -> Option<u64> {
+        self.pds.changes(cid)
+    }
+
+    /// Whether [`PrivLib::scrub_with`]`(caller, cid, keep)` would succeed and change nothing,
+    /// known without reading the tables: a scrub of `cid` with a `keep` of `kept` VMAs
+    /// succeeded when `cid`'s change counter was `changes`, and since then none of the VMAs
+    /// it kept changed, nor the PDs `cid` created; and `cid` owns `kept` VMAs and holds
+    /// rights on `kept` VMAs, so only the kept ones (a VMA it made since, or a right it was
+    /// given, went again: a request's own ArgBuf mapped and unmapped, its ArgBuf moved in and
+    /// back out). The checks of [`PrivLib::cput`] still apply.
+    pub fn scrubbed_since(&self, caller: PdId, cid: PdId, changes: u64, kept: usize) -> bool {
+        self.pds.changes(cid) == Some(changes)
+            && self.pds.held(cid) as usize == kept
+            && self.pds.owned_count(cid) == kept
+            && self.check_cput(caller, cid).is_ok()
     }
 
     /// Puts back a VMA `cid` keeps between requests, `(base, len, perm)` as
@@ -664,6 +716,8 @@ impl PrivLib {
             .alloc_at(d.vma, cid, len, perm, MapFlags::default())?;
         self.pds.note_owned(cid, d.vma, true);
         self.pds.note_granted(cid, d.vma, true);
+        self.pds.note_held(cid, true);
+        self.pds.touch(cid);
         Ok((Reinstated::Remade, s))
     }
 
@@ -681,9 +735,12 @@ impl PrivLib {
             return None;
         }
         let len = v.len();
+        let owner = v.owner();
         visit(id, len, false);
         // Cannot fail: the VMA is valid and removing a pair needs no overflow list.
         let _ = self.vmas.set_perm(id, cid, Perm::NONE);
+        self.pds.note_held(cid, false);
+        self.pds.touch_vma(owner, id);
         Some(len)
     }
 
@@ -748,6 +805,7 @@ impl PrivLib {
         if let Some(v) = self.vmas.vte_mut(id) {
             v.set_phys(phys);
         }
+        self.touch_owner(id);
         Ok(())
     }
 
@@ -780,10 +838,26 @@ impl PrivLib {
     /// holder is live and, unless it is the kernel, lists it as granted; every VMA listed as
     /// owned really is, and no granted list names a VMA twice (it may name VMAs the PD moved
     /// away); live and free PD ids partition the id space with no id on the
-    /// free list twice; a blocked PD's callee is running or blocked and returns to it. Returns
+    /// free list twice; every live PD's count of rights held ([`PdTable::held`]) is exact; a
+    /// blocked PD's callee is running or blocked and returns to it. Returns
     /// the first violation found.
     pub fn check_consistency(&self) -> core::result::Result<(), &'static str> {
         self.vmas.check_consistency()?;
+        let mut held = alloc::vec![0u32; self.pds.max_pds()];
+        for (id, _) in self.vmas.allocated() {
+            for h in self.vmas.holders(id) {
+                if let Some(n) = held.get_mut(h.pd.index()) {
+                    *n += 1;
+                }
+            }
+        }
+        if self
+            .pds
+            .live()
+            .any(|pd| self.pds.held(pd) != held[pd.index()])
+        {
+            return Err("a PD's count of rights held is off");
+        }
         for (id, vte) in self.vmas.allocated() {
             if !self.pds.is_live(vte.owner()) {
                 return Err("VMA owned by a dead PD");

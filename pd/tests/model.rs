@@ -770,8 +770,185 @@ fn share_all_reaches_the_overflow_pool() {
     assert!(saw_overflow);
 }
 
+/// Everything PrivLib holds about `pd`: the VMAs it owns (entries and every holder), the PDs
+/// it created and the rights it holds on others' VMAs.
+type Layout = (
+    Vec<(u64, [u8; fjord_pd::vte::VTE_SIZE], Vec<(PdId, Perm)>)>,
+    Vec<PdId>,
+    Vec<(u64, Perm)>,
+);
+
+fn vma_state(
+    lib: &PrivLib,
+    id: fjord_pd::vaddr::VmaId,
+) -> (u64, [u8; fjord_pd::vte::VTE_SIZE], Vec<(PdId, Perm)>) {
+    let bytes = lib.vmas().vte(id).map_or([0; 64], |v| v.to_bytes());
+    let mut holders: Vec<_> = lib.vmas().holders(id).map(|h| (h.pd, h.perm)).collect();
+    holders.sort_unstable_by_key(|h| h.0);
+    (id.base(), bytes, holders)
+}
+
+fn layout_of(lib: &PrivLib, pd: PdId) -> Layout {
+    let mut owned: Vec<_> = lib.pds().owned(pd).map(|id| vma_state(lib, id)).collect();
+    owned.sort_unstable_by_key(|o| o.0);
+    let mut foreign: Vec<_> = lib
+        .vmas()
+        .allocated()
+        .filter(|(_, v)| v.owner() != pd)
+        .filter_map(|(id, _)| Some((id.base(), lib.vmas().perm_of(id, pd)?)))
+        .collect();
+    foreign.sort_unstable_by_key(|f| f.0);
+    (owned, lib.pds().children(pd).to_vec(), foreign)
+}
+
+/// Per PD scrubbed: its change counter after the scrub and the layout kept.
+type Scrubbed = BTreeMap<PdId, (u64, Vec<(u64, u64, Perm)>)>;
+
+/// Runs `op` on the PDs and VMAs `lib` has (selectors taken modulo their numbers), ignoring
+/// results; a scrub keeps what the PD owns alone and, when it succeeds, is recorded in
+/// `scrubbed` with the PD's change counter after it.
+fn loose_step(lib: &mut PrivLib, op: &Op, scrubbed: &mut Scrubbed) {
+    let live: Vec<PdId> = lib.pds().live().collect();
+    let pd = |sel: u8| live[sel as usize % live.len()];
+    let vmas: Vec<u64> = lib.vmas().allocated().map(|(id, _)| id.base()).collect();
+    let vma = |sel: u8| {
+        vmas.get(sel as usize % vmas.len().max(1))
+            .copied()
+            .unwrap_or(0)
+    };
+    let prot = |p: u8| Perm::from_raw(u64::from(p % 4)).unwrap();
+    // Half the time, the VMA's owner acts on it.
+    let by = |sel: u8, v: u8| match lib.vmas().resolve_base(vma(v)) {
+        Ok((_, vte)) if sel.is_multiple_of(2) => vte.owner(),
+        _ => pd(sel),
+    };
+    let _ = match *op {
+        Op::Cget { caller } => lib.cget(pd(caller)).map(|_| ()),
+        Op::Cput { caller, target } => lib.cput(pd(caller), pd(target)).map(|_| ()),
+        Op::Mmap {
+            caller,
+            len,
+            prot: p,
+        } => lib
+            .mmap(
+                pd(caller),
+                u64::from(len % 20_000) + 1,
+                prot(p),
+                MapFlags::default(),
+            )
+            .map(|_| ()),
+        Op::Munmap {
+            caller,
+            vma: v,
+            skip_pages,
+            len_pages,
+            ..
+        } => {
+            let (c, skip) = (by(caller, v), u64::from(skip_pages % 4) * 4096);
+            lib.munmap(c, vma(v) + skip, u64::from(len_pages) * 4096 + 4096)
+                .map(|_| ())
+        }
+        Op::Mprotect {
+            caller,
+            vma: v,
+            prot: p,
+            ..
+        } => {
+            let len = lib
+                .vmas()
+                .resolve_base(vma(v))
+                .map_or(0, |(_, vte)| vte.len());
+            lib.mprotect(by(caller, v), vma(v), len, prot(p))
+                .map(|_| ())
+        }
+        Op::Pmove {
+            caller,
+            vma: v,
+            target,
+            prot: p,
+        } => lib
+            .pmove(by(caller, v), vma(v), pd(target), prot(p))
+            .map(|_| ()),
+        Op::Pcopy {
+            caller,
+            vma: v,
+            target,
+            prot: p,
+        } => lib.pcopy(by(caller, v), vma(v), pd(target), prot(p)),
+        Op::Revoke {
+            caller,
+            vma: v,
+            target,
+        } => lib.revoke(by(caller, v), vma(v), pd(target)).map(|_| ()),
+        Op::Scrub {
+            caller,
+            target,
+            vma: v,
+            tamper,
+        } => {
+            let t = pd(target);
+            let mut keep = lib.owned_alone(t);
+            keep.sort_unstable_by_key(|k| k.0);
+            keep.truncate(fjord_pd::privlib::MAX_KEPT);
+            if tamper {
+                // Put back what the PD changed of its last layout first.
+                if let Some((_, last)) = scrubbed.get(&t) {
+                    for &k in last {
+                        let _ = lib.reinstate(t, k);
+                    }
+                }
+                let _ = v;
+            }
+            lib.scrub_with(pd(caller), t, &keep, |_, _, _| {}).map(|_| {
+                scrubbed.insert(t, (lib.changes(t).unwrap(), keep));
+            })
+        }
+        Op::ShareAll { vma: v } => {
+            let owner = lib.vmas().resolve_base(vma(v)).map(|(_, vte)| vte.owner());
+            if let Ok(o) = owner {
+                for &p in &live {
+                    let _ = lib.pcopy(o, vma(v), p, Perm::R);
+                }
+            }
+            Ok(())
+        }
+        Op::Ccall { target } => lib.ccall(K, pd(target), 0).map(|_| ()),
+        Op::Creturn { target } => lib.creturn(pd(target), 0).map(|_| ()),
+        Op::Lookup { .. } | Op::Forged { .. } => Ok(()),
+    };
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn scrubbed_since_means_a_scrub_would_change_nothing(ops in prop::collection::vec(op(), 1..200)) {
+        // After a PD's scrub, its change counter moves with every change to the VMAs it kept
+        // and the PDs it created, and it owns and holds exactly those VMAs again only when
+        // whatever else it made or was given went: then a scrub with the same layout (which
+        // `scrubbed_since` says it needs not) would change nothing. The operations run on the
+        // live PDs and VMAs as they are (no model); a scrub keeps what the PD owns alone.
+        let mut lib = PrivLib::new(&config(), MAX_PDS, Isolation::Full).unwrap();
+        let mut scrubbed = Scrubbed::new();
+        for op in &ops {
+            loose_step(&mut lib, op, &mut scrubbed);
+            lib.check_consistency().map_err(TestCaseError::fail)?;
+            scrubbed.retain(|pd, _| lib.pds().is_live(*pd));
+            for (&pd, (changes, keep)) in &scrubbed {
+                if !lib.scrubbed_since(K, pd, *changes, keep.len()) {
+                    continue;
+                }
+                let mut again = lib.clone();
+                let mut visits = 0;
+                let s = again.scrub_with(K, pd, keep, |_, _, _| visits += 1);
+                prop_assert!(s.as_ref().is_ok_and(Shootdown::is_empty), "{:?} after {:?}: {:?}", pd, op, s);
+                prop_assert_eq!(visits, 0);
+                for q in lib.pds().live() {
+                    prop_assert_eq!(layout_of(&lib, q), layout_of(&again, q), "{:?} after {:?}", q, op);
+                }
+            }
+        }
+    }
 
     #[test]
     fn random_operations_keep_tables_consistent(ops in prop::collection::vec(op(), 1..150)) {

@@ -612,3 +612,116 @@ fn reinstate_undoes_what_an_owner_did_to_a_kept_vma() {
     );
     l.check_consistency().unwrap();
 }
+
+#[test]
+fn scrubbed_since_follows_every_change_to_what_an_instance_owns_or_holds() {
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, Isolation::Full).unwrap();
+    let (f, other) = (l.cget(K).unwrap(), l.cget(K).unwrap());
+    let stack = l.mmap(f, 16384, Perm::RW, anon()).unwrap();
+    let heap = l.mmap(f, 8192, Perm::RW, anon()).unwrap();
+    let keep = [(stack, 16384, Perm::RW), (heap, 8192, Perm::RW)];
+    l.scrub_with(K, f, &keep, |_, _, _| {}).unwrap();
+    let at = l.changes(f).unwrap();
+    let clean = |l: &PrivLib| l.scrubbed_since(K, f, at, keep.len());
+    assert!(clean(&l));
+    assert!(!l.scrubbed_since(K, f, at, 1), "another layout");
+    assert!(!l.scrubbed_since(K, f, at + 1, 2), "another count");
+    // What reads the tables, calls and a request's ArgBuf moved in and back out change
+    // nothing a scrub would undo.
+    let _ = l.lookup(f, heap);
+    let _ = l.owned_alone(f);
+    let argbuf = l.mmap(K, 4096, Perm::RW, anon()).unwrap();
+    l.pmove(K, argbuf, f, Perm::RW).unwrap();
+    assert!(!clean(&l), "it holds the ArgBuf");
+    l.ccall(K, f, 0).unwrap();
+    l.creturn(f, 0).unwrap();
+    l.pmove(f, argbuf, K, Perm::RW).unwrap();
+    assert!(clean(&l));
+    l.munmap(K, argbuf, 4096).unwrap();
+    assert!(clean(&l));
+    // Other PDs' changes to their own VMAs do not count.
+    let theirs = l.mmap(other, 4096, Perm::RW, anon()).unwrap();
+    l.munmap(other, theirs, 4096).unwrap();
+    assert!(clean(&l));
+    // Nor a VMA of its own made, lent out and back, and freed (a nested call's ArgBuf).
+    let own = l.mmap(f, 4096, Perm::RW, anon()).unwrap();
+    assert!(!clean(&l), "it owns the ArgBuf");
+    l.pmove(f, own, other, Perm::RW).unwrap();
+    l.pmove(other, own, f, Perm::RW).unwrap();
+    l.munmap(f, own, 4096).unwrap();
+    assert!(clean(&l));
+    // A scrub records its layout: it moves the counter.
+    assert!(l.scrub_with(K, f, &keep, |_, _, _| {}).unwrap().is_empty());
+    assert!(!clean(&l));
+    let at = l.changes(f).unwrap();
+    let clean = |l: &PrivLib| l.scrubbed_since(K, f, at, keep.len());
+    assert!(clean(&l));
+    // Running: a scrub would refuse it.
+    l.ccall(K, f, 0).unwrap();
+    assert!(!clean(&l));
+    l.creturn(f, 0).unwrap();
+    // Each change below leaves the instance needing a scrub; the scrub (with the kept VMAs
+    // put back where it refuses) makes it clean again at a new count.
+    type Change = fn(&mut PrivLib, PdId, PdId, u64, u64);
+    let changes: [(&str, Change); 12] = [
+        ("mmap", |l, f, _, _, _| {
+            l.mmap(f, 4096, Perm::RW, anon()).unwrap();
+        }),
+        ("mmap with no right", |l, f, _, _, _| {
+            l.mmap(f, 4096, Perm::NONE, anon()).unwrap();
+        }),
+        ("munmap and mmap again", |l, f, _, _, heap| {
+            l.munmap(f, heap, 8192).unwrap();
+            l.mmap(f, 8192, Perm::RW, anon()).unwrap();
+        }),
+        ("shrink", |l, f, _, _, heap| {
+            l.munmap(f, heap + 4096, 4096).unwrap();
+        }),
+        ("mprotect", |l, f, _, _, heap| {
+            l.mprotect(f, heap, 8192, Perm::R).unwrap();
+        }),
+        ("mprotect there and back", |l, f, _, _, heap| {
+            l.mprotect(f, heap, 8192, Perm::R).unwrap();
+            l.mprotect(f, heap, 8192, Perm::RW).unwrap();
+        }),
+        ("pcopy of its own", |l, f, o, _, heap| {
+            l.pcopy(f, heap, o, Perm::R).unwrap();
+        }),
+        ("pcopy and revoke of its own", |l, f, o, _, heap| {
+            l.pcopy(f, heap, o, Perm::R).unwrap();
+            l.revoke(f, heap, o).unwrap();
+        }),
+        ("pmove of its own there and back", |l, f, o, _, heap| {
+            l.pmove(f, heap, o, Perm::RW).unwrap();
+            l.pmove(o, heap, f, Perm::RW).unwrap();
+        }),
+        ("a right given", |l, f, o, _, _| {
+            let v = l.mmap(o, 4096, Perm::RW, anon()).unwrap();
+            l.pcopy(o, v, f, Perm::R).unwrap();
+        }),
+        ("a child", |l, f, _, _, _| {
+            l.cget(f).unwrap();
+        }),
+        ("a child made and destroyed", |l, f, _, _, _| {
+            let c = l.cget(f).unwrap();
+            l.cput(f, c).unwrap();
+        }),
+    ];
+    for (what, change) in changes {
+        let at = l.changes(f).unwrap();
+        change(&mut l, f, other, stack, heap);
+        assert!(!l.scrubbed_since(K, f, at, keep.len()), "{what}");
+        // Back to the layout: children destroyed, the kept VMAs put back, then a scrub.
+        for c in l.pds().children(f).to_vec() {
+            l.cput(K, c).unwrap();
+        }
+        for &k in &keep {
+            let _ = l.revoke(f, k.0, other);
+            l.reinstate(f, k).unwrap();
+        }
+        l.scrub_with(K, f, &keep, |_, _, _| {}).unwrap();
+        let at = l.changes(f).unwrap();
+        assert!(l.scrubbed_since(K, f, at, keep.len()), "{what}: scrubbed");
+        l.check_consistency().unwrap();
+    }
+}

@@ -207,6 +207,26 @@ ktest! {
     }
 }
 
+ktest! {
+    fn a_page_init_made_read_only_that_a_request_made_writable_and_wrote_is_put_back() {
+        needs(&["leak-init"])?;
+        warm(|| {
+            let dump = text("leak-init", "dump")?;
+            kassert!(field(&dump, "ro")? == MAPPED, "{dump}");
+            for round in 0..2 {
+                // The right goes back to read-only, removing the leaf the write made dirty.
+                let done = text("leak-init", &format!("widen {SECRET:x}"))?;
+                kassert!(field(&done, "done")? == 1, "{done}");
+                let dump = text("leak-init", "dump")?;
+                kassert!(field(&dump, "ro")? == MAPPED, "round {round}: {dump}");
+                kassert!(field(&dump, "mapped")? == MAPPED, "round {round}: {dump}");
+            }
+            kassert_eq!(runtime::lookup("leak-init").ok_or("leak-init")?.warm.idle(), 1);
+            Ok(())
+        })
+    }
+}
+
 /// Submits `req` to `name` twice before waiting for either, so the second waits behind the
 /// first for the executor; returns both responses once both instances are back.
 fn queued_pair(name: &str, req: &str) -> R<[String; 2]> {

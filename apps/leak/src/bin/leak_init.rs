@@ -1,16 +1,19 @@
 //! The `leak-init` function, for Groundhog's request-isolation tests: its `init` builds a
-//! table and a label from the warm-up input on its heap, and maps two pages of its own, each
-//! starting with [`MAPPED`] (all part of the instance's snapshot); a request may corrupt them,
-//! or unmap, shrink or write-protect the mapping, and the next one sees only the snapshot's
-//! values.
+//! table and a label from the warm-up input on its heap, maps two pages of its own, each
+//! starting with [`MAPPED`], and a third that it makes read-only after writing [`MAPPED`]
+//! (all part of the instance's snapshot); a request may corrupt them, or unmap, shrink or
+//! write-protect the mapping, or make the read-only page writable again and write it, and the
+//! next one sees only the snapshot's values.
 //!
 //! - `corrupt <hex secret>`: overwrites every table entry, the label and the mapped pages'
 //!   first words with the secret and appends entries; responds `len=…`;
 //! - `unmap`, `shrink`, `protect`: unmaps both mapped pages, unmaps the second, or makes both
 //!   read-only; responds `done=1`;
-//! - `dump`: responds `len=… sum=… first=… label=… mapped=… tail=…` (16 hex digits each; the
-//!   label's first 8 bytes; the mapped pages' first words, 0 on the host): after `init`, 1000
-//!   entries `3 * i`, the label the warm-up input, [`MAPPED`] twice.
+//! - `widen <hex secret>`: makes the read-only page writable and writes the secret at its
+//!   start; responds `done=1`;
+//! - `dump`: responds `len=… sum=… first=… label=… mapped=… tail=… ro=…` (16 hex digits each;
+//!   the label's first 8 bytes; the mapped pages' first words, 0 on the host): after `init`,
+//!   1000 entries `3 * i`, the label the warm-up input, [`MAPPED`] three times.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 extern crate alloc;
@@ -28,17 +31,49 @@ struct State {
     label: Vec<u8>,
     /// The first of the two pages `init` mapped (0 on the host).
     page: u64,
+    /// The page `init` made read-only (0 on the host).
+    ro: u64,
 }
 
 fn init(warmup: &[u8]) -> Result<State, FnError> {
     let page = map_pages()?;
     write_word(page, MAPPED);
     write_word(second(page), MAPPED);
+    let ro = map_read_only()?;
     Ok(State {
         table: (0..1000).map(|i| 3 * i).collect(),
         label: warmup.to_vec(),
         page,
+        ro,
     })
+}
+
+/// A new page of this instance holding [`MAPPED`] at its start, made read-only.
+fn map_read_only() -> Result<u64, FnError> {
+    #[cfg(target_os = "none")]
+    {
+        use fjord_libos::privlib::{PROT_READ, PROT_WRITE, mmap, mprotect};
+        let page = mmap(4096, PROT_READ | PROT_WRITE).map_err(|_| FnError::Failed)?;
+        write_word(page, MAPPED);
+        mprotect(page, 4096, PROT_READ).map_err(|_| FnError::Failed)?;
+        Ok(page)
+    }
+    #[cfg(not(target_os = "none"))]
+    Ok(0)
+}
+
+/// Makes the read-only page writable again (nothing on the host).
+fn widen(page: u64) -> Result<(), FnError> {
+    #[cfg(target_os = "none")]
+    {
+        use fjord_libos::privlib::{PROT_READ, PROT_WRITE, mprotect};
+        mprotect(page, 4096, PROT_READ | PROT_WRITE).map_err(|_| FnError::Failed)
+    }
+    #[cfg(not(target_os = "none"))]
+    {
+        let _ = page;
+        Ok(())
+    }
 }
 
 /// Bytes `init` maps.
@@ -107,6 +142,12 @@ fn serve(s: &mut State, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
         write_word(second(s.page), secret);
         return report(resp, &[("len", s.table.len() as u64)]);
     }
+    if let Some(secret) = req.strip_prefix(b"widen ") {
+        let secret = parse_hex(secret)?;
+        widen(s.ro)?;
+        write_word(s.ro, secret);
+        return report(resp, &[("done", 1)]);
+    }
     if matches!(req, b"unmap" | b"shrink" | b"protect") {
         change_mapping(s.page, req)?;
         return report(resp, &[("done", 1)]);
@@ -126,6 +167,7 @@ fn serve(s: &mut State, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
             ("label", u64::from_le_bytes(label)),
             ("mapped", read_word(s.page)),
             ("tail", read_word(second(s.page))),
+            ("ro", read_word(s.ro)),
         ],
     )
 }

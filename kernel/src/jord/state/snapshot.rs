@@ -54,6 +54,9 @@ pub(super) struct Snapshot {
     leaves_lost: bool,
     /// What `scrub_with` keeps of the instance: each region's base, length and right.
     keep: Vec<(u64, u64, Perm)>,
+    /// PrivLib's change counter of the instance ([`fjord_pd::PrivLib::changes`]) after its
+    /// last scrub with `keep`: while it stands, a scrub would change nothing.
+    scrubbed: Option<u64>,
     /// Per region, the pages a restore under way has still to put back (sorted; kept
     /// allocated between restores).
     pages: Vec<Vec<u32>>,
@@ -125,6 +128,7 @@ impl Jord {
             .ok_or(Error::NotMapped)?;
         let pages = regions.iter().map(|r| r.index.len()).sum();
         let mut pending = self.scrub_keeping(pd, &keep)?;
+        let scrubbed = self.privlib.changes(pd);
         let root = self.root_of(pd);
         let ranges: Vec<(u64, u64)> = regions.iter().map(|r| (r.base, r.len)).collect();
         PageTables::new(root, &DIRECT).take_dirty(&ranges, |_, _| {});
@@ -140,6 +144,7 @@ impl Jord {
             Box::new(Snapshot {
                 regions,
                 keep,
+                scrubbed,
                 pages,
                 instance,
                 quota,
@@ -157,7 +162,9 @@ impl Jord {
     /// every VMA it gained is freed and every right it was given dropped, and the pages of its
     /// snapshot VMAs whose leaves are dirty (every page that held data, when a leaf was
     /// removed since the last restore) are noted, their dirty bits cleared. The pages are put
-    /// back by [`Jord::restore_step`]; until the last step the instance must not run.
+    /// back by [`Jord::restore_step`]; until the last step the instance must not run. The
+    /// scrub is skipped when nothing it would undo changed since the last one
+    /// ([`fjord_pd::PrivLib::scrubbed_since`]).
     ///
     /// [`Error::InvalidArgs`] when `pd` has no snapshot; [`Error::Busy`] when the instance is
     /// not reusable (its layout cannot be put back); destroy it then.
@@ -165,18 +172,7 @@ impl Jord {
         self.check_instance_pd(pd)?;
         let mut snap = self.take_snapshot_of(pd).ok_or(Error::InvalidArgs)?;
         let freed = self.stats.vmas_scrubbed;
-        // A layout the scrub refuses (nothing changed then) is put back, and scrubbed again.
-        let scrubbed = match self.scrub_keeping(pd, &snap.keep) {
-            Err(Error::Busy | Error::NotMapped) => {
-                self.reinstate_layout(pd, &snap.keep)
-                    .and_then(|(remade, mut p)| {
-                        p.absorb(self.scrub_keeping(pd, &snap.keep)?);
-                        Ok((remade, p))
-                    })
-            }
-            r => r.map(|p| (0, p)),
-        };
-        let (remade, pending) = match scrubbed {
+        let (remade, pending) = match self.scrub_snapshot(pd, &mut snap) {
             Ok(r) => r,
             Err(e) => {
                 self.put_snapshot(pd, snap);
@@ -290,19 +286,60 @@ impl Jord {
         Ok(Some((pending, report)))
     }
 
-    /// Puts back the VMAs of `pd`'s layout `keep` that `pd` narrowed, freed or shrank
-    /// ([`PrivLib::reinstate`]); a remade one gets new frames. Returns which (bit `i` for
-    /// `keep[i]`) were remade, so that all their snapshot pages are copied back, and the
-    /// flushes owed. [`Error::Busy`] when one cannot be put back.
+    /// Scrubs `pd` to its snapshot's layout, putting back what a scrub refuses
+    /// ([`Jord::reinstate_layout`]; returns which VMAs were remade and the flushes owed). Skipped
+    /// (only rights held back for `pd` are settled) when PrivLib tells that nothing the scrub
+    /// would undo changed since the last one ([`fjord_pd::PrivLib::scrubbed_since`]): `pd`
+    /// owns only its layout, unchanged, created no PD and holds no other right.
+    fn scrub_snapshot(&mut self, pd: PdId, snap: &mut Snapshot) -> Result<(u32, Pending), Error> {
+        if let Some(c) = snap.scrubbed
+            && self
+                .privlib
+                .scrubbed_since(PdId::KERNEL, pd, c, snap.keep.len())
+        {
+            if self.held_back.holds(pd) {
+                self.settle_pd(pd);
+            }
+            self.stats.scrubs_skipped += 1;
+            return Ok((0, Pending::default()));
+        }
+        // A layout the scrub refuses (nothing changed then) is put back, and scrubbed again.
+        let r = match self.scrub_keeping(pd, &snap.keep) {
+            Err(Error::Busy | Error::NotMapped) => {
+                self.reinstate_layout(pd, &snap.keep)
+                    .and_then(|(remade, lost, mut p)| {
+                        snap.leaves_lost |= lost;
+                        p.absorb(self.scrub_keeping(pd, &snap.keep)?);
+                        Ok((remade, p))
+                    })
+            }
+            r => r.map(|p| (0, p)),
+        };
+        snap.scrubbed = if r.is_ok() {
+            self.privlib.changes(pd)
+        } else {
+            None
+        };
+        r
+    }
+
+    /// Puts back the VMAs of `pd`'s layout `keep` that `pd` changed: narrowed or widened,
+    /// freed or shrank ([`PrivLib::reinstate`]); a remade one gets new frames. Returns which
+    /// (bit `i` for `keep[i]`) were remade, so that all their snapshot pages are copied back,
+    /// whether leaves of the others were removed (a right narrowed back: the dirty bits went
+    /// with them, and while its snapshot is out of the table no one notes it), and the flushes
+    /// owed. [`Error::Busy`] when one cannot be put back.
     fn reinstate_layout(
         &mut self,
         pd: PdId,
         keep: &[(u64, u64, Perm)],
-    ) -> Result<(u32, Pending), Error> {
+    ) -> Result<(u32, bool, Pending), Error> {
         let mut remade = 0u32;
+        let mut leaves_lost = false;
         let mut pending = Pending::default();
         for (i, &kept) in keep.iter().enumerate() {
             let (what, s) = self.privlib.reinstate(pd, kept)?;
+            leaves_lost |= what == fjord_pd::Reinstated::RightRestored && !s.is_empty();
             pending.absorb(self.apply(&s));
             if what == fjord_pd::Reinstated::Remade {
                 // A shrunk VMA's frames (a freed one's went with it).
@@ -312,7 +349,7 @@ impl Jord {
                 remade |= 1 << i;
             }
         }
-        Ok((remade, pending))
+        Ok((remade, leaves_lost, pending))
     }
 
     /// Collects (and clears) the dirty leaves of `regions` in the table at `root`, as page

@@ -40,6 +40,9 @@ pub struct JordStats {
     pub vmas_scrubbed: u64,
     /// VMAs of a snapshot's layout that a restore made again (freed or shrunk by a request).
     pub vmas_remade: u64,
+    /// Snapshot restores that skipped the scrub: the instance's layout and rights were as the
+    /// last scrub left them ([`fjord_pd::PrivLib::scrubbed_since`]).
+    pub scrubs_skipped: u64,
 }
 
 impl JordStats {

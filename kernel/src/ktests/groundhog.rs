@@ -318,11 +318,15 @@ ktest! {
                 kassert_eq!(response(submit(format!("check {low}"))?)?, "0");
                 runtime::warm::settle();
                 let after = f.restore_stats();
-                kassert_eq!(after.restores - before.restores, 2);
                 kassert_eq!(after.replaced, before.replaced);
+                stopped += after.interrupted - before.interrupted;
+                if !one {
+                    // Another executor may take the check and still be restoring its instance.
+                    continue;
+                }
+                kassert_eq!(after.restores - before.restores, 2);
                 kassert!(after.pages - before.pages >= n, "{} pages", after.pages);
                 kassert_eq!(runtime::warm::deferred(), 0);
-                stopped += after.interrupted - before.interrupted;
             }
             kassert!(stopped > 0 || !one, "no restore stopped for the waiting check");
             // Every instance is whole again: two queued checks take one each when there are two.

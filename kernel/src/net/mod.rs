@@ -2,13 +2,13 @@
 //!
 //! [`run`] is the boot CPU's network loop in `mode=run`. Each pass receives a bounded batch of
 //! frames (so the server can refill its listening backlog between batches), transmits what the
-//! sockets have to send, serves the sockets and dispatches queued work. A pass that found
-//! nothing to do halts the CPU until something happens: on `microvm` the card's interrupt line
-//! is routed through the I/O APIC (unmasked only for the halt), executors wake the loop with an
-//! IPI when a request completes or work is queued, and the timer (100 Hz) runs the deadlines.
-//! Where the card's line is not routed (q35's PCI card) the loop polls: it spins while traffic
-//! flows or invocations run, and after [`IDLE_AFTER_MS`] without either halts between timer
-//! ticks, so the first packet after a quiet spell waits up to one tick.
+//! sockets have to send, serves the sockets and dispatches queued work. By default the loop
+//! polls: it spins while traffic flows or invocations run, and after [`IDLE_AFTER_MS`] without
+//! either halts between timer ticks, so the first packet after a quiet spell waits up to one
+//! tick. With `net_irq=on` (microvm) a pass that found nothing to do halts the CPU until
+//! something happens: the card's interrupt line is routed through the I/O APIC (unmasked only
+//! for the halt), executors wake the loop with an IPI when a request completes or work is
+//! queued, and the timer (100 Hz) runs the deadlines.
 //!
 //! Addresses come from the `ip=` and `gw=` options; the defaults are QEMU user networking's:
 //! the guest is 10.0.2.15/24, the gateway 10.0.2.2.
@@ -540,31 +540,38 @@ fn kv_samples() -> Vec<Sample> {
 /// so a burst of SYNs finds listening sockets (smoltcp resets a SYN that none takes).
 const INGRESS_BATCH: usize = DEFAULT_BACKLOG / 2;
 
-/// How often the stack transmits from every socket set, marked or not (retransmissions and
-/// other timers).
+/// How often the stack transmits from the socket sets whose timers are due (retransmissions,
+/// delayed ACKs, keep-alives: smoltcp's `poll_at` after each set's last transmit pass).
 const TRANSMIT_SWEEP_MS: u64 = 10;
+/// How often it transmits from every set, due or not.
+const FULL_SWEEP_MS: u64 = 1000;
 
 /// One pass of the TCP/IP stack: at most [`INGRESS_BATCH`] received frames, each to the socket
-/// set [`steer`](fjord_kernel::steer::steer) picks, then what the marked sets (every set each
-/// [`TRANSMIT_SWEEP_MS`]) have to send; returns whether any socket may have changed. `marked`
-/// is scratch space.
+/// set [`steer`](fjord_kernel::steer::steer) picks, then what the marked sets (with, each
+/// [`TRANSMIT_SWEEP_MS`], those whose timers are due, and each [`FULL_SWEEP_MS`] or after a
+/// frame that is not TCP, such as ARP, every set) have to send; returns whether any socket may have changed. `marked` is scratch space.
 fn poll_stack(
     iface: &mut Interface,
     dev: &mut phy::NetDevice,
     sockets: &mut sockets::Sockets,
-    next_sweep: &mut Instant,
+    next_sweep: &mut NextSweep,
     marked: &mut Vec<usize>,
 ) -> bool {
     use fjord_kernel::steer::steer;
     use smoltcp::iface::{PollIngressSingleResult, PollResult};
+    use sockets::Sweep;
     let t = now();
     iface.poll_maintenance(t);
     let mut changed = false;
+    let mut neighbours = false;
     for _ in 0..INGRESS_BATCH {
         let Some(frame) = dev.stage() else {
             break;
         };
-        let set = sockets.route(steer(frame));
+        let steered = steer(frame);
+        // Not TCP (ARP): a neighbour learnt may let any set's sockets send what waited for it.
+        neighbours |= steered == fjord_kernel::steer::Steer::Listen;
+        let set = sockets.route(steered);
         sockets.mark(set);
         match iface.poll_ingress_single(t, dev, sockets.set(set)) {
             PollIngressSingleResult::None => break,
@@ -572,18 +579,36 @@ fn poll_stack(
             PollIngressSingleResult::SocketStateChanged => changed = true,
         }
     }
-    let sweep = t >= *next_sweep;
-    if sweep {
-        *next_sweep = t + smoltcp::time::Duration::from_millis(TRANSMIT_SWEEP_MS);
+    let sweep = if t >= next_sweep.all || neighbours {
+        next_sweep.all = t + smoltcp::time::Duration::from_millis(FULL_SWEEP_MS);
+        Sweep::All
+    } else if t >= next_sweep.due {
+        next_sweep.due = t + smoltcp::time::Duration::from_millis(TRANSMIT_SWEEP_MS);
+        Sweep::Due
+    } else {
+        Sweep::No
+    };
+    if sweep != Sweep::No {
+        next_sweep.due = t + smoltcp::time::Duration::from_millis(TRANSMIT_SWEEP_MS);
     }
-    sockets.drain_transmit(sweep, marked);
+    sockets.drain_transmit(sweep, t, marked);
     for &set in marked.iter() {
         while iface.poll_egress(t, dev, sockets.set(set)) == PollResult::SocketStateChanged {
             sockets.mark_serve(set);
             changed = true;
         }
+        let due = iface.poll_at(t, sockets.set(set));
+        sockets.set_due(set, due);
     }
     changed
+}
+
+/// When the transmit sweeps run next.
+struct NextSweep {
+    /// Of the sets whose timers are due ([`TRANSMIT_SWEEP_MS`]).
+    due: Instant,
+    /// Of every set ([`FULL_SWEEP_MS`]).
+    all: Instant,
 }
 
 /// Heap bytes not allocated.
@@ -612,7 +637,10 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
     };
     let mut dev = phy::NetDevice::new(found.nic);
     let mac = EthernetAddress(dev.mac());
-    let line = found.irq.and_then(route_interrupt);
+    let line = found
+        .irq
+        .filter(|_| opts.http.net_irq)
+        .and_then(route_interrupt);
     log::info!(
         "net: virtio-net ({}), MAC {mac}, {}",
         found.bus,
@@ -680,7 +708,10 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
     let idle_ticks = apic::tsc_hz() / 1000 * IDLE_AFTER_MS;
     let mut last_busy = cpu::rdtsc();
     let mut last_rx = 0;
-    let mut next_sweep = now();
+    let mut next_sweep = NextSweep {
+        due: now(),
+        all: now(),
+    };
     let mut passes = 0;
     let mut ticks = [0u64; 4];
     let mut marked = Vec::new();
@@ -723,7 +754,7 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
         ticks[2] += t.wrapping_sub(t2);
         let arrived = dev.rx_packets() != last_rx;
         last_rx = dev.rx_packets();
-        if served || dispatched || arrived || changed {
+        if served || dispatched || arrived || changed || sockets.marked() {
             last_busy = t;
             continue;
         }

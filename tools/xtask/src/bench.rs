@@ -228,7 +228,7 @@ fn http_gateway(kernel: &std::path::Path, qemu: &std::path::Path) -> Result<Vec<
     };
     let net = tap.as_ref().map(crate::tap::Tap::net);
     let (mut run, addr) =
-        crate::e2e_http::boot_gateway_on(kernel, Some(qemu), Machine::Microvm, "", net)?;
+        crate::e2e_http::boot_gateway_on(kernel, Some(qemu), Machine::Microvm, "net_irq=on", net)?;
     println!("  http: {}", network_path(net, addr));
     let mut out = Vec::new();
     for &rate in HTTP_RATES {

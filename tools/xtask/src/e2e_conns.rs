@@ -72,10 +72,6 @@ pub fn run(kernel: &std::path::Path, hello: &[u8]) -> Result<Vec<Outcome>> {
             )],
         ),
     );
-    check(
-        "between requests the network loop halts and the card's interrupt wakes it",
-        woken_by_interrupts(addr),
-    );
     vm.kill();
 
     let (mut vm, addr) = boot_gateway_with(
@@ -126,7 +122,39 @@ pub fn run(kernel: &std::path::Path, hello: &[u8]) -> Result<Vec<Outcome>> {
         ),
     );
     vm.kill();
+
+    // The network loop woken by the card's interrupt.
+    let (mut vm, addr) = boot_gateway_with(kernel, None, Machine::Microvm, "net_irq=on")?;
+    deploy_hello(addr, hello)?;
+    let mut check = |label: &str, result: Result<(), String>| {
+        out.push((format!("http-conns/{label}"), result));
+    };
+    check(
+        "net_irq=on: between requests the network loop halts and the card's interrupt wakes it",
+        woken_by_interrupts(addr),
+    );
+    check(
+        "net_irq=on: 64 concurrent keep-alive connections are all answered",
+        concurrent_hellos(addr, 64),
+    );
+    vm.kill();
     Ok(out)
+}
+
+/// `n` connections each send `hello` at once; every one is answered 200.
+fn concurrent_hellos(addr: SocketAddr, n: usize) -> Result<(), String> {
+    let clients: Vec<_> = (0..n)
+        .map(|_| thread::spawn(move || established(addr, HELLO).map(|(_, status)| status)))
+        .collect();
+    for c in clients {
+        match c.join() {
+            Ok(Ok(200)) => {}
+            Ok(Ok(other)) => return Err(format!("a client got {other}")),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err("a client thread panicked".into()),
+        }
+    }
+    Ok(())
 }
 
 fn deploy_hello(addr: SocketAddr, hello: &[u8]) -> Result<()> {

@@ -19,7 +19,6 @@
 //! | `http_idle_timeout_ms` | 100 to 3600000 (default 60000) | time a keep-alive connection may stay idle between requests |
 //! | `http_send_timeout_ms` | 100 to 3600000 (default 30000) | time a client may leave its responses unread (its receive window closed) before the connection is dropped |
 //! | `http_max_conns` | 0 (default: from the heap's size), or 1 to 100000 | most HTTP connections served at once |
-//! | `net_irq` | `off` (default), `on` | `on`: the network loop halts whenever it has nothing to do and the card's interrupt (microvm) wakes it; `off`: it polls while traffic flows |
 //!
 //! Any other word is an error that names the word and lists the known options.
 
@@ -103,9 +102,6 @@ pub struct HttpOptions {
     pub send_timeout_ms: u64,
     /// Most connections served at once; 0 derives it from the heap's size (`http_max_conns=`).
     pub max_conns: usize,
-    /// Whether the network loop halts between events, woken by the card's interrupt
-    /// (`net_irq=on`).
-    pub net_irq: bool,
 }
 
 impl Default for HttpOptions {
@@ -119,7 +115,6 @@ impl Default for HttpOptions {
             idle_timeout_ms: DEFAULT_IDLE_MS,
             send_timeout_ms: DEFAULT_SEND_MS,
             max_conns: 0,
-            net_irq: false,
         }
     }
 }
@@ -224,7 +219,7 @@ impl Default for BootOptions<'_> {
 
 /// The option names the parser knows, for error messages.
 pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, \
-     http_head_timeout_ms, http_body_timeout_ms, http_idle_timeout_ms, http_send_timeout_ms, http_max_conns, net_irq";
+     http_head_timeout_ms, http_body_timeout_ms, http_idle_timeout_ms, http_send_timeout_ms, http_max_conns";
 
 /// Why a command line was rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -293,7 +288,6 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             "http_idle_timeout_ms",
             "http_send_timeout_ms",
             "http_max_conns",
-            "net_irq",
         ];
         if !known.contains(&key) {
             return Err(CmdlineError::UnknownOption(word));
@@ -375,13 +369,6 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
                     _ => return Err(bad("on, off")),
                 }
             }
-            "net_irq" => {
-                opts.http.net_irq = match value {
-                    "on" => true,
-                    "off" => false,
-                    _ => return Err(bad("on, off")),
-                }
-            }
             "http_head_timeout_ms"
             | "http_body_timeout_ms"
             | "http_idle_timeout_ms"
@@ -444,9 +431,6 @@ mod tests {
 
     #[test]
     fn http_options() {
-        assert!(!parse("").unwrap().http.net_irq);
-        assert!(parse("net_irq=on").unwrap().http.net_irq);
-        assert!(parse("net_irq=yes").is_err());
         let o = parse("http_head_timeout_ms=1500 http_body_timeout_ms=2500 http_idle_timeout_ms=100 http_send_timeout_ms=700 http_max_conns=8").unwrap();
         assert_eq!(
             o.http,
@@ -455,8 +439,7 @@ mod tests {
                 body_timeout_ms: 2500,
                 idle_timeout_ms: 100,
                 send_timeout_ms: 700,
-                max_conns: 8,
-                net_irq: false,
+                max_conns: 8
             }
         );
         let d = parse("").unwrap().http;

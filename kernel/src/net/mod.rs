@@ -1,14 +1,11 @@
 //! Networking: the virtio-net driver, the smoltcp TCP/IP stack over it, and the HTTP gateway.
 //!
-//! [`run`] is the boot CPU's network loop in `mode=run`. Each pass receives a bounded batch of
-//! frames (so the server can refill its listening backlog between batches), transmits what the
-//! sockets have to send, serves the sockets and dispatches queued work. By default the loop
-//! polls: it spins while traffic flows or invocations run, and after [`IDLE_AFTER_MS`] without
-//! either halts between timer ticks, so the first packet after a quiet spell waits up to one
-//! tick. With `net_irq=on` (microvm) a pass that found nothing to do halts the CPU until
-//! something happens: the card's interrupt line is routed through the I/O APIC (unmasked only
-//! for the halt), executors wake the loop with an IPI when a request completes or work is
-//! queued, and the timer (100 Hz) runs the deadlines.
+//! [`run`] is the boot CPU's network poll loop in `mode=run`. Nothing is interrupt-driven: the
+//! loop polls the card and the stack (a bounded batch of received frames per pass, so the
+//! server can refill its listening backlog between batches), serves the sockets, and spins
+//! while traffic flows; after
+//! [`IDLE_AFTER_MS`] without traffic it halts between timer ticks (10 ms at 100 Hz) to leave the
+//! host CPU alone, so the first packet after a quiet spell waits up to one tick.
 //!
 //! Addresses come from the `ip=` and `gw=` options; the defaults are QEMU user networking's:
 //! the guest is 10.0.2.15/24, the gateway 10.0.2.2.
@@ -19,7 +16,7 @@ mod phy;
 mod server;
 mod sockets;
 
-use crate::arch::{apic, cpu, ioapic, percpu, smp};
+use crate::arch::{apic, cpu, percpu, smp};
 use crate::kprintln;
 use crate::mm::{frames, heap};
 use alloc::string::String;
@@ -35,7 +32,7 @@ use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, Ipv4Address};
 
 /// The HTTP port.
 pub const HTTP_PORT: u16 = 80;
-/// Quiet time after which a polling loop (no interrupt line) halts between timer ticks.
+/// Quiet time after which the loop halts between timer ticks.
 pub const IDLE_AFTER_MS: u64 = 50;
 
 /// Current time for smoltcp, from the TSC.
@@ -54,18 +51,7 @@ struct NetCounters {
     sockets: server::SocketCounts,
     max_conns: usize,
     passes: u64,
-    /// TSC ticks of the loop in each [`PHASES`] phase.
-    ticks: [u64; 4],
 }
-
-/// The network loop's phases, for `fjord_net_loop_ticks_total`: the TCP/IP stack's pass, the
-/// HTTP server's, dispatching work, and waiting (spinning or halted) for more.
-const PHASES: [&[(&str, &str)]; 4] = [
-    &[("phase", "stack")],
-    &[("phase", "serve")],
-    &[("phase", "dispatch")],
-    &[("phase", "wait")],
-];
 
 /// The kernel's samples for `/metrics`.
 fn kernel_samples(net: NetCounters) -> Vec<Sample> {
@@ -389,30 +375,12 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             net.sockets.sockets as u64,
         ),
         s(
-            "fjord_net_interrupts_total",
-            Counter,
-            "Interrupts of the virtio-net card taken (they end the network loop's halts; 0 where the card is polled).",
-            &[],
-            crate::arch::trap::NET_INTERRUPTS.load(Ordering::Relaxed),
-        ),
-        s(
             "fjord_net_loop_passes_total",
             Counter,
             "Passes of the network loop (receive a batch, transmit, serve the sockets).",
             &[],
             net.passes,
         ),
-    ]);
-    v.extend(PHASES.iter().zip(net.ticks).map(|(&labels, ticks)| {
-        s(
-            "fjord_net_loop_ticks_total",
-            Counter,
-            "TSC ticks of the network loop by phase (guest instructions under icount).",
-            labels,
-            ticks,
-        )
-    }));
-    v.extend([
         s(
             "fjord_http_socket_visits_total",
             Counter,
@@ -540,38 +508,31 @@ fn kv_samples() -> Vec<Sample> {
 /// so a burst of SYNs finds listening sockets (smoltcp resets a SYN that none takes).
 const INGRESS_BATCH: usize = DEFAULT_BACKLOG / 2;
 
-/// How often the stack transmits from the socket sets whose timers are due (retransmissions,
-/// delayed ACKs, keep-alives: smoltcp's `poll_at` after each set's last transmit pass).
+/// How often the stack transmits from every socket set, marked or not (retransmissions and
+/// other timers).
 const TRANSMIT_SWEEP_MS: u64 = 10;
-/// How often it transmits from every set, due or not.
-const FULL_SWEEP_MS: u64 = 1000;
 
 /// One pass of the TCP/IP stack: at most [`INGRESS_BATCH`] received frames, each to the socket
-/// set [`steer`](fjord_kernel::steer::steer) picks, then what the marked sets (with, each
-/// [`TRANSMIT_SWEEP_MS`], those whose timers are due, and each [`FULL_SWEEP_MS`] or after a
-/// frame that is not TCP, such as ARP, every set) have to send; returns whether any socket may have changed. `marked` is scratch space.
+/// set [`steer`](fjord_kernel::steer::steer) picks, then what the marked sets (every set each
+/// [`TRANSMIT_SWEEP_MS`]) have to send; returns whether any socket may have changed. `marked`
+/// is scratch space.
 fn poll_stack(
     iface: &mut Interface,
     dev: &mut phy::NetDevice,
     sockets: &mut sockets::Sockets,
-    next_sweep: &mut NextSweep,
+    next_sweep: &mut Instant,
     marked: &mut Vec<usize>,
 ) -> bool {
     use fjord_kernel::steer::steer;
     use smoltcp::iface::{PollIngressSingleResult, PollResult};
-    use sockets::Sweep;
     let t = now();
     iface.poll_maintenance(t);
     let mut changed = false;
-    let mut neighbours = false;
     for _ in 0..INGRESS_BATCH {
         let Some(frame) = dev.stage() else {
             break;
         };
-        let steered = steer(frame);
-        // Not TCP (ARP): a neighbour learnt may let any set's sockets send what waited for it.
-        neighbours |= steered == fjord_kernel::steer::Steer::Listen;
-        let set = sockets.route(steered);
+        let set = sockets.route(steer(frame));
         sockets.mark(set);
         match iface.poll_ingress_single(t, dev, sockets.set(set)) {
             PollIngressSingleResult::None => break,
@@ -579,36 +540,18 @@ fn poll_stack(
             PollIngressSingleResult::SocketStateChanged => changed = true,
         }
     }
-    let sweep = if t >= next_sweep.all || neighbours {
-        next_sweep.all = t + smoltcp::time::Duration::from_millis(FULL_SWEEP_MS);
-        Sweep::All
-    } else if t >= next_sweep.due {
-        next_sweep.due = t + smoltcp::time::Duration::from_millis(TRANSMIT_SWEEP_MS);
-        Sweep::Due
-    } else {
-        Sweep::No
-    };
-    if sweep != Sweep::No {
-        next_sweep.due = t + smoltcp::time::Duration::from_millis(TRANSMIT_SWEEP_MS);
+    let sweep = t >= *next_sweep;
+    if sweep {
+        *next_sweep = t + smoltcp::time::Duration::from_millis(TRANSMIT_SWEEP_MS);
     }
-    sockets.drain_transmit(sweep, t, marked);
+    sockets.drain_transmit(sweep, marked);
     for &set in marked.iter() {
         while iface.poll_egress(t, dev, sockets.set(set)) == PollResult::SocketStateChanged {
             sockets.mark_serve(set);
             changed = true;
         }
-        let due = iface.poll_at(t, sockets.set(set));
-        sockets.set_due(set, due);
     }
     changed
-}
-
-/// When the transmit sweeps run next.
-struct NextSweep {
-    /// Of the sets whose timers are due ([`TRANSMIT_SWEEP_MS`]).
-    due: Instant,
-    /// Of every set ([`FULL_SWEEP_MS`]).
-    all: Instant,
 }
 
 /// Heap bytes not allocated.
@@ -631,26 +574,13 @@ fn admission(max_conns: usize) -> Admission {
 /// Brings up the network and serves HTTP forever; returns (after a warning) only if there is no
 /// usable network card.
 pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
-    let Some(found) = nic::find() else {
+    let Some((nic, bus)) = nic::find() else {
         log::warn!("net: no virtio-net card found; the HTTP gateway is off");
         return;
     };
-    let mut dev = phy::NetDevice::new(found.nic);
+    let mut dev = phy::NetDevice::new(nic);
     let mac = EthernetAddress(dev.mac());
-    let line = found
-        .irq
-        .filter(|_| opts.http.net_irq)
-        .and_then(route_interrupt);
-    log::info!(
-        "net: virtio-net ({}), MAC {mac}, {}",
-        found.bus,
-        match (&line, found.irq) {
-            (Some(_), Some((base, input))) => {
-                alloc::format!("interrupt on input {input} of the I/O APIC at {base:#x}")
-            }
-            _ => String::from("polled"),
-        }
-    );
+    log::info!("net: virtio-net ({bus}), MAC {mac}");
     let mut config = Config::new(mac.into());
     config.random_seed = cpu::rdtsc();
     let mut iface = Interface::new(config, &mut dev, now());
@@ -708,20 +638,11 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
     let idle_ticks = apic::tsc_hz() / 1000 * IDLE_AFTER_MS;
     let mut last_busy = cpu::rdtsc();
     let mut last_rx = 0;
-    let mut next_sweep = NextSweep {
-        due: now(),
-        all: now(),
-    };
+    let mut next_sweep = now();
     let mut passes = 0;
-    let mut ticks = [0u64; 4];
     let mut marked = Vec::new();
-    let mut t = cpu::rdtsc();
     loop {
         passes += 1;
-        // Requests completed before this pass's look at them (a later one keeps it from halting).
-        let completions = crate::orchestrator::completions();
-        let t0 = cpu::rdtsc();
-        ticks[3] += t0.wrapping_sub(t);
         let changed = poll_stack(
             &mut iface,
             &mut dev,
@@ -730,70 +651,30 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
             &mut marked,
         );
         let counters = NetCounters {
-            rx: dev.rx_packets(),
-            tx: dev.tx_packets(),
-            errors: dev.errors(),
+            rx: dev.rx_packets,
+            tx: dev.tx_packets,
+            errors: dev.errors,
             sockets: server.counts(),
             max_conns: admission.max_open,
             passes,
-            ticks,
         };
-        let t1 = cpu::rdtsc();
-        ticks[0] += t1.wrapping_sub(t0);
         let now_ms = now().total_millis() as u64;
         let served = server.service(&mut sockets, now_ms, heap_free(), &|| {
             kernel_samples(counters)
         });
-        let t2 = cpu::rdtsc();
-        ticks[1] += t2.wrapping_sub(t1);
         // Work queued without an HTTP request (μprocesses' time slices, sleepers whose time
         // came) is dispatched too.
         crate::ufork::wake_sleepers();
         let dispatched = crate::orchestrator::poll() > 0;
-        t = cpu::rdtsc();
-        ticks[2] += t.wrapping_sub(t2);
-        let arrived = dev.rx_packets() != last_rx;
-        last_rx = dev.rx_packets();
-        if served || dispatched || arrived || changed || sockets.marked() {
+        let t = cpu::rdtsc();
+        let arrived = dev.rx_packets != last_rx;
+        last_rx = dev.rx_packets;
+        if served || dispatched || arrived || changed {
             last_busy = t;
-            continue;
-        }
-        match &line {
-            // Nothing to do until a frame, an executor's wake-up or the timer.
-            Some(line) if !crate::ufork::has_sleepers() => {
-                halt_for_interrupt(line, &mut dev, completions)
-            }
-            _ if server.invocations_running() => core::hint::spin_loop(),
-            _ if t.wrapping_sub(last_busy) > idle_ticks => cpu::enable_and_halt(),
-            _ => core::hint::spin_loop(),
+        } else if t.wrapping_sub(last_busy) > idle_ticks {
+            cpu::enable_and_halt();
+        } else {
+            core::hint::spin_loop();
         }
     }
-}
-
-/// Routes the card's interrupt line (input `input` of the I/O APIC at `base`) to this CPU;
-/// `None` (after logging why) if it cannot.
-fn route_interrupt((base, input): (u64, u32)) -> Option<ioapic::Line> {
-    use crate::arch::trap::NET_VECTOR;
-    let apic_id = smp::apic_id_of(percpu::cpu_index())?;
-    ioapic::route(base, input, NET_VECTOR, apic_id)
-        .inspect_err(|e| log::warn!("net: routing the card's interrupt ({base:#x}/{input}): {e:?}"))
-        .ok()
-}
-
-/// Halts until the card's interrupt, a wake-up IPI (an executor finished or work was queued)
-/// or the timer, unless one of them already came: a frame waits, a request completed since
-/// `completions`, or work was queued since the last dispatch. Interrupts stay off from the
-/// checks to the halt (`sti; hlt` is atomic), so one that comes meanwhile ends it at once.
-fn halt_for_interrupt(line: &ioapic::Line, dev: &mut phy::NetDevice, completions: u64) {
-    cpu::disable_interrupts();
-    line.unmask();
-    let woken = dev.pending()
-        || crate::orchestrator::completions() != completions
-        || !crate::orchestrator::settled();
-    if woken {
-        cpu::enable_interrupts();
-    } else {
-        cpu::enable_and_halt();
-    }
-    line.mask();
 }

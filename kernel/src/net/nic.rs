@@ -10,45 +10,33 @@ use super::hal::FjordHal;
 use crate::mm::kernel_tables;
 use core::ptr::NonNull;
 use fjord_kernel::virtio_mmio::{self, Slot};
-use virtio_drivers::device::net::VirtIONetRaw;
+use virtio_drivers::device::net::VirtIONet;
 use virtio_drivers::transport::mmio::{MmioTransport, VirtIOHeader};
 use virtio_drivers::transport::pci::PciTransport;
 use virtio_drivers::transport::pci::bus::{Command, ConfigurationAccess, DeviceFunction, PciRoot};
 use virtio_drivers::transport::{DeviceType, SomeTransport};
 use x86_64::instructions::port::Port;
 
-/// Descriptors per virtqueue: receive buffers posted, and frames in flight to the card (QEMU's
-/// virtio-net queues hold 256).
-pub const QUEUE_SIZE: usize = 256;
-/// Bytes per receive or transmit buffer: an Ethernet frame plus the virtio-net header.
-pub const BUFFER_LEN: usize = 2048;
+/// Descriptors per virtqueue (and receive buffers posted).
+pub const QUEUE_SIZE: usize = 64;
+/// Bytes per receive buffer: an Ethernet frame plus the virtio-net header.
+pub const RX_BUFFER_LEN: usize = 2048;
 
-/// The network card (its buffers are [`super::phy::NetDevice`]'s).
-pub type Nic = VirtIONetRaw<FjordHal, SomeTransport<'static>, QUEUE_SIZE>;
-
-/// An initialised card.
-pub struct Found {
-    /// The card.
-    pub nic: Nic,
-    /// Its bus, for the log.
-    pub bus: &'static str,
-    /// The I/O APIC (address) and input its interrupt line drives, when known (microvm's
-    /// virtio-mmio).
-    pub irq: Option<(u64, u32)>,
-}
+/// The network card.
+pub type Nic = VirtIONet<FjordHal, SomeTransport<'static>, QUEUE_SIZE>;
 
 /// Finds and initialises the first virtio-net card; `None` (after logging why) if there is none.
-pub fn find() -> Option<Found> {
-    let (transport, irq): (SomeTransport<'static>, _) = match find_mmio() {
-        Some((t, irq)) => (t.into(), irq),
-        None => (find_pci()?.into(), None),
+pub fn find() -> Option<(Nic, &'static str)> {
+    let transport: SomeTransport<'static> = match find_mmio() {
+        Some(t) => t.into(),
+        None => find_pci()?.into(),
     };
     let bus = match transport {
         SomeTransport::Mmio(_) => "virtio-mmio",
         _ => "virtio-pci",
     };
-    match VirtIONetRaw::new(transport) {
-        Ok(nic) => Some(Found { nic, bus, irq }),
+    match VirtIONet::new(transport, RX_BUFFER_LEN) {
+        Ok(nic) => Some((nic, bus)),
         Err(e) => {
             log::warn!("net: initialising the virtio-net card failed: {e:?}");
             None
@@ -56,9 +44,8 @@ pub fn find() -> Option<Found> {
     }
 }
 
-/// Probes microvm's virtio-mmio slots for a network device: its transport, with the I/O APIC
-/// and input its interrupt line drives.
-fn find_mmio() -> Option<(MmioTransport<'static>, Option<(u64, u32)>)> {
+/// Probes microvm's virtio-mmio slots for a network device.
+fn find_mmio() -> Option<MmioTransport<'static>> {
     let window = virtio_mmio::SLOT_SIZE * virtio_mmio::SLOT_COUNT as u64;
     let base = match kernel_tables::map_mmio(virtio_mmio::MICROVM_BASE, window) {
         Ok(va) => va,
@@ -67,8 +54,6 @@ fn find_mmio() -> Option<(MmioTransport<'static>, Option<(u64, u32)>)> {
             return None;
         }
     };
-    // The board has as many transports as slots answer (8 with one I/O APIC, else 24).
-    let mut slots = 0;
     for i in virtio_mmio::probe_order() {
         let slot = base + virtio_mmio::SLOT_SIZE * i as u64;
         let read = |off: u64| {
@@ -81,9 +66,6 @@ fn find_mmio() -> Option<(MmioTransport<'static>, Option<(u64, u32)>)> {
             read(virtio_mmio::reg::VERSION),
             read(virtio_mmio::reg::DEVICE_ID),
         );
-        if found != Slot::Absent {
-            slots = slots.max(i + 1);
-        }
         if let Slot::Device { device_id, version } = found {
             log::debug!(
                 "net: virtio-mmio slot {i} at {:#x}: device {device_id} (transport v{version})",
@@ -103,7 +85,7 @@ fn find_mmio() -> Option<(MmioTransport<'static>, Option<(u64, u32)>)> {
         // SAFETY: `slot` maps a whole virtio-mmio transport (registers and config space,
         // `SLOT_SIZE` bytes) for the kernel's lifetime, and no other driver uses this slot.
         match unsafe { MmioTransport::new(header, virtio_mmio::SLOT_SIZE as usize) } {
-            Ok(t) => return Some((t, virtio_mmio::microvm_irq(i, slots))),
+            Ok(t) => return Some(t),
             Err(e) => log::warn!("net: virtio-mmio slot {i}: {e:?}"),
         }
     }

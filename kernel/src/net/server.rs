@@ -214,7 +214,7 @@ impl<S: FunctionService> Server<S> {
     /// Moves bytes between the sockets and their connections, enforces the deadlines and
     /// refills the backlog; `now_ms` is the time, `heap_free` the free heap bytes. Visits the
     /// sets that are marked (those of connections whose invocation finished among them), and
-    /// every set each [`SWEEP_MS`]. Returns whether anything moved.
+    /// every set each [`SWEEP_MS`]. Returns whether anything moved or an invocation runs.
     pub fn service(
         &mut self,
         sockets: &mut Sockets,
@@ -304,13 +304,8 @@ impl<S: FunctionService> Server<S> {
             visits: self.counts.visits,
         };
         self.marked = marked;
-        busy
-    }
-
-    /// Whether an invocation a connection waits for runs (its end wakes the loop only where
-    /// the loop halts for interrupts).
-    pub fn invocations_running(&self) -> bool {
-        !self.running.is_empty()
+        // The network loop keeps polling (it does not halt) while invocations run.
+        busy || !self.running.is_empty()
     }
 
     /// Serves the socket `i` of set `set`: admits a new connection, moves its bytes, enforces

@@ -12,7 +12,6 @@ use fjord_kernel::steer::{SHARDS, Steer};
 use smoltcp::iface::SocketSet;
 use smoltcp::socket::Socket;
 use smoltcp::socket::tcp::State;
-use smoltcp::time::Instant;
 use smoltcp::wire::{IpAddress, IpEndpoint, Ipv4Address};
 
 /// Index of the listening sockets' set.
@@ -23,21 +22,6 @@ pub struct Sockets {
     sets: Vec<SocketSet<'static>>,
     transmit: Marks,
     serve: Marks,
-    /// Per set, when its sockets next need the stack without a frame or the server (a
-    /// retransmission, a delayed ACK, a keep-alive), as smoltcp said after its last transmit
-    /// pass; `None` when never.
-    due: Vec<Option<Instant>>,
-}
-
-/// Which unmarked sets a transmit pass takes too.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sweep {
-    /// None.
-    No,
-    /// Those whose timers are due.
-    Due,
-    /// Every set.
-    All,
 }
 
 /// Which sets are marked for one purpose: a flag per set, and the marked ones in a list, so a
@@ -60,11 +44,6 @@ impl Marks {
         if !core::mem::replace(&mut self.flags[i], true) {
             self.list.push(i);
         }
-    }
-
-    /// Whether a set is marked.
-    fn any(&self) -> bool {
-        self.list.iter().any(|&i| self.flags[i])
     }
 
     /// The marked sets (every set when `all`), their marks cleared, into `out`.
@@ -91,7 +70,6 @@ impl Sockets {
             sets: (0..=SHARDS).map(|_| SocketSet::new(Vec::new())).collect(),
             transmit: Marks::new(SHARDS + 1),
             serve: Marks::new(SHARDS + 1),
-            due: alloc::vec![None; SHARDS + 1],
         }
     }
 
@@ -139,27 +117,10 @@ impl Sockets {
         self.serve.mark(i);
     }
 
-    /// The sets marked for transmitting, with those `sweep` adds (due at `now`, or all), into
-    /// `out`; clears the marks. Sets marked meanwhile wait for the next call.
-    pub fn drain_transmit(&mut self, sweep: Sweep, now: Instant, out: &mut Vec<usize>) {
-        if sweep == Sweep::Due {
-            for (i, due) in self.due.iter().enumerate() {
-                if due.is_some_and(|t| t <= now) {
-                    self.transmit.mark(i);
-                }
-            }
-        }
-        self.transmit.drain(sweep == Sweep::All, out);
-    }
-
-    /// Whether a set is marked for the stack or the server (the next pass has work).
-    pub fn marked(&self) -> bool {
-        self.transmit.any() || self.serve.any()
-    }
-
-    /// Notes when set `i` next needs a transmit pass without a frame or the server.
-    pub fn set_due(&mut self, i: usize, at: Option<Instant>) {
-        self.due[i] = at;
+    /// The sets marked for transmitting (every set when `all`), into `out`; clears the marks.
+    /// Sets marked meanwhile wait for the next call.
+    pub fn drain_transmit(&mut self, all: bool, out: &mut Vec<usize>) {
+        self.transmit.drain(all, out);
     }
 
     /// The sets marked for the server (every set when `all`), into `out`; clears the marks.

@@ -2,9 +2,8 @@
 //!
 //! QEMU's microvm places its virtio-mmio transports at `0xfeb0_0000 + 512 * i` and attaches
 //! devices to the highest free slot first. A board with ACPI (QEMU 7.2's default) has a second
-//! I/O APIC and 24 transports, whose lines are that I/O APIC's inputs 0–23 (the first device
-//! lands at `0xfeb0_2e00`, input 23); without ACPI there are 8, on the first I/O APIC's inputs
-//! 5–12 ([`microvm_irq`]). With ACPI on (the default)
+//! I/O APIC and 24 slots, so the first device lands at `0xfeb0_2e00`; without ACPI there are 8
+//! and it lands at `0xfeb0_0e00`. With ACPI on (the default)
 //! the board describes them only in the DSDT, which Fjord does not parse (it would need an AML
 //! interpreter); with `acpi=off` QEMU appends `virtio_mmio.device=512@0x…:irq` to the command
 //! line instead. Probing works in both cases: every slot either holds a transport, whose first
@@ -75,45 +74,9 @@ pub fn probe_order() -> impl Iterator<Item = usize> {
     (0..SLOT_COUNT).rev()
 }
 
-/// Transports of a microvm board with one I/O APIC (`-M microvm,acpi=off`, or `ioapic2=off`).
-pub const ONE_IOAPIC_SLOTS: usize = 8;
-/// The first I/O APIC's address.
-pub const IOAPIC_BASE: u64 = 0xfec0_0000;
-/// The second I/O APIC's address (a microvm board with ACPI has it, and 24 transports).
-pub const SECOND_IOAPIC_BASE: u64 = 0xfec1_0000;
-/// Slot 0's input on the first I/O APIC when there is one (`VIRTIO_IRQ_BASE`).
-const FIRST_INPUT: u32 = 5;
-
-/// Where transport `slot`'s interrupt line goes (I/O APIC address, input), given whether the
-/// board has 24 transports (then a second I/O APIC takes all their lines, slot `i` on its
-/// input `i`) or 8 (slot `i` on the first I/O APIC's input 5 + `i`). `None` for a slot the
-/// board does not have.
-pub fn microvm_irq(slot: usize, slots: usize) -> Option<(u64, u32)> {
-    match slots {
-        SLOT_COUNT if slot < SLOT_COUNT => Some((SECOND_IOAPIC_BASE, slot as u32)),
-        ONE_IOAPIC_SLOTS if slot < ONE_IOAPIC_SLOTS => {
-            Some((IOAPIC_BASE, FIRST_INPUT + slot as u32))
-        }
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn interrupt_lines_follow_qemu_s_layouts() {
-        // One I/O APIC: GSIs 5..12.
-        assert_eq!(microvm_irq(0, 8), Some((IOAPIC_BASE, 5)));
-        assert_eq!(microvm_irq(7, 8), Some((IOAPIC_BASE, 12)));
-        assert_eq!(microvm_irq(8, 8), None);
-        // Two: GSIs 24..47, the second I/O APIC's inputs 0..23.
-        assert_eq!(microvm_irq(23, 24), Some((SECOND_IOAPIC_BASE, 23)));
-        assert_eq!(microvm_irq(0, 24), Some((SECOND_IOAPIC_BASE, 0)));
-        assert_eq!(microvm_irq(24, 24), None);
-        assert_eq!(microvm_irq(0, 12), None);
-    }
 
     #[test]
     fn addresses_match_qemu() {

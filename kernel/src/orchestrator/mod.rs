@@ -455,15 +455,6 @@ fn wake_orchestrator_of(group: Option<usize>) {
     }
 }
 
-/// Whether this CPU's last [`poll`] left nothing to dispatch and nothing was queued or freed
-/// since (a halt then waits for an executor's wake-up IPI).
-pub fn settled() -> bool {
-    let here = percpu::cpu_index();
-    IDLE_AT.get(here).is_some_and(|idle_at| {
-        idle_at.load(Ordering::Relaxed) == DISPATCH_EPOCH.load(Ordering::Acquire)
-    })
-}
-
 /// Pushes every request JBSQ allows to its executor, in the groups this CPU orchestrates.
 /// Returns how many were dispatched.
 ///

@@ -845,11 +845,6 @@ fn sleep(pid: Pid, ns: u64, ctx: &mut UserContext, info: JobInfo) -> Next {
 /// How many μprocesses sleep (so that looking for due sleepers costs one load when none do).
 static SLEEPING: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
 
-/// Whether a μprocess sleeps until a deadline ([`wake_sleepers`] must look again).
-pub fn has_sleepers() -> bool {
-    SLEEPING.load(core::sync::atomic::Ordering::Relaxed) != 0
-}
-
 /// Wakes the μprocesses whose sleep is over (called by the CPU that orchestrates, each time
 /// it looks for work).
 pub fn wake_sleepers() {

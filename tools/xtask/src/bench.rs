@@ -228,7 +228,7 @@ fn http_gateway(kernel: &std::path::Path, qemu: &std::path::Path) -> Result<Vec<
     };
     let net = tap.as_ref().map(crate::tap::Tap::net);
     let (mut run, addr) =
-        crate::e2e_http::boot_gateway_on(kernel, Some(qemu), Machine::Microvm, "net_irq=on", net)?;
+        crate::e2e_http::boot_gateway_on(kernel, Some(qemu), Machine::Microvm, "", net)?;
     println!("  http: {}", network_path(net, addr));
     let mut out = Vec::new();
     for &rate in HTTP_RATES {
@@ -312,15 +312,11 @@ fn http_connections(addr: std::net::SocketAddr, n: usize) -> Result<Vec<Measurem
     if let (Some(b), Some(a)) = (before, after) {
         let per = |i: usize| a[i].saturating_sub(b[i]) as f64 / (r.ok.max(1)) as f64;
         println!(
-            "  http guest work per request at {n} connections: {:.2} network-loop passes, {:.2} socket visits, {:.2} frames in, {:.2} out; network-loop ticks: stack {:.0}, serve {:.0}, dispatch {:.0}, wait {:.0}",
+            "  http guest work per request at {n} connections: {:.2} network-loop passes, {:.2} socket visits, {:.2} frames in, {:.2} out",
             per(0),
             per(1),
             per(2),
-            per(3),
-            per(4),
-            per(5),
-            per(6),
-            per(7)
+            per(3)
         );
     }
     let m = |metric: String, unit: &str, v: f64| Measurement {
@@ -341,24 +337,18 @@ fn http_connections(addr: std::net::SocketAddr, n: usize) -> Result<Vec<Measurem
     ])
 }
 
-/// The guest's network-loop passes, HTTP socket visits, frames received and sent, and the
-/// loop's ticks in its stack, serve, dispatch and wait phases so far (`/metrics`), if it
-/// answers.
-fn guest_work(addr: std::net::SocketAddr) -> Option<[u64; 8]> {
+/// The guest's network-loop passes, HTTP socket visits and frames received and sent so far
+/// (`/metrics`), if it answers.
+fn guest_work(addr: std::net::SocketAddr) -> Option<[u64; 4]> {
     let text = crate::http_client::one(addr, "GET", "/metrics", b"")
         .ok()?
         .text();
     let v = |series: &str| crate::e2e_conns::series_value(&text, series);
-    let ticks = |phase: &str| v(&format!("fjord_net_loop_ticks_total{{phase=\"{phase}\"}}"));
     Some([
         v("fjord_net_loop_passes_total")?,
         v("fjord_http_socket_visits_total")?,
         v("fjord_net_received_packets_total")?,
         v("fjord_net_sent_packets_total")?,
-        ticks("stack")?,
-        ticks("serve")?,
-        ticks("dispatch")?,
-        ticks("wait")?,
     ])
 }
 

@@ -122,39 +122,7 @@ pub fn run(kernel: &std::path::Path, hello: &[u8]) -> Result<Vec<Outcome>> {
         ),
     );
     vm.kill();
-
-    // The network loop woken by the card's interrupt.
-    let (mut vm, addr) = boot_gateway_with(kernel, None, Machine::Microvm, "net_irq=on")?;
-    deploy_hello(addr, hello)?;
-    let mut check = |label: &str, result: Result<(), String>| {
-        out.push((format!("http-conns/{label}"), result));
-    };
-    check(
-        "net_irq=on: between requests the network loop halts and the card's interrupt wakes it",
-        woken_by_interrupts(addr),
-    );
-    check(
-        "net_irq=on: 64 concurrent keep-alive connections are all answered",
-        concurrent_hellos(addr, 64),
-    );
-    vm.kill();
     Ok(out)
-}
-
-/// `n` connections each send `hello` at once; every one is answered 200.
-fn concurrent_hellos(addr: SocketAddr, n: usize) -> Result<(), String> {
-    let clients: Vec<_> = (0..n)
-        .map(|_| thread::spawn(move || established(addr, HELLO).map(|(_, status)| status)))
-        .collect();
-    for c in clients {
-        match c.join() {
-            Ok(Ok(200)) => {}
-            Ok(Ok(other)) => return Err(format!("a client got {other}")),
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err("a client thread panicked".into()),
-        }
-    }
-    Ok(())
 }
 
 fn deploy_hello(addr: SocketAddr, hello: &[u8]) -> Result<()> {
@@ -577,27 +545,6 @@ fn never_reads(addr: SocketAddr) -> Result<(), String> {
     let _ = sender.join();
     // What it never read is still in the host's buffers; past it, the connection is closed.
     closes(&mut s)
-}
-
-/// Requests after quiet spells are answered, each after the card's interrupt ended the
-/// network loop's halt (microvm routes the card's line through the I/O APIC).
-fn woken_by_interrupts(addr: SocketAddr) -> Result<(), String> {
-    const SPELLS: u64 = 5;
-    let before = metric(addr, "fjord_net_interrupts_total")?;
-    for _ in 0..SPELLS {
-        std::thread::sleep(Duration::from_millis(100));
-        let r = one(addr, "POST", "/invoke/hello", b"world")?;
-        if r.status != 200 {
-            return Err(format!("hello answered {}", r.status));
-        }
-    }
-    let taken = metric(addr, "fjord_net_interrupts_total")? - before;
-    if taken < SPELLS {
-        return Err(format!(
-            "{taken} interrupts for {SPELLS} requests after quiet spells"
-        ));
-    }
-    Ok(())
 }
 
 /// `GET /metrics` passes the gateway's exposition checker and each `(series, at_least)` holds.

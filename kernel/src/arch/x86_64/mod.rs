@@ -8,7 +8,6 @@ pub mod boot;
 pub mod cpu;
 pub mod exit;
 pub mod gdt;
-pub mod ioapic;
 pub mod percpu;
 pub mod pit;
 pub mod serial;

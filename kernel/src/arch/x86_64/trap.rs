@@ -80,8 +80,6 @@ pub const SYSCALL_VECTOR: u64 = 0x100;
 pub const TIMER_VECTOR: u8 = 0x20;
 /// Vector of the "run queued work" IPI.
 pub const WORK_IPI_VECTOR: u8 = 0xf0;
-/// The network card's interrupt (routed through the I/O APIC): it only ends a halt.
-pub const NET_VECTOR: u8 = 0x30;
 /// Vector of the TLB-shootdown IPI.
 pub const TLB_IPI_VECTOR: u8 = 0xf1;
 /// Vector of the APIC error interrupt.
@@ -315,8 +313,6 @@ pub fn init_cpu() {
 
 /// Counts of interrupts by kind, for tests and metrics.
 pub static SPURIOUS_COUNT: AtomicU64 = AtomicU64::new(0);
-/// Network card interrupts taken.
-pub static NET_INTERRUPTS: AtomicU64 = AtomicU64::new(0);
 
 /// The Rust side of every trap.
 extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
@@ -333,10 +329,6 @@ extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
         _ if v == u64::from(TLB_IPI_VECTOR) => {
             percpu::current().ipis.fetch_add(1, Ordering::Relaxed);
             super::smp::on_tlb_ipi();
-            apic::eoi();
-        }
-        _ if v == u64::from(NET_VECTOR) => {
-            NET_INTERRUPTS.fetch_add(1, Ordering::Relaxed);
             apic::eoi();
         }
         _ if v == u64::from(SPURIOUS_VECTOR) => {

@@ -91,6 +91,7 @@ pub enum Reinstated {
 /// sub-array slot), the target's current and new permissions.
 struct Transfer {
     id: VmaId,
+    owner: PdId,
     len: u64,
     mine: Perm,
     mine_slot: Option<usize>,
@@ -206,12 +207,13 @@ impl PrivLib {
         }
     }
 
-    /// `from`'s right on a VMA became `to`'s (a slot of its VTE overwritten by `pmove`).
+    /// `from`'s right on the VMA `id`, owned by `owner`, became `to`'s (a slot of its VTE
+    /// overwritten by `pmove`).
     #[inline(always)]
-    fn note_right_moved(&mut self, id: VmaId, from: PdId, to: PdId) {
+    fn note_right_moved(&mut self, owner: PdId, id: VmaId, from: PdId, to: PdId) {
         self.pds.note_held(from, false);
         self.pds.note_held(to, true);
-        self.touch_owner(id);
+        self.pds.touch_vma(owner, id);
     }
 
     /// `mmap(addr, len, prot, flags, fd, off)`: allocates a new VMA of `len` bytes in the
@@ -352,6 +354,7 @@ impl PrivLib {
         }
         Ok(Some(Transfer {
             id,
+            owner: vte.owner(),
             len: vte.len(),
             mine,
             mine_slot: found.a_slot,
@@ -408,7 +411,7 @@ impl PrivLib {
                     perm: t.new,
                 },
             );
-            self.note_right_moved(t.id, caller, cid);
+            self.note_right_moved(t.owner, t.id, caller, cid);
             self.note_moved(cid, t.id);
             return Ok(Some(leaf));
         }
@@ -457,9 +460,7 @@ impl PrivLib {
         );
         let len = page_round_up(vte.len());
         let owner = vte.owner();
-        self.pds.note_held(caller, false);
-        self.pds.note_held(cid, true);
-        self.pds.touch_vma(owner, d.vma);
+        self.note_right_moved(owner, d.vma, caller, cid);
         self.note_moved(cid, d.vma);
         Some(Revoked {
             leaf: Leaf {

@@ -448,15 +448,27 @@ fn moved_argbufs_stay_listed_until_compaction_and_cput_skips_them() {
     l.check_consistency().unwrap();
 }
 
-#[test]
-fn scrub_keeps_the_instance_and_drops_everything_else() {
-    // A function instance reused for the next request: its stack and heap stay, every other
-    // VMA it made goes, and every right it was given is dropped.
+/// A function instance `f` with a stack and a heap (its layout `keep`, as `scrub_with` takes
+/// it) and another PD.
+fn instance() -> (PrivLib, PdId, PdId, [(u64, u64, Perm); 2]) {
     let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, Isolation::Full).unwrap();
     let (f, other) = (l.cget(K).unwrap(), l.cget(K).unwrap());
     let stack = l.mmap(f, 16384, Perm::RW, anon()).unwrap();
     let heap = l.mmap(f, 8192, Perm::RW, anon()).unwrap();
-    let keep = [(stack, 16384, Perm::RW), (heap, 8192, Perm::RW)];
+    (
+        l,
+        f,
+        other,
+        [(stack, 16384, Perm::RW), (heap, 8192, Perm::RW)],
+    )
+}
+
+#[test]
+fn scrub_keeps_the_instance_and_drops_everything_else() {
+    // A function instance reused for the next request: its stack and heap stay, every other
+    // VMA it made goes, and every right it was given is dropped.
+    let (mut l, f, other, keep) = instance();
+    let [(stack, ..), (heap, ..)] = keep;
     // During the request: a buffer of its own, a buffer lent by another PD, an ArgBuf that
     // came and went, and a right it still holds on the kernel's buffer.
     let own = l.mmap(f, 4096, Perm::RW, anon()).unwrap();
@@ -615,11 +627,8 @@ fn reinstate_undoes_what_an_owner_did_to_a_kept_vma() {
 
 #[test]
 fn scrubbed_since_follows_every_change_to_what_an_instance_owns_or_holds() {
-    let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, Isolation::Full).unwrap();
-    let (f, other) = (l.cget(K).unwrap(), l.cget(K).unwrap());
-    let stack = l.mmap(f, 16384, Perm::RW, anon()).unwrap();
-    let heap = l.mmap(f, 8192, Perm::RW, anon()).unwrap();
-    let keep = [(stack, 16384, Perm::RW), (heap, 8192, Perm::RW)];
+    let (mut l, f, other, keep) = instance();
+    let [(stack, ..), (heap, ..)] = keep;
     l.scrub_with(K, f, &keep, |_, _, _| {}).unwrap();
     let at = l.changes(f).unwrap();
     let clean = |l: &PrivLib| l.scrubbed_since(K, f, at, keep.len());

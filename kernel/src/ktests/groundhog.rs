@@ -6,9 +6,12 @@
 use crate::arch::user::Access;
 use crate::jord;
 use crate::ktest;
-use crate::runtime::{self, InvokeFailure, invoke};
+use crate::orchestrator::{self, Ticket};
+use crate::runtime::{self, InvokeFailure, LoadedFunction, invoke};
 use alloc::format;
 use alloc::string::String;
+use alloc::sync::Arc;
+use fjord_faas::jbsq::RequestClass;
 use fjord_groundhog::IsolationMode;
 use fjord_kernel::{kassert, kassert_eq};
 
@@ -20,8 +23,19 @@ const SECRET: u64 = 0x5ec2_e75e_c2e7_5ec2;
 const MAPPED: u64 = 0x1717_1717_1717_1717;
 
 fn text(name: &str, req: &str) -> R<String> {
-    let out = invoke(name, req.as_bytes()).map_err(|e| format!("{name} {req}: {e}"))?;
-    String::from_utf8(out).map_err(|_| format!("{name} {req}: not UTF-8"))
+    as_text(name, req, invoke(name, req.as_bytes()))
+}
+
+/// `name`'s response `out` to `req` as text.
+fn as_text(name: &str, req: &str, out: Result<alloc::vec::Vec<u8>, InvokeFailure>) -> R<String> {
+    let bytes = out.map_err(|e| format!("{name} {req}: {e}"))?;
+    String::from_utf8(bytes).map_err(|_| format!("{name} {req}: not UTF-8"))
+}
+
+/// Submits `req` to `f` as an external request, without waiting for it.
+fn submit(f: &Arc<LoadedFunction>, req: &str) -> R<Ticket> {
+    let work = runtime::task::root_work(f.clone(), req.as_bytes().to_vec());
+    orchestrator::submit_task(RequestClass::External, work).map_err(|e| format!("{e:?}"))
 }
 
 /// The value of `key=<hex>` in a function's report.
@@ -236,22 +250,12 @@ fn queued_pair(name: &str, req: &str) -> R<[String; 2]> {
 /// Submits both requests to `name` before waiting for either, so the second waits behind the
 /// first for the executor; returns both responses once both instances are back.
 fn queued(name: &str, reqs: [&str; 2]) -> R<[String; 2]> {
-    use crate::orchestrator;
-    use fjord_faas::jbsq::RequestClass;
     let f = runtime::lookup(name).ok_or("not deployed")?;
-    let submit = |req: &str| {
-        let work = runtime::task::root_work(f.clone(), req.as_bytes().to_vec());
-        orchestrator::submit_task(RequestClass::External, work).map_err(|e| format!("{e:?}"))
-    };
-    let tickets = [submit(reqs[0])?, submit(reqs[1])?];
+    let tickets = [submit(&f, reqs[0])?, submit(&f, reqs[1])?];
     let out = tickets.map(|t| orchestrator::wait(t).result);
     runtime::warm::settle();
     let [a, b] = out;
-    let text = |r: Result<alloc::vec::Vec<u8>, InvokeFailure>, req: &str| -> R<String> {
-        let bytes = r.map_err(|e| format!("{name} {req}: {e}"))?;
-        String::from_utf8(bytes).map_err(|_| format!("{name} {req}: not UTF-8"))
-    };
-    Ok([text(a, reqs[0])?, text(b, reqs[1])?])
+    Ok([as_text(name, reqs[0], a)?, as_text(name, reqs[1], b)?])
 }
 
 ktest! {
@@ -287,20 +291,10 @@ ktest! {
 
 ktest! {
     fn a_restore_stopped_for_a_waiting_request_is_finished_before_its_instance_serves_again() {
-        use crate::orchestrator;
-        use fjord_faas::jbsq::RequestClass;
         needs(&["dirty"])?;
         warm(|| {
             let f = runtime::lookup("dirty").ok_or("dirty")?;
-            let submit = |req: String| {
-                let work = runtime::task::root_work(f.clone(), req.into_bytes());
-                orchestrator::submit_task(RequestClass::External, work)
-                    .map_err(|e| format!("{e:?}"))
-            };
-            let response = |t| -> R<String> {
-                let out = orchestrator::wait(t).result.map_err(|e| format!("{e}"))?;
-                String::from_utf8(out).map_err(|_| String::from("not UTF-8"))
-            };
+            let response = |req: &str| as_text("dirty", req, orchestrator::wait(submit(&f, req)?).result);
             text("dirty", "0")?;
             kassert_eq!(f.warm.idle(), 1);
             let one = orchestrator::executors() == 1;
@@ -314,8 +308,8 @@ ktest! {
             let mut stopped = 0;
             for _ in 0..3 {
                 let before = f.restore_stats();
-                kassert_eq!(response(submit(format!("{n}"))?)?, format!("{n}"));
-                kassert_eq!(response(submit(format!("check {low}"))?)?, "0");
+                kassert_eq!(response(&format!("{n}"))?, format!("{n}"));
+                kassert_eq!(response(&format!("check {low}"))?, "0");
                 runtime::warm::settle();
                 let after = f.restore_stats();
                 kassert_eq!(after.replaced, before.replaced);

@@ -532,8 +532,12 @@ fn poll_stack(
         let Some(frame) = dev.stage() else {
             break;
         };
-        let set = sockets.route(steer(frame));
-        sockets.mark(set);
+        let (set, peer) = sockets.route(steer(frame));
+        sockets.mark_transmit(set);
+        match peer {
+            Some(peer) => sockets.mark_peer(set, peer),
+            None => sockets.mark_serve(set),
+        }
         match iface.poll_ingress_single(t, dev, sockets.set(set)) {
             PollIngressSingleResult::None => break,
             PollIngressSingleResult::PacketProcessed => {}
@@ -545,9 +549,10 @@ fn poll_stack(
         *next_sweep = t + smoltcp::time::Duration::from_millis(TRANSMIT_SWEEP_MS);
     }
     sockets.drain_transmit(sweep, marked);
+    // What a socket sends changes nothing the server waits for (the peer's answer to it
+    // arrives as a frame), so sending marks no socket for a visit.
     for &set in marked.iter() {
         while iface.poll_egress(t, dev, sockets.set(set)) == PollResult::SocketStateChanged {
-            sockets.mark_serve(set);
             changed = true;
         }
     }

@@ -22,7 +22,7 @@ use fjord_kernel::steer::shard_of;
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::AnySocket;
 use smoltcp::socket::tcp::{self, State};
-use smoltcp::wire::IpAddress;
+use smoltcp::wire::{IpAddress, IpEndpoint};
 
 /// Bytes of receive buffer per socket (the most a client may have in flight).
 pub const RX_BUFFER: usize = 8 * 1024;
@@ -96,6 +96,14 @@ enum Visit {
     Closed,
 }
 
+/// What became of a visited socket.
+enum Settled {
+    /// Still in its set; whether it left work.
+    Kept(bool),
+    /// Closed, taken out of its set and put with [`Server::closed`].
+    Closed,
+}
+
 /// The server's sockets and the gateway they feed.
 pub struct Server<S> {
     /// Per socket set (indexed as in [`Sockets`]), its sockets.
@@ -105,10 +113,14 @@ pub struct Server<S> {
     next_sweep_ms: u64,
     /// Sockets in `slots`, all sets together.
     held: usize,
-    /// Scratch list of the sets a pass visits.
+    /// Scratch list of the sets a pass visits whole.
     marked: Vec<usize>,
-    /// The set of each connection whose invocation runs, by invocation.
-    running: FnvHashMap<InvocationId, usize>,
+    /// Scratch list of the sockets (set, peer) a pass visits.
+    marked_peers: Vec<(usize, IpEndpoint)>,
+    /// The set and peer of each connection whose invocation runs, by invocation.
+    running: FnvHashMap<InvocationId, (usize, IpEndpoint)>,
+    /// Sockets of connections that ended this pass, to listen again or be freed.
+    closed: Vec<smoltcp::socket::Socket<'static>>,
     /// Scratch list of finished invocations.
     finished: Vec<InvocationId>,
     /// Whether the runtime lists finished invocations ([`Gateway::finished`]): then a
@@ -136,8 +148,10 @@ impl<S: FunctionService> Server<S> {
             counts: SocketCounts::default(),
             held: 0,
             marked: Vec::new(),
+            marked_peers: Vec::new(),
             running: FnvHashMap::default(),
             finished: Vec::new(),
+            closed: Vec::new(),
             notified: false,
             next_sweep_ms: 0,
             gateway,
@@ -213,8 +227,8 @@ impl<S: FunctionService> Server<S> {
 
     /// Moves bytes between the sockets and their connections, enforces the deadlines and
     /// refills the backlog; `now_ms` is the time, `heap_free` the free heap bytes. Visits the
-    /// sets that are marked (those of connections whose invocation finished among them), and
-    /// every set each [`SWEEP_MS`]. Returns whether anything moved or an invocation runs.
+    /// sockets that are marked (those of connections whose invocation finished among them), the
+    /// sets marked whole, and every socket each [`SWEEP_MS`]. Returns whether anything moved or an invocation runs.
     pub fn service(
         &mut self,
         sockets: &mut Sockets,
@@ -232,8 +246,8 @@ impl<S: FunctionService> Server<S> {
         // The sets of connections whose invocation finished.
         self.notified = self.gateway.finished(&mut self.finished);
         for id in self.finished.drain(..) {
-            if let Some(set) = self.running.remove(&id) {
-                sockets.mark_serve(set);
+            if let Some((set, peer)) = self.running.remove(&id) {
+                sockets.mark_peer(set, peer);
             }
         }
         if sweep {
@@ -242,36 +256,34 @@ impl<S: FunctionService> Server<S> {
             self.running.clear();
         }
         let mut marked = core::mem::take(&mut self.marked);
-        sockets.drain_serve(sweep, &mut marked);
+        let mut marked_peers = core::mem::take(&mut self.marked_peers);
+        sockets.drain_serve(sweep, &mut marked, &mut marked_peers);
         let mut busy = marked.contains(&LISTEN) && self.settle_listeners(sockets);
         let mut open = self.counts.open;
-        let mut closed = Vec::new();
         for &set in marked.iter().filter(|&&set| set != LISTEN) {
-            let mut again = false;
             let mut i = 0;
             while i < self.slots[set].len() {
-                self.counts.visits += 1;
-                match self.visit(sockets, set, i, now_ms, &mut open, kernel) {
-                    Visit::Quiet => {}
-                    Visit::Busy => again = true,
-                    Visit::Closed => {
-                        let slot = self.slots[set].swap_remove(i);
-                        closed.push(sockets.set(set).remove(slot.handle));
-                        self.held -= 1;
-                        busy = true;
-                        continue;
+                match self.visit_and_settle(sockets, set, i, now_ms, &mut open, kernel) {
+                    Settled::Kept(work) => {
+                        busy |= work;
+                        i += 1;
                     }
+                    Settled::Closed => busy = true,
                 }
-                i += 1;
             }
-            if again {
-                sockets.mark(set);
-                busy = true;
+        }
+        for &(set, peer) in &marked_peers {
+            let Some(i) = self.slot_of(sockets, set, peer) else {
+                continue; // Gone since it was marked.
+            };
+            match self.visit_and_settle(sockets, set, i, now_ms, &mut open, kernel) {
+                Settled::Kept(work) => busy |= work,
+                Settled::Closed => busy = true,
             }
         }
         // Sockets whose connection ended listen again while the backlog is short; the others
         // are freed.
-        for socket in closed {
+        for socket in core::mem::take(&mut self.closed) {
             if !self
                 .config
                 .admission
@@ -304,8 +316,55 @@ impl<S: FunctionService> Server<S> {
             visits: self.counts.visits,
         };
         self.marked = marked;
+        self.marked_peers = marked_peers;
         // The network loop keeps polling (it does not halt) while invocations run.
         busy || !self.running.is_empty()
+    }
+
+    /// The index in set `set` of the socket connected to `peer`.
+    fn slot_of(&self, sockets: &mut Sockets, set: usize, peer: IpEndpoint) -> Option<usize> {
+        let sockets = sockets.set(set);
+        self.slots[set].iter().position(|slot| {
+            sockets.get::<tcp::Socket>(slot.handle).remote_endpoint() == Some(peer)
+        })
+    }
+
+    /// Visits socket `i` of set `set` ([`Server::visit`]) and marks it for the next pass if it
+    /// left work, or moves it from the set to [`Server::closed`] if it closed (then socket `i`
+    /// is another one).
+    fn visit_and_settle(
+        &mut self,
+        sockets: &mut Sockets,
+        set: usize,
+        i: usize,
+        now_ms: u64,
+        open: &mut usize,
+        kernel: &impl Fn() -> Vec<Sample>,
+    ) -> Settled {
+        self.counts.visits += 1;
+        match self.visit(sockets, set, i, now_ms, open, kernel) {
+            Visit::Quiet => Settled::Kept(false),
+            Visit::Busy => {
+                let handle = self.slots[set][i].handle;
+                sockets.mark_transmit(set);
+                match sockets
+                    .set(set)
+                    .get::<tcp::Socket>(handle)
+                    .remote_endpoint()
+                {
+                    Some(peer) => sockets.mark_peer(set, peer),
+                    None => sockets.mark_serve(set),
+                }
+                Settled::Kept(true)
+            }
+            Visit::Closed => {
+                let slot = self.slots[set].swap_remove(i);
+                self.held -= 1;
+                let socket = sockets.set(set).remove(slot.handle);
+                self.closed.push(socket);
+                Settled::Closed
+            }
+        }
     }
 
     /// Serves the socket `i` of set `set`: admits a new connection, moves its bytes, enforces
@@ -373,8 +432,8 @@ impl<S: FunctionService> Server<S> {
             return Visit::Quiet;
         };
         busy |= serve(sock, s, &mut self.gateway, kernel, self.notified);
-        if let Some(id) = s.conn.waiting_for() {
-            self.running.insert(id, set);
+        if let (Some(id), Some(peer)) = (s.conn.waiting_for(), sock.remote_endpoint()) {
+            self.running.insert(id, (set, peer));
         }
         // The deadlines: a client that takes too long in its phase is answered 408 (or,
         // idle, just closed); one that stopped reading (even a refused or timed-out one that

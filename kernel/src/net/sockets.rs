@@ -1,11 +1,13 @@
 //! The HTTP server's socket sets: the listening sockets in one, connections spread over
 //! [`SHARDS`] more by peer (see `fjord_kernel::steer`), each with flags saying whether the
-//! stack should transmit from it and the server visit it on the next pass.
+//! stack should transmit from it and which of its sockets the server should visit next pass.
 //!
-//! A set is marked when a frame is steered to it, when its sockets sent something, and when the
-//! server left work in it (bytes to send, an invocation running); other sets are visited only
-//! by the periodic sweeps that run the timers and deadlines, so idle connections cost nothing
-//! per pass.
+//! A set is marked for transmitting when a frame is steered to it and when the server left
+//! bytes in it. The server visits a socket when a segment from its peer arrived, when its
+//! invocation finished and when it left work there (bytes to send, a state change); a whole set
+//! when a socket joined it or its peer is unknown. Other sockets are visited only by the periodic
+//! sweeps that run the deadlines, so idle connections cost nothing per pass, and a busy one
+//! costs no visits of the others in its set.
 
 use alloc::vec::Vec;
 use fjord_kernel::steer::{SHARDS, Steer};
@@ -21,7 +23,11 @@ pub const LISTEN: usize = 0;
 pub struct Sockets {
     sets: Vec<SocketSet<'static>>,
     transmit: Marks,
+    /// Sets whose every socket the server visits next pass.
     serve: Marks,
+    /// Sockets, by set and peer, the server visits next pass (perhaps twice, perhaps in a set
+    /// also marked whole).
+    serve_peers: Vec<(usize, IpEndpoint)>,
 }
 
 /// Which sets are marked for one purpose: a flag per set, and the marked ones in a list, so a
@@ -70,6 +76,7 @@ impl Sockets {
             sets: (0..=SHARDS).map(|_| SocketSet::new(Vec::new())).collect(),
             transmit: Marks::new(SHARDS + 1),
             serve: Marks::new(SHARDS + 1),
+            serve_peers: Vec::new(),
         }
     }
 
@@ -83,11 +90,18 @@ impl Sockets {
         shard + 1
     }
 
-    /// The set a steered frame goes to.
-    pub fn route(&self, steer: Steer) -> usize {
+    /// The set a steered frame goes to, and the peer of the connection it is for if it is a
+    /// segment of one.
+    pub fn route(&self, steer: Steer) -> (usize, Option<IpEndpoint>) {
         match steer {
-            Steer::Listen => LISTEN,
-            Steer::Shard(s) => Self::shard(s),
+            Steer::Listen => (LISTEN, None),
+            Steer::Segment { shard, ip, port } => (
+                Self::shard(shard),
+                Some(IpEndpoint::new(
+                    IpAddress::Ipv4(Ipv4Address::from(ip)),
+                    port,
+                )),
+            ),
             Steer::Connect { shard, ip, port } => {
                 let set = Self::shard(shard);
                 let peer = IpEndpoint::new(IpAddress::Ipv4(Ipv4Address::from(ip)), port);
@@ -96,7 +110,7 @@ impl Sockets {
                         t.state() == State::SynReceived && t.remote_endpoint() == Some(peer)
                     }
                 });
-                if known { set } else { LISTEN }
+                (if known { set } else { LISTEN }, None)
             }
         }
     }
@@ -112,9 +126,19 @@ impl Sockets {
         self.serve.mark(i);
     }
 
-    /// Marks set `i` for the server's next visit.
+    /// Marks set `i` for the stack's next transmit pass.
+    pub fn mark_transmit(&mut self, i: usize) {
+        self.transmit.mark(i);
+    }
+
+    /// Marks every socket of set `i` for the server's next visit.
     pub fn mark_serve(&mut self, i: usize) {
         self.serve.mark(i);
+    }
+
+    /// Marks the socket of set `i` connected to `peer` for the server's next visit.
+    pub fn mark_peer(&mut self, i: usize, peer: IpEndpoint) {
+        self.serve_peers.push((i, peer));
     }
 
     /// The sets marked for transmitting (every set when `all`), into `out`; clears the marks.
@@ -123,9 +147,26 @@ impl Sockets {
         self.transmit.drain(all, out);
     }
 
-    /// The sets marked for the server (every set when `all`), into `out`; clears the marks.
-    /// Sets marked meanwhile wait for the next call.
-    pub fn drain_serve(&mut self, all: bool, out: &mut Vec<usize>) {
-        self.serve.drain(all, out);
+    /// The sets marked whole for the server (every set when `all`) into `sets`, and the
+    /// sockets marked by peer, sorted without repeats and without those of sets in `sets`, into
+    /// `peers`; clears the marks. Marks made meanwhile wait for the next call.
+    pub fn drain_serve(
+        &mut self,
+        all: bool,
+        sets: &mut Vec<usize>,
+        peers: &mut Vec<(usize, IpEndpoint)>,
+    ) {
+        self.serve.drain(all, sets);
+        peers.clear();
+        if all {
+            self.serve_peers.clear();
+            return;
+        }
+        core::mem::swap(peers, &mut self.serve_peers);
+        peers.sort_unstable();
+        peers.dedup();
+        if !sets.is_empty() {
+            peers.retain(|(set, _)| !sets.contains(set));
+        }
     }
 }

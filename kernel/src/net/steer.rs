@@ -28,8 +28,16 @@ pub enum Steer {
         /// The peer's port.
         port: u16,
     },
-    /// The connections' set with this index (below [`SHARDS`]).
-    Shard(usize),
+    /// Any other segment from `ip`:`port`: the connections' set `shard` (below [`SHARDS`]),
+    /// and within it the socket connected to that peer.
+    Segment {
+        /// The set holding the connection.
+        shard: usize,
+        /// The peer's address.
+        ip: [u8; 4],
+        /// The peer's port.
+        port: u16,
+    },
 }
 
 /// The connections' set that holds the connection with the peer `ip`:`port`.
@@ -81,7 +89,11 @@ pub fn steer(frame: &[u8]) -> Steer {
             port,
         };
     }
-    Steer::Shard(shard)
+    Steer::Segment {
+        shard,
+        ip: src,
+        port,
+    }
 }
 
 #[cfg(test)]
@@ -117,9 +129,13 @@ mod tests {
     }
 
     #[test]
-    fn segments_of_a_connection_go_to_its_shard() {
+    fn segments_of_a_connection_go_to_its_shard_and_name_the_peer() {
         let src = [10, 0, 2, 2];
-        let want = Steer::Shard(shard_of(src, 40_000));
+        let want = Steer::Segment {
+            shard: shard_of(src, 40_000),
+            ip: src,
+            port: 40_000,
+        };
         for flags in [
             TCP_ACK,
             TCP_SYN | TCP_ACK,
@@ -140,7 +156,14 @@ mod tests {
         let mut f = tcp_frame([10, 0, 2, 2], 40_001, TCP_ACK);
         f[14] = 0x46;
         f.splice(34..34, [1, 1, 1, 1]);
-        assert_eq!(steer(&f), Steer::Shard(shard_of([10, 0, 2, 2], 40_001)));
+        assert_eq!(
+            steer(&f),
+            Steer::Segment {
+                shard: shard_of([10, 0, 2, 2], 40_001),
+                ip: [10, 0, 2, 2],
+                port: 40_001
+            }
+        );
     }
 
     #[test]
@@ -183,7 +206,9 @@ mod tests {
                     // Keep the Ethernet type and IP version half the time, so the TCP path runs.
                     *b = if x % 2 == 0 { *b } else { x as u8 };
                 }
-                if let Steer::Shard(s) | Steer::Connect { shard: s, .. } = steer(&f[..len]) {
+                if let Steer::Segment { shard: s, .. } | Steer::Connect { shard: s, .. } =
+                    steer(&f[..len])
+                {
                     assert!(s < SHARDS);
                 }
             }

@@ -508,13 +508,15 @@ fn kv_samples() -> Vec<Sample> {
 /// so a burst of SYNs finds listening sockets (smoltcp resets a SYN that none takes).
 const INGRESS_BATCH: usize = DEFAULT_BACKLOG / 2;
 
-/// How often the stack transmits from every socket set, marked or not (retransmissions and
-/// other timers).
-const TRANSMIT_SWEEP_MS: u64 = 10;
+/// How often the stack transmits from every socket set, marked or not: for its timers, whose
+/// shortest is the retransmission timeout of at least 1 s (smoltcp's minimum). Whatever the
+/// server or a received frame leaves to send goes out on the same pass.
+const TRANSMIT_SWEEP_MS: u64 = 100;
 
 /// One pass of the TCP/IP stack: at most [`INGRESS_BATCH`] received frames, each to the socket
 /// set [`steer`](fjord_kernel::steer::steer) picks, then what the marked sets (every set each
-/// [`TRANSMIT_SWEEP_MS`]) have to send; returns whether any socket may have changed. `marked`
+/// [`TRANSMIT_SWEEP_MS`], and after a frame that is not TCP, such as an ARP reply that may
+/// let any set send what waited for the neighbour) have to send; returns whether any socket may have changed. `marked`
 /// is scratch space.
 fn poll_stack(
     iface: &mut Interface,
@@ -528,11 +530,14 @@ fn poll_stack(
     let t = now();
     iface.poll_maintenance(t);
     let mut changed = false;
+    let mut neighbours = false;
     for _ in 0..INGRESS_BATCH {
         let Some(frame) = dev.stage() else {
             break;
         };
-        let (set, peer) = sockets.route(steer(frame));
+        let steered = steer(frame);
+        neighbours |= steered == fjord_kernel::steer::Steer::Listen;
+        let (set, peer) = sockets.route(steered);
         sockets.mark_transmit(set);
         match peer {
             Some(peer) => sockets.mark_peer(set, peer),
@@ -544,7 +549,7 @@ fn poll_stack(
             PollIngressSingleResult::SocketStateChanged => changed = true,
         }
     }
-    let sweep = t >= *next_sweep;
+    let sweep = t >= *next_sweep || neighbours;
     if sweep {
         *next_sweep = t + smoltcp::time::Duration::from_millis(TRANSMIT_SWEEP_MS);
     }

@@ -661,9 +661,9 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
             &mut marked,
         );
         let counters = NetCounters {
-            rx: dev.rx_packets,
-            tx: dev.tx_packets,
-            errors: dev.errors,
+            rx: dev.rx_packets(),
+            tx: dev.tx_packets(),
+            errors: dev.errors(),
             sockets: server.counts(),
             max_conns: admission.max_open,
             passes,
@@ -677,8 +677,8 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
         crate::ufork::wake_sleepers();
         let dispatched = crate::orchestrator::poll() > 0;
         let t = cpu::rdtsc();
-        let arrived = dev.rx_packets != last_rx;
-        last_rx = dev.rx_packets;
+        let arrived = dev.rx_packets() != last_rx;
+        last_rx = dev.rx_packets();
         if served || dispatched || arrived || changed {
             last_busy = t;
         } else if t.wrapping_sub(last_busy) > idle_ticks {

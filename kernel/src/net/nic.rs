@@ -10,20 +10,21 @@ use super::hal::FjordHal;
 use crate::mm::kernel_tables;
 use core::ptr::NonNull;
 use fjord_kernel::virtio_mmio::{self, Slot};
-use virtio_drivers::device::net::VirtIONet;
+use virtio_drivers::device::net::VirtIONetRaw;
 use virtio_drivers::transport::mmio::{MmioTransport, VirtIOHeader};
 use virtio_drivers::transport::pci::PciTransport;
 use virtio_drivers::transport::pci::bus::{Command, ConfigurationAccess, DeviceFunction, PciRoot};
 use virtio_drivers::transport::{DeviceType, SomeTransport};
 use x86_64::instructions::port::Port;
 
-/// Descriptors per virtqueue (and receive buffers posted).
-pub const QUEUE_SIZE: usize = 64;
-/// Bytes per receive buffer: an Ethernet frame plus the virtio-net header.
-pub const RX_BUFFER_LEN: usize = 2048;
+/// Descriptors per virtqueue: receive buffers posted, and frames in flight to the card (QEMU's
+/// virtio-net queues hold 256).
+pub const QUEUE_SIZE: usize = 256;
+/// Bytes per receive or transmit buffer: an Ethernet frame plus the virtio-net header.
+pub const BUFFER_LEN: usize = 2048;
 
-/// The network card.
-pub type Nic = VirtIONet<FjordHal, SomeTransport<'static>, QUEUE_SIZE>;
+/// The network card (its buffers are [`super::phy::NetDevice`]'s).
+pub type Nic = VirtIONetRaw<FjordHal, SomeTransport<'static>, QUEUE_SIZE>;
 
 /// Finds and initialises the first virtio-net card; `None` (after logging why) if there is none.
 pub fn find() -> Option<(Nic, &'static str)> {
@@ -35,7 +36,7 @@ pub fn find() -> Option<(Nic, &'static str)> {
         SomeTransport::Mmio(_) => "virtio-mmio",
         _ => "virtio-pci",
     };
-    match VirtIONet::new(transport, RX_BUFFER_LEN) {
+    match VirtIONetRaw::new(transport) {
         Ok(nic) => Some((nic, bus)),
         Err(e) => {
             log::warn!("net: initialising the virtio-net card failed: {e:?}");

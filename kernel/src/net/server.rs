@@ -263,7 +263,8 @@ impl<S: FunctionService> Server<S> {
         for &set in marked.iter().filter(|&&set| set != LISTEN) {
             let mut i = 0;
             while i < self.slots[set].len() {
-                match self.visit_and_settle(sockets, set, i, now_ms, &mut open, kernel) {
+                let visit = self.visit(sockets, set, i, now_ms, &mut open, kernel);
+                match self.settle(sockets, set, i, visit) {
                     Settled::Kept(work) => {
                         busy |= work;
                         i += 1;
@@ -276,7 +277,8 @@ impl<S: FunctionService> Server<S> {
             let Some(i) = self.slot_of(sockets, set, peer) else {
                 continue; // Gone since it was marked.
             };
-            match self.visit_and_settle(sockets, set, i, now_ms, &mut open, kernel) {
+            let visit = self.visit(sockets, set, i, now_ms, &mut open, kernel);
+            match self.settle(sockets, set, i, visit) {
                 Settled::Kept(work) => busy |= work,
                 Settled::Closed => busy = true,
             }
@@ -329,20 +331,11 @@ impl<S: FunctionService> Server<S> {
         })
     }
 
-    /// Visits socket `i` of set `set` ([`Server::visit`]) and marks it for the next pass if it
-    /// left work, or moves it from the set to [`Server::closed`] if it closed (then socket `i`
-    /// is another one).
-    fn visit_and_settle(
-        &mut self,
-        sockets: &mut Sockets,
-        set: usize,
-        i: usize,
-        now_ms: u64,
-        open: &mut usize,
-        kernel: &impl Fn() -> Vec<Sample>,
-    ) -> Settled {
-        self.counts.visits += 1;
-        match self.visit(sockets, set, i, now_ms, open, kernel) {
+    /// After a visit of socket `i` of set `set` that found `visit`: marks the socket for the
+    /// next pass if it left work, or moves it from the set to [`Server::closed`] if it closed
+    /// (then socket `i` is another one).
+    fn settle(&mut self, sockets: &mut Sockets, set: usize, i: usize, visit: Visit) -> Settled {
+        match visit {
             Visit::Quiet => Settled::Kept(false),
             Visit::Busy => {
                 let handle = self.slots[set][i].handle;
@@ -378,6 +371,7 @@ impl<S: FunctionService> Server<S> {
         open: &mut usize,
         kernel: &impl Fn() -> Vec<Sample>,
     ) -> Visit {
+        self.counts.visits += 1;
         let handle = self.slots[set][i].handle;
         let sock = sockets.set(set).get_mut::<tcp::Socket>(handle);
         // A connection the server closed first: skip TIME-WAIT (the peer has closed too) so

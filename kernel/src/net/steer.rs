@@ -115,6 +115,15 @@ mod tests {
         f
     }
 
+    /// What a segment (not a connection request) from `ip`:`port` steers to.
+    fn segment(ip: [u8; 4], port: u16) -> Steer {
+        Steer::Segment {
+            shard: shard_of(ip, port),
+            ip,
+            port,
+        }
+    }
+
     #[test]
     fn connection_requests_name_the_peer_and_its_shard() {
         let f = tcp_frame([10, 0, 2, 2], 40_000, TCP_SYN);
@@ -131,11 +140,7 @@ mod tests {
     #[test]
     fn segments_of_a_connection_go_to_its_shard_and_name_the_peer() {
         let src = [10, 0, 2, 2];
-        let want = Steer::Segment {
-            shard: shard_of(src, 40_000),
-            ip: src,
-            port: 40_000,
-        };
+        let want = segment(src, 40_000);
         for flags in [
             TCP_ACK,
             TCP_SYN | TCP_ACK,
@@ -156,14 +161,7 @@ mod tests {
         let mut f = tcp_frame([10, 0, 2, 2], 40_001, TCP_ACK);
         f[14] = 0x46;
         f.splice(34..34, [1, 1, 1, 1]);
-        assert_eq!(
-            steer(&f),
-            Steer::Segment {
-                shard: shard_of([10, 0, 2, 2], 40_001),
-                ip: [10, 0, 2, 2],
-                port: 40_001
-            }
-        );
+        assert_eq!(steer(&f), segment([10, 0, 2, 2], 40_001));
     }
 
     #[test]

@@ -312,12 +312,14 @@ ktest! {
                 kassert_eq!(response(&format!("check {low}"))?, "0");
                 runtime::warm::settle();
                 let after = f.restore_stats();
-                kassert_eq!(after.replaced, before.replaced);
                 stopped += after.interrupted - before.interrupted;
                 if !one {
-                    // Another executor may take the check and still be restoring its instance.
+                    // Another executor may take the check and still be restoring its instance;
+                    // and with the check on a third instance beside two 64 MiB ones, the pools'
+                    // memory bound may send one away instead of keeping it.
                     continue;
                 }
+                kassert_eq!(after.replaced, before.replaced);
                 kassert_eq!(after.restores - before.restores, 2);
                 kassert!(after.pages - before.pages >= n, "{} pages", after.pages);
                 kassert_eq!(runtime::warm::deferred(), 0);

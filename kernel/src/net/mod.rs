@@ -3,9 +3,9 @@
 //! [`run`] is the boot CPU's network poll loop in `mode=run`. Nothing is interrupt-driven: the
 //! loop polls the card and the stack (a bounded batch of received frames per pass, so the
 //! server can refill its listening backlog between batches), serves the sockets, and spins
-//! while traffic flows; after
-//! [`IDLE_AFTER_MS`] without traffic it halts between timer ticks (10 ms at 100 Hz) to leave the
-//! host CPU alone, so the first packet after a quiet spell waits up to one tick.
+//! while traffic flows; after [`IDLE_AFTER_MS`] without traffic it halts between timer ticks
+//! (10 ms at 100 Hz) to leave the host CPU alone, so the first packet after a quiet spell waits
+//! up to one tick.
 //!
 //! Addresses come from the `ip=` and `gw=` options; the defaults are QEMU user networking's:
 //! the guest is 10.0.2.15/24, the gateway 10.0.2.2.
@@ -516,8 +516,8 @@ const TRANSMIT_SWEEP_MS: u64 = 100;
 /// One pass of the TCP/IP stack: at most [`INGRESS_BATCH`] received frames, each to the socket
 /// set [`steer`](fjord_kernel::steer::steer) picks, then what the marked sets (every set each
 /// [`TRANSMIT_SWEEP_MS`], and after a frame that is not TCP, such as an ARP reply that may
-/// let any set send what waited for the neighbour) have to send; returns whether any socket may have changed. `marked`
-/// is scratch space.
+/// let any set send what waited for the neighbour) have to send; returns whether any socket may
+/// have changed. `marked` is scratch space.
 fn poll_stack(
     iface: &mut Interface,
     dev: &mut phy::NetDevice,

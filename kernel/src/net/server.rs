@@ -228,7 +228,8 @@ impl<S: FunctionService> Server<S> {
     /// Moves bytes between the sockets and their connections, enforces the deadlines and
     /// refills the backlog; `now_ms` is the time, `heap_free` the free heap bytes. Visits the
     /// sockets that are marked (those of connections whose invocation finished among them), the
-    /// sets marked whole, and every socket each [`SWEEP_MS`]. Returns whether anything moved or an invocation runs.
+    /// sets marked whole, and every socket each [`SWEEP_MS`]. Returns whether anything moved or
+    /// an invocation runs.
     pub fn service(
         &mut self,
         sockets: &mut Sockets,

@@ -16,6 +16,11 @@ use smoltcp::socket::Socket;
 use smoltcp::socket::tcp::State;
 use smoltcp::wire::{IpAddress, IpEndpoint, Ipv4Address};
 
+/// The IPv4 endpoint `ip`:`port`, as smoltcp names a socket's peer.
+fn endpoint(ip: [u8; 4], port: u16) -> IpEndpoint {
+    IpEndpoint::new(IpAddress::Ipv4(Ipv4Address::from(ip)), port)
+}
+
 /// Index of the listening sockets' set.
 pub const LISTEN: usize = 0;
 
@@ -95,16 +100,10 @@ impl Sockets {
     pub fn route(&self, steer: Steer) -> (usize, Option<IpEndpoint>) {
         match steer {
             Steer::Listen => (LISTEN, None),
-            Steer::Segment { shard, ip, port } => (
-                Self::shard(shard),
-                Some(IpEndpoint::new(
-                    IpAddress::Ipv4(Ipv4Address::from(ip)),
-                    port,
-                )),
-            ),
+            Steer::Segment { shard, ip, port } => (Self::shard(shard), Some(endpoint(ip, port))),
             Steer::Connect { shard, ip, port } => {
                 let set = Self::shard(shard);
-                let peer = IpEndpoint::new(IpAddress::Ipv4(Ipv4Address::from(ip)), port);
+                let peer = endpoint(ip, port);
                 let known = self.sets[set].iter().any(|(_, s)| match s {
                     Socket::Tcp(t) => {
                         t.state() == State::SynReceived && t.remote_endpoint() == Some(peer)

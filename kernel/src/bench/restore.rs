@@ -6,8 +6,9 @@
 //! workload in the mode), and `dirty`, which writes 1, 10, 100 or 1,000 pages of its 64 MiB
 //! heap. For each target and mode: the minimal-load latency (one request at a time, the
 //! orchestrator's receipt to completion) and the throughput at the SLO (10x the minimal-load
-//! latency under `none`; open-loop Poisson arrivals, bisected as in the `workloads` group, with
-//! a quarter of its requests per run);
+//! latency under `none`; open-loop Poisson arrivals, bisected as in the `workloads` group, every
+//! run on the same arrival sequence scaled to its load, so that the three modes meet the same
+//! arrivals at every load: [`open_loop::bisect_common`]);
 //! under `restore`, the restore's cost and pages per request (summed over the functions a
 //! request ran). One executor (CPU 1) serves behind the orchestrator (CPU 0). The restore
 //! runs after the response is published, so latency shows only what it adds to the executor's
@@ -26,10 +27,6 @@ use alloc::vec::Vec;
 use fjord_faas::jbsq::RequestClass;
 use fjord_faas::metrics::exact_quantile;
 use fjord_faas::open_loop::{self, MIN_LOAD_REQUESTS, Point, REQUESTS, SLO_FACTOR};
-
-/// Requests per open-loop run: a quarter of the `workloads` group's, for 27 sweeps to fit in
-/// one boot.
-const SWEEP_REQUESTS: usize = REQUESTS / 4;
 use fjord_groundhog::{IsolationMode, RestoreStats};
 
 type R<T> = Result<T, String>;
@@ -138,7 +135,7 @@ fn sweep(
     let run_at = |pct: f64, seed: u64| -> R<Point> {
         let rate = capacity * pct / 100.0;
         let submitter = || submit(f, &t.request);
-        let run = run_open_loop(hz / rate, SWEEP_REQUESTS, seed, &submitter)?;
+        let run = run_open_loop(hz / rate, REQUESTS, seed, &submitter)?;
         let (p50, p99, _) = run.quantiles();
         let achieved = run.achieved(hz);
         let within = p99 <= slo;
@@ -149,7 +146,7 @@ fn sweep(
         );
         Ok(Point { within, achieved })
     };
-    Ok(open_loop::bisect(run_at)? as u64)
+    Ok(open_loop::bisect_common(run_at)? as u64)
 }
 
 fn run_target(t: &Target) -> R<()> {

@@ -199,7 +199,7 @@ impl Jord {
                         .map(|i| i as u32),
                 );
             }
-            dirty.sort_unstable();
+            debug_assert!(dirty.is_sorted());
         }
         snap.leaves_lost = false;
         snap.restoring = Some(RestoreReport {
@@ -353,7 +353,7 @@ impl Jord {
     }
 
     /// Collects (and clears) the dirty leaves of `regions` in the table at `root`, as page
-    /// numbers per region. Only leaves of initialised pages can be present (a fill initialises
+    /// numbers per region, ascending. Only leaves of initialised pages can be present (a fill initialises
     /// its page first), so only those are read, under level-2 entries that were accessed since
     /// the last call: the cost follows the pages the instance ever touched in the 2 MiB regions
     /// the request touched, not the pages mapped.

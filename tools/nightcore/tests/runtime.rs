@@ -131,3 +131,16 @@ fn fork_per_request_runs_every_operation_through_engine_and_workers() {
         assert!(stdout.contains(&metric), "{metric} missing:\n{stdout}");
     }
 }
+
+#[test]
+fn a_target_slower_than_its_slo_unloaded_has_no_throughput_at_the_slo() {
+    let stdout = run_with(&["--restore"], "hello 100000 1\n");
+    assert!(stdout.contains("no sweep"), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("LBENCH ")
+            && l.contains("\"metric\":\"hello_throughput_at_slo_fork\"")
+            && l.contains("\"median\":0,")),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("offered"), "{stdout}");
+}

@@ -34,9 +34,12 @@ pub const TIME_LIMIT: Duration = Duration::from_secs(2400);
 /// The `restore` step's parameters file's name under `/bench` in the guest.
 pub const RESTORE_PARAMS_FILE: &str = "restore.params";
 
-/// Time the `restore` step may add to the guest run: nine targets, each (unless even its
-/// fastest unloaded request misses the SLO) a sweep of 7 to 17 open-loop runs of 1,600
-/// requests, every request a fork per function it runs.
+/// Time the `restore` step may add to the guest run. A target sweeps only when its fastest
+/// unloaded request is within the SLO, so a sweep (at most 17 runs of 1,600 requests) costs at
+/// most about 17 x 1,600 x the SLO: 126 billion instructions for the nine targets' SLOs
+/// (4.7 million instructions summed), about 19 minutes at the 113 million guest instructions
+/// per second measured; twice that for a slower host. With no target within its SLO the step
+/// takes seconds.
 pub const RESTORE_TIME_LIMIT: Duration = Duration::from_secs(2400);
 
 /// The metrics the `restore` step prints: per target of [`restore_labels`], its minimal-load

@@ -1,5 +1,6 @@
-//! The measurements, run by the engine: per operation the minimal-load service time and the
-//! throughput at the SLO, by the method of Fjord's `workloads` group (see [`fjord_faas::open_loop`]).
+//! The measurements, run by the engine: per target the minimal-load latency and the throughput
+//! at the SLO, by the method of Fjord's `workloads` and `restore` groups (see
+//! [`fjord_faas::open_loop`]).
 //!
 //! Time is the TSC (one tick per guest instruction under icount; rates use the nominal
 //! 10^9 ticks per second, as Fjord does). A request's latency runs from its scheduled arrival
@@ -13,7 +14,6 @@ use fjord_faas::metrics::exact_quantile;
 use fjord_faas::open_loop::{
     self as load, HDR_MAX, LoadRun, MIN_LOAD_REQUESTS, Point, REQUESTS, Rng,
 };
-use fjord_faas::workloads::Operation;
 
 use crate::engine::{Engine, EngineError};
 use crate::sys;
@@ -21,25 +21,33 @@ use crate::sys;
 /// Nominal TSC ticks per second (one per instruction under icount).
 pub const HZ: f64 = 1e9;
 
-/// What the runs of one operation need besides the engine.
+/// What the runs of one target need besides the engine.
 pub struct Target<'a> {
-    /// The operation.
-    pub op: &'a Operation,
+    /// The benchmark group: the `LBENCH` lines' group and the `LINFO` lines' prefix.
+    pub group: &'static str,
+    /// The metric prefix (`<workload>_<operation>`, `hello`, `dirty_10`, ...).
+    pub label: &'a str,
+    /// What the `LINFO` lines call the system measured (`linux`, `linux fork`).
+    pub system: &'a str,
     /// The entry function's index.
     pub entry: u16,
-    /// Jord_NI's minimal-load service time on Fjord (ticks): capacity is `HZ / ni_service`.
-    pub ni_service: u64,
+    /// The request every run sends.
+    pub request: &'a [u8],
+    /// Bytes a successful response contains, or (`exact`) is.
+    pub expect: &'a [u8],
+    /// Whether the response must be exactly `expect`.
+    pub exact: bool,
+    /// The minimal-load latency capacity is based on (ticks): capacity is `HZ / basis`
+    /// (Jord_NI's service time for `workloads`, Fjord's latency without isolation for
+    /// `restore`).
+    pub basis: u64,
     /// The p99 latency bound (ticks).
     pub slo: u64,
+    /// Whether every run of the sweep meets the same arrival sequence
+    /// ([`load::bisect_common`]) rather than a seed per run ([`load::bisect`]).
+    pub common_arrivals: bool,
     /// TSC ticks per nanosecond of CLOCK_MONOTONIC, for poll timeouts.
     pub ticks_per_ns: f64,
-}
-
-impl Target<'_> {
-    /// The metric prefix, `<workload>_<operation>`.
-    pub fn label(&self) -> String {
-        format!("{}_{}", self.op.workload, self.op.name)
-    }
 }
 
 /// Waits for the external request `tag` and returns its reply and finish time.
@@ -61,20 +69,36 @@ fn wait_one(engine: &mut Engine, tag: u64) -> Result<(Vec<u8>, u64), EngineError
     }
 }
 
-/// Sends the sample request three times and checks each response holds the expected bytes.
+/// Sends the request three times and checks each response holds (or is) the expected bytes.
 pub fn check(engine: &mut Engine, t: &Target<'_>) -> Result<(), EngineError> {
     for tag in 0..3 {
-        engine.submit(tag, t.entry, t.op.request)?;
-        let (body, _) = wait_one(engine, tag)?;
-        if !body.windows(t.op.expect.len()).any(|w| w == t.op.expect) {
+        let body = call(engine, tag, t.entry, t.request)?;
+        let good = if t.exact {
+            body == t.expect
+        } else {
+            body.windows(t.expect.len()).any(|w| w == t.expect)
+        };
+        if !good {
             return Err(EngineError(format!(
-                "response {:?} lacks {:?}",
+                "response {:?} {} {:?}",
                 String::from_utf8_lossy(&body),
-                String::from_utf8_lossy(t.op.expect)
+                if t.exact { "is not" } else { "lacks" },
+                String::from_utf8_lossy(t.expect)
             )));
         }
     }
     Ok(())
+}
+
+/// Sends one request to `func` as external request `tag` and waits for its response.
+pub fn call(
+    engine: &mut Engine,
+    tag: u64,
+    func: u16,
+    request: &[u8],
+) -> Result<Vec<u8>, EngineError> {
+    engine.submit(tag, func, request)?;
+    wait_one(engine, tag).map(|(body, _)| body)
 }
 
 /// Latencies of [`MIN_LOAD_REQUESTS`] requests sent one at a time, sorted.
@@ -82,7 +106,7 @@ pub fn min_load(engine: &mut Engine, t: &Target<'_>) -> Result<Vec<u64>, EngineE
     let mut v = Vec::with_capacity(MIN_LOAD_REQUESTS);
     for tag in 0..MIN_LOAD_REQUESTS as u64 {
         let arrived = sys::rdtsc();
-        engine.submit(tag, t.entry, t.op.request)?;
+        engine.submit(tag, t.entry, t.request)?;
         let (_, finished) = wait_one(engine, tag)?;
         v.push(finished - arrived);
     }
@@ -136,7 +160,7 @@ pub fn open_loop(
             collect(engine, &arrivals, &mut latencies, &mut hdr)?;
         }
         arrivals[tag] = next;
-        engine.submit(tag as u64, t.entry, t.op.request)?;
+        engine.submit(tag as u64, t.entry, t.request)?;
         next += rng.exponential(mean_gap).max(1);
     }
     while latencies.len() < requests {
@@ -157,23 +181,30 @@ pub fn open_loop(
 /// The highest throughput (req/s) with p99 within the SLO, over the offered loads Fjord's
 /// sweep uses; prints one `LINFO` line per load point.
 pub fn throughput_at_slo(engine: &mut Engine, t: &Target<'_>) -> Result<u64, EngineError> {
-    let capacity = HZ / t.ni_service as f64;
-    let best = load::bisect(|pct, seed| {
+    let capacity = HZ / t.basis as f64;
+    let run_at = |pct: f64, seed: u64| {
         let rate = capacity * pct / 100.0;
         let (run, max_late) = open_loop(engine, t, HZ / rate, REQUESTS, seed)?;
         let (p50, p99, p999) = run.quantiles();
         let achieved = run.achieved(HZ);
         let within = p99 <= t.slo;
         println!(
-            "LINFO workloads: {} linux: offered {:.0} req/s ({pct:.1}%): achieved {:.0}, p50 {p50} p99 {p99} p99.9 {p999}, engine late by up to {}{}",
-            t.label(),
+            "LINFO {}: {} {}: offered {:.0} req/s ({pct:.1}%): achieved {:.0}, p50 {p50} p99 {p99} p99.9 {p999}, engine late by up to {}{}",
+            t.group,
+            t.label,
+            t.system,
             rate,
             achieved,
             max_late,
             if within { "" } else { "  (over SLO)" }
         );
         Ok::<_, EngineError>(Point { within, achieved })
-    })?;
+    };
+    let best = if t.common_arrivals {
+        load::bisect_common(run_at)?
+    } else {
+        load::bisect(run_at)?
+    };
     Ok(best as u64)
 }
 
@@ -182,14 +213,14 @@ pub fn median(sorted: &[u64]) -> Option<u64> {
     exact_quantile(sorted, 500)
 }
 
-/// Prints one `LBENCH` line (the format `tools/xtask/src/linux/guest_log.rs` parses).
-pub fn report(metric: &str, unit: &str, sorted: &[u64]) {
+/// Prints one `LBENCH` line of `group` (the format `tools/xtask/src/linux/guest_log.rs` parses).
+pub fn report(group: &str, metric: &str, unit: &str, sorted: &[u64]) {
     let (Some(&min), Some(&max), Some(median)) = (sorted.first(), sorted.last(), median(sorted))
     else {
         return;
     };
     println!(
-        "LBENCH {{\"group\":\"workloads\",\"metric\":\"{metric}\",\"unit\":\"{unit}\",\"median\":{median},\"min\":{min},\"max\":{max},\"runs\":{}}}",
+        "LBENCH {{\"group\":\"{group}\",\"metric\":\"{metric}\",\"unit\":\"{unit}\",\"median\":{median},\"min\":{min},\"max\":{max},\"runs\":{}}}",
         sorted.len()
     );
 }

@@ -1,9 +1,15 @@
-//! The runner's parameters: `fjord-nightcore [--workers N] <params file>`, where the file has
-//! one line per operation to measure, `<workload> <operation> <ni_service> <slo>`: Jord_NI's
-//! minimal-load service time and the p99 SLO, in instructions, from the Fjord run of the same
-//! `cargo xtask bench --report`. Empty lines and lines starting with `#` are ignored.
+//! The runner's parameters: `fjord-nightcore [--workers N] [--check] [--restore]
+//! [--isolation warm|fork] <params file>`.
+//!
+//! Without `--restore` (the `workloads` group) the file has one line per operation to measure,
+//! `<workload> <operation> <ni_service> <slo>`: Jord_NI's minimal-load service time and the
+//! p99 SLO, in instructions, from the Fjord run of the same `cargo xtask bench --report`. With
+//! `--restore` (the `restore` group) it has one line per target, `<label> <none_latency> <slo>`
+//! (see [`crate::restore`]). Empty lines and lines starting with `#` are ignored.
 
 use fjord_faas::workloads::{self, Operation};
+
+use crate::worker::Isolation;
 
 /// Worker processes per function unless `--workers` says otherwise.
 pub const DEFAULT_WORKERS: usize = 2;
@@ -19,25 +25,46 @@ pub struct OpParams {
     pub slo: u64,
 }
 
+/// Which benchmark group the runner measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    /// The workloads' operations, beside Jord_NI.
+    Workloads,
+    /// Groundhog's targets, beside Fjord's isolation modes.
+    Restore,
+}
+
 /// The whole command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
+    /// The group measured (`--restore`: [`Group::Restore`]).
+    pub group: Group,
+    /// Where workers run invocations: [`Isolation::Warm`] for `workloads`,
+    /// [`Isolation::Fork`] for `restore`, unless `--isolation` says otherwise.
+    pub isolation: Isolation,
     /// Worker processes per function.
     pub workers: usize,
-    /// Only check the responses and measure the service times (no open-loop sweep), for tests.
+    /// Only check the responses and measure the latencies (no open-loop sweep), for tests.
     pub check_only: bool,
     /// The path of the parameters file.
     pub params: String,
 }
 
-/// Parses the arguments after the program name: `[--workers N] [--check] <params file>`.
+/// Parses the arguments after the program name:
+/// `[--workers N] [--check] [--restore] [--isolation warm|fork] <params file>`.
 pub fn parse_args(args: &[String]) -> Result<Config, String> {
-    let usage = || "usage: fjord-nightcore [--workers N] [--check] <params file>".to_owned();
+    let usage = || {
+        "usage: fjord-nightcore [--workers N] [--check] [--restore] [--isolation warm|fork] <params file>"
+            .to_owned()
+    };
     let mut config = Config {
+        group: Group::Workloads,
+        isolation: Isolation::Warm,
         workers: DEFAULT_WORKERS,
         check_only: false,
         params: String::new(),
     };
+    let mut isolation = None;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
@@ -46,6 +73,14 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
                 config.workers = n.parse().ok().filter(|&n| n > 0).ok_or_else(usage)?;
             }
             "--check" => config.check_only = true,
+            "--restore" => config.group = Group::Restore,
+            "--isolation" => {
+                isolation = Some(match rest.next().map(String::as_str) {
+                    Some("warm") => Isolation::Warm,
+                    Some("fork") => Isolation::Fork,
+                    _ => return Err(usage()),
+                });
+            }
             path if !path.starts_with("--") && config.params.is_empty() => {
                 config.params = path.to_owned();
             }
@@ -55,6 +90,10 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
     if config.params.is_empty() {
         return Err(usage());
     }
+    config.isolation = isolation.unwrap_or(match config.group {
+        Group::Workloads => Isolation::Warm,
+        Group::Restore => Isolation::Fork,
+    });
     Ok(config)
 }
 
@@ -102,6 +141,8 @@ mod tests {
         assert_eq!(
             a(&["p"]).unwrap(),
             Config {
+                group: Group::Workloads,
+                isolation: Isolation::Warm,
                 workers: DEFAULT_WORKERS,
                 check_only: false,
                 params: "p".into()
@@ -115,6 +156,23 @@ mod tests {
         assert!(a(&["--workers", "0", "p"]).is_err());
         assert!(a(&["--workers", "x", "p"]).is_err());
         assert!(a(&["--fast", "p"]).is_err());
+    }
+
+    #[test]
+    fn restore_forks_unless_told_and_isolation_is_a_choice() {
+        let a = |s: &[&str]| parse_args(&s.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let c = a(&["--restore", "r"]).unwrap();
+        assert_eq!(
+            (c.group, c.isolation, c.params.as_str()),
+            (Group::Restore, Isolation::Fork, "r")
+        );
+        let c = a(&["r", "--isolation", "warm", "--restore"]).unwrap();
+        assert_eq!((c.group, c.isolation), (Group::Restore, Isolation::Warm));
+        let c = a(&["--isolation", "fork", "p"]).unwrap();
+        assert_eq!((c.group, c.isolation), (Group::Workloads, Isolation::Fork));
+        assert!(a(&["--isolation", "p"]).is_err());
+        assert!(a(&["--isolation", "none", "p"]).is_err());
+        assert!(a(&["--restore"]).is_err());
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::apps::Route;
 use crate::proto::{Framer, Header, Kind};
 use crate::store::Store;
 use crate::sys;
-use crate::worker::Worker;
+use crate::worker::{Isolation, Worker};
 
 /// Who waits for a call's reply.
 #[derive(Clone, Copy, Debug)]
@@ -90,10 +90,12 @@ impl From<std::io::Error> for EngineError {
 }
 
 impl Engine {
-    /// Forks `per_func` workers for every function of `table`, sharing `store`.
+    /// Forks `per_func` workers for every function of `table`, sharing `store`, each running
+    /// its invocations as `isolation` says.
     pub fn spawn(
         table: &'static [(&'static str, Route)],
         per_func: usize,
+        isolation: Isolation,
         store: Store,
     ) -> Result<Engine, EngineError> {
         let mut engine = Engine {
@@ -120,7 +122,7 @@ impl Engine {
                     sys::close(to_w);
                     sys::close(from_r);
                     let worker = Worker::new(table, to_r, from_w, store);
-                    let status = match worker.serve(func as u16) {
+                    let status = match worker.serve(func as u16, isolation) {
                         Ok(()) => 0,
                         Err(e) => {
                             eprintln!("LERROR worker {}: {}", table[func].0, e.0);

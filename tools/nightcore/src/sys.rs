@@ -190,6 +190,39 @@ pub fn exit_child(status: i32) -> ! {
     unsafe { libc::_exit(status) }
 }
 
+/// How a child process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this status.
+    Code(i32),
+    /// A signal with this number killed it.
+    Signal(i32),
+}
+
+/// Waits for child `pid` to end and reaps it.
+pub fn wait(pid: libc::pid_t) -> Result<Exit> {
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: `status` is a valid int to write; `pid` is our child.
+        let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if ret == pid {
+            break;
+        }
+        if ret >= 0 {
+            return Err(Error::other(format!("waitpid({pid}) returned {ret}")));
+        }
+        let e = Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    if libc::WIFEXITED(status) {
+        Ok(Exit::Code(libc::WEXITSTATUS(status)))
+    } else {
+        Ok(Exit::Signal(libc::WTERMSIG(status)))
+    }
+}
+
 /// Kills `pid` and reaps it.
 pub fn kill_and_reap(pid: libc::pid_t) {
     // SAFETY: signalling and reaping our own child; a failure (already gone) is harmless.
@@ -214,6 +247,27 @@ pub fn shared_memory(bytes: usize) -> Result<*mut u8> {
             bytes,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(Error::last_os_error())
+    } else {
+        Ok(p.cast())
+    }
+}
+
+/// A zero-filled private anonymous mapping of `bytes`, left untouched: a process forked later
+/// gets its own copy of every page it writes.
+pub fn private_memory(bytes: usize) -> Result<*mut u8> {
+    // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
             0,
         )

@@ -6,6 +6,13 @@
 //! worker's outgoing pipe ([`Env::start`]); [`Env::wait`] reads the worker's incoming pipe
 //! until that call's reply has arrived, keeping replies to its other outstanding calls. The
 //! key-value store is the shared [`Store`].
+//!
+//! Under [`Isolation::Fork`] the worker process is a warmed parent that never runs the handler
+//! itself: per invoke it forks a child, which runs the handler (its nested calls go through the
+//! inherited pipes), writes the reply and exits; the parent reaps the child before it reads the
+//! next invoke, so no invocation sees what an earlier one left in the process (Groundhog's
+//! FORK baseline). The engine sends a worker nothing between an invoke and its reply but the
+//! replies to the child's own calls, so parent and child never read the pipe at the same time.
 
 use core::fmt;
 use std::os::fd::RawFd;
@@ -17,7 +24,7 @@ use fjord_libos::text::Writer;
 use crate::apps::{self, Route};
 use crate::proto::{Framer, HEADER, Header, Kind, MAX_CAPACITY};
 use crate::store::Store;
-use crate::sys;
+use crate::sys::{self, Exit};
 
 /// A finished nested call's response.
 #[derive(Debug)]
@@ -33,6 +40,25 @@ impl Bytes for Reply {
 #[derive(Debug)]
 pub struct Pending(u64);
 
+/// Where a worker runs each invocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// In the worker process itself, which keeps whatever earlier invocations left.
+    Warm,
+    /// In a child process forked from the worker per invocation.
+    Fork,
+}
+
+impl Isolation {
+    /// `warm` or `fork`, as `--isolation` takes it and metric names end.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::Warm => "warm",
+            Isolation::Fork => "fork",
+        }
+    }
+}
+
 /// One worker process's state and its env.
 pub struct Worker {
     table: &'static [(&'static str, Route)],
@@ -46,6 +72,9 @@ pub struct Worker {
     early: Vec<(u64, Result<Vec<u8>, FnError>)>,
     store: Store,
 }
+
+/// The exit status of a forked child whose reply could not be written.
+const CHILD_BROKEN: i32 = 3;
 
 /// The process cannot go on (a pipe broke or carried garbage).
 #[derive(Debug)]
@@ -72,8 +101,9 @@ impl Worker {
         }
     }
 
-    /// Serves invokes of function `func` until the engine closes the pipe.
-    pub fn serve(mut self, func: u16) -> Result<(), Broken> {
+    /// Serves invokes of function `func` until the engine closes the pipe, each as `isolation`
+    /// says.
+    pub fn serve(mut self, func: u16, isolation: Isolation) -> Result<(), Broken> {
         let route = self.table[usize::from(func)].1;
         let mut request = vec![0u8; MAX_CAPACITY];
         // The response room, reused: allocated (and zeroed) once, like an ArgBuf's pages.
@@ -87,25 +117,73 @@ impl Worker {
             }
             let len = range.len();
             request[..len].copy_from_slice(&self.framer.bytes()[range]);
-            let capacity = argbuf_size(h.capacity as usize);
-            let result = match capacity.checked_sub(response_offset(len)) {
-                Some(n) if n <= room.len() => route(&mut self, &request[..len], &mut room[..n]),
-                _ => Err(FnError::BadArgBuf),
-            };
-            let result = result.and_then(|n| {
-                if n <= room.len() {
-                    Ok(n)
-                } else {
-                    Err(FnError::ResponseTooLarge)
+            match isolation {
+                Isolation::Warm => self.invoke(route, h, &request[..len], &mut room)?,
+                Isolation::Fork => self.invoke_in_child(route, h, &request[..len], &mut room)?,
+            }
+        }
+    }
+
+    /// Runs one invocation and writes its reply.
+    fn invoke(
+        &mut self,
+        route: Route,
+        h: Header,
+        request: &[u8],
+        room: &mut [u8],
+    ) -> Result<(), Broken> {
+        let capacity = argbuf_size(h.capacity as usize);
+        let result = match capacity.checked_sub(response_offset(request.len())) {
+            Some(n) if n <= room.len() => route(self, request, &mut room[..n]),
+            _ => Err(FnError::BadArgBuf),
+        };
+        let result = result.and_then(|n| {
+            if n <= room.len() {
+                Ok(n)
+            } else {
+                Err(FnError::ResponseTooLarge)
+            }
+        });
+        let body = match result {
+            Ok(n) => &room[..n],
+            Err(_) => &[][..],
+        };
+        let header = Header::reply(h.id, result).encode();
+        sys::write_all(self.output, &[&header, body]).map_err(|e| Broken(format!("write: {e}")))
+    }
+
+    /// Runs one invocation in a child forked for it and reaps the child. A child that ended
+    /// without replying (killed by a signal, or a panic's abort) gets an error reply from here.
+    fn invoke_in_child(
+        &mut self,
+        route: Route,
+        h: Header,
+        request: &[u8],
+        room: &mut [u8],
+    ) -> Result<(), Broken> {
+        let pid = sys::fork().map_err(|e| Broken(format!("fork: {e}")))?;
+        if pid == 0 {
+            let status = match self.invoke(route, h, request, room) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("LERROR worker child: {}", e.0);
+                    CHILD_BROKEN
                 }
-            });
-            let body = match result {
-                Ok(n) => &room[..n],
-                Err(_) => &[][..],
             };
-            let header = Header::reply(h.id, result).encode();
-            sys::write_all(self.output, &[&header, body])
-                .map_err(|e| Broken(format!("write: {e}")))?;
+            sys::exit_child(status);
+        }
+        match sys::wait(pid).map_err(|e| Broken(format!("waitpid: {e}")))? {
+            Exit::Code(0) => Ok(()),
+            Exit::Code(CHILD_BROKEN) => Err(Broken("the child could not reply".into())),
+            how => {
+                let name = self.table[usize::from(h.func)].0;
+                eprintln!(
+                    "LERROR worker {name}: the child serving call {} ended: {how:?}",
+                    h.id
+                );
+                let header = Header::reply(h.id, Err(FnError::Failed)).encode();
+                sys::write_all(self.output, &[&header]).map_err(|e| Broken(format!("write: {e}")))
+            }
         }
     }
 

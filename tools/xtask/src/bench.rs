@@ -166,6 +166,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         );
         let mut linux = crate::linux::LinuxBenchOpts::new(vec!["restore".to_owned()]);
         linux.echo_serial = options.verbose;
+        linux.restore = crate::linux::nightcore::restore_params(&measurements);
         measurements.extend(crate::linux::run(&linux)?);
     }
     if let Some(group) = &options.group {
@@ -193,6 +194,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         let mut linux = crate::linux::LinuxBenchOpts::new(options.group.iter().cloned().collect());
         linux.echo_serial = options.verbose;
         linux.workloads = crate::linux::nightcore::params(&measurements);
+        linux.restore = crate::linux::nightcore::restore_params(&measurements);
         measurements.extend(crate::linux::run(&linux)?);
         let root = workspace::root();
         let md = crate::report::write_report(&measurements, &root.join("bench/results"))?;

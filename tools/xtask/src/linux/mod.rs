@@ -7,7 +7,8 @@
 //! instructions with RDTSC; `guest_log` turns the serial lines into [`Measurement`]s of
 //! [`System::Linux`]. The `workloads` group runs `fjord-nightcore` instead (`nightcore`), a
 //! Rust program measuring Fjord's workload functions on a NightCore-like runtime with
-//! parameters from the Fjord run. The method is written up in `docs/benchmarking.md`.
+//! parameters from the Fjord run; the `restore` group runs it too, with a process forked per
+//! request, beside `forkserve`. The method is written up in `docs/benchmarking.md`.
 //!
 //! No cargo features.
 
@@ -62,6 +63,9 @@ pub struct LinuxBenchOpts {
     /// The `workloads` step's parameters ([`nightcore::params`] of the Fjord run), or why
     /// there are none; without them the step is skipped.
     pub workloads: Result<String, String>,
+    /// The parameters of the `restore` group's runner step ([`nightcore::restore_params`] of
+    /// the Fjord run), or why there are none; without them that step is skipped.
+    pub restore: Result<String, String>,
 }
 
 impl LinuxBenchOpts {
@@ -74,6 +78,7 @@ impl LinuxBenchOpts {
             timeout: Duration::from_secs(600),
             echo_serial: false,
             workloads: Err("no Fjord workloads measurements were passed".to_owned()),
+            restore: Err("no Fjord restore measurements were passed".to_owned()),
         }
     }
 }
@@ -110,11 +115,22 @@ pub fn run(opts: &LinuxBenchOpts) -> Result<Vec<Measurement>> {
             Err(why) => {
                 progress(&format!("skipping the workloads step: {why}"));
                 steps.retain(|s| s.group != "workloads");
-                if steps.is_empty() {
-                    return Ok(Vec::new());
-                }
             }
         }
+    }
+    if steps.iter().any(programs::is_restore_runner) {
+        match &opts.restore {
+            Ok(params) => files.push((nightcore::RESTORE_PARAMS_FILE, params.clone().into_bytes())),
+            Err(why) => {
+                progress(&format!(
+                    "skipping the restore step of the fork-per-request runtime: {why}"
+                ));
+                steps.retain(|s| !programs::is_restore_runner(s));
+            }
+        }
+    }
+    if steps.is_empty() {
+        return Ok(Vec::new());
     }
 
     progress("host packages, guest kernel and busybox");
@@ -158,11 +174,13 @@ pub fn run(opts: &LinuxBenchOpts) -> Result<Vec<Measurement>> {
         }
     ));
     let mut guest = QemuRun::spawn(&config, opts.echo_serial.then(|| "[linux] ".to_owned()))?;
-    let timeout = if steps.iter().any(|s| s.group == "workloads") {
-        opts.timeout + nightcore::TIME_LIMIT
-    } else {
-        opts.timeout
-    };
+    let mut timeout = opts.timeout;
+    if steps.iter().any(|s| s.group == "workloads") {
+        timeout += nightcore::TIME_LIMIT;
+    }
+    if steps.iter().any(programs::is_restore_runner) {
+        timeout += nightcore::RESTORE_TIME_LIMIT;
+    }
     let collected = collect(&guest, timeout, &progress);
     // The output ended, so QEMU is exiting; after a timeout, stop it now.
     let exit = match &collected {
@@ -244,7 +262,7 @@ fn collect(guest: &QemuRun, timeout: Duration, progress: &dyn Fn(&str)) -> Resul
                     command,
                 } => progress(&format!("[{index}/{total}] {group}: {command}")),
                 GuestLine::Info(text) => {
-                    if text.starts_with("workloads:") {
+                    if text.starts_with("workloads:") || text.starts_with("restore:") {
                         progress(&format!("      {text}"));
                     }
                     out.info.push(text);
@@ -428,7 +446,8 @@ mod tests {
     /// in `$TMPDIR/fjord-linux-report/`; slow (under a minute without `workloads`) and needs
     /// QEMU, apt and gcc: `cargo test -p xtask linux_guest_end_to_end -- --ignored --nocapture`.
     /// The `workloads` step runs only with a parameters file in `$LINUX_WORKLOADS_PARAMS`
-    /// (lines `<workload> <operation> <Jord_NI service> <SLO>`).
+    /// (lines `<workload> <operation> <Jord_NI service> <SLO>`), the `restore` group's runner
+    /// only with one in `$LINUX_RESTORE_PARAMS` (lines `<label> <none_latency> <SLO>`).
     #[test]
     #[ignore]
     fn linux_guest_end_to_end() {
@@ -438,6 +457,9 @@ mod tests {
         let mut opts = LinuxBenchOpts::new(groups);
         if let Ok(path) = std::env::var("LINUX_WORKLOADS_PARAMS") {
             opts.workloads = Ok(std::fs::read_to_string(path).unwrap());
+        }
+        if let Ok(path) = std::env::var("LINUX_RESTORE_PARAMS") {
+            opts.restore = Ok(std::fs::read_to_string(path).unwrap());
         }
         opts.echo_serial = std::env::var_os("LINUX_ECHO").is_some();
         let measurements = run(&opts).unwrap();

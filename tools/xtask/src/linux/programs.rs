@@ -132,6 +132,15 @@ pub const STEPS: &[Step] = &[
             "dirty_1000_cycle_restore",
         ],
     ),
+    // The same baseline for every target of Fjord's restore group, latency and throughput at
+    // the SLO, on the NightCore-like runtime (see `nightcore`); its parameters file comes from
+    // the Fjord run.
+    step(
+        "restore",
+        nightcore::PROGRAM,
+        &["--restore", RESTORE_PARAMS],
+        nightcore::RESTORE_METRICS,
+    ),
     // The NightCore-like runtime (Rust, `tools/nightcore`, see `nightcore`); its parameters
     // file comes from the Fjord run.
     step(
@@ -144,6 +153,15 @@ pub const STEPS: &[Step] = &[
 
 /// The guest path of the `workloads` step's parameters file.
 pub const WORKLOADS_PARAMS: &str = "/bench/workloads.params";
+
+/// The guest path of the `restore` runner's parameters file.
+pub const RESTORE_PARAMS: &str = "/bench/restore.params";
+
+/// Whether `step` runs the NightCore-like runtime on the `restore` group's targets, which
+/// needs [`RESTORE_PARAMS`].
+pub fn is_restore_runner(step: &Step) -> bool {
+    step.group == "restore" && step.program == nightcore::PROGRAM
+}
 
 /// Whether `program` is built with cargo (see `nightcore`) rather than compiled from C.
 pub fn is_rust(program: &str) -> bool {
@@ -296,6 +314,22 @@ mod tests {
         let programs = programs_needed(&steps);
         assert!(programs.iter().all(|p| is_rust(p)), "{programs:?}");
         assert!(!is_rust("chain"));
+    }
+
+    #[test]
+    fn restore_runs_forkserve_and_the_rust_runner_on_its_parameters_file() {
+        let steps = select(&["restore".to_owned()]).unwrap();
+        let commands: Vec<String> = steps.iter().map(Step::command).collect();
+        assert_eq!(
+            commands,
+            [
+                "/bench/forkserve",
+                "/bench/fjord-nightcore --restore /bench/restore.params"
+            ]
+        );
+        assert!(!is_restore_runner(&steps[0]) && is_restore_runner(&steps[1]));
+        let workloads = select(&["workloads".to_owned()]).unwrap();
+        assert!(!is_restore_runner(&workloads[0]));
     }
 
     #[test]

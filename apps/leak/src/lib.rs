@@ -1,5 +1,6 @@
 //! What the leak-test functions share: reading the heap through the thread pointer, a stack
-//! slot every request finds at the same address, hex formatting.
+//! slot every request finds at the same address, hex formatting, the `dirty` function's requests
+//! (which the Linux baseline of `tools/nightcore` parses alike).
 #![no_std]
 
 use fjord_libos::function::FnError;
@@ -55,4 +56,49 @@ pub fn report(resp: &mut [u8], pairs: &[(&str, u64)]) -> Result<usize, FnError> 
         write!(w, "{k}={v:016x} ").map_err(|_| FnError::ResponseTooLarge)?;
     }
     Ok(w.len())
+}
+
+/// A request of the `dirty` function: `<n>` writes one byte into each of the first `n` pages of
+/// its heap, `check <n>` counts how many of them hold that byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirtyRequest {
+    /// Whether it only counts (`check <n>`).
+    pub check: bool,
+    /// The pages it covers, at most the heap's `pages`.
+    pub pages: u64,
+}
+
+/// Parses a `dirty` request for a heap of `pages` pages.
+pub fn parse_dirty(req: &[u8], pages: u64) -> Result<DirtyRequest, FnError> {
+    let text = core::str::from_utf8(req)
+        .map_err(|_| FnError::BadRequest)?
+        .trim();
+    let (check, count) = match text.strip_prefix("check ") {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let n = count
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| FnError::BadRequest)?;
+    Ok(DirtyRequest {
+        check,
+        pages: n.min(pages),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dirty_requests() {
+        let req = |check, pages| DirtyRequest { check, pages };
+        assert_eq!(parse_dirty(b"7", 100), Ok(req(false, 7)));
+        assert_eq!(parse_dirty(b" check 3\n", 100), Ok(req(true, 3)));
+        assert_eq!(parse_dirty(b"5000", 100), Ok(req(false, 100)));
+        for bad in [&b""[..], b"check", b"-1", b"seven", b"\xff"] {
+            assert_eq!(parse_dirty(bad, 100), Err(FnError::BadRequest));
+        }
+    }
 }

@@ -5,6 +5,7 @@
 use core::fmt::Write as _;
 use std::sync::OnceLock;
 
+use fjord_app_leak::{DirtyRequest, parse_dirty};
 use fjord_libos::function::FnError;
 use fjord_libos::text::Writer;
 
@@ -82,18 +83,8 @@ fn hello(_: &mut Worker, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> 
 
 fn dirty(_: &mut Worker, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
     let base = *HEAP.get().ok_or(FnError::Failed)? as *mut u8;
-    let text = core::str::from_utf8(req)
-        .map_err(|_| FnError::BadRequest)?
-        .trim();
-    let (check, count) = match text.strip_prefix("check ") {
-        Some(rest) => (true, rest),
-        None => (false, text),
-    };
-    let n = count
-        .trim()
-        .parse::<usize>()
-        .map_err(|_| FnError::BadRequest)?
-        .min(DIRTY_HEAP / PAGE);
+    let DirtyRequest { check, pages } = parse_dirty(req, (DIRTY_HEAP / PAGE) as u64)?;
+    let n = pages as usize;
     let mut answer = n;
     if check {
         answer = (0..n)

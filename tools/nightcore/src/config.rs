@@ -99,34 +99,47 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
 
 /// Parses the parameters file's text.
 pub fn parse_params(text: &str) -> Result<Vec<OpParams>, String> {
+    read_lines(
+        text,
+        "<workload> <operation> <ni_service> <slo>",
+        2,
+        |names, ni_service, slo| {
+            let (workload, name) = (names[0], names[1]);
+            let op = workloads::find(workload, name)
+                .ok_or_else(|| format!("unknown operation {workload} {name}"))?;
+            Ok(OpParams {
+                op,
+                ni_service,
+                slo,
+            })
+        },
+    )
+}
+
+/// Reads a parameters file whose lines are `names` words and two nonzero counts (`shape` spells
+/// them out for errors): `make` turns each line's words and counts into an entry, or names
+/// what it does not know. Empty lines and lines starting with `#` are skipped; errors give the
+/// line's number.
+pub fn read_lines<T>(
+    text: &str,
+    shape: &str,
+    names: usize,
+    mut make: impl FnMut(&[&str], u64, u64) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let bad = || {
-            format!(
-                "line {}: expected `<workload> <operation> <ni_service> <slo>`: {line}",
-                n + 1
-            )
-        };
+        let bad = || format!("line {}: expected `{shape}`: {line}", n + 1);
         let words: Vec<&str> = line.split_whitespace().collect();
-        let [workload, name, ni, slo] = words[..] else {
-            return Err(bad());
-        };
-        let op = workloads::find(workload, name)
-            .ok_or_else(|| format!("line {}: unknown operation {workload} {name}", n + 1))?;
-        let ni_service: u64 = ni.parse().map_err(|_| bad())?;
-        let slo: u64 = slo.parse().map_err(|_| bad())?;
-        if ni_service == 0 || slo == 0 {
+        if words.len() != names + 2 {
             return Err(bad());
         }
-        out.push(OpParams {
-            op,
-            ni_service,
-            slo,
-        });
+        let count = |w: &str| w.parse::<u64>().ok().filter(|&v| v != 0).ok_or_else(bad);
+        let (a, b) = (count(words[names])?, count(words[names + 1])?);
+        out.push(make(&words[..names], a, b).map_err(|e| format!("line {}: {e}", n + 1))?);
     }
     Ok(out)
 }

@@ -89,36 +89,20 @@ pub struct RestoreParams {
 
 /// Parses the parameters file's text.
 pub fn parse_params(text: &str) -> Result<Vec<RestoreParams>, String> {
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let bad = || {
-            format!(
-                "line {}: expected `<label> <none_latency> <slo>`: {line}",
-                n + 1
-            )
-        };
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let [label, none, slo] = words[..] else {
-            return Err(bad());
-        };
-        let target =
-            target(label).ok_or_else(|| format!("line {}: unknown target {label}", n + 1))?;
-        let none_latency: u64 = none.parse().map_err(|_| bad())?;
-        let slo: u64 = slo.parse().map_err(|_| bad())?;
-        if none_latency == 0 || slo == 0 {
-            return Err(bad());
-        }
-        out.push(RestoreParams {
-            target,
-            none_latency,
-            slo,
-        });
-    }
-    Ok(out)
+    crate::config::read_lines(
+        text,
+        "<label> <none_latency> <slo>",
+        1,
+        |names, none_latency, slo| {
+            let label = names[0];
+            let target = target(label).ok_or_else(|| format!("unknown target {label}"))?;
+            Ok(RestoreParams {
+                target,
+                none_latency,
+                slo,
+            })
+        },
+    )
 }
 
 #[cfg(test)]

@@ -7,25 +7,14 @@
 //!   instance restored to its snapshot).
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
-use fjord_app_leak::heap_base;
+use fjord_app_leak::{DirtyRequest, heap_base, parse_dirty};
 use fjord_libos::function::FnError;
 
 /// The heap's size (the manifest's `heap_size`).
 const HEAP: u64 = 64 << 20;
 
 fn dirty(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
-    let text = core::str::from_utf8(req)
-        .map_err(|_| FnError::BadRequest)?
-        .trim();
-    let (check, count) = match text.strip_prefix("check ") {
-        Some(rest) => (true, rest),
-        None => (false, text),
-    };
-    let n = count
-        .trim()
-        .parse::<u64>()
-        .map_err(|_| FnError::BadRequest)?
-        .min(HEAP / 4096);
+    let DirtyRequest { check, pages: n } = parse_dirty(req, HEAP / 4096)?;
     let base = heap_base();
     let mut answer = n;
     if check {

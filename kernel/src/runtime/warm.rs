@@ -34,12 +34,10 @@ use fjord_kernel::layout::PAGE_SIZE;
 use fjord_pd::PdId;
 use spin::Mutex;
 
-/// Most idle instances one function keeps: enough for the bursts an open-loop load at the SLO
-/// sends one executor, so that an instance made for a burst is kept for the next one rather
-/// than destroyed on its return.
-pub const PER_FUNCTION: usize = 32;
-/// Most idle instances kept over all functions (the memory share bounds them too).
-pub const TOTAL: usize = 256;
+/// Most idle instances one function keeps.
+pub const PER_FUNCTION: usize = 8;
+/// Most idle instances kept over all functions.
+pub const TOTAL: usize = 64;
 /// Idle instances hold at most `1 / MEMORY_SHARE` of the frames.
 pub const MEMORY_SHARE: usize = 4;
 
@@ -226,9 +224,8 @@ static QUEUED: AtomicUsize = AtomicUsize::new(0);
 
 /// Most deferred instances left queued while requests wait for an executor: beyond it, an
 /// executor restores before its next request (each holds an instance, and an ArgBuf until its
-/// restore begins). Well above the instances one request uses (ten for `compose_post`), so
-/// that a queued request does not wait behind restores.
-pub const MAX_DEFERRED: usize = 64;
+/// restore begins).
+pub const MAX_DEFERRED: usize = 8;
 
 fn push(d: Deferred) {
     IN_FLIGHT.fetch_add(1, Ordering::AcqRel);

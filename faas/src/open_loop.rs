@@ -165,14 +165,10 @@ mod tests {
 
     #[test]
     fn bisection_follows_fjords_steps_and_seeds() {
-        // A system that keeps its SLO up to 60% of capacity.
         let mut seen = Vec::new();
         let best = bisect(|pct, seed| {
             seen.push((pct, seed));
-            Ok::<_, ()>(Point {
-                within: pct <= 60.0,
-                achieved: pct * 10.0,
-            })
+            Ok::<_, ()>(within_60(pct))
         })
         .unwrap();
         assert_eq!(seen.len(), 7);
@@ -196,15 +192,20 @@ mod tests {
         assert_eq!(seen.last().unwrap().1, 7010);
     }
 
+    /// A system that keeps its SLO up to 60% of capacity.
+    fn within_60(pct: f64) -> Point {
+        Point {
+            within: pct <= 60.0,
+            achieved: pct * 10.0,
+        }
+    }
+
     #[test]
     fn common_bisection_gives_every_run_the_first_seed() {
         let mut seen = Vec::new();
         let best = bisect_common(|pct, seed| {
             seen.push((pct, seed));
-            Ok::<_, ()>(Point {
-                within: pct <= 60.0,
-                achieved: pct * 10.0,
-            })
+            Ok::<_, ()>(within_60(pct))
         })
         .unwrap();
         assert_eq!(seen.len(), 7);

@@ -80,6 +80,21 @@ pub fn restore_labels() -> Vec<String> {
     labels
 }
 
+/// The latest positive instruction count of `group`/`metric` measured on `system`.
+fn latest_insns(fjord: &[Measurement], group: &str, metric: &str, system: System) -> Option<f64> {
+    fjord
+        .iter()
+        .rev()
+        .find(|m| {
+            m.group == group
+                && m.metric == metric
+                && m.system == system
+                && m.unit == "insns"
+                && m.median > 0.0
+        })
+        .map(|m| m.median)
+}
+
 /// The `restore` step's parameters file from Fjord's `restore` measurements: one line
 /// `<label> <none_latency> <slo>` per target of [`restore_labels`], where `none_latency` is
 /// Fjord's `restore/<label>_latency_none` and the SLO [`SLO_FACTOR`] times it, as Fjord's
@@ -89,16 +104,9 @@ pub fn restore_params(fjord: &[Measurement]) -> Result<String, String> {
     let mut missing = Vec::new();
     for label in restore_labels() {
         let metric = format!("{label}_latency_none");
-        let none = fjord.iter().rev().find(|m| {
-            m.group == "restore"
-                && m.metric == metric
-                && m.system == System::Fjord
-                && m.unit == "insns"
-                && m.median > 0.0
-        });
-        match none {
-            Some(m) => {
-                let latency = m.median.round() as u64;
+        match latest_insns(fjord, "restore", &metric, System::Fjord) {
+            Some(median) => {
+                let latency = median.round() as u64;
                 text.push_str(&format!("{label} {latency} {}\n", SLO_FACTOR * latency));
             }
             None => missing.push(format!("restore/{metric}")),
@@ -140,17 +148,10 @@ pub fn params(fjord: &[Measurement]) -> Result<String, String> {
     let mut missing = Vec::new();
     for op in fjord_faas::workloads::OPERATIONS {
         let metric = format!("{}_{}_service", op.workload, op.name);
-        let ni = fjord.iter().rev().find(|m| {
-            m.group == "workloads"
-                && m.metric == metric
-                && m.system == System::FjordNi
-                && m.unit == "insns"
-                && m.median > 0.0
-        });
-        match ni {
-            Some(m) => {
-                let service = m.median.round() as u64;
-                let slo = (SLO_FACTOR as f64 * m.median).round() as u64;
+        match latest_insns(fjord, "workloads", &metric, System::FjordNi) {
+            Some(median) => {
+                let service = median.round() as u64;
+                let slo = (SLO_FACTOR as f64 * median).round() as u64;
                 text.push_str(&format!("{} {} {service} {slo}\n", op.workload, op.name));
             }
             None => missing.push(metric),

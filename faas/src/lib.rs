@@ -13,7 +13,9 @@
 //! - [`function_name`]: the validated [`FunctionName`] type they share;
 //! - [`workloads`]: the ported Jord workloads' operations, with sample requests;
 //! - [`open_loop`]: the open-loop load method (Poisson arrivals, the SLO search) of the
-//!   benchmarks.
+//!   benchmarks;
+//! - [`restore_targets`]: the requests of the `restore` benchmark, named alike on Fjord and
+//!   Linux.
 //!
 //! Cargo features: none. The crate is `no_std` + `alloc` and free of `unsafe`; the kernel drives
 //! it, host tests (`cargo test -p fjord-faas`) check it.
@@ -31,6 +33,7 @@ pub mod jbsq;
 pub mod metrics;
 pub mod module;
 pub mod open_loop;
+pub mod restore_targets;
 pub mod workloads;
 
 pub use function_name::FunctionName;

@@ -27,6 +27,7 @@ use alloc::vec::Vec;
 use fjord_faas::jbsq::RequestClass;
 use fjord_faas::metrics::exact_quantile;
 use fjord_faas::open_loop::{self, MIN_LOAD_REQUESTS, Point, REQUESTS, SLO_FACTOR};
+use fjord_faas::restore_targets::{self, RestoreTarget};
 use fjord_groundhog::{IsolationMode, RestoreStats};
 
 type R<T> = Result<T, String>;
@@ -45,35 +46,32 @@ struct Target {
 }
 
 fn targets() -> Vec<Target> {
-    let mut t = Vec::new();
-    t.push(Target {
-        label: "hello".into(),
-        entry: "hello",
-        functions: "hello",
-        request: b"world".to_vec(),
-    });
-    let mut seen: Vec<&str> = Vec::new();
-    for o in fjord_faas::workloads::OPERATIONS {
-        if seen.contains(&o.workload) {
-            continue;
-        }
-        seen.push(o.workload);
-        t.push(Target {
-            label: format!("{}_{}", o.workload, o.name),
-            entry: o.entry,
-            functions: o.workload,
-            request: o.request.to_vec(),
-        });
-    }
-    for n in [1, 10, 100, 1000] {
-        t.push(Target {
-            label: format!("dirty_{n}"),
-            entry: "dirty",
-            functions: "dirty",
-            request: format!("{n}").into_bytes(),
-        });
-    }
-    t
+    restore_targets::all()
+        .into_iter()
+        .map(|t| {
+            let label = t.label();
+            match t {
+                RestoreTarget::Hello => Target {
+                    label,
+                    entry: "hello",
+                    functions: "hello",
+                    request: b"world".to_vec(),
+                },
+                RestoreTarget::Operation(o) => Target {
+                    label,
+                    entry: o.entry,
+                    functions: o.workload,
+                    request: o.request.to_vec(),
+                },
+                RestoreTarget::Dirty(pages) => Target {
+                    label,
+                    entry: "dirty",
+                    functions: "dirty",
+                    request: format!("{pages}").into_bytes(),
+                },
+            }
+        })
+        .collect()
 }
 
 /// Deploys every function of `t` again in `mode` (its idle instances go).

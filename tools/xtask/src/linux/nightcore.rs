@@ -65,19 +65,13 @@ pub const RESTORE_METRICS: &[&str] = &[
     "dirty_1000_throughput_at_slo_fork",
 ];
 
-/// The targets of Fjord's `restore` group, in its order: `hello`, the first operation of each
-/// workload (`<workload>_<operation>`), `dirty_1`, `dirty_10`, `dirty_100`, `dirty_1000`.
+/// The labels of Fjord's `restore` group's targets, in its order
+/// ([`fjord_faas::restore_targets::all`]).
 pub fn restore_labels() -> Vec<String> {
-    let mut labels = vec!["hello".to_owned()];
-    let mut seen: Vec<&str> = Vec::new();
-    for op in fjord_faas::workloads::OPERATIONS {
-        if !seen.contains(&op.workload) {
-            seen.push(op.workload);
-            labels.push(format!("{}_{}", op.workload, op.name));
-        }
-    }
-    labels.extend([1, 10, 100, 1000].map(|n| format!("dirty_{n}")));
-    labels
+    fjord_faas::restore_targets::all()
+        .iter()
+        .map(|t| t.label())
+        .collect()
 }
 
 /// The latest positive instruction count of `group`/`metric` measured on `system`.

@@ -11,7 +11,9 @@
 //! orchestrator's receipt to completion), then open-loop runs with Poisson arrivals whose offered
 //! load is bisected (as a fraction of Jord_NI's capacity, over the same range for every system)
 //! for the highest achieved throughput whose p99 stays within the SLO: 10x the minimal-load
-//! service time under Jord_NI, as in the paper.
+//! service time under Jord_NI, as in the paper. Every run of every system uses the same arrival
+//! sequence, scaled to its load ([`open_loop::bisect_common`]), so the systems differ by what
+//! they do with the same arrivals, not by the draw.
 //! One executor (CPU 1) serves behind the orchestrator (CPU 0); see `bench_faas` for why.
 
 use crate::arch::{apic, smp};
@@ -114,7 +116,7 @@ fn min_load(f: &Arc<LoadedFunction>, op: &Op) -> R<Vec<u64>> {
 }
 
 /// The highest achieved throughput (req/s) whose p99 stays within `slo`, found by
-/// [`open_loop::bisect`]: offered loads between [`open_loop::LOW_LOAD`] and
+/// [`open_loop::bisect_common`]: offered loads between [`open_loop::LOW_LOAD`] and
 /// [`open_loop::HIGH_LOAD`] percent of the capacity `hz / service` (Jord_NI's, for every
 /// system), in [`open_loop::BISECTIONS`] open-loop runs.
 fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> R<u64> {
@@ -137,7 +139,7 @@ fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> 
         );
         Ok(Point { within, achieved })
     };
-    let best = open_loop::bisect(run_at)?;
+    let best = open_loop::bisect_common(run_at)?;
     Ok(best as u64)
 }
 

@@ -43,9 +43,6 @@ pub struct Target<'a> {
     pub basis: u64,
     /// The p99 latency bound (ticks).
     pub slo: u64,
-    /// Whether every run of the sweep meets the same arrival sequence
-    /// ([`load::bisect_common`]) rather than a seed per run ([`load::bisect`]).
-    pub common_arrivals: bool,
     /// TSC ticks per nanosecond of CLOCK_MONOTONIC, for poll timeouts.
     pub ticks_per_ns: f64,
 }
@@ -179,7 +176,8 @@ pub fn open_loop(
 }
 
 /// The highest throughput (req/s) with p99 within the SLO, over the offered loads Fjord's
-/// sweep uses; prints one `LINFO` line per load point.
+/// sweep uses, every run on the same arrival sequence scaled to its load
+/// ([`load::bisect_common`]); prints one `LINFO` line per load point.
 pub fn throughput_at_slo(engine: &mut Engine, t: &Target<'_>) -> Result<u64, EngineError> {
     let capacity = HZ / t.basis as f64;
     let run_at = |pct: f64, seed: u64| {
@@ -200,11 +198,7 @@ pub fn throughput_at_slo(engine: &mut Engine, t: &Target<'_>) -> Result<u64, Eng
         );
         Ok::<_, EngineError>(Point { within, achieved })
     };
-    let best = if t.common_arrivals {
-        load::bisect_common(run_at)?
-    } else {
-        load::bisect(run_at)?
-    };
+    let best = load::bisect_common(run_at)?;
     Ok(best as u64)
 }
 

@@ -174,7 +174,6 @@ fn measure(
         exact: false,
         basis: p.ni_service,
         slo: p.slo,
-        common_arrivals: false,
         ticks_per_ns,
     };
     bench::check(engine, &t)?;
@@ -249,7 +248,6 @@ fn measure_restore(
         exact: target.exact,
         basis: p.none_latency,
         slo: p.slo,
-        common_arrivals: true,
         ticks_per_ns,
     };
     bench::check(engine, &t)?;

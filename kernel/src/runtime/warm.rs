@@ -34,10 +34,12 @@ use fjord_kernel::layout::PAGE_SIZE;
 use fjord_pd::PdId;
 use spin::Mutex;
 
-/// Most idle instances one function keeps.
-pub const PER_FUNCTION: usize = 8;
-/// Most idle instances kept over all functions.
-pub const TOTAL: usize = 64;
+/// Most idle instances one function keeps: enough for the bursts an open-loop load at the SLO
+/// sends one executor, so that an instance made for a burst is kept for the next one rather
+/// than destroyed on its return.
+pub const PER_FUNCTION: usize = 32;
+/// Most idle instances kept over all functions (the memory share bounds them too).
+pub const TOTAL: usize = 256;
 /// Idle instances hold at most `1 / MEMORY_SHARE` of the frames.
 pub const MEMORY_SHARE: usize = 4;
 
@@ -224,8 +226,9 @@ static QUEUED: AtomicUsize = AtomicUsize::new(0);
 
 /// Most deferred instances left queued while requests wait for an executor: beyond it, an
 /// executor restores before its next request (each holds an instance, and an ArgBuf until its
-/// restore begins).
-pub const MAX_DEFERRED: usize = 8;
+/// restore begins). Well above the instances one request uses (ten for `compose_post`), so
+/// that a queued request does not wait behind restores.
+pub const MAX_DEFERRED: usize = 64;
 
 fn push(d: Deferred) {
     IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
@@ -275,25 +278,30 @@ pub fn run_deferred() {
     }
 }
 
-/// What an executor does with the deferred instances after a request's response went out:
-/// when `requests_waiting` (a request is queued for it or centrally), it serves them first and
-/// restores only beyond [`MAX_DEFERRED`] (those requests take other idle instances or new
-/// ones; the rest are restored when it has nothing else to do, see [`run_one_deferred`]);
-/// otherwise it restores them, stopping when a request comes meanwhile. Instances destroyed
-/// rather than kept go at once: no request would take them, and they hold memory.
+/// What an executor does with the deferred instances after a request's response went out.
+/// Instances destroyed rather than kept go at once: no request would take them, and they hold
+/// memory. When `requests_waiting` (a request is queued for it or centrally), it serves them
+/// first and restores only beyond [`MAX_DEFERRED`] (those requests take other idle instances or
+/// new ones; the rest are restored when it has nothing else to do, see [`run_one_deferred`]);
+/// otherwise it restores them one by one until a request comes, which then waits for one
+/// restore at most (the end of its current step), not for every one that waits.
 pub fn after_response(requests_waiting: bool) {
-    if !requests_waiting {
-        while matches!(run_one_deferred(), Some(Ran::Kept | Ran::Gone)) {}
-        return;
-    }
     while let Some(d) = pop(Deferred::goes) {
         run(d, false);
     }
-    while deferred() > MAX_DEFERRED
-        && let Some(d) = pop(|_| true)
-    {
-        run(d, false);
+    if requests_waiting {
+        while deferred() > MAX_DEFERRED
+            && let Some(d) = pop(|_| true)
+        {
+            run(d, false);
+        }
+        return;
     }
+    // The caller looked for a request before the first.
+    let cpu = crate::arch::percpu::cpu_index();
+    while matches!(run_one_deferred(), Some(Ran::Kept | Ran::Gone))
+        && !crate::orchestrator::steps_coming(cpu)
+    {}
 }
 
 /// Waits until every deferred instance has been given back (running those still queued).

@@ -88,8 +88,9 @@ pub struct Point {
 /// of capacity) between [`LOW_LOAD`] and [`HIGH_LOAD`] in [`BISECTIONS`] runs of `run_at(pct,
 /// seed)`. If none was within, it halves [`LOW_LOAD`] up to [`DESCENTS`] times until a run is,
 /// then bisects between that load and the one above it in [`REFINEMENTS`] runs. 0 when
-/// nothing was. Run `n` of a search uses seed `SEED + n`.
-pub fn bisect<E>(mut run_at: impl FnMut(f64, u64) -> Result<Point, E>) -> Result<f64, E> {
+/// nothing was. Run `n` of a search uses seed `SEED + n`; the benchmarks search with
+/// [`bisect_common`].
+fn bisect<E>(mut run_at: impl FnMut(f64, u64) -> Result<Point, E>) -> Result<f64, E> {
     let mut seed = SEED;
     let mut run = |pct: f64| {
         seed += 1;
@@ -113,9 +114,10 @@ pub fn bisect<E>(mut run_at: impl FnMut(f64, u64) -> Result<Point, E>) -> Result
     Ok(best)
 }
 
-/// As [`bisect`], but every run uses the one arrival sequence seeded with [`SEED`], scaled to
-/// its offered load (common random numbers): two modes or systems searched this way meet the
-/// same arrivals at every load, so their difference is theirs, not the seeds'.
+/// The highest achieved throughput of a run within the SLO, searched as `bisect` (above) does,
+/// but every run uses the one arrival sequence seeded with [`SEED`], scaled to its offered load
+/// (common random numbers): two modes or systems searched this way meet the same arrivals at
+/// every load, so their difference is theirs, not the seeds'.
 pub fn bisect_common<E>(mut run_at: impl FnMut(f64, u64) -> Result<Point, E>) -> Result<f64, E> {
     bisect(|pct, _| run_at(pct, SEED))
 }

@@ -236,21 +236,8 @@ mod tests {
 
     #[test]
     fn restore_metrics_are_every_targets_latency_and_throughput() {
+        // The labels themselves are pinned by `fjord_faas::restore_targets`' own test.
         let labels = restore_labels();
-        assert_eq!(
-            labels,
-            [
-                "hello",
-                "hipster_get_cart",
-                "hotel_search_nearby",
-                "media_upload_unique_id",
-                "social_compose_post",
-                "dirty_1",
-                "dirty_10",
-                "dirty_100",
-                "dirty_1000"
-            ]
-        );
         let expected: Vec<String> = labels
             .iter()
             .flat_map(|l| {

@@ -382,3 +382,29 @@ ktest! {
         })
     }
 }
+
+ktest! {
+    fn without_isolation_every_instance_is_restored_too() {
+        // Jord_NI: every PD shares one page table, so two instances' pages share its level-2
+        // entries. A restore of one must not hide what the other dirtied from its own.
+        needs(&["leak"])?;
+        let reset = |i| jord::state::reset(i).map_err(|e| format!("{e:?}"));
+        reset(fjord_pd::Isolation::None)?;
+        let r = warm(|| {
+            let f = runtime::lookup("leak").ok_or("leak")?;
+            for round in 0..3 {
+                let wrote = queued_pair("leak", &format!("write {SECRET:x}"))?;
+                field(&wrote[1], "vma")?;
+                for dump in queued_pair("leak", "dump")? {
+                    for k in ["heap", "stack", "vma"] {
+                        kassert!(field(&dump, k)? == 0, "round {round}: {k} in {dump}");
+                    }
+                }
+            }
+            kassert!(f.warm.idle() >= 1);
+            Ok(())
+        });
+        reset(fjord_pd::Isolation::Full)?;
+        r
+    }
+}

@@ -158,6 +158,19 @@ impl PageSize {
     }
 }
 
+/// What a dirty-bit scan ([`PageTables::take_dirty`]) does with the ACCESSED bits of the
+/// level-2 entries it reads below, which tell it which level-1 tables to skip next time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level2Accessed {
+    /// Clears them: the scanned ranges are the only ones read through those entries (a table
+    /// whose user half one address space alone uses).
+    Take,
+    /// Leaves them set: other ranges under the same entries are scanned apart (one table
+    /// shared by several address spaces), and clearing a bit would hide their writes from
+    /// their own scans.
+    Keep,
+}
+
 /// Where a virtual address is mapped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Translation {
@@ -525,16 +538,18 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
     }
 
     /// Calls `dirty(i, va)` for every 4 KiB leaf `va` in range `i` of `ranges` (base, length)
-    /// whose DIRTY bit is set, and clears that bit. The ACCESSED bit of every level-2 entry
-    /// above the ranges is cleared as well, and a level-1 table whose entry was not ACCESSED
-    /// is skipped unread: the CPU sets that bit on each walk through the entry, so no leaf
-    /// below it can have been written since the last call, provided the caller flushed the TLB
-    /// (and paging-structure caches) after it. Each level-2 entry is looked at once, however
-    /// many ranges share it; pages come in address order within each level-2 entry, not
-    /// across ranges. Returns how many level-1 tables were read. Large pages are left alone.
+    /// whose DIRTY bit is set, and clears that bit. A level-1 table whose level-2 entry is not
+    /// ACCESSED is skipped unread: the CPU sets that bit on each walk through the entry, so no
+    /// leaf below it can have been written since the bit was cleared, provided the TLB (and
+    /// paging-structure caches) were flushed after. With [`Level2Accessed::Take`] the scan
+    /// clears the ACCESSED bit of every level-2 entry it reads below. Each level-2 entry is
+    /// looked at once, however many ranges share it; pages come in address order within each
+    /// level-2 entry, not across ranges. Returns how many level-1 tables were read. Large
+    /// pages are left alone.
     pub fn take_dirty(
         &mut self,
         ranges: &[(u64, u64)],
+        accessed: Level2Accessed,
         mut dirty: impl FnMut(usize, u64),
     ) -> usize {
         const SPAN: u64 = 512 * PAGE_SIZE;
@@ -552,7 +567,9 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
                     && e2 & Flags::HUGE.0 == 0
                     && e2 & Flags::ACCESSED.0 != 0
                 {
-                    self.mem.write_entry(t2, i2, e2 & !Flags::ACCESSED.0);
+                    if accessed == Level2Accessed::Take {
+                        self.mem.write_entry(t2, i2, e2 & !Flags::ACCESSED.0);
+                    }
                     read += 1;
                     let table = e2 & ADDR_MASK;
                     for (j, q) in ranges.iter().enumerate().skip(i) {
@@ -583,13 +600,16 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
     }
 
     /// The level-1 table under the level-2 entry above `va`, when that entry is present, not
-    /// a large page, and ACCESSED (see [`Self::take_dirty`]); its ACCESSED bit is cleared.
-    pub fn take_accessed_table(&mut self, va: u64) -> Option<u64> {
+    /// a large page, and ACCESSED (see [`Self::take_dirty`]); with [`Level2Accessed::Take`],
+    /// its ACCESSED bit is cleared.
+    pub fn accessed_table(&mut self, va: u64, accessed: Level2Accessed) -> Option<u64> {
         let (t2, i2, e2) = self.level2_entry(va)?;
         if e2 & Flags::HUGE.0 != 0 || e2 & Flags::ACCESSED.0 == 0 {
             return None;
         }
-        self.mem.write_entry(t2, i2, e2 & !Flags::ACCESSED.0);
+        if accessed == Level2Accessed::Take {
+            self.mem.write_entry(t2, i2, e2 & !Flags::ACCESSED.0);
+        }
         Some(e2 & ADDR_MASK)
     }
 
@@ -784,13 +804,16 @@ mod tests {
         // A dirty leaf under a level-2 entry nobody walked since the last call is not read.
         set(base + 0x20_0000, Flags::DIRTY.0);
         let mut seen = Vec::new();
-        let read = pt.take_dirty(&[(base, 0x40_0000)], |_, va| seen.push(va));
+        let read = pt.take_dirty(&[(base, 0x40_0000)], Level2Accessed::Take, |_, va| {
+            seen.push(va)
+        });
         assert_eq!(seen, [base + 0x1000, base + 0x5000]);
         assert_eq!(read, 1);
         // The bits are cleared: nothing until the next walk and write.
         seen.clear();
         assert_eq!(
-            pt.take_dirty(&[(base, 0x40_0000)], |_, va| seen.push(va)),
+            pt.take_dirty(&[(base, 0x40_0000)], Level2Accessed::Take, |_, va| seen
+                .push(va)),
             0
         );
         assert!(seen.is_empty());
@@ -811,7 +834,9 @@ mod tests {
         set(base, Flags::DIRTY.0);
         set(base + 0x5000, Flags::DIRTY.0);
         seen.clear();
-        pt.take_dirty(&[(base + 0x5000, 0x1000)], |_, va| seen.push(va));
+        pt.take_dirty(&[(base + 0x5000, 0x1000)], Level2Accessed::Take, |_, va| {
+            seen.push(va)
+        });
         assert_eq!(seen, [base + 0x5000]);
         // Two ranges under one level-2 entry: both are read (the entry's ACCESSED bit is
         // looked at once).
@@ -819,21 +844,49 @@ mod tests {
         set(base, Flags::DIRTY.0);
         set(base + 0x5000, Flags::DIRTY.0);
         let mut both = Vec::new();
-        let read = pt.take_dirty(&[(base + 0x4000, 0x2000), (base, 0x2000)], |i, va| {
-            both.push((i, va))
-        });
+        let read = pt.take_dirty(
+            &[(base + 0x4000, 0x2000), (base, 0x2000)],
+            Level2Accessed::Take,
+            |i, va| both.push((i, va)),
+        );
         assert_eq!(read, 1);
         assert_eq!(both, [(0, base + 0x5000), (1, base)]);
+        // With `Take`, a scan of one range hides a write under the same level-2 entry from
+        // the next scan of another range; with `Keep` (a table several address spaces share),
+        // the entry stays ACCESSED and each range's scan finds its own writes.
+        for (how, found) in [(Level2Accessed::Take, false), (Level2Accessed::Keep, true)] {
+            accessed(base);
+            set(base, Flags::DIRTY.0);
+            set(base + 0x5000, Flags::DIRTY.0);
+            seen.clear();
+            pt.take_dirty(&[(base + 0x5000, 0x1000)], how, |_, va| seen.push(va));
+            assert_eq!(seen, [base + 0x5000]);
+            seen.clear();
+            pt.take_dirty(&[(base, 0x1000)], how, |_, va| seen.push(va));
+            assert_eq!(seen == [base], found, "{how:?}");
+            assert_eq!(pt.accessed_table(base, how).is_some(), found, "{how:?}");
+            // Whatever the first scan left is taken now.
+            accessed(base);
+            pt.take_dirty(&[(base, 0x1000)], Level2Accessed::Take, |_, _| {});
+        }
         // Unmapped and absurd ranges are harmless.
         assert_eq!(
-            pt.take_dirty(&[(0x7000_0000_0000, 0x1000)], |_, _| panic!()),
+            pt.take_dirty(
+                &[(0x7000_0000_0000, 0x1000)],
+                Level2Accessed::Take,
+                |_, _| panic!()
+            ),
             0
         );
         assert_eq!(
-            pt.take_dirty(&[(u64::MAX - 0xfff, 0x1000)], |_, _| panic!()),
+            pt.take_dirty(
+                &[(u64::MAX - 0xfff, 0x1000)],
+                Level2Accessed::Take,
+                |_, _| panic!()
+            ),
             0
         );
-        assert_eq!(pt.take_dirty(&[], |_, _| panic!()), 0);
+        assert_eq!(pt.take_dirty(&[], Level2Accessed::Take, |_, _| panic!()), 0);
     }
 
     #[test]

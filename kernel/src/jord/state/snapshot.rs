@@ -17,6 +17,7 @@
 
 use super::*;
 use fjord_groundhog::{Action, RestorePlan, RestoreReport, SnapshotIndex};
+use fjord_kernel::paging::Level2Accessed;
 
 /// One VMA of a snapshot and copies of those of its pages that held data.
 struct Region {
@@ -131,7 +132,7 @@ impl Jord {
         let scrubbed = self.privlib.changes(pd);
         let root = self.root_of(pd);
         let ranges: Vec<(u64, u64)> = regions.iter().map(|r| (r.base, r.len)).collect();
-        PageTables::new(root, &DIRECT).take_dirty(&ranges, |_, _| {});
+        PageTables::new(root, &DIRECT).take_dirty(&ranges, self.level2_accessed(), |_, _| {});
         pending.absorb(self.flush_pd(pd, root));
         let info = SnapshotInfo {
             regions: regions.len(),
@@ -360,6 +361,7 @@ impl Jord {
     fn collect_dirty(&self, root: u64, regions: &[Region], dirty: &mut [Vec<u32>]) {
         const SPAN: u64 = 512 * PAGE_SIZE;
         let mut pt = PageTables::new(root, &DIRECT);
+        let accessed = self.level2_accessed();
         let words = |r: &Region| {
             r.slot
                 .and_then(|slot| self.backing.get(slot))
@@ -378,7 +380,7 @@ impl Jord {
                     continue;
                 }
                 done = Some(chunk);
-                let Some(table) = pt.take_accessed_table(chunk) else {
+                let Some(table) = pt.accessed_table(chunk, accessed) else {
                     chunk = next;
                     continue;
                 };
@@ -404,6 +406,17 @@ impl Jord {
                 }
                 chunk = next;
             }
+        }
+    }
+
+    /// What dirty-bit scans do with the level-2 ACCESSED bits of a PD's table: they take them
+    /// when every PD has its own, and keep them when all share one (without isolation, where
+    /// one instance's scan must not hide another's writes under the same entry).
+    fn level2_accessed(&self) -> Level2Accessed {
+        if self.shared_root == 0 {
+            Level2Accessed::Take
+        } else {
+            Level2Accessed::Keep
         }
     }
 

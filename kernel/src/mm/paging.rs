@@ -614,7 +614,7 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
     }
 
     /// Clears the DIRTY bit of `va`'s leaf in `table`, its level-1 table (from
-    /// [`Self::take_accessed_table`]); returns whether a present leaf had it.
+    /// [`Self::accessed_table`]); returns whether a present leaf had it.
     pub fn take_dirty_in_table(&mut self, table: u64, va: u64) -> bool {
         let k = index(va, 1);
         let e = self.mem.read_entry(table, k);

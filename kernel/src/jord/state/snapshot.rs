@@ -356,8 +356,9 @@ impl Jord {
     /// Collects (and clears) the dirty leaves of `regions` in the table at `root`, as page
     /// numbers per region, ascending. Only leaves of initialised pages can be present (a fill initialises
     /// its page first), so only those are read, under level-2 entries that were accessed since
-    /// the last call: the cost follows the pages the instance ever touched in the 2 MiB regions
-    /// the request touched, not the pages mapped.
+    /// the last call (ever, in the table every PD shares: [`Jord::level2_accessed`]): the cost
+    /// follows the pages the instance ever touched in the 2 MiB regions the request touched,
+    /// not the pages mapped.
     fn collect_dirty(&self, root: u64, regions: &[Region], dirty: &mut [Vec<u32>]) {
         const SPAN: u64 = 512 * PAGE_SIZE;
         let mut pt = PageTables::new(root, &DIRECT);

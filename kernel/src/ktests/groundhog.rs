@@ -138,6 +138,35 @@ ktest! {
 }
 
 ktest! {
+    fn without_restore_an_unchanged_instance_is_not_scrubbed_and_a_vma_a_request_mapped_goes() {
+        needs(&["leak", "hello"])?;
+        let r = warm(|| {
+            redeploy("leak", IsolationMode::None)?;
+            redeploy("hello", IsolationMode::None)?;
+            let skipped = || jord::with(|j| j.stats.scrubs_skipped);
+            invoke("hello", b"a").map_err(|e| format!("{e}"))?;
+            // A request that left the layout as it was: nothing to scrub, as in mode `restore`.
+            let before = skipped();
+            invoke("hello", b"b").map_err(|e| format!("{e}"))?;
+            kassert_eq!(skipped(), before + 1);
+            // One that mapped a VMA: scrubbed, and the VMA is gone for the next (which maps
+            // nothing, so the read faults at it).
+            let before = skipped();
+            let vma = field(&text("leak", &format!("write {SECRET:x}"))?, "vma")?;
+            kassert_eq!(skipped(), before);
+            match invoke("leak", format!("peek {vma:x}").as_bytes()) {
+                Err(InvokeFailure::Faulted { fault, .. }) => kassert_eq!(fault.addr, vma),
+                other => return Err(format!("peek of a freed VMA: {other:?}")),
+            }
+            Ok(())
+        });
+        redeploy("leak", IsolationMode::Restore)?;
+        redeploy("hello", IsolationMode::Restore)?;
+        r
+    }
+}
+
+ktest! {
     fn init_state_is_restored_after_a_request_corrupts_it() {
         needs(&["leak-init"])?;
         warm(|| {

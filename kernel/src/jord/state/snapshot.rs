@@ -90,6 +90,9 @@ pub struct SnapshotInfo {
 pub(super) struct InitLayout {
     keep: Vec<(u64, u64, Perm)>,
     charged: u64,
+    /// PrivLib's change counter of the instance after its last scrub with `keep` (as
+    /// [`Snapshot`]'s).
+    scrubbed: Option<u64>,
 }
 
 /// One slot per PD, none taken.
@@ -114,7 +117,7 @@ impl Jord {
     ) -> Result<(Pending, SnapshotInfo), Error> {
         self.check_instance_pd(pd)?;
         self.drop_snapshot(pd);
-        let InitLayout { keep, charged } = self.init_layout(pd, base, len);
+        let InitLayout { keep, charged, .. } = self.init_layout(pd, base, len);
         // Copied before the scrub, which frees none of these pages: a failure leaves nothing
         // changed and no flush owed.
         let mut regions = Vec::with_capacity(keep.len());
@@ -293,15 +296,7 @@ impl Jord {
     /// would undo changed since the last one ([`fjord_pd::PrivLib::scrubbed_since`]): `pd`
     /// owns only its layout, unchanged, created no PD and holds no other right.
     fn scrub_snapshot(&mut self, pd: PdId, snap: &mut Snapshot) -> Result<(u32, Pending), Error> {
-        if let Some(c) = snap.scrubbed
-            && self
-                .privlib
-                .scrubbed_since(PdId::KERNEL, pd, c, snap.keep.len())
-        {
-            if self.held_back.holds(pd) {
-                self.settle_pd(pd);
-            }
-            self.stats.scrubs_skipped += 1;
+        if self.unchanged_since_scrub(pd, snap.scrubbed, snap.keep.len()) {
             return Ok((0, Pending::default()));
         }
         // A layout the scrub refuses (nothing changed then) is put back, and scrubbed again.
@@ -322,6 +317,21 @@ impl Jord {
             None
         };
         r
+    }
+
+    /// Whether a scrub of `pd` keeping `kept` VMAs would change nothing, PrivLib's change
+    /// counter `scrubbed` after the last one telling ([`fjord_pd::PrivLib::scrubbed_since`]):
+    /// then the scrub is skipped and only rights held back for `pd` are settled.
+    fn unchanged_since_scrub(&mut self, pd: PdId, scrubbed: Option<u64>, kept: usize) -> bool {
+        let unchanged =
+            scrubbed.is_some_and(|c| self.privlib.scrubbed_since(PdId::KERNEL, pd, c, kept));
+        if unchanged {
+            if self.held_back.holds(pd) {
+                self.settle_pd(pd);
+            }
+            self.stats.scrubs_skipped += 1;
+        }
+        unchanged
     }
 
     /// Puts back the VMAs of `pd`'s layout `keep` that `pd` changed: narrowed or widened,
@@ -529,6 +539,7 @@ impl Jord {
         InitLayout {
             keep,
             charged: charged.min(self.quotas[pd.index()].0),
+            scrubbed: None,
         }
     }
 
@@ -538,8 +549,9 @@ impl Jord {
     /// for [`Jord::begin_restore`].
     pub fn keep_init_layout(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {
         self.check_instance_pd(pd)?;
-        let layout = self.init_layout(pd, base, len);
+        let mut layout = self.init_layout(pd, base, len);
         let pending = self.scrub_keeping(pd, &layout.keep)?;
+        layout.scrubbed = self.privlib.changes(pd);
         self.quotas[pd.index()].0 = layout.charged;
         self.layouts[pd.index()] = Some(layout);
         Ok(pending)
@@ -548,7 +560,8 @@ impl Jord {
     /// Frees every VMA `pd` owns beyond its layout after `init` ([`Jord::keep_init_layout`];
     /// without one, its creation stack and the instance VMA `[base, base + len)`) and drops
     /// every right it was given, leaving its memory as it is (isolation mode `none`: warm reuse
-    /// with no restore). Errors as for [`Jord::begin_restore`].
+    /// with no restore). Skipped, as in [`Jord::begin_restore`], when nothing the scrub would
+    /// undo changed since the last one. Errors as for [`Jord::begin_restore`].
     pub fn scrub_instance(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {
         self.check_instance_pd(pd)?;
         let Some(layout) = self.layouts[pd.index()].take() else {
@@ -557,7 +570,18 @@ impl Jord {
             self.quotas[pd.index()].0 = 0;
             return p;
         };
-        let p = self.scrub_keeping(pd, &layout.keep);
+        let mut layout = layout;
+        let p = if self.unchanged_since_scrub(pd, layout.scrubbed, layout.keep.len()) {
+            Ok(Pending::default())
+        } else {
+            let p = self.scrub_keeping(pd, &layout.keep);
+            layout.scrubbed = if p.is_ok() {
+                self.privlib.changes(pd)
+            } else {
+                None
+            };
+            p
+        };
         self.quotas[pd.index()].0 = layout.charged;
         self.layouts[pd.index()] = Some(layout);
         p

@@ -12,9 +12,6 @@ use crate::error::{Error, Result};
 use crate::pd_id::{MAX_PDS, PdId};
 use crate::vaddr::VmaId;
 
-/// Most VMAs a scrub keeps (see `PrivLib::scrub_with`).
-pub const MAX_KEPT: usize = 8;
-
 /// Owned and granted VMAs each PD slot has room for without allocating.
 const SET_RESERVE: usize = 4;
 
@@ -39,9 +36,8 @@ struct PdEntry {
     /// rights or attributes changed for any PD), the kept set is set, or the PDs it created
     /// change: see [`PdTable::changes`].
     changes: u64,
-    /// The VMAs its last scrub kept (the first `kept_len`).
-    kept: [Option<VmaId>; MAX_KEPT],
-    kept_len: u8,
+    /// The VMAs its last scrub kept.
+    kept: Vec<VmaId>,
     /// Valid VMAs on which this PD holds a per-PD right (exact, unlike `granted`).
     held: u32,
     /// For a PD the kernel created (the root of a creation tree): most PDs its tree may hold
@@ -60,8 +56,7 @@ impl PdEntry {
             granted: Vec::new(),
             granted_compacted: 0,
             changes: 0,
-            kept: [None; MAX_KEPT],
-            kept_len: 0,
+            kept: Vec::new(),
             held: 0,
             tree_limit: NO_TREE_LIMIT,
         }
@@ -258,7 +253,7 @@ impl PdTable {
         e.granted.clear();
         e.granted_compacted = 0;
         e.changes += 1;
-        e.kept_len = 0;
+        e.kept.clear();
         e.held = 0;
         e.tree_limit = NO_TREE_LIMIT;
         if let Some(p) = self.entry_mut(parent) {
@@ -355,9 +350,8 @@ impl PdTable {
     }
 
     /// The VMAs `pd`'s last scrub kept (see [`PdTable::changes`]).
-    pub fn kept(&self, pd: PdId) -> &[Option<VmaId>] {
-        self.entry(pd)
-            .map_or(&[], |e| &e.kept[..usize::from(e.kept_len)])
+    pub fn kept(&self, pd: PdId) -> &[VmaId] {
+        self.entry(pd).map_or(&[], |e| &e.kept)
     }
 
     /// How many VMAs `pd` owns.
@@ -365,13 +359,11 @@ impl PdTable {
         self.entry(pd).map_or(0, |e| e.owned.len())
     }
 
-    /// Records `kept` (at most [`MAX_KEPT`]) as the VMAs `pd`'s last scrub kept, and bumps
-    /// its change counter.
-    pub(crate) fn set_kept(&mut self, pd: PdId, kept: &[Option<VmaId>]) {
+    /// Records `kept` as the VMAs `pd`'s last scrub kept, and bumps its change counter;
+    /// `kept` gets the list it replaces (so that its room is reused).
+    pub(crate) fn swap_kept(&mut self, pd: PdId, kept: &mut Vec<VmaId>) {
         if let Some(e) = self.entry_mut(pd) {
-            let n = kept.len().min(MAX_KEPT);
-            e.kept[..n].copy_from_slice(&kept[..n]);
-            e.kept_len = n as u8;
+            core::mem::swap(&mut e.kept, kept);
             e.changes += 1;
         }
     }
@@ -381,7 +373,7 @@ impl PdTable {
     #[inline(always)]
     pub(crate) fn touch_vma(&mut self, owner: PdId, id: VmaId) {
         if let Some(e) = self.entries.get_mut(owner.index())
-            && e.kept[..usize::from(e.kept_len)].contains(&Some(id))
+            && e.kept.contains(&id)
         {
             e.changes += 1;
         }

@@ -40,8 +40,6 @@ use crate::shootdown::{Leaf, Shootdown, Target};
 use crate::size_class::{PAGE_SIZE, SizeClass, page_round_up};
 use crate::vaddr::{self, VmaId};
 
-/// Most VMAs [`PrivLib::scrub_with`] keeps.
-pub const MAX_KEPT: usize = crate::pd_table::MAX_KEPT;
 use crate::vma_table::{TableConfig, VmaTable};
 use crate::vte::{PdPerm, VmaAttrs, Vte};
 
@@ -63,6 +61,8 @@ pub struct PrivLib {
     vmas: VmaTable,
     pds: PdTable,
     isolation: Isolation,
+    /// Room for the VMAs a scrub keeps (see [`PrivLib::scrub_with`]), reused.
+    kept: Vec<VmaId>,
 }
 
 /// What a `pmove` took from its caller: the leaves to remove from the caller's table, and the
@@ -106,6 +106,7 @@ impl PrivLib {
             vmas: VmaTable::new(config)?,
             pds: PdTable::new(max_pds)?,
             isolation,
+            kept: Vec::new(),
         })
     }
 
@@ -619,19 +620,25 @@ impl PrivLib {
         if !self.pds.children(cid).is_empty() {
             return Err(Error::Busy);
         }
-        let mut kept = [None; MAX_KEPT];
-        if keep.len() > kept.len() {
-            return Err(Error::InvalidArgs);
-        }
-        for (slot, &(base, len, perm)) in kept.iter_mut().zip(keep) {
-            let (id, vte) = self.vmas.resolve_base(base)?;
-            if !Self::sole_holder(vte, cid, perm) || vte.len() != len {
-                return Err(Error::Busy);
+        let mut kept = core::mem::take(&mut self.kept);
+        kept.clear();
+        for &(base, len, perm) in keep {
+            let resolved = self.vmas.resolve_base(base).and_then(|(id, vte)| {
+                if Self::sole_holder(vte, cid, perm) && vte.len() == len {
+                    Ok(id)
+                } else {
+                    Err(Error::Busy)
+                }
+            });
+            match resolved {
+                Ok(id) => kept.push(id),
+                Err(e) => {
+                    self.kept = kept;
+                    return Err(e);
+                }
             }
-            *slot = Some(id);
         }
-        let kept = &kept[..keep.len()];
-        let is_kept = |id: VmaId| kept.contains(&Some(id));
+        let is_kept = |id: VmaId| kept.contains(&id);
         let per_pd = self.checks();
         let mut s = Shootdown::new();
         let (mut owned, mut granted) = self.pds.take_sets(cid);
@@ -651,7 +658,8 @@ impl PrivLib {
         owned.retain(|id| is_kept(*id));
         granted.retain(|id| is_kept(*id));
         self.pds.put_sets(cid, owned, granted);
-        self.pds.set_kept(cid, kept);
+        self.pds.swap_kept(cid, &mut kept);
+        self.kept = kept;
         Ok(s)
     }
 

@@ -889,7 +889,6 @@ fn loose_step(lib: &mut PrivLib, op: &Op, scrubbed: &mut Scrubbed) {
             let t = pd(target);
             let mut keep = lib.owned_alone(t);
             keep.sort_unstable_by_key(|k| k.0);
-            keep.truncate(fjord_pd::privlib::MAX_KEPT);
             if tamper {
                 // Put back what the PD changed of its last layout first.
                 if let Some((_, last)) = scrubbed.get(&t) {

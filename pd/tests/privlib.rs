@@ -525,6 +525,39 @@ fn owned_alone_lists_what_a_scrub_can_keep() {
 }
 
 #[test]
+fn a_scrub_keeps_any_number_of_vmas_and_follows_changes_to_each() {
+    // An instance whose `init` mapped many VMAs keeps them all; a change to the last one
+    // counts as one to the first.
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 64), 64, Isolation::Full).unwrap();
+    let f = l.cget(K).unwrap();
+    let keep: Vec<_> = (0..20)
+        .map(|_| (l.mmap(f, 4096, Perm::RW, anon()).unwrap(), 4096, Perm::RW))
+        .collect();
+    let own = l.mmap(f, 4096, Perm::RW, anon()).unwrap();
+    let s = l.scrub_with(K, f, &keep, |_, _, _| {}).unwrap();
+    assert!(s.covers(f, own));
+    for &(base, ..) in &keep {
+        assert_eq!(l.lookup(f, base).map(|g| g.perm), Ok(Perm::RW));
+    }
+    let at = l.changes(f).unwrap();
+    assert!(l.scrubbed_since(K, f, at, keep.len()));
+    let (last, ..) = keep[keep.len() - 1];
+    l.mprotect(f, last, 4096, Perm::R).unwrap();
+    assert!(!l.scrubbed_since(K, f, at, keep.len()));
+    // A refused scrub (a kept VMA narrowed) leaves the record of the last one as it was.
+    assert_eq!(l.scrub_with(K, f, &keep, |_, _, _| {}), Err(Error::Busy));
+    l.mprotect(f, last, 4096, Perm::RW).unwrap();
+    let at = l.changes(f).unwrap();
+    l.mprotect(f, keep[0].0, 4096, Perm::R).unwrap();
+    assert_ne!(
+        l.changes(f),
+        Some(at),
+        "the first kept VMA is still followed"
+    );
+    l.check_consistency().unwrap();
+}
+
+#[test]
 fn scrub_refuses_an_instance_that_gave_its_memory_away() {
     let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, Isolation::Full).unwrap();
     let (f, other) = (l.cget(K).unwrap(), l.cget(K).unwrap());

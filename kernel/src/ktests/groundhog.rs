@@ -182,6 +182,8 @@ ktest! {
                 // The pages init mapped are kept in the snapshot, their contents restored.
                 kassert!(field(dump, "mapped")? == MAPPED, "{dump}");
                 kassert!(field(dump, "tail")? == MAPPED, "{dump}");
+                // So are those of the ten one-page VMAs it mapped besides.
+                kassert!(field(dump, "scattered")? == 10, "{dump}");
                 Ok(())
             };
             expect(&text("leak-init", "dump")?)?;
@@ -208,11 +210,13 @@ ktest! {
             for _ in 0..2 {
                 let dump = text("leak-init", "dump")?;
                 kassert!(field(&dump, "mapped")? == MAPPED, "{dump}");
+                kassert!(field(&dump, "scattered")? == 10, "{dump}");
             }
             text("leak-init", &format!("corrupt {SECRET:x}"))?;
             let dump = text("leak-init", "dump")?;
             kassert!(field(&dump, "len")? == 5000, "{dump}");
             kassert!(field(&dump, "mapped")? == SECRET, "{dump}");
+            kassert!(field(&dump, "scattered")? == 0, "{dump}");
             kassert_eq!(runtime::lookup("leak-init").ok_or("leak-init")?.warm.idle(), 1);
             Ok(())
         });

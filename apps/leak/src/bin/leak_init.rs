@@ -1,19 +1,21 @@
 //! The `leak-init` function, for Groundhog's request-isolation tests: its `init` builds a
 //! table and a label from the warm-up input on its heap, maps two pages of its own, each
-//! starting with [`MAPPED`], and a third that it makes read-only after writing [`MAPPED`]
-//! (all part of the instance's snapshot); a request may corrupt them, or unmap, shrink or
+//! starting with [`MAPPED`], a third that it makes read-only after writing [`MAPPED`], and
+//! ten more, one VMA each, starting with [`MAPPED`] (all part of the instance's
+//! snapshot); a request may corrupt them, or unmap, shrink or
 //! write-protect the mapping, or make the read-only page writable again and write it, and the
 //! next one sees only the snapshot's values.
 //!
-//! - `corrupt <hex secret>`: overwrites every table entry, the label and the mapped pages'
-//!   first words with the secret and appends entries; responds `len=…`;
+//! - `corrupt <hex secret>`: overwrites every table entry, the label and the read-write mapped
+//!   pages' first words with the secret and appends entries; responds `len=…`;
 //! - `unmap`, `shrink`, `protect`: unmaps both mapped pages, unmaps the second, or makes both
 //!   read-only; responds `done=1`;
 //! - `widen <hex secret>`: makes the read-only page writable and writes the secret at its
 //!   start; responds `done=1`;
-//! - `dump`: responds `len=… sum=… first=… label=… mapped=… tail=… ro=…` (16 hex digits each;
-//!   the label's first 8 bytes; the mapped pages' first words, 0 on the host): after `init`,
-//!   1000 entries `3 * i`, the label the warm-up input, [`MAPPED`] three times.
+//! - `dump`: responds `len=… sum=… first=… label=… mapped=… tail=… ro=… scattered=…` (16 hex
+//!   digits each; the label's first 8 bytes; the mapped pages' first words, 0 on the host;
+//!   how many of the scattered pages start with [`MAPPED`]): after `init`, 1000 entries
+//!   `3 * i`, the label the warm-up input, [`MAPPED`] three times, ten.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 extern crate alloc;
@@ -25,6 +27,11 @@ use fjord_libos::function::FnError;
 /// What `init` writes into the page it maps.
 const MAPPED: u64 = 0x1717_1717_1717_1717;
 
+/// How many one-page VMAs `init` maps besides the first three (more than a handful: the
+/// snapshot keeps every VMA `init` mapped).
+#[cfg(target_os = "none")]
+const SCATTERED: usize = 10;
+
 /// What `init` builds.
 struct State {
     table: Vec<u64>,
@@ -33,6 +40,8 @@ struct State {
     page: u64,
     /// The page `init` made read-only (0 on the host).
     ro: u64,
+    /// The one-page VMAs `init` mapped besides (none on the host).
+    scattered: Vec<u64>,
 }
 
 fn init(warmup: &[u8]) -> Result<State, FnError> {
@@ -40,11 +49,14 @@ fn init(warmup: &[u8]) -> Result<State, FnError> {
     write_word(page, MAPPED);
     write_word(second(page), MAPPED);
     let ro = map_read_only()?;
+    let scattered = map_scattered()?;
+    scattered.iter().for_each(|&p| write_word(p, MAPPED));
     Ok(State {
         table: (0..1000).map(|i| 3 * i).collect(),
         label: warmup.to_vec(),
         page,
         ro,
+        scattered,
     })
 }
 
@@ -60,6 +72,19 @@ fn map_read_only() -> Result<u64, FnError> {
     }
     #[cfg(not(target_os = "none"))]
     Ok(0)
+}
+
+/// Ten new one-page read-write VMAs of this instance (none on the host).
+fn map_scattered() -> Result<Vec<u64>, FnError> {
+    #[cfg(target_os = "none")]
+    {
+        use fjord_libos::privlib::{PROT_READ, PROT_WRITE, mmap};
+        (0..SCATTERED)
+            .map(|_| mmap(4096, PROT_READ | PROT_WRITE).map_err(|_| FnError::Failed))
+            .collect()
+    }
+    #[cfg(not(target_os = "none"))]
+    Ok(Vec::new())
 }
 
 /// Makes the read-only page writable again (nothing on the host).
@@ -140,6 +165,7 @@ fn serve(s: &mut State, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
         s.label.extend_from_slice(&secret.to_le_bytes());
         write_word(s.page, secret);
         write_word(second(s.page), secret);
+        s.scattered.iter().for_each(|&p| write_word(p, secret));
         return report(resp, &[("len", s.table.len() as u64)]);
     }
     if let Some(secret) = req.strip_prefix(b"widen ") {
@@ -168,6 +194,13 @@ fn serve(s: &mut State, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
             ("mapped", read_word(s.page)),
             ("tail", read_word(second(s.page))),
             ("ro", read_word(s.ro)),
+            (
+                "scattered",
+                s.scattered
+                    .iter()
+                    .filter(|&&p| read_word(p) == MAPPED)
+                    .count() as u64,
+            ),
         ],
     )
 }

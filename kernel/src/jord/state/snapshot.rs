@@ -39,10 +39,6 @@ impl Drop for Region {
     }
 }
 
-/// Most VMAs a snapshot keeps: the creation stack, the instance VMA and up to six that `init`
-/// mapped (PrivLib's `scrub_with` keeps at most this many).
-pub const MAX_SNAPSHOT_VMAS: usize = fjord_pd::privlib::MAX_KEPT;
-
 /// An instance's state after its `init`, held by the kernel for restores.
 pub(super) struct Snapshot {
     /// The creation stack, the instance VMA and the VMAs `init` mapped, by address.
@@ -189,7 +185,7 @@ impl Jord {
         pages.iter_mut().for_each(Vec::clear);
         self.collect_dirty(root, regions, pages);
         for (i, (r, dirty)) in regions.iter().zip(pages).enumerate() {
-            if remade & (1 << i) != 0 {
+            if remade.contains(&i) {
                 // New frames: every page the snapshot holds is copied back.
                 dirty.clear();
                 dirty.extend_from_slice(r.index.pages());
@@ -295,9 +291,13 @@ impl Jord {
     /// (only rights held back for `pd` are settled) when PrivLib tells that nothing the scrub
     /// would undo changed since the last one ([`fjord_pd::PrivLib::scrubbed_since`]): `pd`
     /// owns only its layout, unchanged, created no PD and holds no other right.
-    fn scrub_snapshot(&mut self, pd: PdId, snap: &mut Snapshot) -> Result<(u32, Pending), Error> {
+    fn scrub_snapshot(
+        &mut self,
+        pd: PdId,
+        snap: &mut Snapshot,
+    ) -> Result<(Vec<usize>, Pending), Error> {
         if self.unchanged_since_scrub(pd, snap.scrubbed, snap.keep.len()) {
-            return Ok((0, Pending::default()));
+            return Ok((Vec::new(), Pending::default()));
         }
         // A layout the scrub refuses (nothing changed then) is put back, and scrubbed again.
         let r = match self.scrub_keeping(pd, &snap.keep) {
@@ -309,7 +309,7 @@ impl Jord {
                         Ok((remade, p))
                     })
             }
-            r => r.map(|p| (0, p)),
+            r => r.map(|p| (Vec::new(), p)),
         };
         snap.scrubbed = if r.is_ok() {
             self.privlib.changes(pd)
@@ -336,7 +336,7 @@ impl Jord {
 
     /// Puts back the VMAs of `pd`'s layout `keep` that `pd` changed: narrowed or widened,
     /// freed or shrank ([`PrivLib::reinstate`]); a remade one gets new frames. Returns which
-    /// (bit `i` for `keep[i]`) were remade, so that all their snapshot pages are copied back,
+    /// (`i` for `keep[i]`) were remade, so that all their snapshot pages are copied back,
     /// whether leaves of the others were removed (a right narrowed back: the dirty bits went
     /// with them, and while its snapshot is out of the table no one notes it), and the flushes
     /// owed. [`Error::Busy`] when one cannot be put back.
@@ -344,8 +344,8 @@ impl Jord {
         &mut self,
         pd: PdId,
         keep: &[(u64, u64, Perm)],
-    ) -> Result<(u32, bool, Pending), Error> {
-        let mut remade = 0u32;
+    ) -> Result<(Vec<usize>, bool, Pending), Error> {
+        let mut remade = Vec::new();
         let mut leaves_lost = false;
         let mut pending = Pending::default();
         for (i, &kept) in keep.iter().enumerate() {
@@ -357,7 +357,7 @@ impl Jord {
                 self.free_backing(kept.0);
                 self.back_vma(kept.0, kept.1)?;
                 self.stats.vmas_remade += 1;
-                remade |= 1 << i;
+                remade.push(i);
             }
         }
         Ok((remade, leaves_lost, pending))
@@ -520,9 +520,9 @@ impl Jord {
     }
 
     /// The layout `pd` keeps between requests after its `init`, the instance VMA being
-    /// `[base, base + len)`: the creation stack, the instance VMA and the first few VMAs (by
-    /// address, up to [`MAX_SNAPSHOT_VMAS`] in all) that `pd` owns and alone holds, which
-    /// `init` mapped; and the bytes of its `mmap` allowance those use.
+    /// `[base, base + len)`: the creation stack, the instance VMA and every VMA that `pd` owns
+    /// and alone holds, which `init` mapped, by address; and the bytes of its `mmap` allowance
+    /// those use.
     fn init_layout(&self, pd: PdId, base: u64, len: u64) -> InitLayout {
         let (stack, stack_len) = self.stacks[pd.index()];
         let mut keep = alloc::vec![(stack, stack_len, Perm::RW), (base, len, Perm::RW)];
@@ -530,7 +530,7 @@ impl Jord {
         own.sort_unstable_by_key(|v| v.0);
         let mut charged = 0u64;
         for v in own {
-            if keep.len() < MAX_SNAPSHOT_VMAS && v.0 != stack && v.0 != base {
+            if v.0 != stack && v.0 != base {
                 keep.push(v);
                 charged += v.1.next_multiple_of(PAGE_SIZE);
             }

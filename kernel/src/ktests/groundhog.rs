@@ -201,6 +201,28 @@ ktest! {
 }
 
 ktest! {
+    fn the_warm_pools_memory_bound_counts_what_init_mapped_and_the_snapshot() {
+        needs(&["leak-init"])?;
+        warm(|| {
+            let f = runtime::lookup("leak-init").ok_or("leak-init")?;
+            kassert_eq!(runtime::warm::kept_bytes(), 0);
+            text("leak-init", "dump")?;
+            runtime::warm::settle();
+            kassert_eq!(runtime::warm::kept(), 1);
+            let m = &f.manifest;
+            let own = (m.stack_size + m.heap_size + crate::jord::state::PD_STACK_SIZE) as usize;
+            // Thirteen pages init mapped (two, one read-only, ten scattered), and at least as
+            // many copied into the snapshot, beside the heap's.
+            let held = runtime::warm::kept_bytes();
+            kassert!(held >= own + 2 * 13 * 4096, "{held} bytes for {own} of its own");
+            runtime::warm::drain();
+            kassert_eq!(runtime::warm::kept_bytes(), 0);
+            Ok(())
+        })
+    }
+}
+
+ktest! {
     fn without_restore_the_vmas_init_mapped_stay_between_requests() {
         needs(&["leak-init"])?;
         let r = warm(|| {

@@ -15,6 +15,7 @@ use super::invoke::InvokeFailure;
 use super::warm;
 use crate::jord::{self, state::Handoff};
 use fjord_faas::module::Manifest;
+use fjord_kernel::layout::PAGE_SIZE;
 use fjord_pd::{Error as PdError, MapFlags, PdId, Perm};
 
 /// A PD with its stack and instance VMA, serving one request of its function at a time.
@@ -74,6 +75,8 @@ impl Instance {
                 let (pending, info) =
                     jord::with(|j| j.take_snapshot(inst.pd, base, len)).map_err(pd_failure)?;
                 pending.finish();
+                f.warm
+                    .note_held_beyond(info.mapped as usize + info.pages * PAGE_SIZE as usize);
                 log::debug!(
                     "groundhog: snapshot of {} in {:?}: {} pages",
                     f.manifest.name.as_str(),
@@ -81,9 +84,10 @@ impl Instance {
                     info.pages
                 );
             } else if f.isolation() == fjord_groundhog::IsolationMode::None {
-                jord::with(|j| j.keep_init_layout(inst.pd, base, len))
-                    .map_err(pd_failure)?
-                    .finish();
+                let (pending, mapped) =
+                    jord::with(|j| j.keep_init_layout(inst.pd, base, len)).map_err(pd_failure)?;
+                pending.finish();
+                f.warm.note_held_beyond(mapped as usize);
             }
             Ok(())
         })();

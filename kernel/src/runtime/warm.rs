@@ -45,7 +45,7 @@ pub const MEMORY_SHARE: usize = 4;
 
 /// Idle instances kept now, over all functions.
 static KEPT: AtomicUsize = AtomicUsize::new(0);
-/// Bytes of memory those instances hold (stack, instance VMA, creation stack).
+/// Bytes of memory those instances hold (see [`instance_bytes`]).
 static KEPT_BYTES: AtomicUsize = AtomicUsize::new(0);
 /// Whether instances are kept at all (the `warm=` boot option, on by default).
 static ENABLED: AtomicBool = AtomicBool::new(true);
@@ -69,9 +69,18 @@ pub struct Pool {
     idle: Mutex<Vec<Warm>>,
     /// [`CLOCK`] when an instance was last taken from or given back to this pool.
     last_used: AtomicU64,
+    /// Most bytes an instance was seen to hold beyond its manifest's stack and heap: the VMAs
+    /// its `init` mapped and its snapshot's copies.
+    beyond: AtomicUsize,
 }
 
 impl Pool {
+    /// Notes that an instance holds `bytes` beyond its manifest's stack and heap (the VMAs its
+    /// `init` mapped, its snapshot's copies): the pools' memory bound counts the most seen.
+    pub fn note_held_beyond(&self, bytes: usize) {
+        self.beyond.fetch_max(bytes, Ordering::Relaxed);
+    }
+
     fn locked<R>(&self, f: impl FnOnce(&mut Vec<Warm>) -> R) -> R {
         cpu::without_interrupts(|| f(&mut self.idle.lock()))
     }
@@ -341,10 +350,11 @@ pub(super) fn take_deferred(f: &LoadedFunction, or_new: bool) -> Option<(PdId, u
     take_idle(f)
 }
 
-/// Bytes of memory an instance of `f` holds (stack, instance VMA, creation stack).
+/// Bytes of memory an instance of `f` holds (stack, instance VMA, creation stack, and the
+/// most seen beyond: the VMAs `init` mapped and the snapshot's copies).
 fn instance_bytes(f: &LoadedFunction) -> usize {
     let m = &f.manifest;
-    (m.stack_size + m.heap_size + PD_STACK_SIZE) as usize
+    (m.stack_size + m.heap_size + PD_STACK_SIZE) as usize + f.warm.beyond.load(Ordering::Relaxed)
 }
 
 /// Bytes idle instances may hold: [`MEMORY_SHARE`] of the frames.
@@ -368,6 +378,11 @@ pub fn enabled() -> bool {
 /// Idle instances kept now, over all functions.
 pub fn kept() -> usize {
     KEPT.load(Ordering::Relaxed)
+}
+
+/// Bytes of memory the idle instances hold, over all functions (see [`instance_bytes`]).
+pub fn kept_bytes() -> usize {
+    KEPT_BYTES.load(Ordering::Relaxed)
 }
 
 /// Destroys every idle instance of every deployed function (once the deferred ones are back).

@@ -79,6 +79,9 @@ pub struct SnapshotInfo {
     pub regions: usize,
     /// Pages copied into it.
     pub pages: usize,
+    /// Bytes of the VMAs `init` mapped that it keeps (beyond the creation stack and the
+    /// instance VMA).
+    pub mapped: u64,
 }
 
 /// What an instance keeps between requests: the VMAs (base, length, right) and the bytes of
@@ -136,6 +139,7 @@ impl Jord {
         let info = SnapshotInfo {
             regions: regions.len(),
             pages,
+            mapped: charged,
         };
         let pages = regions.iter().map(|_| Vec::new()).collect();
         let quota = (charged, self.quotas[pd.index()].1);
@@ -545,16 +549,23 @@ impl Jord {
 
     /// Records `pd`'s layout after its `init` for isolation mode `none` (no snapshot): the
     /// instance VMA `[base, base + len)`, the creation stack and the VMAs `init` mapped that
-    /// [`Jord::scrub_instance`] keeps from now on; any other VMA `pd` owns is freed. Errors as
-    /// for [`Jord::begin_restore`].
-    pub fn keep_init_layout(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {
+    /// [`Jord::scrub_instance`] keeps from now on; any other VMA `pd` owns is freed. Returns the
+    /// flushes owed and the bytes of the VMAs `init` mapped that it keeps. Errors as for
+    /// [`Jord::begin_restore`].
+    pub fn keep_init_layout(
+        &mut self,
+        pd: PdId,
+        base: u64,
+        len: u64,
+    ) -> Result<(Pending, u64), Error> {
         self.check_instance_pd(pd)?;
         let mut layout = self.init_layout(pd, base, len);
         let pending = self.scrub_keeping(pd, &layout.keep)?;
         layout.scrubbed = self.privlib.changes(pd);
         self.quotas[pd.index()].0 = layout.charged;
+        let mapped = layout.charged;
         self.layouts[pd.index()] = Some(layout);
-        Ok(pending)
+        Ok((pending, mapped))
     }
 
     /// Frees every VMA `pd` owns beyond its layout after `init` ([`Jord::keep_init_layout`];

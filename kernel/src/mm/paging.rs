@@ -603,8 +603,34 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
     /// a large page, and ACCESSED (see [`Self::take_dirty`]); with [`Level2Accessed::Take`],
     /// its ACCESSED bit is cleared.
     pub fn accessed_table(&mut self, va: u64, accessed: Level2Accessed) -> Option<u64> {
-        let (t2, i2, e2) = self.level2_entry(va)?;
-        if e2 & Flags::HUGE.0 != 0 || e2 & Flags::ACCESSED.0 == 0 {
+        let t2 = self.level2_table(va)?;
+        self.accessed_table_in(t2, va, accessed)
+    }
+
+    /// The level-2 table covering `va` (canonical), whose entries map the 1 GiB around it:
+    /// for [`Self::accessed_table_in`], which then reads one entry per 2 MiB instead of
+    /// walking from the root.
+    pub fn level2_table(&self, va: u64) -> Option<u64> {
+        if !is_canonical(va) {
+            return None;
+        }
+        let mut table = self.root;
+        for level in [4, 3] {
+            let e = self.mem.read_entry(table, index(va, level));
+            if e & Flags::PRESENT.0 == 0 || e & Flags::HUGE.0 != 0 {
+                return None;
+            }
+            table = e & ADDR_MASK;
+        }
+        Some(table)
+    }
+
+    /// [`Self::accessed_table`] for `va` in the 1 GiB that `t2` covers ([`Self::level2_table`]).
+    pub fn accessed_table_in(&mut self, t2: u64, va: u64, accessed: Level2Accessed) -> Option<u64> {
+        let i2 = index(va, 2);
+        let e2 = self.mem.read_entry(t2, i2);
+        let wanted = Flags::PRESENT.0 | Flags::ACCESSED.0;
+        if e2 & (wanted | Flags::HUGE.0) != wanted {
             return None;
         }
         if accessed == Level2Accessed::Take {
@@ -628,17 +654,7 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
 
     /// The present level-2 entry above `va` (canonical): (table, index, entry).
     fn level2_entry(&self, va: u64) -> Option<(u64, usize, u64)> {
-        if !is_canonical(va) {
-            return None;
-        }
-        let mut table = self.root;
-        for level in [4, 3] {
-            let e = self.mem.read_entry(table, index(va, level));
-            if e & Flags::PRESENT.0 == 0 || e & Flags::HUGE.0 != 0 {
-                return None;
-            }
-            table = e & ADDR_MASK;
-        }
+        let table = self.level2_table(va)?;
         let i = index(va, 2);
         let e = self.mem.read_entry(table, i);
         (e & Flags::PRESENT.0 != 0).then_some((table, i, e))
@@ -769,6 +785,46 @@ mod tests {
         assert_eq!(
             pt.map(va + 0x1000, 0, Flags::KERNEL_RW, &mut fa),
             Err(PagingError::SizeConflict)
+        );
+    }
+
+    #[test]
+    fn accessed_table_in_reads_one_level2_entry_of_the_table_covering_va() {
+        let mem = SimMem::default();
+        let mut fa = frames();
+        let mut pt = PageTables::create(&mem, &mut fa).unwrap();
+        let f = Flags::USER | Flags::WRITABLE;
+        let base = 0x0000_1000_0000_0000u64;
+        for (k, va) in [base, base + 0x20_0000].into_iter().enumerate() {
+            pt.map(va, 0x10_0000 + k as u64 * 0x1000, f, &mut fa)
+                .unwrap();
+        }
+        assert_eq!(
+            pt.level2_table(base + 0x4000_0000),
+            None,
+            "nothing in the next GiB"
+        );
+        assert_eq!(pt.level2_table(1 << 47), None, "not canonical");
+        let t2 = pt.level2_table(base).unwrap();
+        assert_eq!(pt.level2_table(base + 0x20_0000), Some(t2));
+        // Not accessed: none; accessed: the same table as from the root, bit taken or kept.
+        assert_eq!(pt.accessed_table_in(t2, base, Level2Accessed::Take), None);
+        let (t, i, e) = pt.level2_entry(base + 0x20_0000).unwrap();
+        mem.write_entry(t, i, e | Flags::ACCESSED.0);
+        let table = e & ADDR_MASK;
+        let second = base + 0x20_0000;
+        assert_eq!(
+            pt.accessed_table_in(t2, second, Level2Accessed::Keep),
+            Some(table)
+        );
+        assert_eq!(
+            pt.accessed_table_in(t2, second, Level2Accessed::Take),
+            Some(table)
+        );
+        assert_eq!(pt.accessed_table(second, Level2Accessed::Take), None);
+        assert_eq!(
+            pt.accessed_table_in(t2, base + 0x40_0000, Level2Accessed::Keep),
+            None
         );
     }
 

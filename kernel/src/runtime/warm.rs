@@ -465,31 +465,93 @@ pub(super) fn keep(
         }
     }
     let t0 = cpu::rdtsc();
+    // A snapshot restore's first step goes with its beginning; what it did is written in
+    // place, not moved out through the calls.
+    let mut report = fjord_groundhog::RestoreReport::default();
     let restored = jord::with(|j| {
         let generation = j.generation();
-        match how {
-            Reset::Snapshot { fresh } if !j.has_snapshot(pd) => j
-                .restore_instance(pd, &fresh)
-                .map(|p| (p, false, generation)),
-            Reset::Snapshot { .. } => j.begin_restore(pd).map(|p| (p, true, generation)),
-            Reset::LayoutOnly { base, len } => j
-                .scrub_instance(pd, base, len)
-                .map(|p| (p, false, generation)),
-        }
+        let r = match how {
+            Reset::Snapshot { fresh } if !j.has_snapshot(pd) => {
+                j.restore_instance(pd, &fresh).map(|p| (p, Stepped::Reset))
+            }
+            Reset::Snapshot { .. } => j
+                .begin_restore(pd, RESTORE_STEP_PAGES, &mut report)
+                .map(|(p, done)| (p, if done { Stepped::Done } else { Stepped::Begun })),
+            Reset::LayoutOnly { base, len } => {
+                j.scrub_instance(pd, base, len).map(|p| (p, Stepped::Reset))
+            }
+        };
+        r.map(|(p, stepped)| (p, stepped, generation))
     });
     let Ok((pending, stepped, generation)) = restored else {
         return Ran::Gone;
     };
     pending.finish();
-    if stepped {
-        let ticks = cpu::rdtsc() - t0;
-        let begun = Begun {
-            ticks,
-            interrupted: false,
-        };
-        return restore_steps(f, pd, boundary, generation, begun, finish);
+    if stepped == Stepped::Reset {
+        return pool(f, pd, boundary, generation);
     }
+    let begun = Begun {
+        ticks: cpu::rdtsc() - t0,
+        interrupted: false,
+    };
+    if stepped == Stepped::Done {
+        return restored_into_pool(f, pd, boundary, generation, begun, report);
+    }
+    match stop_for_requests(finish, pd, boundary, generation, begun) {
+        Some(ran) => ran,
+        None => restore_steps(f, pd, boundary, generation, begun, finish),
+    }
+}
+
+/// How far putting an instance back went in [`keep`]'s first critical section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stepped {
+    /// Reset in one go (no snapshot restore).
+    Reset,
+    /// A snapshot restore, done in its first step.
+    Done,
+    /// A snapshot restore with steps left.
+    Begun,
+}
+
+/// Records `f`'s finished restore of `pd` (`report`, after `begun`) and pools the instance.
+fn restored_into_pool(
+    f: &LoadedFunction,
+    pd: PdId,
+    boundary: u64,
+    generation: u64,
+    begun: Begun,
+    mut report: fjord_groundhog::RestoreReport,
+) -> Ran {
+    report.ticks = begun.ticks;
+    report.interrupted = begun.interrupted;
+    cpu::without_interrupts(|| f.restores.lock().record(&report));
     pool(f, pd, boundary, generation)
+}
+
+/// Stops a restore under way (`begun`) when `finish` allows and a request is coming for this
+/// executor: it waits in the deferred queue ([`Ran::Stopped`]). `None`: go on.
+fn stop_for_requests(
+    finish: Finish<'_>,
+    pd: PdId,
+    boundary: u64,
+    generation: u64,
+    begun: Begun,
+) -> Option<Ran> {
+    let Finish::UnlessRequests(handle) = finish else {
+        return None;
+    };
+    if !crate::orchestrator::steps_coming(crate::arch::percpu::cpu_index()) {
+        return None;
+    }
+    push(Deferred::Restoring(Restoring {
+        f: handle.clone(),
+        pd,
+        boundary,
+        generation,
+        ticks: begun.ticks,
+    }));
+    Some(Ran::Stopped)
 }
 
 /// What a restore under way did so far.
@@ -511,32 +573,22 @@ fn restore_steps(
     begun: Begun,
     finish: Finish<'_>,
 ) -> Ran {
-    let mut ticks = begun.ticks;
+    let mut begun = begun;
+    let mut report = fjord_groundhog::RestoreReport::default();
     loop {
         let t0 = cpu::rdtsc();
-        let step = jord::with(|j| j.restore_step(pd, RESTORE_STEP_PAGES));
-        ticks += cpu::rdtsc() - t0;
+        let step = jord::with(|j| j.restore_step(pd, RESTORE_STEP_PAGES, &mut report));
         match step {
             Err(_) => return Ran::Gone,
-            Ok(Some((pending, mut report))) => {
+            Ok(Some(pending)) => {
                 pending.finish();
-                report.ticks = ticks;
-                report.interrupted = begun.interrupted;
-                cpu::without_interrupts(|| f.restores.lock().record(&report));
-                return pool(f, pd, boundary, generation);
+                begun.ticks += cpu::rdtsc() - t0;
+                return restored_into_pool(f, pd, boundary, generation, begun, report);
             }
             Ok(None) => {
-                if let Finish::UnlessRequests(handle) = finish
-                    && crate::orchestrator::steps_coming(crate::arch::percpu::cpu_index())
-                {
-                    push(Deferred::Restoring(Restoring {
-                        f: handle.clone(),
-                        pd,
-                        boundary,
-                        generation,
-                        ticks,
-                    }));
-                    return Ran::Stopped;
+                begun.ticks += cpu::rdtsc() - t0;
+                if let Some(ran) = stop_for_requests(finish, pd, boundary, generation, begun) {
+                    return ran;
                 }
             }
         }

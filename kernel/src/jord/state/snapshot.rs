@@ -166,26 +166,45 @@ impl Jord {
     /// every VMA it gained is freed and every right it was given dropped, and the pages of its
     /// snapshot VMAs whose leaves are dirty (every page that held data, when a leaf was
     /// removed since the last restore) are noted, their dirty bits cleared. The pages are put
-    /// back by [`Jord::restore_step`]; until the last step the instance must not run. The
+    /// back in steps of up to `max_pages`, the first at once, the others by
+    /// [`Jord::restore_step`]; until the last step the instance must not run. Returns the
+    /// flushes owed and whether the first step was the last (then `done` says what the whole
+    /// restore did). The
     /// scrub is skipped when nothing it would undo changed since the last one
     /// ([`fjord_pd::PrivLib::scrubbed_since`]).
     ///
     /// [`Error::InvalidArgs`] when `pd` has no snapshot; [`Error::Busy`] when the instance is
     /// not reusable (its layout cannot be put back); destroy it then.
-    pub fn begin_restore(&mut self, pd: PdId) -> Result<Pending, Error> {
+    pub fn begin_restore(
+        &mut self,
+        pd: PdId,
+        max_pages: usize,
+        done: &mut RestoreReport,
+    ) -> Result<(Pending, bool), Error> {
         self.check_instance_pd(pd)?;
         let mut snap = self.take_snapshot_of(pd).ok_or(Error::InvalidArgs)?;
-        let freed = self.stats.vmas_scrubbed;
-        let (remade, pending) = match self.scrub_snapshot(pd, &mut snap) {
-            Ok(r) => r,
-            Err(e) => {
-                self.put_snapshot(pd, snap);
-                return Err(e);
+        let r = self.begin(pd, &mut snap).map(|mut pending| {
+            // It cannot fail: a restore was just begun.
+            match self.step(pd, &mut snap, max_pages, done) {
+                Ok(Some(p)) => {
+                    pending.absorb(p);
+                    (pending, true)
+                }
+                _ => (pending, false),
             }
-        };
+        });
+        self.put_snapshot(pd, snap);
+        r
+    }
+
+    /// [`Jord::begin_restore`] but for its first step, on `snap`, `pd`'s snapshot, out of the
+    /// table.
+    fn begin(&mut self, pd: PdId, snap: &mut Snapshot) -> Result<Pending, Error> {
+        let freed = self.stats.vmas_scrubbed;
+        let (remade, pending) = self.scrub_snapshot(pd, snap)?;
         let full = snap.leaves_lost;
         let root = self.root_of(pd);
-        let Snapshot { regions, pages, .. } = &mut *snap;
+        let Snapshot { regions, pages, .. } = snap;
         pages.iter_mut().for_each(Vec::clear);
         self.collect_dirty(root, regions, pages);
         for (i, (r, dirty)) in regions.iter().zip(pages).enumerate() {
@@ -211,7 +230,6 @@ impl Jord {
             vmas_freed: self.stats.vmas_scrubbed - freed,
             ..RestoreReport::default()
         });
-        self.put_snapshot(pd, snap);
         Ok(pending)
     }
 
@@ -225,23 +243,37 @@ impl Jord {
         &mut self,
         pd: PdId,
         max_pages: usize,
-    ) -> Result<Option<(Pending, RestoreReport)>, Error> {
+        done: &mut RestoreReport,
+    ) -> Result<Option<Pending>, Error> {
         let mut snap = self
             .snapshots
             .get_mut(pd.index())
             .and_then(Option::take)
             .ok_or(Error::InvalidArgs)?;
-        let Some(mut report) = snap.restoring.take() else {
-            self.snapshots[pd.index()] = Some(snap);
-            return Err(Error::InvalidArgs);
-        };
-        let mut budget = max_pages;
+        let r = self.step(pd, &mut snap, max_pages, done);
+        self.snapshots[pd.index()] = Some(snap);
+        r
+    }
+
+    /// [`Jord::restore_step`] on `snap`, `pd`'s snapshot, out of the table.
+    fn step(
+        &mut self,
+        pd: PdId,
+        snap: &mut Snapshot,
+        max_pages: usize,
+        done: &mut RestoreReport,
+    ) -> Result<Option<Pending>, Error> {
         let Snapshot {
             regions,
             pages,
             plan,
+            restoring,
             ..
-        } = &mut *snap;
+        } = snap;
+        let Some(report) = restoring.as_mut() else {
+            return Err(Error::InvalidArgs);
+        };
+        let mut budget = max_pages;
         for (r, dirty) in regions.iter().zip(pages.iter_mut()) {
             let n = dirty.len().min(budget);
             if n == 0 {
@@ -276,18 +308,17 @@ impl Jord {
             report.pages += plan.pages() as u64;
             dirty.truncate(rest);
         }
-        if snap.pages.iter().any(|d| !d.is_empty()) {
-            snap.restoring = Some(report);
-            self.snapshots[pd.index()] = Some(snap);
+        if budget == 0 && pages.iter().any(|d| !d.is_empty()) {
             return Ok(None);
         }
+        *done = *report;
+        snap.restoring = None;
         let root = self.root_of(pd);
         let pending = self.flush_pd(pd, root);
         self.quotas[pd.index()] = snap.quota;
-        self.snapshots[pd.index()] = Some(snap);
         self.stats.instances_restored += 1;
-        self.stats.pages_restored += report.pages;
-        Ok(Some((pending, report)))
+        self.stats.pages_restored += done.pages;
+        Ok(Some(pending))
     }
 
     /// Scrubs `pd` to its snapshot's layout, putting back what a scrub refuses
@@ -368,58 +399,82 @@ impl Jord {
     }
 
     /// Collects (and clears) the dirty leaves of `regions` in the table at `root`, as page
-    /// numbers per region, ascending. Only leaves of initialised pages can be present (a fill initialises
-    /// its page first), so only those are read, under level-2 entries that were accessed since
-    /// the last call (ever, in the table every PD shares: [`Jord::level2_accessed`]): the cost
-    /// follows the pages the instance ever touched in the 2 MiB regions the request touched,
-    /// not the pages mapped.
+    /// numbers per region, ascending. Only leaves of initialised pages can be present (a fill
+    /// initialises its page first), so only those are read, under level-2 entries that were
+    /// accessed since the last call (ever, in the table every PD shares:
+    /// [`Jord::level2_accessed`]): the cost follows the pages the instance ever touched, not
+    /// the pages mapped, and skips the 2 MiB regions the request did not touch.
     fn collect_dirty(&self, root: u64, regions: &[Region], dirty: &mut [Vec<u32>]) {
         const SPAN: u64 = 512 * PAGE_SIZE;
         let mut pt = PageTables::new(root, &DIRECT);
         let accessed = self.level2_accessed();
-        let words = |r: &Region| {
-            r.slot
-                .and_then(|slot| self.backing.get(slot))
-                .map_or(&[][..], |b| b.initialised_words())
-        };
-        let end_of = |r: &Region| r.base + r.len;
-        // Regions are sorted by address: a chunk at or below `done` was read with an earlier
-        // region, together with every region it reaches.
-        let mut done = None;
-        for (i, r) in regions.iter().enumerate() {
-            let mut chunk = r.base & !(SPAN - 1);
-            while chunk < end_of(r) {
-                let next = chunk + SPAN;
-                if done.is_some_and(|d| chunk <= d) {
-                    chunk = next;
-                    continue;
+        // The level-2 table of the GiB looked up last (if mapped), and the 2 MiB chunk looked
+        // up last with its level-1 table (if accessed). Regions are sorted by address and
+        // their pages read in order, so each chunk is looked up (and its accessed bit taken)
+        // once.
+        let mut gib: Option<(u64, Option<u64>)> = None;
+        let mut last: Option<(u64, Option<u64>)> = None;
+        for (r, dirty) in regions.iter().zip(dirty) {
+            let Some(backing) = r.slot.and_then(|slot| self.backing.get(slot)) else {
+                continue;
+            };
+            let words = backing.initialised_words();
+            let Some(&word) = words.first() else {
+                continue;
+            };
+            // Set bit by set bit: word `w`'s bits not read yet are `bits`.
+            let (mut w, mut bits) = (0, word);
+            loop {
+                while bits == 0 {
+                    w += 1;
+                    let Some(&word) = words.get(w) else {
+                        break;
+                    };
+                    bits = word;
                 }
-                done = Some(chunk);
-                let Some(table) = pt.accessed_table(chunk, accessed) else {
-                    chunk = next;
-                    continue;
-                };
-                for (j, q) in regions.iter().enumerate().skip(i) {
-                    if !(q.base < next && chunk < end_of(q)) {
-                        continue;
-                    }
-                    let bits_of = words(q);
-                    let first = ((chunk.max(q.base) - q.base) / PAGE_SIZE) as usize;
-                    let end = ((next.min(end_of(q)) - q.base) / PAGE_SIZE) as usize;
-                    for w in first / 64..end.div_ceil(64) {
-                        let mut bits = bits_of.get(w).copied().unwrap_or(0);
-                        while bits != 0 {
-                            let page = w * 64 + bits.trailing_zeros() as usize;
-                            bits &= bits - 1;
-                            if (first..end).contains(&page)
-                                && pt.take_dirty_in_table(table, q.base + page as u64 * PAGE_SIZE)
-                            {
-                                dirty[j].push(page as u32);
+                if bits == 0 {
+                    break;
+                }
+                let page = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let va = r.base + page as u64 * PAGE_SIZE;
+                let chunk = va & !(SPAN - 1);
+                let table = match last {
+                    Some((c, table)) if c == chunk => table,
+                    _ => {
+                        let g = chunk >> 30;
+                        let t2 = match gib {
+                            Some((h, t2)) if h == g => t2,
+                            _ => {
+                                let t2 = pt.level2_table(chunk);
+                                gib = Some((g, t2));
+                                t2
                             }
+                        };
+                        let table = t2.and_then(|t2| pt.accessed_table_in(t2, chunk, accessed));
+                        last = Some((chunk, table));
+                        table
+                    }
+                };
+                match table {
+                    Some(table) => {
+                        if pt.take_dirty_in_table(table, va) {
+                            dirty.push(page as u32);
                         }
                     }
+                    None => {
+                        // Nothing under this chunk was touched: on to the first page past it.
+                        let next = ((chunk + SPAN - r.base) / PAGE_SIZE) as usize;
+                        if next / 64 > w {
+                            w = next / 64;
+                            let Some(&word) = words.get(w) else {
+                                break;
+                            };
+                            bits = word;
+                        }
+                        bits &= !below(next - w * 64);
+                    }
                 }
-                chunk = next;
             }
         }
     }
@@ -635,6 +690,11 @@ impl Jord {
             reload_local: cpu::read_cr3() & !0xfff == root,
         }
     }
+}
+
+/// The low `n` bits (all for 64 or more).
+fn below(n: usize) -> u64 {
+    if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
 }
 
 /// One slot per PD, none taken.

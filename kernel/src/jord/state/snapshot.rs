@@ -169,9 +169,8 @@ impl Jord {
     /// back in steps of up to `max_pages`, the first at once, the others by
     /// [`Jord::restore_step`]; until the last step the instance must not run. Returns the
     /// flushes owed and whether the first step was the last (then `done` says what the whole
-    /// restore did). The
-    /// scrub is skipped when nothing it would undo changed since the last one
-    /// ([`fjord_pd::PrivLib::scrubbed_since`]).
+    /// restore did: it is written in place, not moved out). The scrub is skipped when nothing
+    /// it would undo changed since the last one ([`fjord_pd::PrivLib::scrubbed_since`]).
     ///
     /// [`Error::InvalidArgs`] when `pd` has no snapshot; [`Error::Busy`] when the instance is
     /// not reusable (its layout cannot be put back); destroy it then.
@@ -193,7 +192,9 @@ impl Jord {
                 _ => (pending, false),
             }
         });
-        self.put_snapshot(pd, snap);
+        // Its slot is empty: it was taken above.
+        self.snapshots[pd.index()] = Some(snap);
+        self.live_snapshots += 1;
         r
     }
 
@@ -207,23 +208,26 @@ impl Jord {
         let Snapshot { regions, pages, .. } = snap;
         pages.iter_mut().for_each(Vec::clear);
         self.collect_dirty(root, regions, pages);
-        for (i, (r, dirty)) in regions.iter().zip(pages).enumerate() {
-            if remade.contains(&i) {
-                // New frames: every page the snapshot holds is copied back.
-                dirty.clear();
-                dirty.extend_from_slice(r.index.pages());
-                continue;
+        // Remade VMAs and lost leaves are rare: most restores take the dirty bits as they are.
+        if !remade.is_empty() || full {
+            for (i, (r, dirty)) in regions.iter().zip(pages.iter_mut()).enumerate() {
+                if remade.contains(&i) {
+                    // New frames: every page the snapshot holds is copied back.
+                    dirty.clear();
+                    dirty.extend_from_slice(r.index.pages());
+                    continue;
+                }
+                if full && let Some(backing) = r.slot.map(|slot| &self.backing[slot]) {
+                    dirty.clear();
+                    dirty.extend(
+                        (0..backing.pages)
+                            .filter(|&i| backing.is_initialised(i))
+                            .map(|i| i as u32),
+                    );
+                }
             }
-            if full && let Some(backing) = r.slot.map(|slot| &self.backing[slot]) {
-                dirty.clear();
-                dirty.extend(
-                    (0..backing.pages)
-                        .filter(|&i| backing.is_initialised(i))
-                        .map(|i| i as u32),
-                );
-            }
-            debug_assert!(dirty.is_sorted());
         }
+        debug_assert!(pages.iter().all(|dirty| dirty.is_sorted()));
         snap.leaves_lost = false;
         snap.restoring = Some(RestoreReport {
             full,
@@ -235,8 +239,8 @@ impl Jord {
 
     /// Puts back up to `max_pages` of the pages [`Jord::begin_restore`] noted for `pd` (copied
     /// from the snapshot, or zeroed where the snapshot had nothing). After the last, resets its
-    /// `mmap` allowance and returns the flushes owed and what the whole restore did; `None`
-    /// while pages are left. Translations stay installed.
+    /// `mmap` allowance, writes what the whole restore did into `done` and returns the flushes
+    /// owed; `None` while pages are left. Translations stay installed.
     ///
     /// [`Error::InvalidArgs`] when no restore of `pd` is under way.
     pub fn restore_step(

@@ -562,16 +562,8 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
                 let overlaps = |q: &(u64, u64)| q.0 < next && chunk < end_of(q);
                 // A chunk an earlier range reaches was done with that range.
                 let done = ranges[..i].iter().any(overlaps);
-                if !done
-                    && let Some((t2, i2, e2)) = self.level2_entry(chunk)
-                    && e2 & Flags::HUGE.0 == 0
-                    && e2 & Flags::ACCESSED.0 != 0
-                {
-                    if accessed == Level2Accessed::Take {
-                        self.mem.write_entry(t2, i2, e2 & !Flags::ACCESSED.0);
-                    }
+                if !done && let Some(table) = self.accessed_table(chunk, accessed) {
                     read += 1;
-                    let table = e2 & ADDR_MASK;
                     for (j, q) in ranges.iter().enumerate().skip(i) {
                         if !overlaps(q) {
                             continue;
@@ -579,11 +571,7 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
                         let (lo, hi) = (chunk.max(q.0), next.min(end_of(q)));
                         let mut va = lo & !(PAGE_SIZE - 1);
                         while va < hi {
-                            let k = index(va, 1);
-                            let e = self.mem.read_entry(table, k);
-                            let both = Flags::PRESENT.0 | Flags::DIRTY.0;
-                            if e & both == both {
-                                self.mem.write_entry(table, k, e & !Flags::DIRTY.0);
+                            if self.take_dirty_in_table(table, va) {
                                 dirty(j, va);
                             }
                             va += PAGE_SIZE;
@@ -653,6 +641,7 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
     }
 
     /// The present level-2 entry above `va` (canonical): (table, index, entry).
+    #[cfg(test)]
     fn level2_entry(&self, va: u64) -> Option<(u64, usize, u64)> {
         let table = self.level2_table(va)?;
         let i = index(va, 2);

@@ -181,21 +181,18 @@ impl Jord {
         done: &mut RestoreReport,
     ) -> Result<(Pending, bool), Error> {
         self.check_instance_pd(pd)?;
-        let mut snap = self.take_snapshot_of(pd).ok_or(Error::InvalidArgs)?;
-        let r = self.begin(pd, &mut snap).map(|mut pending| {
+        self.with_snapshot_out(pd, |j, snap| {
+            let mut pending = j.begin(pd, snap)?;
             // It cannot fail: a restore was just begun.
-            match self.step(pd, &mut snap, max_pages, done) {
+            let last = match j.step(pd, snap, max_pages, done) {
                 Ok(Some(p)) => {
                     pending.absorb(p);
-                    (pending, true)
+                    true
                 }
-                _ => (pending, false),
-            }
-        });
-        // Its slot is empty: it was taken above.
-        self.snapshots[pd.index()] = Some(snap);
-        self.live_snapshots += 1;
-        r
+                _ => false,
+            };
+            Ok((pending, last))
+        })
     }
 
     /// [`Jord::begin_restore`] but for its first step, on `snap`, `pd`'s snapshot, out of the
@@ -249,12 +246,22 @@ impl Jord {
         max_pages: usize,
         done: &mut RestoreReport,
     ) -> Result<Option<Pending>, Error> {
-        let mut snap = self
+        self.with_snapshot_out(pd, |j, snap| j.step(pd, snap, max_pages, done))
+    }
+
+    /// Runs `f` on `pd`'s snapshot taken out of the table (so that `f` may use the rest of
+    /// Jord), and puts it back. [`Error::InvalidArgs`] when `pd` has none.
+    fn with_snapshot_out<R>(
+        &mut self,
+        pd: PdId,
+        f: impl FnOnce(&mut Self, &mut Snapshot) -> Result<R, Error>,
+    ) -> Result<R, Error> {
+        let slot = self
             .snapshots
             .get_mut(pd.index())
-            .and_then(Option::take)
             .ok_or(Error::InvalidArgs)?;
-        let r = self.step(pd, &mut snap, max_pages, done);
+        let mut snap = slot.take().ok_or(Error::InvalidArgs)?;
+        let r = f(self, &mut snap);
         self.snapshots[pd.index()] = Some(snap);
         r
     }

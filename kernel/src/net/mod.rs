@@ -682,7 +682,7 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
         if served || dispatched || arrived || changed {
             last_busy = t;
         } else if t.wrapping_sub(last_busy) > idle_ticks {
-            cpu::enable_and_halt();
+            crate::arch::smp::halt_idle(crate::arch::percpu::cpu_index());
         } else {
             core::hint::spin_loop();
         }

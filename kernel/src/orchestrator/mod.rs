@@ -17,7 +17,7 @@ use crate::arch::{cpu, percpu, smp};
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use fjord_faas::jbsq::{Dispatcher, Jbsq, JbsqConfig, RequestClass};
 use spin::Mutex;
 
@@ -159,6 +159,23 @@ fn dispatch_may_change() {
     DISPATCH_EPOCH.fetch_add(1, Ordering::Release);
 }
 
+/// Per CPU: the orchestrator core of the group it executes for (itself when it executes for
+/// none), read without the state lock by [`orchestrator_at_work`].
+static ORCHESTRATOR_OF: [AtomicUsize; smp::MAX_CPUS] =
+    [const { AtomicUsize::new(usize::MAX) }; smp::MAX_CPUS];
+
+/// Whether the orchestrator core of executor CPU `index`'s group is another CPU and at work
+/// (not halted waiting for an interrupt): receiving, dispatching or collecting requests.
+pub(crate) fn orchestrator_at_work(index: usize) -> bool {
+    let Some(o) = ORCHESTRATOR_OF
+        .get(index)
+        .map(|o| o.load(Ordering::Relaxed))
+    else {
+        return false;
+    };
+    o != index && o < smp::MAX_CPUS && !smp::is_halted(o)
+}
+
 /// Each executor CPU's queue of dispatched steps, run by its idle loop ([`run_queued`]). Typed
 /// rather than boxed closures, so a dispatch allocates nothing once a queue has grown.
 static STEPS: [Mutex<VecDeque<Job>>; smp::MAX_CPUS] =
@@ -174,7 +191,10 @@ fn run_queued(index: usize) -> bool {
             return false;
         }
         cpu::enable_interrupts();
-        let _ = crate::runtime::warm::run_one_deferred();
+        // A restore is background work: it waits for the orchestrator core to go idle.
+        if crate::runtime::warm::wait_for_quiet(index) {
+            let _ = crate::runtime::warm::run_one_deferred();
+        }
         return true;
     };
     if job.local {
@@ -248,6 +268,10 @@ pub fn init_groups(k: usize, group_size: usize) {
         next: 1,
         stats: OrchestratorStats::default(),
     };
+    for (c, o) in ORCHESTRATOR_OF.iter().enumerate() {
+        let g = state.group_of_cpu.get(c).and_then(|&g| state.groups.get(g));
+        o.store(g.map_or(c, |g| g.orchestrator_cpu), Ordering::Relaxed);
+    }
     cpu::without_interrupts(|| {
         for g in &state.groups {
             for &c in &g.executor_cpus {
@@ -297,7 +321,7 @@ pub fn idle_until(deadline: u64, done: &mut dyn FnMut() -> bool) {
     // On a one-CPU machine `poll` runs steps inline, with interrupts on: the timer may have
     // fired meanwhile, so halt only before the deadline.
     if !done() && cpu::rdtsc() < deadline {
-        cpu::enable_and_halt();
+        smp::halt_idle(percpu::cpu_index());
     } else {
         cpu::enable_interrupts();
     }

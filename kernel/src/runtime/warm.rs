@@ -228,6 +228,10 @@ pub const RESTORE_STEP_PAGES: usize = 16;
 
 /// Instances ended but not yet given back (restoring happens off the response path).
 static DEFERRED: Mutex<Vec<Deferred>> = Mutex::new(Vec::new());
+/// Ended instances that are destroyed rather than kept ([`Deferred::goes`] when deferred): kept
+/// apart so that the executor finds them after every response without a look at each instance
+/// awaiting its restore.
+static GOING: Mutex<Vec<Deferred>> = Mutex::new(Vec::new());
 /// Deferred instances not yet fully given back (queued or being restored).
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 /// Deferred instances still queued (none of them taken up yet).
@@ -236,15 +240,30 @@ static QUEUED: AtomicUsize = AtomicUsize::new(0);
 /// Most deferred instances left queued while requests wait for an executor: beyond it, an
 /// executor restores before its next request (each holds an instance, and an ArgBuf until its
 /// restore begins). Well above the instances one request uses (ten for `compose_post`), so
-/// that a queued request does not wait behind restores.
+/// that a queued request does not wait behind restores; a larger bound leaves the requests of
+/// a burst without idle instances, and new ones (their `init` and snapshot) cost more than
+/// the restores they avoid.
 pub const MAX_DEFERRED: usize = 64;
 
 fn push(d: Deferred) {
     IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
     cpu::without_interrupts(|| {
-        DEFERRED.lock().push(d);
+        if d.goes() {
+            GOING.lock().push(d);
+        } else {
+            DEFERRED.lock().push(d);
+        }
         QUEUED.fetch_add(1, Ordering::AcqRel);
     });
+}
+
+/// Takes an instance to destroy off its queue.
+fn pop_going() -> Option<Deferred> {
+    cpu::without_interrupts(|| {
+        let d = GOING.lock().pop()?;
+        QUEUED.fetch_sub(1, Ordering::AcqRel);
+        Some(d)
+    })
 }
 
 /// Takes the latest deferred instance for which `which` holds off the queue.
@@ -277,12 +296,12 @@ pub fn defer(f: Arc<LoadedFunction>, inv: super::instance::Invocation, reusable:
 /// freed); a restore stops between two steps when a request waits for this executor, and
 /// waits in the queue again. `None` when nothing was deferred.
 pub fn run_one_deferred() -> Option<Ran> {
-    pop(|_| true).map(|d| run(d, true))
+    pop_going().or_else(|| pop(|_| true)).map(|d| run(d, true))
 }
 
 /// Gives back every deferred instance, every restore to its end.
 pub fn run_deferred() {
-    while let Some(d) = pop(|_| true) {
+    while let Some(d) = pop_going().or_else(|| pop(|_| true)) {
         run(d, false);
     }
 }
@@ -295,7 +314,7 @@ pub fn run_deferred() {
 /// otherwise it restores them one by one until a request comes, which then waits for one
 /// restore at most (the end of its current step), not for every one that waits.
 pub fn after_response(requests_waiting: bool) {
-    while let Some(d) = pop(Deferred::goes) {
+    while let Some(d) = pop_going() {
         run(d, false);
     }
     if requests_waiting {
@@ -308,9 +327,37 @@ pub fn after_response(requests_waiting: bool) {
     }
     // The caller looked for a request before the first.
     let cpu = crate::arch::percpu::cpu_index();
-    while matches!(run_one_deferred(), Some(Ran::Kept | Ran::Gone))
+    while wait_for_quiet(cpu)
+        && matches!(run_one_deferred(), Some(Ran::Kept | Ran::Gone))
         && !crate::orchestrator::steps_coming(cpu)
     {}
+}
+
+/// Longest a restore waits for its group's orchestrator core to halt ([`wait_for_quiet`]), as a
+/// fraction of a second: 20 µs, beyond the orchestrator's work for one arrival.
+const QUIET_WAIT_PER_SECOND: u64 = 50_000;
+
+/// Before an executor (CPU `cpu`) restores in the background: waits while its group's
+/// orchestrator core is at work, for [`QUIET_WAIT_PER_SECOND`] at most; false (do not restore
+/// now) when meanwhile a request comes for this executor. Restores are background work, and
+/// the vCPUs of a TCG guest take turns on one clock (like SMT siblings share one core): a
+/// restore that ran beside the orchestrator's work on an arrival would delay that arrival's
+/// dispatch by its own length. While it waits the executor only yields (`pause`), which lets
+/// the orchestrator's vCPU run.
+pub fn wait_for_quiet(cpu: usize) -> bool {
+    use crate::orchestrator::{orchestrator_at_work, steps_coming};
+    if !orchestrator_at_work(cpu) {
+        return true;
+    }
+    let limit = crate::arch::apic::tsc_hz() / QUIET_WAIT_PER_SECOND;
+    let start = cpu::rdtsc();
+    while orchestrator_at_work(cpu) && cpu::rdtsc().wrapping_sub(start) < limit {
+        if steps_coming(cpu) {
+            return false;
+        }
+        core::hint::spin_loop();
+    }
+    !steps_coming(cpu)
 }
 
 /// Waits until every deferred instance has been given back (running those still queued).
@@ -541,7 +588,7 @@ fn stop_for_requests(
     let Finish::UnlessRequests(handle) = finish else {
         return None;
     };
-    if !crate::orchestrator::steps_coming(crate::arch::percpu::cpu_index()) {
+    if wait_for_quiet(crate::arch::percpu::cpu_index()) {
         return None;
     }
     push(Deferred::Restoring(Restoring {

@@ -33,6 +33,9 @@ static WORK: [Mutex<VecDeque<Work>>; MAX_CPUS] = [const { Mutex::new(VecDeque::n
 /// idle loop looks at the queue without taking the lock when it is empty.
 static WORK_QUEUED: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
 
+/// Per CPU: whether it is halted in [`halt_idle`], waiting for an interrupt.
+static HALTED: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+
 static TLB_GENERATION: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 /// TLB-shootdown IPIs sent since boot.
 pub static SHOOTDOWN_IPIS: AtomicU64 = AtomicU64::new(0);
@@ -195,11 +198,30 @@ pub fn idle_loop(index: usize) -> ! {
             }
             None => {
                 if !IDLE_HOOK.get().is_some_and(|hook| hook(index)) {
-                    cpu::enable_and_halt();
+                    halt_idle(index);
                 }
             }
         }
     }
+}
+
+/// Halts this CPU, `index`, until an interrupt (`sti; hlt`: called with interrupts disabled,
+/// it loses no wake-up), marked meanwhile as halted for [`is_halted`].
+pub fn halt_idle(index: usize) {
+    let halted = HALTED.get(index);
+    if let Some(h) = halted {
+        h.store(true, Ordering::Release);
+    }
+    cpu::enable_and_halt();
+    if let Some(h) = halted {
+        h.store(false, Ordering::Release);
+    }
+}
+
+/// Whether CPU `index` is halted waiting for an interrupt ([`halt_idle`]): it has nothing to
+/// do until one comes.
+pub fn is_halted(index: usize) -> bool {
+    HALTED.get(index).is_some_and(|h| h.load(Ordering::Acquire))
 }
 
 /// Wakes CPU `index` (from [`idle_loop`]'s halt) to look for work.

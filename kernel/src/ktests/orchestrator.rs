@@ -174,3 +174,26 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    fn an_idle_executor_is_marked_halted_and_sees_its_orchestrator_at_work() {
+        if smp::cpu_count() < 2 {
+            return Err("needs an executor CPU besides the orchestrator".into());
+        }
+        orchestrator::init(2);
+        // CPU 1 has nothing queued: its idle loop halts in `smp::halt_idle` (within 100 ms).
+        let deadline = cpu::rdtsc() + apic::tsc_hz() / 10;
+        while !smp::is_halted(1) && cpu::rdtsc() < deadline {
+            core::hint::spin_loop();
+        }
+        kassert!(smp::is_halted(1), "the idle executor is not marked halted");
+        // This CPU runs the test: awake, so not halted, and at work as executor 1's
+        // orchestrator; the orchestrator core itself has no other orchestrator to wait for.
+        kassert!(!smp::is_halted(0));
+        kassert!(orchestrator::orchestrator_at_work(1));
+        kassert!(!orchestrator::orchestrator_at_work(0));
+        // A restore on CPU 0 (its own orchestrator) never waits.
+        kassert!(crate::runtime::warm::wait_for_quiet(0));
+        Ok(())
+    }
+}

@@ -240,9 +240,9 @@ static QUEUED: AtomicUsize = AtomicUsize::new(0);
 /// Most deferred instances left queued while requests wait for an executor: beyond it, an
 /// executor restores before its next request (each holds an instance, and an ArgBuf until its
 /// restore begins). Well above the instances one request uses (ten for `compose_post`), so
-/// that a queued request does not wait behind restores; a larger bound leaves the requests of
-/// a burst without idle instances, and new ones (their `init` and snapshot) cost more than
-/// the restores they avoid.
+/// that a queued request does not wait behind restores. A bound of 256 made the executor's
+/// give-backs dearer and p99 worse in every mode, for a reason not yet found (see
+/// `docs/groundhog.md`).
 pub const MAX_DEFERRED: usize = 64;
 
 fn push(d: Deferred) {
@@ -325,12 +325,8 @@ pub fn after_response(requests_waiting: bool) {
         }
         return;
     }
-    // The caller looked for a request before the first.
     let cpu = crate::arch::percpu::cpu_index();
-    while wait_for_quiet(cpu)
-        && matches!(run_one_deferred(), Some(Ran::Kept | Ran::Gone))
-        && !crate::orchestrator::steps_coming(cpu)
-    {}
+    while wait_for_quiet(cpu) && matches!(run_one_deferred(), Some(Ran::Kept | Ran::Gone)) {}
 }
 
 /// Longest a restore waits for its group's orchestrator core to halt ([`wait_for_quiet`]), as a
@@ -339,23 +335,22 @@ const QUIET_WAIT_PER_SECOND: u64 = 50_000;
 
 /// Before an executor (CPU `cpu`) restores in the background: waits while its group's
 /// orchestrator core is at work, for [`QUIET_WAIT_PER_SECOND`] at most; false (do not restore
-/// now) when meanwhile a request comes for this executor. Restores are background work, and
+/// now) when a request is coming for this executor, before or during the wait. Restores are background work, and
 /// the vCPUs of a TCG guest take turns on one clock (like SMT siblings share one core): a
 /// restore that ran beside the orchestrator's work on an arrival would delay that arrival's
 /// dispatch by its own length. While it waits the executor only yields (`pause`), which lets
 /// the orchestrator's vCPU run.
 pub fn wait_for_quiet(cpu: usize) -> bool {
     use crate::orchestrator::{orchestrator_at_work, steps_coming};
-    if !orchestrator_at_work(cpu) {
-        return true;
-    }
-    let limit = crate::arch::apic::tsc_hz() / QUIET_WAIT_PER_SECOND;
-    let start = cpu::rdtsc();
-    while orchestrator_at_work(cpu) && cpu::rdtsc().wrapping_sub(start) < limit {
-        if steps_coming(cpu) {
-            return false;
+    if orchestrator_at_work(cpu) {
+        let limit = crate::arch::apic::tsc_hz() / QUIET_WAIT_PER_SECOND;
+        let start = cpu::rdtsc();
+        while orchestrator_at_work(cpu) && cpu::rdtsc().wrapping_sub(start) < limit {
+            if steps_coming(cpu) {
+                return false;
+            }
+            core::hint::spin_loop();
         }
-        core::hint::spin_loop();
     }
     !steps_coming(cpu)
 }

@@ -24,6 +24,9 @@ pub const HIGH_LOAD: f64 = 105.0;
 pub const BISECTIONS: u64 = 7;
 /// Seed of the first run of a search; run `step` uses `SEED + step`.
 pub const SEED: u64 = 7000;
+/// Seed of the warm-up run [`bisect_common`] makes before its search: arrivals other than the
+/// measured ones.
+pub const WARM_UP_SEED: u64 = SEED - 1;
 /// Halvings of [`LOW_LOAD`] a search tries, lowest last, when no run in its range was within
 /// the SLO (down to 25% / 2^6, 0.4% of capacity).
 pub const DESCENTS: u64 = 6;
@@ -118,8 +121,28 @@ fn bisect<E>(mut run_at: impl FnMut(f64, u64) -> Result<Point, E>) -> Result<f64
 /// but every run uses the one arrival sequence seeded with [`SEED`], scaled to its offered load
 /// (common random numbers): two modes or systems searched this way meet the same arrivals at
 /// every load, so their difference is theirs, not the seeds'.
+///
+/// Before the search, one warm-up run at the search's first load (seeded with
+/// [`WARM_UP_SEED`]) is made and not counted: a system that keeps warm instances for bursts
+/// makes them there, so no run of the search measures their cold starts, whichever load it
+/// comes first at.
 pub fn bisect_common<E>(mut run_at: impl FnMut(f64, u64) -> Result<Point, E>) -> Result<f64, E> {
+    run_at(first_load(), WARM_UP_SEED)?;
     bisect(|pct, _| run_at(pct, SEED))
+}
+
+/// What a run's report adds when `seed` is the warm-up's.
+pub fn warm_up_note(seed: u64) -> &'static str {
+    if seed == WARM_UP_SEED {
+        "  (warm-up, not counted)"
+    } else {
+        ""
+    }
+}
+
+/// The load a search's first run offers: the middle of its range.
+pub fn first_load() -> f64 {
+    (LOW_LOAD + HIGH_LOAD) / 2.0
 }
 
 /// `steps` runs of a bisection between `lo` (assumed within) and `hi`; `best` grows to the
@@ -203,16 +226,25 @@ mod tests {
     }
 
     #[test]
-    fn common_bisection_gives_every_run_the_first_seed() {
+    fn common_bisection_warms_up_then_gives_every_run_the_first_seed() {
         let mut seen = Vec::new();
         let best = bisect_common(|pct, seed| {
             seen.push((pct, seed));
-            Ok::<_, ()>(within_60(pct))
+            // The warm-up is not counted, though here it would be the best.
+            Ok::<_, ()>(if seed == WARM_UP_SEED {
+                Point {
+                    within: true,
+                    achieved: 1e9,
+                }
+            } else {
+                within_60(pct)
+            })
         })
         .unwrap();
-        assert_eq!(seen.len(), 7);
-        assert!(seen.iter().all(|&(_, seed)| seed == SEED));
-        assert_eq!((seen[0].0, seen[1].0), (65.0, 45.0));
+        assert_eq!(seen.len(), 1 + 7);
+        assert_eq!(seen[0], (65.0, WARM_UP_SEED));
+        assert!(seen[1..].iter().all(|&(_, seed)| seed == SEED));
+        assert_eq!((seen[1].0, seen[2].0), (65.0, 45.0));
         assert!(best > 590.0 && best <= 600.0, "{best}");
     }
 

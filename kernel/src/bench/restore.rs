@@ -133,6 +133,8 @@ fn sweep(
     let hz = apic::tsc_hz() as f64;
     let capacity = hz / service as f64;
     let run_at = |pct: f64, seed: u64| -> R<Point> {
+        // Every run starts with the instances of the last one back in their pools.
+        runtime::warm::settle();
         let rate = capacity * pct / 100.0;
         let submitter = || submit(f, &t.request);
         let run = run_open_loop(hz / rate, REQUESTS, seed, &submitter)?;
@@ -140,9 +142,10 @@ fn sweep(
         let achieved = run.achieved(hz);
         let within = p99 <= slo;
         kprintln!(
-            "fjord: restore: {} {mode}: offered {rate:.0} req/s: achieved {achieved:.0}, p50 {p50} p99 {p99}{}",
+            "fjord: restore: {} {mode}: offered {rate:.0} req/s: achieved {achieved:.0}, p50 {p50} p99 {p99}{}{}",
             t.label,
-            if within { "" } else { "  (over SLO)" }
+            if within { "" } else { "  (over SLO)" },
+            open_loop::warm_up_note(seed)
         );
         Ok(Point { within, achieved })
     };

@@ -123,6 +123,8 @@ fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> 
     let hz = apic::tsc_hz() as f64;
     let capacity = hz / service as f64;
     let run_at = |pct: f64, seed: u64| -> R<Point> {
+        // Every run starts with the instances of the last one back in their pools.
+        runtime::warm::settle();
         let rate = capacity * pct / 100.0;
         let submitter = || submit(f, op.request);
         let run = run_open_loop(hz / rate, REQUESTS, seed, &submitter)?;
@@ -130,12 +132,13 @@ fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> 
         let achieved = run.achieved(hz);
         let within = p99 <= slo;
         kprintln!(
-            "fjord: workloads: {} {}: offered {:.0} req/s ({pct:.1}%): achieved {:.0}, p50 {p50} p99 {p99} p99.9 {p999}{}",
+            "fjord: workloads: {} {}: offered {:.0} req/s ({pct:.1}%): achieved {:.0}, p50 {p50} p99 {p99} p99.9 {p999}{}{}",
             op.label,
             system_name(sys),
             rate,
             achieved,
-            if within { "" } else { "  (over SLO)" }
+            if within { "" } else { "  (over SLO)" },
+            open_loop::warm_up_note(seed)
         );
         Ok(Point { within, achieved })
     };

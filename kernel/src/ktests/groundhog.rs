@@ -345,6 +345,32 @@ ktest! {
 }
 
 ktest! {
+    fn the_pools_count_every_instance_made_until_it_is_destroyed() {
+        needs(&["leak"])?;
+        warm(|| {
+            let f = runtime::lookup("leak").ok_or("leak")?;
+            kassert_eq!(f.warm.instances(), 0);
+            let all = runtime::warm::instances();
+            text("leak", "dump")?;
+            kassert_eq!((f.warm.instances(), f.warm.idle()), (1, 1));
+            // The second request of a pair takes a new instance (there is room for it), and
+            // both are kept; a fault (a read at address 0) destroys its instance.
+            queued_pair("leak", "dump")?;
+            kassert_eq!(f.warm.instances(), f.warm.idle());
+            let two = f.warm.instances();
+            kassert!(two == 1 || two == 2, "{two} instances");
+            kassert_eq!(runtime::warm::instances(), all + two);
+            kassert!(text("leak", "peek 0").is_err());
+            runtime::warm::settle();
+            kassert_eq!(f.warm.instances(), two - 1);
+            runtime::warm::drain();
+            kassert_eq!((f.warm.instances(), runtime::warm::instances()), (0, all));
+            Ok(())
+        })
+    }
+}
+
+ktest! {
     fn a_restore_stopped_for_a_waiting_request_is_finished_before_its_instance_serves_again() {
         needs(&["dirty"])?;
         warm(|| {

@@ -33,7 +33,8 @@ impl Instance {
     /// [`jord::tenant`]).
     pub fn take(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
         // An idle instance; else, while another request's instance awaits its restore, a new
-        // one if memory allows, so that this request need not wait for that restore.
+        // one if the pools have room for it, so that this request need not wait for that
+        // restore; else that restore now.
         let idle = if f.isolation().reuses() {
             warm::take_idle(f).or_else(|| warm::take_deferred(f, true))
         } else {
@@ -92,7 +93,10 @@ impl Instance {
             Ok(())
         })();
         match ready {
-            Ok(()) => Ok(inst),
+            Ok(()) => {
+                warm::note_made(f);
+                Ok(inst)
+            }
             Err(e) => {
                 destroy(inst.pd);
                 Err(e)
@@ -171,6 +175,7 @@ impl Instance {
                 crate::arch::cpu::without_interrupts(|| f.restores.lock().replaced += 1);
             }
             destroy(self.pd);
+            warm::note_destroyed(f);
         }
         ran
     }

@@ -18,7 +18,11 @@
 //! The pools are bounded: at most [`PER_FUNCTION`] idle instances per function, and over all
 //! at most [`TOTAL`] holding at most a quarter of the frames ([`MEMORY_SHARE`]); at a total
 //! bound, an instance given back displaces one of the function whose pool was used least
-//! recently. The per-function bound is exact (checked again as an instance joins its pool);
+//! recently. A request that finds no idle instance gets a new one only while the function's
+//! instances alive (serving, awaiting their restores, idle) and all of them stay within those
+//! bounds ([`take_deferred`]); beyond, it has one of its function's instances awaiting their
+//! restores restored at once: the pools grow to what the bursts of requests need, and no
+//! instance is made for one request only to be destroyed at its end. The per-function bound is exact (checked again as an instance joins its pool);
 //! the totals are checked before the restore, so executors giving instances back at the same
 //! moment may each go one over them. [`drain`] destroys every idle instance (done before giving
 //! up on memory, when a function goes, and by leak tests).
@@ -27,6 +31,7 @@ use super::LoadedFunction;
 use crate::arch::cpu;
 use crate::jord::state::PD_STACK_SIZE;
 use crate::jord::{self, state::InstanceLayout};
+use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -34,17 +39,20 @@ use fjord_kernel::layout::PAGE_SIZE;
 use fjord_pd::PdId;
 use spin::Mutex;
 
-/// Most idle instances one function keeps: enough for the bursts an open-loop load at the SLO
-/// sends one executor, so that an instance made for a burst is kept for the next one rather
-/// than destroyed on its return.
-pub const PER_FUNCTION: usize = 32;
-/// Most idle instances kept over all functions (the memory share bounds them too).
-pub const TOTAL: usize = 256;
+/// Most instances of one function alive at once (serving, awaiting their restores, idle).
+pub const PER_FUNCTION: usize = 512;
+/// Most instances made for requests alive at once over all functions (serving, awaiting their
+/// restores, idle): 768 of Jord's 1,024 live PDs
+/// ([`MAX_LIVE_PDS`](crate::jord::state::MAX_LIVE_PDS)), leaving the rest to the PDs functions
+/// create and to μprocesses. Idle instances alone are bounded by it too.
+pub const TOTAL: usize = 768;
 /// Idle instances hold at most `1 / MEMORY_SHARE` of the frames.
 pub const MEMORY_SHARE: usize = 4;
 
 /// Idle instances kept now, over all functions.
 static KEPT: AtomicUsize = AtomicUsize::new(0);
+/// Instances made for requests and not yet destroyed, over all functions.
+static INSTANCES: AtomicUsize = AtomicUsize::new(0);
 /// Bytes of memory those instances hold (see [`instance_bytes`]).
 static KEPT_BYTES: AtomicUsize = AtomicUsize::new(0);
 /// Whether instances are kept at all (the `warm=` boot option, on by default).
@@ -72,6 +80,8 @@ pub struct Pool {
     /// Most bytes an instance was seen to hold beyond its manifest's stack and heap: the VMAs
     /// its `init` mapped and its snapshot's copies.
     beyond: AtomicUsize,
+    /// This function's instances made for requests and not yet destroyed.
+    instances: AtomicUsize,
 }
 
 impl Pool {
@@ -95,8 +105,13 @@ impl Pool {
         let Some(w) = self.locked(|v| (!v.is_empty()).then(|| v.remove(0))) else {
             return false;
         };
-        w.discard();
+        w.discard(self);
         true
+    }
+
+    /// How many instances of this function are alive (serving, awaiting their restores, idle).
+    pub fn instances(&self) -> usize {
+        self.instances.load(Ordering::Relaxed)
     }
 
     /// The PDs of the idle instances (for tests).
@@ -112,7 +127,7 @@ impl Pool {
     /// Destroys every idle instance of this pool (those of the current Jord state).
     pub fn drain(&self) {
         for w in self.locked(core::mem::take) {
-            w.discard();
+            w.discard(self);
         }
     }
 }
@@ -196,6 +211,7 @@ impl Restoring {
         );
         if ran == Ran::Gone {
             super::instance::destroy(self.pd);
+            note_destroyed(&self.f);
             cpu::without_interrupts(|| self.f.restores.lock().replaced += 1);
         }
         ran
@@ -226,8 +242,18 @@ pub enum Ran {
 /// Pages a restore puts back between two looks for a request waiting for its executor.
 pub const RESTORE_STEP_PAGES: usize = 16;
 
-/// Instances ended but not yet given back (restoring happens off the response path).
-static DEFERRED: Mutex<Vec<Deferred>> = Mutex::new(Vec::new());
+/// An instance in the deferred queue.
+struct Waiting {
+    d: Deferred,
+    /// Bytes of memory it holds ([`instance_bytes`] when it was queued).
+    bytes: usize,
+}
+
+/// Instances ended but not yet given back (restoring happens off the response path), oldest
+/// first.
+static DEFERRED: Mutex<VecDeque<Waiting>> = Mutex::new(VecDeque::new());
+/// The bytes of memory the instances in [`DEFERRED`] hold.
+static DEFERRED_BYTES: AtomicUsize = AtomicUsize::new(0);
 /// Ended instances that are destroyed rather than kept ([`Deferred::goes`] when deferred): kept
 /// apart so that the executor finds them after every response without a look at each instance
 /// awaiting its restore.
@@ -239,11 +265,11 @@ static QUEUED: AtomicUsize = AtomicUsize::new(0);
 
 /// Most deferred instances left queued while requests wait for an executor: beyond it, an
 /// executor restores before its next request (each holds an instance, and an ArgBuf until its
-/// restore begins). Well above the instances one request uses (ten for `compose_post`), so
-/// that a queued request does not wait behind restores. A bound of 256 made the executor's
-/// give-backs dearer and p99 worse in every mode, for a reason not yet found (see
-/// `docs/groundhog.md`).
-pub const MAX_DEFERRED: usize = 64;
+/// restore begins). Above what the bursts of an open-loop load at the SLO leave (a
+/// `compose_post` request leaves nine instances, and a burst near its SLO point up to about
+/// 530), so that a queued request does not wait behind restores: they run once the burst is
+/// over.
+pub const MAX_DEFERRED: usize = 640;
 
 fn push(d: Deferred) {
     IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
@@ -251,7 +277,9 @@ fn push(d: Deferred) {
         if d.goes() {
             GOING.lock().push(d);
         } else {
-            DEFERRED.lock().push(d);
+            let bytes = instance_bytes(d.function());
+            DEFERRED.lock().push_back(Waiting { d, bytes });
+            DEFERRED_BYTES.fetch_add(bytes, Ordering::Relaxed);
         }
         QUEUED.fetch_add(1, Ordering::AcqRel);
     });
@@ -266,14 +294,26 @@ fn pop_going() -> Option<Deferred> {
     })
 }
 
-/// Takes the latest deferred instance for which `which` holds off the queue.
-fn pop(which: impl Fn(&Deferred) -> bool) -> Option<Deferred> {
+/// Takes the oldest deferred instance off the queue; when `beyond_bound`, only while more
+/// than [`MAX_DEFERRED`] wait.
+fn pop(beyond_bound: bool) -> Option<Deferred> {
     cpu::without_interrupts(|| {
         let mut q = DEFERRED.lock();
-        let i = q.iter().rposition(which)?;
-        QUEUED.fetch_sub(1, Ordering::AcqRel);
-        Some(q.remove(i))
+        if q.is_empty() || (beyond_bound && q.len() <= MAX_DEFERRED) {
+            return None;
+        }
+        Some(unqueue(&mut q, 0))
     })
+}
+
+/// Takes entry `i` off the deferred queue `q` (locked).
+fn unqueue(q: &mut VecDeque<Waiting>, i: usize) -> Deferred {
+    let Some(w) = q.remove(i) else {
+        unreachable!("an index found in the queue")
+    };
+    DEFERRED_BYTES.fetch_sub(w.bytes, Ordering::Relaxed);
+    QUEUED.fetch_sub(1, Ordering::AcqRel);
+    w.d
 }
 
 /// Gives back `d`, taken off the queue.
@@ -296,12 +336,12 @@ pub fn defer(f: Arc<LoadedFunction>, inv: super::instance::Invocation, reusable:
 /// freed); a restore stops between two steps when a request waits for this executor, and
 /// waits in the queue again. `None` when nothing was deferred.
 pub fn run_one_deferred() -> Option<Ran> {
-    pop_going().or_else(|| pop(|_| true)).map(|d| run(d, true))
+    pop_going().or_else(|| pop(false)).map(|d| run(d, true))
 }
 
 /// Gives back every deferred instance, every restore to its end.
 pub fn run_deferred() {
-    while let Some(d) = pop_going().or_else(|| pop(|_| true)) {
+    while let Some(d) = pop_going().or_else(|| pop(false)) {
         run(d, false);
     }
 }
@@ -318,9 +358,7 @@ pub fn after_response(requests_waiting: bool) {
         run(d, false);
     }
     if requests_waiting {
-        while deferred() > MAX_DEFERRED
-            && let Some(d) = pop(|_| true)
-        {
+        while let Some(d) = pop(true) {
             run(d, false);
         }
         return;
@@ -369,27 +407,59 @@ pub fn deferred() -> usize {
 }
 
 /// For a request of `f` that found no idle instance: restores one of `f`'s deferred instances
-/// now and takes it, unless `or_new` holds and a new instance fits the pools' memory budget
-/// beside the idle and deferred ones (then the caller makes one, and the deferred ones wait
-/// for a moment without requests). `None` when `f` has none deferred.
+/// now and takes it, unless `or_new` holds and a new instance would have room in the pools
+/// once its request is over ([`room_for_new`]: then the caller makes one, and the deferred
+/// ones wait for a moment without requests). `None` when `f` has none deferred.
+///
+/// A new instance costs several restores (a PD, its VMAs, `init` and a snapshot), so the
+/// pools grow to what the bursts of requests need and no further: beyond, an instance made
+/// for one request would be destroyed at its end, or displace another function's.
 pub(super) fn take_deferred(f: &LoadedFunction, or_new: bool) -> Option<(PdId, u64)> {
+    if or_new && room_for_new(f) {
+        return None;
+    }
     let d = cpu::without_interrupts(|| {
         let mut q = DEFERRED.lock();
         let i = q
             .iter()
-            .rposition(|d| core::ptr::eq(&**d.function(), f) && !d.goes())?;
-        if or_new {
-            let deferred: usize = q.iter().map(|d| instance_bytes(d.function())).sum();
-            let held = KEPT_BYTES.load(Ordering::Relaxed) + deferred;
-            if held + instance_bytes(f) <= memory_budget() {
-                return None;
-            }
-        }
-        QUEUED.fetch_sub(1, Ordering::AcqRel);
-        Some(q.remove(i))
+            .rposition(|w| core::ptr::eq(&**w.d.function(), f))?;
+        Some(unqueue(&mut q, i))
     })?;
     run(d, false);
     take_idle(f)
+}
+
+/// Whether a new instance of `f` would have room in the pools beside every instance alive
+/// (at most [`PER_FUNCTION`] of `f`, [`TOTAL`] in all) and within their memory budget beside
+/// the idle and deferred ones.
+fn room_for_new(f: &LoadedFunction) -> bool {
+    let held = KEPT_BYTES.load(Ordering::Relaxed) + DEFERRED_BYTES.load(Ordering::Relaxed);
+    f.warm.instances() < PER_FUNCTION
+        && instances() < TOTAL
+        && held + instance_bytes(f) <= memory_budget()
+}
+
+/// Notes a new instance of `f`, made for requests.
+pub(super) fn note_made(f: &LoadedFunction) {
+    f.warm.instances.fetch_add(1, Ordering::Relaxed);
+    INSTANCES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Notes that an instance of `f` made for requests was destroyed.
+pub(super) fn note_destroyed(f: &LoadedFunction) {
+    f.warm.note_gone();
+}
+
+impl Pool {
+    fn note_gone(&self) {
+        self.instances.fetch_sub(1, Ordering::Relaxed);
+        INSTANCES.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Instances made for requests alive now, over all functions.
+pub fn instances() -> usize {
+    INSTANCES.load(Ordering::Relaxed)
 }
 
 /// Bytes of memory an instance of `f` holds (stack, instance VMA, creation stack, and the
@@ -443,6 +513,8 @@ pub(super) fn take_idle(f: &LoadedFunction) -> Option<(PdId, u64)> {
         if w.is_live() {
             return Some((w.pd, w.boundary));
         }
+        // A reset destroyed it.
+        f.warm.note_gone();
     }
     None
 }
@@ -677,8 +749,9 @@ impl Warm {
     }
 
     /// Takes it out of its pool's totals and destroys its PD (if a reset has not already).
-    fn discard(self) {
+    fn discard(self, pool: &Pool) {
         self.forget();
+        pool.note_gone();
         if self.is_live() {
             let _ = jord::flushed(|j| j.cput(PdId::KERNEL, self.pd));
         }

@@ -187,14 +187,15 @@ pub fn throughput_at_slo(engine: &mut Engine, t: &Target<'_>) -> Result<u64, Eng
         let achieved = run.achieved(HZ);
         let within = p99 <= t.slo;
         println!(
-            "LINFO {}: {} {}: offered {:.0} req/s ({pct:.1}%): achieved {:.0}, p50 {p50} p99 {p99} p99.9 {p999}, engine late by up to {}{}",
+            "LINFO {}: {} {}: offered {:.0} req/s ({pct:.1}%): achieved {:.0}, p50 {p50} p99 {p99} p99.9 {p999}, engine late by up to {}{}{}",
             t.group,
             t.label,
             t.system,
             rate,
             achieved,
             max_late,
-            if within { "" } else { "  (over SLO)" }
+            if within { "" } else { "  (over SLO)" },
+            load::warm_up_note(seed)
         );
         Ok::<_, EngineError>(Point { within, achieved })
     };

@@ -8,7 +8,8 @@
 //! orchestrator's receipt to completion) and the throughput at the SLO (10x the minimal-load
 //! latency under `none`; open-loop Poisson arrivals, bisected as in the `workloads` group, every
 //! run on the same arrival sequence scaled to its load, so that the three modes meet the same
-//! arrivals at every load: [`open_loop::bisect_common`]);
+//! arrivals at every load: [`open_loop::bisect_common`]; 4,800 requests a run, 1,600 for
+//! `dirty`: [`FINE_REQUESTS`]);
 //! under `restore`, the restore's cost and pages per request (summed over the functions a
 //! request ran), and its share of the instructions a request may take at `none`'s throughput
 //! at the SLO (`_restore_share`, which the throughput loss follows). One executor (CPU 1)
@@ -45,7 +46,16 @@ struct Target {
     /// The functions put in the mode: those whose names start with this (all of a workload).
     functions: &'static str,
     request: Vec<u8>,
+    /// Requests per open-loop run of its sweeps.
+    requests: usize,
 }
+
+/// Requests per open-loop run for `hello` and the workload operations: three times the
+/// `workloads` group's, so that p99 is the 48th-highest latency of a run rather than the 16th
+/// and a loss of a few percent is told from the run-to-run spread near the SLO point (about a
+/// bisection step with 1,600). `dirty` keeps 1,600: its runs at 1,000 pages take minutes, and
+/// its losses (a third and more) need no finer reading.
+const FINE_REQUESTS: usize = 3 * REQUESTS;
 
 fn targets() -> Vec<Target> {
     restore_targets::all()
@@ -58,18 +68,21 @@ fn targets() -> Vec<Target> {
                     entry: "hello",
                     functions: "hello",
                     request: b"world".to_vec(),
+                    requests: FINE_REQUESTS,
                 },
                 RestoreTarget::Operation(o) => Target {
                     label,
                     entry: o.entry,
                     functions: o.workload,
                     request: o.request.to_vec(),
+                    requests: FINE_REQUESTS,
                 },
                 RestoreTarget::Dirty(pages) => Target {
                     label,
                     entry: "dirty",
                     functions: "dirty",
                     request: format!("{pages}").into_bytes(),
+                    requests: REQUESTS,
                 },
             }
         })
@@ -137,7 +150,7 @@ fn sweep(
         runtime::warm::settle();
         let rate = capacity * pct / 100.0;
         let submitter = || submit(f, &t.request);
-        let run = run_open_loop(hz / rate, REQUESTS, seed, &submitter)?;
+        let run = run_open_loop(hz / rate, t.requests, seed, &submitter)?;
         let (p50, p99, _) = run.quantiles();
         let achieved = run.achieved(hz);
         let within = p99 <= slo;

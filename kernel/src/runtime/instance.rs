@@ -94,7 +94,7 @@ impl Instance {
         })();
         match ready {
             Ok(()) => {
-                warm::note_made(f);
+                f.warm.note_made();
                 Ok(inst)
             }
             Err(e) => {
@@ -175,7 +175,7 @@ impl Instance {
                 crate::arch::cpu::without_interrupts(|| f.restores.lock().replaced += 1);
             }
             destroy(self.pd);
-            warm::note_destroyed(f);
+            f.warm.note_gone();
         }
         ran
     }

@@ -22,9 +22,10 @@
 //! instances alive (serving, awaiting their restores, idle) and all of them stay within those
 //! bounds ([`take_deferred`]); beyond, it has one of its function's instances awaiting their
 //! restores restored at once: the pools grow to what the bursts of requests need, and no
-//! instance is made for one request only to be destroyed at its end. The per-function bound is exact (checked again as an instance joins its pool);
-//! the totals are checked before the restore, so executors giving instances back at the same
-//! moment may each go one over them. [`drain`] destroys every idle instance (done before giving
+//! instance is made for one request only to be destroyed at its end. The per-function bound
+//! on idle instances is exact (checked again as an instance joins its pool); the totals are
+//! checked before the restore, so executors giving instances back at the same moment may each
+//! go one over them. [`drain`] destroys every idle instance (done before giving
 //! up on memory, when a function goes, and by leak tests).
 
 use super::LoadedFunction;
@@ -112,6 +113,18 @@ impl Pool {
     /// How many instances of this function are alive (serving, awaiting their restores, idle).
     pub fn instances(&self) -> usize {
         self.instances.load(Ordering::Relaxed)
+    }
+
+    /// Notes a new instance of this function, made for requests.
+    pub(super) fn note_made(&self) {
+        self.instances.fetch_add(1, Ordering::Relaxed);
+        INSTANCES.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Notes that an instance of this function made for requests was destroyed.
+    pub(super) fn note_gone(&self) {
+        self.instances.fetch_sub(1, Ordering::Relaxed);
+        INSTANCES.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// The PDs of the idle instances (for tests).
@@ -211,7 +224,7 @@ impl Restoring {
         );
         if ran == Ran::Gone {
             super::instance::destroy(self.pd);
-            note_destroyed(&self.f);
+            self.f.warm.note_gone();
             cpu::without_interrupts(|| self.f.restores.lock().replaced += 1);
         }
         ran
@@ -437,24 +450,6 @@ fn room_for_new(f: &LoadedFunction) -> bool {
     f.warm.instances() < PER_FUNCTION
         && instances() < TOTAL
         && held + instance_bytes(f) <= memory_budget()
-}
-
-/// Notes a new instance of `f`, made for requests.
-pub(super) fn note_made(f: &LoadedFunction) {
-    f.warm.instances.fetch_add(1, Ordering::Relaxed);
-    INSTANCES.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Notes that an instance of `f` made for requests was destroyed.
-pub(super) fn note_destroyed(f: &LoadedFunction) {
-    f.warm.note_gone();
-}
-
-impl Pool {
-    fn note_gone(&self) {
-        self.instances.fetch_sub(1, Ordering::Relaxed);
-        INSTANCES.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 /// Instances made for requests alive now, over all functions.

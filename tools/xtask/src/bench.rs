@@ -117,7 +117,8 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         let echo = options.verbose.then(|| "[fjord] ".to_owned());
         let started = Instant::now();
         let mut run = QemuRun::spawn(&config, echo)?;
-        // The restore group runs 27 open-loop sweeps in one boot, 15 of them of 4,800 requests a run.
+        // The restore group runs 27 open-loop sweeps in one boot, 15 of them of 4,800 requests
+        // a run.
         let limit = if config.append.contains("bench=restore") {
             5 * TIME_LIMIT
         } else {

@@ -157,6 +157,8 @@ const WARM_UP_ROUNDS: u64 = 500;
 /// to the longest bursts of requests seen, and a burst during the soak may be longer than any
 /// of the warm-up's.
 pub const FRAME_SLACK: u64 = 1024;
+/// Most the kernel heap may grow from the baseline beyond what the key-value store grew.
+pub const HEAP_SLACK: u64 = 1 << 20;
 
 /// Frames one warm instance holds, as the warm-up showed: the free frames it took (from
 /// `cold`, right after the deploys, to `base`) over the warm instances it left. An upper
@@ -164,11 +166,9 @@ pub const FRAME_SLACK: u64 = 1024;
 pub fn frames_per_warm_instance(cold: Memory, base: Memory) -> u64 {
     cold.free_frames.saturating_sub(base.free_frames) / base.warm_instances.max(1)
 }
-/// Most the kernel heap may grow from the baseline beyond what the key-value store grew.
-pub const HEAP_SLACK: u64 = 1 << 20;
 
-/// The verdicts on a soak's numbers; empty when it passed.
-/// `per_warm` is [`frames_per_warm_instance`].
+/// The verdicts on a soak's numbers, `per_warm` being [`frames_per_warm_instance`]; empty when
+/// it passed.
 pub fn verdicts(
     base: Memory,
     end: Memory,

@@ -9,7 +9,8 @@
 //! latency under `none`; open-loop Poisson arrivals, bisected as in the `workloads` group, every
 //! run on the same arrival sequence scaled to its load, so that the three modes meet the same
 //! arrivals at every load: [`open_loop::bisect_common`]; 4,800 requests a run, 1,600 for
-//! `dirty`: [`FINE_REQUESTS`]);
+//! `dirty`: [`FINE_REQUESTS`], and for all but `dirty` bisected on to 0.5 % of the load found:
+//! [`FINE_RESOLUTION`]);
 //! under `restore`, the restore's cost and pages per request (summed over the functions a
 //! request ran), and its share of the instructions a request may take at `none`'s throughput
 //! at the SLO (`_restore_share`, which the throughput loss follows). One executor (CPU 1)
@@ -48,6 +49,9 @@ struct Target {
     request: Vec<u8>,
     /// Requests per open-loop run of its sweeps.
     requests: usize,
+    /// The resolution its sweeps search to (a fraction of the load found within the SLO), if
+    /// finer than the plain search's step ([`open_loop::bisect_common_fine`]).
+    resolution: Option<f64>,
 }
 
 /// Requests per open-loop run for `hello` and the workload operations: three times the
@@ -56,6 +60,12 @@ struct Target {
 /// bisection step with 1,600). `dirty` keeps 1,600: its runs at 1,000 pages take minutes, and
 /// its losses (a third and more) need no finer reading.
 const FINE_REQUESTS: usize = 3 * REQUESTS;
+
+/// The resolution of `hello`'s and the workload operations' sweeps: 0.5 % of the load found
+/// within the SLO, a fifth of the 2.5 % the throughput target allows (the plain search's step,
+/// 0.6 % of the capacity, is 1.9 % of `hello`'s throughput at the SLO, a third of its
+/// capacity). `dirty` keeps the plain search.
+const FINE_RESOLUTION: f64 = 0.005;
 
 fn targets() -> Vec<Target> {
     restore_targets::all()
@@ -69,6 +79,7 @@ fn targets() -> Vec<Target> {
                     functions: "hello",
                     request: b"world".to_vec(),
                     requests: FINE_REQUESTS,
+                    resolution: Some(FINE_RESOLUTION),
                 },
                 RestoreTarget::Operation(o) => Target {
                     label,
@@ -76,6 +87,7 @@ fn targets() -> Vec<Target> {
                     functions: o.workload,
                     request: o.request.to_vec(),
                     requests: FINE_REQUESTS,
+                    resolution: Some(FINE_RESOLUTION),
                 },
                 RestoreTarget::Dirty(pages) => Target {
                     label,
@@ -83,6 +95,7 @@ fn targets() -> Vec<Target> {
                     functions: "dirty",
                     request: format!("{pages}").into_bytes(),
                     requests: REQUESTS,
+                    resolution: None,
                 },
             }
         })
@@ -162,7 +175,11 @@ fn sweep(
         );
         Ok(Point { within, achieved })
     };
-    Ok(open_loop::bisect_common(run_at)? as u64)
+    let best = match t.resolution {
+        Some(r) => open_loop::bisect_common_fine(r, run_at)?,
+        None => open_loop::bisect_common(run_at)?,
+    };
+    Ok(best as u64)
 }
 
 fn run_target(t: &Target) -> R<()> {

@@ -155,17 +155,16 @@ pub fn bisect_common_fine<E>(
     if best <= 0.0 {
         return Ok(best);
     }
-    let lo = runs
+    let mut lo = runs
         .iter()
         .filter(|r| r.1.within)
         .map(|r| r.0)
         .fold(0.0f64, f64::max);
-    let hi = runs
+    let mut hi = runs
         .iter()
         .filter(|r| !r.1.within && r.0 > lo)
         .map(|r| r.0)
         .fold(f64::INFINITY, f64::min);
-    let (mut lo, mut hi) = (lo, hi);
     for _ in 0..FINE_RUNS {
         if !hi.is_finite() || hi - lo <= resolution * lo {
             break;

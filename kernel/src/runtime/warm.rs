@@ -278,10 +278,10 @@ static QUEUED: AtomicUsize = AtomicUsize::new(0);
 
 /// Most deferred instances left queued while requests wait for an executor: beyond it, an
 /// executor restores before its next request (each holds an instance, and an ArgBuf until its
-/// restore begins). Above what the bursts of an open-loop load at the SLO leave (a
-/// `compose_post` request leaves nine instances, and a burst near its SLO point up to about
-/// 530), so that a queued request does not wait behind restores: they run once the burst is
-/// over.
+/// restore begins). Above what most bursts of an open-loop load at the SLO leave, so that a
+/// queued request does not wait behind restores: they run once the burst is over. The longest
+/// bursts near `compose_post`'s SLO point (an instance of each of its functions per request)
+/// reach it, as they reach [`TOTAL`] when it is higher.
 pub const MAX_DEFERRED: usize = 640;
 
 fn push(d: Deferred) {

@@ -165,18 +165,12 @@ pub fn bisect_common_fine<E>(
         .filter(|r| !r.1.within && r.0 > lo)
         .map(|r| r.0)
         .fold(f64::INFINITY, f64::min);
+    let mut run = |pct: f64| run_at(pct, SEED);
     for _ in 0..FINE_RUNS {
         if !hi.is_finite() || hi - lo <= resolution * lo {
             break;
         }
-        let mid = (lo + hi) / 2.0;
-        let p = run_at(mid, SEED)?;
-        if p.within {
-            best = best.max(p.achieved);
-            lo = mid;
-        } else {
-            hi = mid;
-        }
+        (lo, hi) = between(&mut run, lo, hi, 1, &mut best)?;
     }
     Ok(best)
 }
@@ -196,14 +190,14 @@ pub fn first_load() -> f64 {
 }
 
 /// `steps` runs of a bisection between `lo` (assumed within) and `hi`; `best` grows to the
-/// highest achieved throughput of a run within.
+/// highest achieved throughput of a run within. Returns the bracket it ends with.
 fn between<E>(
     run: &mut impl FnMut(f64) -> Result<Point, E>,
     mut lo: f64,
     mut hi: f64,
     steps: u64,
     best: &mut f64,
-) -> Result<(), E> {
+) -> Result<(f64, f64), E> {
     for _ in 0..steps {
         let mid = (lo + hi) / 2.0;
         let p = run(mid)?;
@@ -214,7 +208,7 @@ fn between<E>(
             hi = mid;
         }
     }
-    Ok(())
+    Ok((lo, hi))
 }
 
 #[cfg(test)]

@@ -7,8 +7,9 @@
 //!
 //! - [`cmdline`], [`memmap`], [`madt`], [`cpio`] (`boot/`): the kernel command line, the boot
 //!   memory map, the ACPI MADT parser that finds the CPUs, the initrd's `newc` archive reader;
-//! - [`layout`], [`paging`], [`frame_bitmap`] (`mm/`): the virtual-memory layout, four-level
-//!   page tables over an abstract physical memory, the frame allocator's bitmap;
+//! - [`layout`], [`paging`], [`dirty_scan`], [`frame_bitmap`] (`mm/`): the virtual-memory
+//!   layout, four-level page tables over an abstract physical memory, finding the pages of
+//!   VMAs written since the last look, the frame allocator's bitmap;
 //! - [`kv_store`] (`kv/`): the key-value namespaces behind the `kv_*` system calls;
 //! - [`virtio_mmio`], [`steer`] (`net/`): decoding probes of the microvm board's virtio-mmio
 //!   slots, steering received frames among the HTTP server's socket sets;
@@ -26,6 +27,8 @@ extern crate alloc;
 pub mod cmdline;
 #[path = "boot/cpio.rs"]
 pub mod cpio;
+#[path = "mm/dirty_scan.rs"]
+pub mod dirty_scan;
 pub mod fnv;
 #[path = "mm/frame_bitmap.rs"]
 pub mod frame_bitmap;

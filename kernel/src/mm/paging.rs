@@ -674,8 +674,9 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
     }
 }
 
+/// Simulated physical memory and frames for host tests of page-table code.
 #[cfg(test)]
-mod tests {
+pub(crate) mod sim {
     use super::*;
     use alloc::collections::BTreeMap;
     use alloc::vec::Vec;
@@ -683,7 +684,7 @@ mod tests {
 
     /// Sparse simulated physical memory: tables appear on first touch.
     #[derive(Default)]
-    struct SimMem(RefCell<BTreeMap<u64, [u64; 512]>>);
+    pub(crate) struct SimMem(RefCell<BTreeMap<u64, [u64; 512]>>);
 
     impl PhysMemory for SimMem {
         fn read_entry(&self, t: u64, i: usize) -> u64 {
@@ -694,10 +695,11 @@ mod tests {
         }
     }
 
-    struct Frames {
-        next: u64,
-        freed: Vec<u64>,
-        limit: u64,
+    /// Table frames handed out upwards from 16 MiB, up to `limit`; freed ones are noted.
+    pub(crate) struct Frames {
+        pub(crate) next: u64,
+        pub(crate) freed: Vec<u64>,
+        pub(crate) limit: u64,
     }
 
     impl TableAllocator for Frames {
@@ -713,13 +715,21 @@ mod tests {
         }
     }
 
-    fn frames() -> Frames {
+    /// Frames without limit.
+    pub(crate) fn frames() -> Frames {
         Frames {
             next: 0x100_0000,
             freed: Vec::new(),
             limit: u64::MAX,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sim::*;
+    use super::*;
+    use alloc::vec::Vec;
 
     const UVA: u64 = 0x0000_1000_0020_3000;
 

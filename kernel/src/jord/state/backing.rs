@@ -71,12 +71,14 @@ impl Backing {
         }
     }
 
-    /// The initialised bits, 64 pages a word (bit `i % 64` of word `i / 64` for page `i`).
-    pub(super) fn initialised_words(&self) -> &[u64] {
-        match &self.initialised {
+    /// The initialised bits, 64 pages a word (bit `i % 64` of word `i / 64` for page `i`), and
+    /// the frames to write.
+    pub(super) fn initialised_and_frames(&mut self) -> (&[u64], &mut frames::FrameRun) {
+        let words = match &self.initialised {
             InitBits::Inline(w) => core::slice::from_ref(w),
-            InitBits::Heap(ws) => ws,
-        }
+            InitBits::Heap(ws) => ws.as_slice(),
+        };
+        (words, &mut self.frames)
     }
 
     /// Whether page `i` has been initialised.

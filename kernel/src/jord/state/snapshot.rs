@@ -17,6 +17,7 @@
 
 use super::*;
 use fjord_groundhog::{Action, RestorePlan, RestoreReport, SnapshotIndex};
+use fjord_kernel::dirty_scan::DirtyScan;
 use fjord_kernel::paging::Level2Accessed;
 
 /// One VMA of a snapshot and copies of those of its pages that held data.
@@ -28,15 +29,44 @@ struct Region {
     slot: Option<usize>,
     /// The instance's right on it.
     perm: Perm,
+    saved: Saved,
+    /// The pages a restore under way has still to put back (ascending; kept allocated between
+    /// restores).
+    dirty: Vec<u32>,
+}
+
+/// The copies of a region's pages that held data when the snapshot was taken.
+struct Saved {
     index: SnapshotIndex,
     /// Slot `i` holds page `index.pages()[i]`.
     frames: frames::FrameRun,
 }
 
-impl Drop for Region {
+impl Saved {
+    /// Puts back page `page` of the region into `to`, its VMA's frames: the snapshot's copy,
+    /// or zeros where the snapshot has none.
+    fn put_back(&self, to: &mut frames::FrameRun, page: u32) {
+        match self.index.slot_of(page) {
+            Some(slot) => {
+                to.copy_page(page as usize, &self.frames, slot);
+            }
+            None => to.zero(page as usize, 1),
+        }
+    }
+}
+
+impl Drop for Saved {
     fn drop(&mut self) {
         core::mem::replace(&mut self.frames, frames::FrameRun::EMPTY).free();
     }
+}
+
+/// What the beginning of a restore left of its pages ([`Jord::begin_restore`]).
+enum Left {
+    /// None: every page the request dirtied is back.
+    None,
+    /// Some pages, and how many the first step may still put back.
+    Some(usize),
 }
 
 /// An instance's state after its `init`, held by the kernel for restores.
@@ -54,9 +84,6 @@ pub(super) struct Snapshot {
     /// PrivLib's change counter of the instance ([`fjord_pd::PrivLib::changes`]) after its
     /// last scrub with `keep`: while it stands, a scrub would change nothing.
     scrubbed: Option<u64>,
-    /// Per region, the pages a restore under way has still to put back (sorted; kept
-    /// allocated between restores).
-    pages: Vec<Vec<u32>>,
     /// What the restore under way ([`Jord::begin_restore`]) did so far, if one is.
     restoring: Option<RestoreReport>,
     /// Scratch space of [`Jord::restore_step`] (kept allocated between restores).
@@ -129,7 +156,7 @@ impl Jord {
             .iter()
             .position(|r| r.base == base)
             .ok_or(Error::NotMapped)?;
-        let pages = regions.iter().map(|r| r.index.len()).sum();
+        let pages = regions.iter().map(|r| r.saved.index.len()).sum();
         let mut pending = self.scrub_keeping(pd, &keep)?;
         let scrubbed = self.privlib.changes(pd);
         let root = self.root_of(pd);
@@ -141,7 +168,6 @@ impl Jord {
             pages,
             mapped: charged,
         };
-        let pages = regions.iter().map(|_| Vec::new()).collect();
         let quota = (charged, self.quotas[pd.index()].1);
         self.put_snapshot(
             pd,
@@ -149,7 +175,6 @@ impl Jord {
                 regions,
                 keep,
                 scrubbed,
-                pages,
                 instance,
                 quota,
                 leaves_lost: false,
@@ -182,41 +207,75 @@ impl Jord {
     ) -> Result<(Pending, bool), Error> {
         self.check_instance_pd(pd)?;
         self.with_snapshot_out(pd, |j, snap| {
-            let mut pending = j.begin(pd, snap)?;
-            // It cannot fail: a restore was just begun.
-            let last = match j.step(pd, snap, max_pages, done) {
-                Ok(Some(p)) => {
-                    pending.absorb(p);
-                    true
-                }
-                _ => false,
+            let (mut pending, left) = j.begin(pd, snap, max_pages)?;
+            let finished = match left {
+                Left::None => Some(j.finish_restore(pd, snap, done)),
+                // It cannot fail: a restore was just begun. It puts back what the scan left,
+                // up to the rest of the first step's pages.
+                Left::Some(pages) => j.step(pd, snap, pages, done).ok().flatten(),
             };
+            let last = finished.is_some();
+            if let Some(p) = finished {
+                pending.absorb(p);
+            }
             Ok((pending, last))
         })
     }
 
-    /// [`Jord::begin_restore`] but for its first step, on `snap`, `pd`'s snapshot, out of the
-    /// table.
-    fn begin(&mut self, pd: PdId, snap: &mut Snapshot) -> Result<Pending, Error> {
+    /// [`Jord::begin_restore`] on `snap`, `pd`'s snapshot, out of the table, but for the end
+    /// of its first step: the scrub, then the scan of the dirty leaves, which puts back up to
+    /// `max_pages` of the pages it finds as it finds them (when no VMA was remade and no leaf
+    /// lost: most restores) and notes the others. Returns the flushes owed and what is left.
+    fn begin(
+        &mut self,
+        pd: PdId,
+        snap: &mut Snapshot,
+        max_pages: usize,
+    ) -> Result<(Pending, Left), Error> {
         let freed = self.stats.vmas_scrubbed;
         let (remade, pending) = self.scrub_snapshot(pd, snap)?;
         let full = snap.leaves_lost;
-        let root = self.root_of(pd);
-        let Snapshot { regions, pages, .. } = snap;
-        pages.iter_mut().for_each(Vec::clear);
-        self.collect_dirty(root, regions, pages);
+        let pt = PageTables::new(self.root_of(pd), &DIRECT);
+        let mut scan = DirtyScan::new(pt, self.level2_accessed());
+        let mut budget = if remade.is_empty() && !full {
+            max_pages
+        } else {
+            0
+        };
+        for Region {
+            base,
+            slot,
+            saved,
+            dirty,
+            ..
+        } in snap.regions.iter_mut()
+        {
+            dirty.clear();
+            let Some(backing) = slot.and_then(|slot| self.backing.get_mut(slot)) else {
+                continue;
+            };
+            let (initialised, frames) = backing.initialised_and_frames();
+            scan.vma(*base, initialised, |page| {
+                if budget == 0 {
+                    dirty.push(page);
+                } else {
+                    budget -= 1;
+                    saved.put_back(frames, page);
+                }
+            });
+        }
         // Remade VMAs and lost leaves are rare: most restores take the dirty bits as they are.
         if !remade.is_empty() || full {
-            for (i, (r, dirty)) in regions.iter().zip(pages.iter_mut()).enumerate() {
+            for (i, r) in snap.regions.iter_mut().enumerate() {
                 if remade.contains(&i) {
                     // New frames: every page the snapshot holds is copied back.
-                    dirty.clear();
-                    dirty.extend_from_slice(r.index.pages());
+                    r.dirty.clear();
+                    r.dirty.extend_from_slice(r.saved.index.pages());
                     continue;
                 }
                 if full && let Some(backing) = r.slot.map(|slot| &self.backing[slot]) {
-                    dirty.clear();
-                    dirty.extend(
+                    r.dirty.clear();
+                    r.dirty.extend(
                         (0..backing.pages)
                             .filter(|&i| backing.is_initialised(i))
                             .map(|i| i as u32),
@@ -224,14 +283,23 @@ impl Jord {
                 }
             }
         }
-        debug_assert!(pages.iter().all(|dirty| dirty.is_sorted()));
+        debug_assert!(snap.regions.iter().all(|r| r.dirty.is_sorted()));
         snap.leaves_lost = false;
+        let plain = remade.is_empty() && !full;
+        let put_back = if plain { max_pages - budget } else { 0 };
         snap.restoring = Some(RestoreReport {
             full,
             vmas_freed: self.stats.vmas_scrubbed - freed,
+            pages: put_back as u64,
             ..RestoreReport::default()
         });
-        Ok(pending)
+        // The scan put back every page it found unless it ran out of pages to put back.
+        let left = if plain && budget > 0 {
+            Left::None
+        } else {
+            Left::Some(budget)
+        };
+        Ok((pending, left))
     }
 
     /// Puts back up to `max_pages` of the pages [`Jord::begin_restore`] noted for `pd` (copied
@@ -276,7 +344,6 @@ impl Jord {
     ) -> Result<Option<Pending>, Error> {
         let Snapshot {
             regions,
-            pages,
             plan,
             restoring,
             ..
@@ -285,26 +352,26 @@ impl Jord {
             return Err(Error::InvalidArgs);
         };
         let mut budget = max_pages;
-        for (r, dirty) in regions.iter().zip(pages.iter_mut()) {
-            let n = dirty.len().min(budget);
+        for r in regions.iter_mut() {
+            let n = r.dirty.len().min(budget);
             if n == 0 {
                 continue;
             }
             budget -= n;
             let Some(slot) = r.slot else {
-                dirty.clear();
+                r.dirty.clear();
                 continue;
             };
             let backing = &mut self.backing[slot];
             // From the end: what is left stays in place.
-            let rest = dirty.len() - n;
-            plan.build(&r.index, &dirty[rest..]);
+            let rest = r.dirty.len() - n;
+            plan.build(&r.saved.index, &r.dirty[rest..]);
             for a in plan.actions() {
                 match *a {
                     Action::Copy { page, slot, count } => {
                         backing.frames.copy_from(
                             page as usize,
-                            &r.frames,
+                            &r.saved.frames,
                             slot as usize,
                             count as usize,
                         );
@@ -317,19 +384,31 @@ impl Jord {
                 }
             }
             report.pages += plan.pages() as u64;
-            dirty.truncate(rest);
+            r.dirty.truncate(rest);
         }
-        if budget == 0 && pages.iter().any(|d| !d.is_empty()) {
+        if budget == 0 && regions.iter().any(|r| !r.dirty.is_empty()) {
             return Ok(None);
         }
-        *done = *report;
-        snap.restoring = None;
-        let root = self.root_of(pd);
-        let pending = self.flush_pd(pd, root);
+        Ok(Some(self.finish_restore(pd, snap, done)))
+    }
+
+    /// Ends the restore of `pd` under way (`snap`, its snapshot, out of the table), whose
+    /// pages are all back: resets its `mmap` allowance, writes what the whole restore did into
+    /// `done` and returns the flushes owed.
+    fn finish_restore(
+        &mut self,
+        pd: PdId,
+        snap: &mut Snapshot,
+        done: &mut RestoreReport,
+    ) -> Pending {
+        if let Some(report) = snap.restoring.take() {
+            *done = report;
+        }
+        let pending = self.flush_pd(pd, self.root_of(pd));
         self.quotas[pd.index()] = snap.quota;
         self.stats.instances_restored += 1;
         self.stats.pages_restored += done.pages;
-        Ok(Some(pending))
+        pending
     }
 
     /// Scrubs `pd` to its snapshot's layout, putting back what a scrub refuses
@@ -409,87 +488,6 @@ impl Jord {
         Ok((remade, leaves_lost, pending))
     }
 
-    /// Collects (and clears) the dirty leaves of `regions` in the table at `root`, as page
-    /// numbers per region, ascending. Only leaves of initialised pages can be present (a fill
-    /// initialises its page first), so only those are read, under level-2 entries that were
-    /// accessed since the last call (ever, in the table every PD shares:
-    /// [`Jord::level2_accessed`]): the cost follows the pages the instance ever touched, not
-    /// the pages mapped, and skips the 2 MiB regions the request did not touch.
-    fn collect_dirty(&self, root: u64, regions: &[Region], dirty: &mut [Vec<u32>]) {
-        const SPAN: u64 = 512 * PAGE_SIZE;
-        let mut pt = PageTables::new(root, &DIRECT);
-        let accessed = self.level2_accessed();
-        // The level-2 table of the GiB looked up last (if mapped), and the 2 MiB chunk looked
-        // up last with its level-1 table (if accessed). Regions are sorted by address and
-        // their pages read in order, so each chunk is looked up (and its accessed bit taken)
-        // once.
-        let mut gib: Option<(u64, Option<u64>)> = None;
-        let mut last: Option<(u64, Option<u64>)> = None;
-        for (r, dirty) in regions.iter().zip(dirty) {
-            let Some(backing) = r.slot.and_then(|slot| self.backing.get(slot)) else {
-                continue;
-            };
-            let words = backing.initialised_words();
-            let Some(&word) = words.first() else {
-                continue;
-            };
-            // Set bit by set bit: word `w`'s bits not read yet are `bits`.
-            let (mut w, mut bits) = (0, word);
-            loop {
-                while bits == 0 {
-                    w += 1;
-                    let Some(&word) = words.get(w) else {
-                        break;
-                    };
-                    bits = word;
-                }
-                if bits == 0 {
-                    break;
-                }
-                let page = w * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let va = r.base + page as u64 * PAGE_SIZE;
-                let chunk = va & !(SPAN - 1);
-                let table = match last {
-                    Some((c, table)) if c == chunk => table,
-                    _ => {
-                        let g = chunk >> 30;
-                        let t2 = match gib {
-                            Some((h, t2)) if h == g => t2,
-                            _ => {
-                                let t2 = pt.level2_table(chunk);
-                                gib = Some((g, t2));
-                                t2
-                            }
-                        };
-                        let table = t2.and_then(|t2| pt.accessed_table_in(t2, chunk, accessed));
-                        last = Some((chunk, table));
-                        table
-                    }
-                };
-                match table {
-                    Some(table) => {
-                        if pt.take_dirty_in_table(table, va) {
-                            dirty.push(page as u32);
-                        }
-                    }
-                    None => {
-                        // Nothing under this chunk was touched: on to the first page past it.
-                        let next = ((chunk + SPAN - r.base) / PAGE_SIZE) as usize;
-                        if next / 64 > w {
-                            w = next / 64;
-                            let Some(&word) = words.get(w) else {
-                                break;
-                            };
-                            bits = word;
-                        }
-                        bits &= !below(next - w * 64);
-                    }
-                }
-            }
-        }
-    }
-
     /// What dirty-bit scans do with the level-2 ACCESSED bits of a PD's table: they take them
     /// when every PD has its own, and keep them when all share one (without isolation, where
     /// one instance's scan must not hide another's writes under the same entry).
@@ -527,8 +525,8 @@ impl Jord {
             len,
             slot,
             perm: Perm::RW,
-            index,
-            frames,
+            saved: Saved { index, frames },
+            dirty: Vec::new(),
         })
     }
 
@@ -571,8 +569,8 @@ impl Jord {
     /// tests that check no PD can reach it).
     pub fn snapshot_frame(&self, pd: PdId) -> Option<u64> {
         let s = self.snapshots.get(pd.index())?.as_ref()?;
-        let r = &s.regions[s.instance];
-        (!r.index.is_empty()).then(|| r.frames.phys())
+        let saved = &s.regions[s.instance].saved;
+        (!saved.index.is_empty()).then(|| saved.frames.phys())
     }
 
     /// Notes that leaves of `pd` in `[base, base + len)` were removed: if they belong to its
@@ -701,11 +699,6 @@ impl Jord {
             reload_local: cpu::read_cr3() & !0xfff == root,
         }
     }
-}
-
-/// The low `n` bits (all for 64 or more).
-fn below(n: usize) -> u64 {
-    if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
 }
 
 /// One slot per PD, none taken.

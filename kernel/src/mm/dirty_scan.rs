@@ -1,0 +1,278 @@
+//! Finding the pages of VMAs that were written since the last look, by their leaves' DIRTY
+//! bits, reading only the leaves of pages that may be mapped.
+//!
+//! A VMA's pages that may have leaves are those initialised (a page is zeroed on its first
+//! fill, before its leaf is made), given as a bitmap: the scan costs one step per initialised
+//! page, not per page of the VMA. A level-1 table whose level-2 entry is not ACCESSED is
+//! skipped unread, as in [`PageTables::take_dirty`]: no leaf below it was written since that
+//! bit was cleared (the TLB being flushed after).
+
+use crate::layout::PAGE_SIZE;
+use crate::paging::{Level2Accessed, PageTables, PhysMemory};
+
+/// Bytes a level-1 table maps.
+const SPAN: u64 = 512 * PAGE_SIZE;
+
+/// One scan of a table for dirty leaves, VMA by VMA in ascending address order. Each 2 MiB
+/// chunk's level-2 entry is read once a scan (with [`Level2Accessed::Take`] its ACCESSED bit
+/// is cleared then, so a second look would find nothing), and each 1 GiB's level-2 table is
+/// looked up once while the VMAs stay in it.
+pub struct DirtyScan<'m, M: PhysMemory> {
+    pt: PageTables<'m, M>,
+    accessed: Level2Accessed,
+    /// The 1 GiB looked up last (address >> 30) and its level-2 table, if mapped.
+    gib: Option<(u64, Option<u64>)>,
+    /// The 2 MiB chunk looked up last (its base) and its level-1 table, if ACCESSED.
+    chunk: Option<(u64, Option<u64>)>,
+}
+
+impl<'m, M: PhysMemory> DirtyScan<'m, M> {
+    /// A scan of `pt` that does `accessed` with the level-2 ACCESSED bits it reads.
+    pub fn new(pt: PageTables<'m, M>, accessed: Level2Accessed) -> Self {
+        DirtyScan {
+            pt,
+            accessed,
+            gib: None,
+            chunk: None,
+        }
+    }
+
+    /// Calls `dirty(page)`, pages ascending, for each page of the VMA at `base` (page-aligned,
+    /// above the VMAs scanned before) whose bit is set in `initialised` (bit
+    /// `i % 64` of word `i / 64` for page `i`) and whose leaf is present and DIRTY, and clears
+    /// that DIRTY bit.
+    pub fn vma(&mut self, base: u64, initialised: &[u64], mut dirty: impl FnMut(u32)) {
+        debug_assert!(base.is_multiple_of(PAGE_SIZE));
+        let Some(&first) = initialised.first() else {
+            return;
+        };
+        // Set bit by set bit: word `w`'s bits not read yet are `bits`.
+        let (mut w, mut bits) = (0, first);
+        loop {
+            while bits == 0 {
+                w += 1;
+                let Some(&word) = initialised.get(w) else {
+                    return;
+                };
+                bits = word;
+            }
+            let page = w * 64 + bits.trailing_zeros() as usize;
+            let va = base + page as u64 * PAGE_SIZE;
+            match self.table(va) {
+                Some(table) => {
+                    bits &= bits - 1;
+                    if self.pt.take_dirty_in_table(table, va) {
+                        dirty(page as u32);
+                    }
+                }
+                None => {
+                    // Nothing under this chunk was written: on to the first page past it.
+                    let next = ((va & !(SPAN - 1)) + SPAN - base) / PAGE_SIZE;
+                    let next = next as usize;
+                    if next / 64 > w {
+                        w = next / 64;
+                        let Some(&word) = initialised.get(w) else {
+                            return;
+                        };
+                        bits = word;
+                    }
+                    bits &= !below(next - w * 64);
+                }
+            }
+        }
+    }
+
+    /// The level-1 table of the chunk holding `va`, if its level-2 entry is present and
+    /// ACCESSED; the entry is read once a scan.
+    fn table(&mut self, va: u64) -> Option<u64> {
+        let chunk = va & !(SPAN - 1);
+        if let Some((c, table)) = self.chunk
+            && c == chunk
+        {
+            return table;
+        }
+        debug_assert!(
+            self.chunk.is_none_or(|(c, _)| c < chunk),
+            "VMAs out of order"
+        );
+        let g = va >> 30;
+        let t2 = match self.gib {
+            Some((h, t2)) if h == g => t2,
+            _ => {
+                let t2 = self.pt.level2_table(va);
+                self.gib = Some((g, t2));
+                t2
+            }
+        };
+        let table = t2.and_then(|t2| self.pt.accessed_table_in(t2, chunk, self.accessed));
+        self.chunk = Some((chunk, table));
+        table
+    }
+}
+
+/// The low `n` bits (all for 64 or more).
+fn below(n: usize) -> u64 {
+    if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paging::sim::{SimMem, frames};
+    use crate::paging::{Flags, PageTables};
+    use alloc::vec;
+    use alloc::vec::Vec;
+    use proptest::prelude::*;
+
+    const BASE: u64 = 0x0000_1000_0000_0000;
+
+    /// Sets `bits` on the leaf of `va` and ACCESSED on its level-2 entry, as a write would.
+    fn write(mem: &SimMem, root: u64, va: u64) {
+        let pt = PageTables::new(root, mem);
+        let t2 = pt.level2_table(va).unwrap();
+        let i2 = ((va >> 21) & 511) as usize;
+        mem.write_entry(t2, i2, mem.read_entry(t2, i2) | Flags::ACCESSED.0);
+        let mut pt = PageTables::new(root, mem);
+        let t1 = pt.accessed_table_in(t2, va, Level2Accessed::Keep).unwrap();
+        let i1 = ((va >> 12) & 511) as usize;
+        mem.write_entry(t1, i1, mem.read_entry(t1, i1) | Flags::DIRTY.0);
+    }
+
+    /// A table mapping `pages` pages from `base`, none written yet.
+    fn mapped(mem: &SimMem, base: u64, pages: u64) -> u64 {
+        let mut fa = frames();
+        let mut pt = PageTables::create(mem, &mut fa).unwrap();
+        for p in 0..pages {
+            let f = Flags::USER | Flags::WRITABLE | Flags::NO_EXECUTE;
+            pt.map(
+                base + p * PAGE_SIZE,
+                0x4000_0000 + p * PAGE_SIZE,
+                f,
+                &mut fa,
+            )
+            .unwrap();
+        }
+        let root = pt.root();
+        // Every level-2 entry starts not ACCESSED (mapping does not walk as the CPU does).
+        let mut pt = PageTables::new(root, mem);
+        pt.take_dirty(
+            &[(base, pages * PAGE_SIZE)],
+            Level2Accessed::Take,
+            |_, _| {},
+        );
+        root
+    }
+
+    fn scan(mem: &SimMem, root: u64, vmas: &[(u64, &[u64])], how: Level2Accessed) -> Vec<u64> {
+        let mut s = DirtyScan::new(PageTables::new(root, mem), how);
+        let mut found = Vec::new();
+        for &(base, bits) in vmas {
+            s.vma(base, bits, |p| found.push(base + p as u64 * PAGE_SIZE));
+        }
+        found
+    }
+
+    #[test]
+    fn finds_written_initialised_pages_once_and_skips_untouched_chunks() {
+        let mem = SimMem::default();
+        let root = mapped(&mem, BASE, 1024);
+        for p in [1, 5, 70, 600] {
+            write(&mem, root, BASE + p * PAGE_SIZE);
+        }
+        // Page 5 is not initialised: its leaf is not read.
+        let mut init = vec![0u64; 16];
+        for p in [1usize, 2, 70, 513, 600] {
+            init[p / 64] |= 1 << (p % 64);
+        }
+        let found = scan(&mem, root, &[(BASE, &init)], Level2Accessed::Take);
+        assert_eq!(
+            found,
+            [
+                BASE + PAGE_SIZE,
+                BASE + 70 * PAGE_SIZE,
+                BASE + 600 * PAGE_SIZE
+            ]
+        );
+        // The bits were taken: nothing the second time.
+        assert!(scan(&mem, root, &[(BASE, &init)], Level2Accessed::Take).is_empty());
+        // A DIRTY leaf under a level-2 entry no one walked since is not read.
+        let mut pt = PageTables::new(root, &mem);
+        let t2 = pt.level2_table(BASE).unwrap();
+        let t1 = pt.accessed_table_in(t2, BASE, Level2Accessed::Keep);
+        assert!(t1.is_none());
+        write(&mem, root, BASE + PAGE_SIZE);
+        let i2 = ((BASE >> 21) & 511) as usize;
+        mem.write_entry(t2, i2, mem.read_entry(t2, i2) & !Flags::ACCESSED.0);
+        assert!(scan(&mem, root, &[(BASE, &init)], Level2Accessed::Take).is_empty());
+    }
+
+    #[test]
+    fn two_vmas_in_one_chunk_are_both_read() {
+        let mem = SimMem::default();
+        let root = mapped(&mem, BASE, 32);
+        write(&mem, root, BASE + 2 * PAGE_SIZE);
+        write(&mem, root, BASE + 20 * PAGE_SIZE);
+        let (a, b) = ([0b111u64], [0b1111u64]);
+        for how in [Level2Accessed::Take, Level2Accessed::Keep] {
+            let found = scan(&mem, root, &[(BASE, &a), (BASE + 18 * PAGE_SIZE, &b)], how);
+            assert_eq!(
+                found,
+                [BASE + 2 * PAGE_SIZE, BASE + 20 * PAGE_SIZE],
+                "{how:?}"
+            );
+            write(&mem, root, BASE + 2 * PAGE_SIZE);
+            write(&mem, root, BASE + 20 * PAGE_SIZE);
+        }
+    }
+
+    #[test]
+    fn unmapped_vmas_and_empty_bitmaps_find_nothing() {
+        let mem = SimMem::default();
+        let root = mapped(&mem, BASE, 4);
+        let far = 0x0000_7000_0000_0000;
+        let found = scan(
+            &mem,
+            root,
+            &[(BASE, &[]), (far, &[u64::MAX; 2])],
+            Level2Accessed::Take,
+        );
+        assert!(found.is_empty());
+    }
+
+    proptest! {
+        /// The scan finds exactly the written pages that are initialised, as a walk of every
+        /// leaf with [`PageTables::take_dirty`] does.
+        #[test]
+        fn agrees_with_a_walk_of_every_leaf(
+            written in proptest::collection::btree_set(0u64..1536, 0..24),
+            initialised in proptest::collection::btree_set(0u64..1536, 0..200),
+        ) {
+            let mem = SimMem::default();
+            let root = mapped(&mem, BASE, 1536);
+            for &p in &written {
+                write(&mem, root, BASE + p * PAGE_SIZE);
+            }
+            let mut bits = vec![0u64; 24];
+            for &p in &initialised {
+                bits[(p / 64) as usize] |= 1 << (p % 64);
+            }
+            let found = scan(&mem, root, &[(BASE, &bits)], Level2Accessed::Keep);
+            let want: Vec<u64> = written
+                .intersection(&initialised)
+                .map(|p| BASE + p * PAGE_SIZE)
+                .collect();
+            prop_assert_eq!(found, want);
+            let mut rest = Vec::new();
+            PageTables::new(root, &mem).take_dirty(
+                &[(BASE, 1536 * PAGE_SIZE)],
+                Level2Accessed::Keep,
+                |_, va| rest.push(va),
+            );
+            let left: Vec<u64> = written
+                .difference(&initialised)
+                .map(|p| BASE + p * PAGE_SIZE)
+                .collect();
+            prop_assert_eq!(rest, left);
+        }
+    }
+}

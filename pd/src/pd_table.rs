@@ -354,6 +354,18 @@ impl PdTable {
         self.entry(pd).map_or(&[], |e| &e.kept)
     }
 
+    /// Whether `pd` is live, idle or suspended (not running, not waiting for a callee), its
+    /// change counter ([`PdTable::changes`]) reads `changes`, and it owns `kept` VMAs and holds
+    /// rights on `kept` VMAs: what [`crate::PrivLib::scrubbed_since`] asks of its entry.
+    pub fn unchanged_since(&self, pd: PdId, changes: u64, kept: usize) -> bool {
+        self.entry(pd).is_some_and(|e| {
+            e.changes == changes
+                && e.held as usize == kept
+                && e.owned.len() == kept
+                && matches!(e.call, CallState::Idle | CallState::Suspended { .. })
+        })
+    }
+
     /// How many VMAs `pd` owns.
     pub fn owned_count(&self, pd: PdId) -> usize {
         self.entry(pd).map_or(0, |e| e.owned.len())

@@ -677,10 +677,11 @@ impl PrivLib {
     /// given, went again: a request's own ArgBuf mapped and unmapped, its ArgBuf moved in and
     /// back out). The checks of [`PrivLib::cput`] still apply.
     pub fn scrubbed_since(&self, caller: PdId, cid: PdId, changes: u64, kept: usize) -> bool {
-        self.pds.changes(cid) == Some(changes)
-            && self.pds.held(cid) as usize == kept
-            && self.pds.owned_count(cid) == kept
-            && self.check_cput(caller, cid).is_ok()
+        // `cid`'s entry is read once: the restore of every warm instance asks.
+        self.pds.unchanged_since(cid, changes, kept)
+            && cid != PdId::KERNEL
+            && self.pds.is_live(caller)
+            && (!self.checks() || self.pds.may_control(caller, cid))
     }
 
     /// Puts back a VMA `cid` keeps between requests, `(base, len, perm)` as

@@ -2,13 +2,17 @@
 //! bits, reading only the leaves of pages that may be mapped.
 //!
 //! A VMA's pages that may have leaves are those initialised (a page is zeroed on its first
-//! fill, before its leaf is made), given as a bitmap: the scan costs one step per initialised
-//! page, not per page of the VMA. A level-1 table whose level-2 entry is not ACCESSED is
-//! skipped unread, as in [`PageTables::take_dirty`]: no leaf below it was written since that
-//! bit was cleared (the TLB being flushed after).
+//! fill, before its leaf is made), given as a bitmap: a [`DirtyScan`] costs one step per
+//! initialised page, not per page of the VMA, and skips unread a level-1 table whose level-2
+//! entry is not ACCESSED, as [`PageTables::take_dirty`] does: no leaf below it was written
+//! since that bit was cleared (the TLB being flushed after). A [`LeafWatch`] remembers where
+//! the leaves of a few initialised pages are and reads them with no walk and no level-2 entry:
+//! page tables below the root are freed only with the root, so a leaf's place, once its
+//! level-1 table exists, stays the same while the set of pages does.
 
 use crate::layout::PAGE_SIZE;
 use crate::paging::{Level2Accessed, PageTables, PhysMemory};
+use alloc::vec::Vec;
 
 /// Bytes a level-1 table maps.
 const SPAN: u64 = 512 * PAGE_SIZE;
@@ -107,6 +111,71 @@ impl<'m, M: PhysMemory> DirtyScan<'m, M> {
         let table = t2.and_then(|t2| self.pt.accessed_table_in(t2, chunk, self.accessed));
         self.chunk = Some((chunk, table));
         table
+    }
+}
+
+/// Where the leaves of a VMA's initialised pages are (see the module documentation): for
+/// VMAs with few of them, whose every leaf is cheaper to read than the walk and level-2 entry
+/// a [`DirtyScan`] reads first. It neither reads nor clears level-2 ACCESSED bits, so scans of
+/// other VMAs under the same entries lose nothing.
+#[derive(Debug, Default)]
+pub struct LeafWatch {
+    /// Per page, ascending: its number in the VMA and its level-1 table, if it had one when
+    /// last looked for.
+    leaves: Vec<(u32, Option<u64>)>,
+}
+
+impl LeafWatch {
+    /// A watch of no page.
+    pub const fn new() -> Self {
+        LeafWatch { leaves: Vec::new() }
+    }
+
+    /// Watches the pages set in `initialised` (bit `i % 64` of word `i / 64` for page `i`) of
+    /// the VMA at `base` in `pt`, instead of those watched before.
+    pub fn watch<M: PhysMemory>(&mut self, pt: &PageTables<'_, M>, base: u64, initialised: &[u64]) {
+        self.leaves.clear();
+        for (w, &word) in initialised.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let page = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let table = pt.level1_table(base + page as u64 * PAGE_SIZE);
+                self.leaves.push((page as u32, table));
+            }
+        }
+    }
+
+    /// How many pages it watches.
+    pub fn len(&self) -> usize {
+        self.leaves.len()
+    }
+
+    /// Whether it watches no page.
+    pub fn is_empty(&self) -> bool {
+        self.leaves.is_empty()
+    }
+
+    /// Calls `dirty(page)`, pages ascending, for each watched page of the VMA at `base` (the
+    /// one watched) whose leaf in `pt` is present and DIRTY, and clears that DIRTY bit. A page
+    /// that had no level-1 table is looked up again (and remembered once it has one).
+    pub fn take_dirty<M: PhysMemory>(
+        &mut self,
+        pt: &mut PageTables<'_, M>,
+        base: u64,
+        mut dirty: impl FnMut(u32),
+    ) {
+        for (page, table) in self.leaves.iter_mut() {
+            let va = base + *page as u64 * PAGE_SIZE;
+            if table.is_none() {
+                *table = pt.level1_table(va);
+            }
+            if let Some(t) = *table
+                && pt.take_dirty_in_table(t, va)
+            {
+                dirty(*page);
+            }
+        }
     }
 }
 
@@ -239,7 +308,77 @@ mod tests {
         assert!(found.is_empty());
     }
 
+    #[test]
+    fn a_watch_reads_its_leaves_without_the_level2_entries_and_finds_new_tables() {
+        let mem = SimMem::default();
+        let root = mapped(&mem, BASE, 4);
+        let mut pt = PageTables::new(root, &mem);
+        // Page 600 has no level-1 table yet.
+        let init = [0b1011u64, 0, 0, 0, 0, 0, 0, 0, 0, 1 << (600 - 576)];
+        let mut watch = LeafWatch::new();
+        watch.watch(&pt, BASE, &init);
+        assert_eq!(watch.len(), 4);
+        let mut take = |pt: &mut PageTables<'_, SimMem>| {
+            let mut found = Vec::new();
+            watch.take_dirty(pt, BASE, |p| found.push(p));
+            found
+        };
+        assert!(take(&mut pt).is_empty());
+        write(&mem, root, BASE + PAGE_SIZE);
+        write(&mem, root, BASE + 2 * PAGE_SIZE);
+        write(&mem, root, BASE + 3 * PAGE_SIZE);
+        // Its level-2 entry is not ACCESSED: the watch reads the leaves all the same, and
+        // leaves the entry alone. Page 2 is not watched.
+        let t2 = pt.level2_table(BASE).unwrap();
+        let i2 = ((BASE >> 21) & 511) as usize;
+        mem.write_entry(t2, i2, mem.read_entry(t2, i2) & !Flags::ACCESSED.0);
+        assert_eq!(take(&mut pt), [1, 3]);
+        assert!(take(&mut pt).is_empty());
+        assert_eq!(mem.read_entry(t2, i2) & Flags::ACCESSED.0, 0);
+        // Page 600 is mapped now: its table is found.
+        let mut fa = frames();
+        fa.next = 0x200_0000;
+        let f = Flags::USER | Flags::WRITABLE | Flags::NO_EXECUTE;
+        pt.map(BASE + 600 * PAGE_SIZE, 0x5000_0000, f, &mut fa)
+            .unwrap();
+        write(&mem, root, BASE + 600 * PAGE_SIZE);
+        assert_eq!(take(&mut pt), [600]);
+    }
+
     proptest! {
+        /// A watch finds what a scan finds.
+        #[test]
+        fn a_watch_agrees_with_a_scan(
+            written in proptest::collection::btree_set(0u64..1024, 0..24),
+            initialised in proptest::collection::btree_set(0u64..1024, 0..64),
+        ) {
+            let mem = SimMem::default();
+            let root = mapped(&mem, BASE, 1024);
+            let mut bits = vec![0u64; 16];
+            for &p in &initialised {
+                bits[(p / 64) as usize] |= 1 << (p % 64);
+            }
+            let mut pt = PageTables::new(root, &mem);
+            let mut watch = LeafWatch::new();
+            watch.watch(&pt, BASE, &bits);
+            prop_assert_eq!(watch.len(), initialised.len());
+            for &p in &written {
+                write(&mem, root, BASE + p * PAGE_SIZE);
+            }
+            let mut found = Vec::new();
+            watch.take_dirty(&mut pt, BASE, |p| found.push(BASE + p as u64 * PAGE_SIZE));
+            for &p in &written {
+                write(&mem, root, BASE + p * PAGE_SIZE);
+            }
+            let scanned = scan(&mem, root, &[(BASE, &bits)], Level2Accessed::Take);
+            prop_assert_eq!(&found, &scanned);
+            let want: Vec<u64> = written
+                .intersection(&initialised)
+                .map(|p| BASE + p * PAGE_SIZE)
+                .collect();
+            prop_assert_eq!(found, want);
+        }
+
         /// The scan finds exactly the written pages that are initialised, as a walk of every
         /// leaf with [`PageTables::take_dirty`] does.
         #[test]

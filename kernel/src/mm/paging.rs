@@ -613,6 +613,14 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
         Some(table)
     }
 
+    /// The level-1 table mapping `va` (canonical), if its level-2 entry is present and not a
+    /// large page; the entry's ACCESSED bit is neither read nor changed.
+    pub fn level1_table(&self, va: u64) -> Option<u64> {
+        let t2 = self.level2_table(va)?;
+        let e2 = self.mem.read_entry(t2, index(va, 2));
+        (e2 & (Flags::PRESENT.0 | Flags::HUGE.0) == Flags::PRESENT.0).then_some(e2 & ADDR_MASK)
+    }
+
     /// [`Self::accessed_table`] for `va` in the 1 GiB that `t2` covers ([`Self::level2_table`]).
     pub fn accessed_table_in(&mut self, t2: u64, va: u64, accessed: Level2Accessed) -> Option<u64> {
         let i2 = index(va, 2);

@@ -577,22 +577,23 @@ pub(super) fn keep(
     // A snapshot restore's first step goes with its beginning; what it did is written in
     // place, not moved out through the calls.
     let mut report = fjord_groundhog::RestoreReport::default();
+    // Written in place too, rather than moved out of the critical section with its result.
+    let (mut generation, mut stepped) = (0, Stepped::Reset);
     let restored = jord::with(|j| {
-        let generation = j.generation();
-        let r = match how {
-            Reset::Snapshot { fresh } if !j.has_snapshot(pd) => {
-                j.restore_instance(pd, &fresh).map(|p| (p, Stepped::Reset))
+        generation = j.generation();
+        match how {
+            Reset::Snapshot { fresh } if !j.has_snapshot(pd) => j.restore_instance(pd, &fresh),
+            Reset::Snapshot { .. } => {
+                j.begin_restore(pd, RESTORE_STEP_PAGES, &mut report)
+                    .map(|(p, done)| {
+                        stepped = if done { Stepped::Done } else { Stepped::Begun };
+                        p
+                    })
             }
-            Reset::Snapshot { .. } => j
-                .begin_restore(pd, RESTORE_STEP_PAGES, &mut report)
-                .map(|(p, done)| (p, if done { Stepped::Done } else { Stepped::Begun })),
-            Reset::LayoutOnly { base, len } => {
-                j.scrub_instance(pd, base, len).map(|p| (p, Stepped::Reset))
-            }
-        };
-        r.map(|(p, stepped)| (p, stepped, generation))
+            Reset::LayoutOnly { base, len } => j.scrub_instance(pd, base, len),
+        }
     });
-    let Ok((pending, stepped, generation)) = restored else {
+    let Ok(pending) = restored else {
         return Ran::Gone;
     };
     pending.finish();

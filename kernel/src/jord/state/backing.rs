@@ -9,6 +9,14 @@ pub(super) enum InitBits {
     Heap(Vec<u64>),
 }
 
+/// The last stamp given to a set of initialised pages ([`Backing::stamp`]).
+static STAMPS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// A stamp no set of initialised pages had before (never 0).
+fn next_stamp() -> u64 {
+    STAMPS.fetch_add(1, core::sync::atomic::Ordering::Relaxed) + 1
+}
+
 /// The frames behind one VMA and which of its pages have been initialised. Pages are zeroed
 /// on their first fill rather than at `mmap`, so memory a function never touches costs nothing.
 /// `pages == 0` marks a VMA slot without backing.
@@ -18,6 +26,8 @@ pub(super) struct Backing {
     pub(super) frames: frames::FrameRun,
     pub(super) pages: usize,
     initialised: InitBits,
+    /// Stamp of the set of initialised pages: see [`Backing::stamp`].
+    stamp: u64,
 }
 
 impl Backing {
@@ -26,6 +36,7 @@ impl Backing {
         frames: frames::FrameRun::EMPTY,
         pages: 0,
         initialised: InitBits::Inline(0),
+        stamp: 0,
     };
 
     pub(super) fn new(base: u64, frames: frames::FrameRun) -> Backing {
@@ -40,7 +51,15 @@ impl Backing {
             frames,
             pages,
             initialised,
+            stamp: next_stamp(),
         }
+    }
+
+    /// A stamp of its set of initialised pages, unique to that set of this backing: it
+    /// changes whenever the set does (the set only grows, and a shrink changes it too), and no
+    /// other backing's set has it. 0 for [`Backing::NONE`].
+    pub(super) fn stamp(&self) -> u64 {
+        self.stamp
     }
 
     /// Zeroes page `i` unless it was initialised before; marks it initialised.
@@ -56,6 +75,7 @@ impl Backing {
         if *word & b == 0 {
             self.frames.zero(i, 1);
             *word |= b;
+            self.stamp = next_stamp();
         }
     }
 
@@ -65,9 +85,13 @@ impl Backing {
             return;
         }
         let (w, b) = (i / 64, 1u64 << (i % 64));
-        match &mut self.initialised {
-            InitBits::Inline(word) => *word |= b,
-            InitBits::Heap(words) => words[w] |= b,
+        let word = match &mut self.initialised {
+            InitBits::Inline(word) => word,
+            InitBits::Heap(words) => &mut words[w],
+        };
+        if *word & b == 0 {
+            *word |= b;
+            self.stamp = next_stamp();
         }
     }
 
@@ -142,6 +166,7 @@ impl Backing {
         if keep < self.pages {
             self.frames.shrink(keep);
             self.pages = keep;
+            self.stamp = next_stamp();
         }
     }
 

@@ -17,7 +17,7 @@
 
 use super::*;
 use fjord_groundhog::{Action, RestorePlan, RestoreReport, SnapshotIndex};
-use fjord_kernel::dirty_scan::DirtyScan;
+use fjord_kernel::dirty_scan::{DirtyScan, LeafWatch};
 use fjord_kernel::paging::Level2Accessed;
 
 /// One VMA of a snapshot and copies of those of its pages that held data.
@@ -33,7 +33,17 @@ struct Region {
     /// The pages a restore under way has still to put back (ascending; kept allocated between
     /// restores).
     dirty: Vec<u32>,
+    /// Where the leaves of its initialised pages are, when they are few ([`WATCH_MAX`]).
+    watch: LeafWatch,
+    /// The stamp of its backing's initialised pages ([`Backing::stamp`](super::Backing)) that
+    /// `watch` follows and whether they were few enough to watch; 0 before the first look.
+    watched: (u64, bool),
 }
+
+/// Most initialised pages of a region whose dirty bits a restore reads through a
+/// [`LeafWatch`] rather than a [`DirtyScan`]: below it, reading every leaf costs less than the
+/// walk and the level-2 entries a scan reads first (a function's stack and small heap).
+const WATCH_MAX: u32 = 64;
 
 /// The copies of a region's pages that held data when the snapshot was taken.
 struct Saved {
@@ -235,8 +245,9 @@ impl Jord {
         let freed = self.stats.vmas_scrubbed;
         let (remade, pending) = self.scrub_snapshot(pd, snap)?;
         let full = snap.leaves_lost;
-        let pt = PageTables::new(self.root_of(pd), &DIRECT);
-        let mut scan = DirtyScan::new(pt, self.level2_accessed());
+        let root = self.root_of(pd);
+        let mut pt = PageTables::new(root, &DIRECT);
+        let mut scan = DirtyScan::new(PageTables::new(root, &DIRECT), self.level2_accessed());
         let mut budget = if remade.is_empty() && !full {
             max_pages
         } else {
@@ -247,6 +258,8 @@ impl Jord {
             slot,
             saved,
             dirty,
+            watch,
+            watched,
             ..
         } in snap.regions.iter_mut()
         {
@@ -254,15 +267,28 @@ impl Jord {
             let Some(backing) = slot.and_then(|slot| self.backing.get_mut(slot)) else {
                 continue;
             };
+            let stamp = backing.stamp();
             let (initialised, frames) = backing.initialised_and_frames();
-            scan.vma(*base, initialised, |page| {
+            let mut found = |page| {
                 if budget == 0 {
                     dirty.push(page);
                 } else {
                     budget -= 1;
                     saved.put_back(frames, page);
                 }
-            });
+            };
+            if watched.0 != stamp {
+                let few = initialised.iter().map(|w| w.count_ones()).sum::<u32>() <= WATCH_MAX;
+                if few {
+                    watch.watch(&pt, *base, initialised);
+                }
+                *watched = (stamp, few);
+            }
+            if watched.1 {
+                watch.take_dirty(&mut pt, *base, &mut found);
+            } else {
+                scan.vma(*base, initialised, &mut found);
+            }
         }
         // Remade VMAs and lost leaves are rare: most restores take the dirty bits as they are.
         if !remade.is_empty() || full {
@@ -527,6 +553,8 @@ impl Jord {
             perm: Perm::RW,
             saved: Saved { index, frames },
             dirty: Vec::new(),
+            watch: LeafWatch::new(),
+            watched: (0, false),
         })
     }
 

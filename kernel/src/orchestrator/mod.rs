@@ -154,12 +154,6 @@ static DISPATCH_EPOCH: AtomicU64 = AtomicU64::new(1);
 /// (0: none yet). Read and written only by that CPU.
 static IDLE_AT: [AtomicU64; smp::MAX_CPUS] = [const { AtomicU64::new(0) }; smp::MAX_CPUS];
 
-/// The dispatch epoch: it moves whenever a step may have become dispatchable (a request
-/// queued, a slot freed), read without the state lock.
-pub(crate) fn dispatch_epoch() -> u64 {
-    DISPATCH_EPOCH.load(Ordering::Acquire)
-}
-
 /// Notes, under the state lock, a change that may make a step dispatchable.
 fn dispatch_may_change() {
     DISPATCH_EPOCH.fetch_add(1, Ordering::Release);

@@ -579,22 +579,17 @@ pub(super) fn keep(
     let mut report = fjord_groundhog::RestoreReport::default();
     // Written in place too, rather than moved out of the critical section with its result.
     let (mut generation, mut stepped) = (0, Stepped::Reset);
-    // A restore that may stop for a request stops before its next page copy once the
-    // orchestrator dispatched or queued anything (`stop_for_requests` then tells whether a
-    // request is coming for this executor, or goes on).
-    let epoch = crate::orchestrator::dispatch_epoch();
-    let may_stop = matches!(finish, Finish::UnlessRequests(_));
-    let go_on = || !may_stop || crate::orchestrator::dispatch_epoch() == epoch;
     let restored = jord::with(|j| {
         generation = j.generation();
         match how {
             Reset::Snapshot { fresh } if !j.has_snapshot(pd) => j.restore_instance(pd, &fresh),
-            Reset::Snapshot { .. } => j
-                .begin_restore(pd, RESTORE_STEP_PAGES, &mut report, go_on)
-                .map(|(p, done)| {
-                    stepped = if done { Stepped::Done } else { Stepped::Begun };
-                    p
-                }),
+            Reset::Snapshot { .. } => {
+                j.begin_restore(pd, RESTORE_STEP_PAGES, &mut report)
+                    .map(|(p, done)| {
+                        stepped = if done { Stepped::Done } else { Stepped::Begun };
+                        p
+                    })
+            }
             Reset::LayoutOnly { base, len } => j.scrub_instance(pd, base, len),
         }
     });

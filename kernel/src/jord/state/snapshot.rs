@@ -205,10 +205,7 @@ impl Jord {
     /// [`Jord::restore_step`]; until the last step the instance must not run. Returns the
     /// flushes owed and whether the first step was the last (then `done` says what the whole
     /// restore did: it is written in place, not moved out). The scrub is skipped when nothing
-    /// it would undo changed since the last one ([`fjord_pd::PrivLib::scrubbed_since`]). Before
-    /// each page it copies back, the first step asks `go_on`; once it says no, the step ends
-    /// there and the pages left are noted for [`Jord::restore_step`] (a request that arrived
-    /// meanwhile waits for no page copy).
+    /// it would undo changed since the last one ([`fjord_pd::PrivLib::scrubbed_since`]).
     ///
     /// [`Error::InvalidArgs`] when `pd` has no snapshot; [`Error::Busy`] when the instance is
     /// not reusable (its layout cannot be put back); destroy it then.
@@ -217,11 +214,10 @@ impl Jord {
         pd: PdId,
         max_pages: usize,
         done: &mut RestoreReport,
-        go_on: impl FnMut() -> bool,
     ) -> Result<(Pending, bool), Error> {
         self.check_instance_pd(pd)?;
         self.with_snapshot_out(pd, |j, snap| {
-            let (mut pending, left) = j.begin(pd, snap, max_pages, go_on)?;
+            let (mut pending, left) = j.begin(pd, snap, max_pages)?;
             let finished = match left {
                 Left::None => Some(j.finish_restore(pd, snap, done)),
                 // It cannot fail: a restore was just begun. It puts back what the scan left,
@@ -245,7 +241,6 @@ impl Jord {
         pd: PdId,
         snap: &mut Snapshot,
         max_pages: usize,
-        mut go_on: impl FnMut() -> bool,
     ) -> Result<(Pending, Left), Error> {
         let freed = self.stats.vmas_scrubbed;
         let (remade, pending) = self.scrub_snapshot(pd, snap)?;
@@ -258,7 +253,6 @@ impl Jord {
         } else {
             0
         };
-        let mut put_back = 0u64;
         for Region {
             base,
             slot,
@@ -276,13 +270,11 @@ impl Jord {
             let stamp = backing.stamp();
             let (initialised, frames) = backing.initialised_and_frames();
             let mut found = |page| {
-                if budget > 0 && go_on() {
-                    budget -= 1;
-                    put_back += 1;
-                    saved.put_back(frames, page);
-                } else {
-                    budget = 0;
+                if budget == 0 {
                     dirty.push(page);
+                } else {
+                    budget -= 1;
+                    saved.put_back(frames, page);
                 }
             };
             if watched.0 != stamp {
@@ -320,10 +312,11 @@ impl Jord {
         debug_assert!(snap.regions.iter().all(|r| r.dirty.is_sorted()));
         snap.leaves_lost = false;
         let plain = remade.is_empty() && !full;
+        let put_back = if plain { max_pages - budget } else { 0 };
         snap.restoring = Some(RestoreReport {
             full,
             vmas_freed: self.stats.vmas_scrubbed - freed,
-            pages: put_back,
+            pages: put_back as u64,
             ..RestoreReport::default()
         });
         // The scan put back every page it found unless it ran out of pages to put back.

@@ -195,11 +195,32 @@ mod tests {
 
     const BASE: u64 = 0x0000_1000_0000_0000;
 
-    /// Sets `bits` on the leaf of `va` and ACCESSED on its level-2 entry, as a write would.
+    /// The level-2 entry above `va`: its table and index.
+    fn level2_slot(mem: &SimMem, root: u64, va: u64) -> (u64, usize) {
+        let t2 = PageTables::new(root, mem).level2_table(va).unwrap();
+        (t2, ((va >> 21) & 511) as usize)
+    }
+
+    /// Clears the ACCESSED bit of the level-2 entry above `va`, as if no walk went through it
+    /// since; returns where the entry is.
+    fn unaccess(mem: &SimMem, root: u64, va: u64) -> (u64, usize) {
+        let (t2, i2) = level2_slot(mem, root, va);
+        mem.write_entry(t2, i2, mem.read_entry(t2, i2) & !Flags::ACCESSED.0);
+        (t2, i2)
+    }
+
+    /// The initialised bits of a VMA of `words` words, `pages` set.
+    fn bitmap(words: usize, pages: impl IntoIterator<Item = u64>) -> Vec<u64> {
+        let mut bits = vec![0u64; words];
+        for p in pages {
+            bits[(p / 64) as usize] |= 1 << (p % 64);
+        }
+        bits
+    }
+
+    /// Sets DIRTY on the leaf of `va` and ACCESSED on its level-2 entry, as a write would.
     fn write(mem: &SimMem, root: u64, va: u64) {
-        let pt = PageTables::new(root, mem);
-        let t2 = pt.level2_table(va).unwrap();
-        let i2 = ((va >> 21) & 511) as usize;
+        let (t2, i2) = level2_slot(mem, root, va);
         mem.write_entry(t2, i2, mem.read_entry(t2, i2) | Flags::ACCESSED.0);
         let mut pt = PageTables::new(root, mem);
         let t1 = pt.accessed_table_in(t2, va, Level2Accessed::Keep).unwrap();
@@ -249,10 +270,7 @@ mod tests {
             write(&mem, root, BASE + p * PAGE_SIZE);
         }
         // Page 5 is not initialised: its leaf is not read.
-        let mut init = vec![0u64; 16];
-        for p in [1usize, 2, 70, 513, 600] {
-            init[p / 64] |= 1 << (p % 64);
-        }
+        let init = bitmap(16, [1, 2, 70, 513, 600]);
         let found = scan(&mem, root, &[(BASE, &init)], Level2Accessed::Take);
         assert_eq!(
             found,
@@ -270,8 +288,7 @@ mod tests {
         let t1 = pt.accessed_table_in(t2, BASE, Level2Accessed::Keep);
         assert!(t1.is_none());
         write(&mem, root, BASE + PAGE_SIZE);
-        let i2 = ((BASE >> 21) & 511) as usize;
-        mem.write_entry(t2, i2, mem.read_entry(t2, i2) & !Flags::ACCESSED.0);
+        unaccess(&mem, root, BASE);
         assert!(scan(&mem, root, &[(BASE, &init)], Level2Accessed::Take).is_empty());
     }
 
@@ -329,9 +346,7 @@ mod tests {
         write(&mem, root, BASE + 3 * PAGE_SIZE);
         // Its level-2 entry is not ACCESSED: the watch reads the leaves all the same, and
         // leaves the entry alone. Page 2 is not watched.
-        let t2 = pt.level2_table(BASE).unwrap();
-        let i2 = ((BASE >> 21) & 511) as usize;
-        mem.write_entry(t2, i2, mem.read_entry(t2, i2) & !Flags::ACCESSED.0);
+        let (t2, i2) = unaccess(&mem, root, BASE);
         assert_eq!(take(&mut pt), [1, 3]);
         assert!(take(&mut pt).is_empty());
         assert_eq!(mem.read_entry(t2, i2) & Flags::ACCESSED.0, 0);
@@ -354,10 +369,7 @@ mod tests {
         ) {
             let mem = SimMem::default();
             let root = mapped(&mem, BASE, 1024);
-            let mut bits = vec![0u64; 16];
-            for &p in &initialised {
-                bits[(p / 64) as usize] |= 1 << (p % 64);
-            }
+            let bits = bitmap(16, initialised.iter().copied());
             let mut pt = PageTables::new(root, &mem);
             let mut watch = LeafWatch::new();
             watch.watch(&pt, BASE, &bits);
@@ -391,10 +403,7 @@ mod tests {
             for &p in &written {
                 write(&mem, root, BASE + p * PAGE_SIZE);
             }
-            let mut bits = vec![0u64; 24];
-            for &p in &initialised {
-                bits[(p / 64) as usize] |= 1 << (p % 64);
-            }
+            let bits = bitmap(24, initialised.iter().copied());
             let found = scan(&mem, root, &[(BASE, &bits)], Level2Accessed::Keep);
             let want: Vec<u64> = written
                 .intersection(&initialised)

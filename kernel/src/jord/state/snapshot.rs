@@ -248,11 +248,10 @@ impl Jord {
         let root = self.root_of(pd);
         let mut pt = PageTables::new(root, &DIRECT);
         let mut scan = DirtyScan::new(PageTables::new(root, &DIRECT), self.level2_accessed());
-        let mut budget = if remade.is_empty() && !full {
-            max_pages
-        } else {
-            0
-        };
+        // Remade VMAs and lost leaves are rare: most restores take the dirty bits as they are
+        // and put pages back as they find them.
+        let plain = remade.is_empty() && !full;
+        let mut budget = if plain { max_pages } else { 0 };
         for Region {
             base,
             slot,
@@ -290,8 +289,7 @@ impl Jord {
                 scan.vma(*base, initialised, &mut found);
             }
         }
-        // Remade VMAs and lost leaves are rare: most restores take the dirty bits as they are.
-        if !remade.is_empty() || full {
+        if !plain {
             for (i, r) in snap.regions.iter_mut().enumerate() {
                 if remade.contains(&i) {
                     // New frames: every page the snapshot holds is copied back.
@@ -311,7 +309,6 @@ impl Jord {
         }
         debug_assert!(snap.regions.iter().all(|r| r.dirty.is_sorted()));
         snap.leaves_lost = false;
-        let plain = remade.is_empty() && !full;
         let put_back = if plain { max_pages - budget } else { 0 };
         snap.restoring = Some(RestoreReport {
             full,

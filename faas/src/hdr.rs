@@ -24,6 +24,10 @@ pub struct HdrHistogram {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OutOfRange(pub u64);
 
+/// Why two histograms could not be added: their ranges or precisions differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShapeMismatch;
+
 impl HdrHistogram {
     /// A histogram for values up to `highest_trackable` with `significant_digits` (1 to 5)
     /// decimal digits of precision.
@@ -79,6 +83,21 @@ impl HdrHistogram {
         self.total += 1;
         self.min = self.min.min(value);
         self.max = self.max.max(value);
+        Ok(())
+    }
+
+    /// Counts every value `other` counted, as if recorded here; [`ShapeMismatch`] (nothing
+    /// added) unless both were made with the same range and precision.
+    pub fn add(&mut self, other: &HdrHistogram) -> Result<(), ShapeMismatch> {
+        if self.bits != other.bits || self.highest_trackable != other.highest_trackable {
+            return Err(ShapeMismatch);
+        }
+        for (c, o) in self.counts.iter_mut().zip(&other.counts) {
+            *c += o;
+        }
+        self.total += other.total;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
         Ok(())
     }
 
@@ -149,7 +168,37 @@ mod tests {
         assert_eq!(h.value_at_permille(999), Some(1000));
     }
 
+    #[test]
+    fn histograms_of_other_shapes_do_not_add() {
+        let mut h = HdrHistogram::new(1000, 2);
+        h.record(5).unwrap();
+        assert_eq!(h.add(&HdrHistogram::new(1000, 3)), Err(ShapeMismatch));
+        assert_eq!(h.add(&HdrHistogram::new(2000, 2)), Err(ShapeMismatch));
+        assert_eq!((h.len(), h.max()), (1, 5));
+    }
+
     proptest! {
+        #[test]
+        fn adding_counts_as_recording_both(a in prop::collection::vec(0u64..(1 << 36), 0..200),
+                                           b in prop::collection::vec(0u64..(1 << 36), 0..200)) {
+            let mut one = HdrHistogram::new(1 << 36, 3);
+            let mut other = HdrHistogram::new(1 << 36, 3);
+            let mut both = HdrHistogram::new(1 << 36, 3);
+            for &x in &a {
+                one.record(x).unwrap();
+                both.record(x).unwrap();
+            }
+            for &x in &b {
+                other.record(x).unwrap();
+                both.record(x).unwrap();
+            }
+            one.add(&other).unwrap();
+            prop_assert_eq!((one.len(), one.min(), one.max()), (both.len(), both.min(), both.max()));
+            for q in [1, 500, 990, 999, 1000] {
+                prop_assert_eq!(one.value_at_permille(q), both.value_at_permille(q));
+            }
+        }
+
         #[test]
         fn quantiles_are_within_the_precision(mut v in prop::collection::vec(0u64..(1 << 36), 1..400),
                                               q in 1u32..=1000) {

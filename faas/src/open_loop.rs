@@ -78,6 +78,50 @@ impl LoadRun {
     pub fn achieved(&self, hz: f64) -> f64 {
         self.latencies.len() as f64 * hz / self.span.max(1) as f64
     }
+
+    /// Adds `other`, a run of another arrival sequence at the same load, to this one: their
+    /// latencies pooled (so quantiles are over both) and their spans summed (so the throughput
+    /// achieved is over both).
+    pub fn pool(&mut self, other: LoadRun) {
+        // Both made by the one constructor (`HDR_MAX`, 3 digits): the shapes match.
+        let _ = self.hdr.add(&other.hdr);
+        let mine = core::mem::take(&mut self.latencies);
+        let mut merged = Vec::with_capacity(mine.len() + other.latencies.len());
+        let (mut a, mut b) = (mine.iter().peekable(), other.latencies.iter().peekable());
+        while let (Some(&&x), Some(&&y)) = (a.peek(), b.peek()) {
+            if x <= y {
+                merged.push(x);
+                a.next();
+            } else {
+                merged.push(y);
+                b.next();
+            }
+        }
+        merged.extend(a);
+        merged.extend(b);
+        self.latencies = merged;
+        self.span += other.span;
+    }
+
+    /// An empty run, to pool runs into.
+    pub fn empty() -> LoadRun {
+        LoadRun {
+            latencies: Vec::new(),
+            hdr: HdrHistogram::new(HDR_MAX, 3),
+            span: 0,
+        }
+    }
+}
+
+/// Seeds apart of the arrival sequences one load point pools ([`sequence_seed`]): more than
+/// any search's runs ([`BISECTIONS`], [`DESCENTS`], [`REFINEMENTS`], [`FINE_RUNS`]) span, so
+/// that no sequence of a point is one that another run of the search used.
+pub const SEQUENCE_STRIDE: u64 = 1000;
+
+/// The seed of arrival sequence `j` of a load point whose run is seeded `seed` (sequence 0 is
+/// `seed` itself).
+pub fn sequence_seed(seed: u64, j: u64) -> u64 {
+    seed + j * SEQUENCE_STRIDE
 }
 
 /// What one open-loop run at a load point found.
@@ -214,6 +258,36 @@ fn between<E>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pooled_runs_have_both_runs_latencies_and_spans() {
+        let run = |lat: &[u64], span| {
+            let mut r = LoadRun::empty();
+            for &l in lat {
+                r.hdr.record(l).unwrap();
+            }
+            r.latencies = lat.to_vec();
+            r.span = span;
+            r
+        };
+        let mut a = LoadRun::empty();
+        a.pool(run(&[1, 4, 9], 100));
+        a.pool(run(&[2, 3, 10, 11], 250));
+        assert_eq!(a.latencies, [1, 2, 3, 4, 9, 10, 11]);
+        assert_eq!((a.span, a.hdr.len()), (350, 7));
+        assert_eq!(a.quantiles().0, 4);
+        assert_eq!(a.achieved(350.0), 7.0);
+    }
+
+    #[test]
+    fn sequences_of_a_point_use_seeds_no_search_run_uses() {
+        let search = WARM_UP_SEED..=SEED + BISECTIONS + DESCENTS + REFINEMENTS + FINE_RUNS;
+        for j in 1..8 {
+            assert!(!search.contains(&sequence_seed(SEED, j)));
+            assert!(!search.contains(&sequence_seed(WARM_UP_SEED, j)));
+        }
+        assert_eq!(sequence_seed(SEED, 0), SEED);
+    }
 
     #[test]
     fn generator_is_xorshift64_star() {

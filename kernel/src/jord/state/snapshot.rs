@@ -299,11 +299,8 @@ impl Jord {
                 }
                 if full && let Some(backing) = r.slot.map(|slot| &self.backing[slot]) {
                     r.dirty.clear();
-                    r.dirty.extend(
-                        (0..backing.pages)
-                            .filter(|&i| backing.is_initialised(i))
-                            .map(|i| i as u32),
-                    );
+                    r.dirty
+                        .extend(backing.initialised_indices().into_iter().map(|i| i as u32));
                 }
             }
         }
@@ -530,8 +527,9 @@ impl Jord {
             .filter(|b| b.pages != 0 && b.base == base)
             .ok_or(Error::NotMapped)?;
         let len = backing.pages as u64 * PAGE_SIZE;
-        let held: Vec<u32> = (0..backing.pages)
-            .filter(|&i| backing.is_initialised(i))
+        let held: Vec<u32> = backing
+            .initialised_indices()
+            .into_iter()
             .map(|i| i as u32)
             .collect();
         let index = SnapshotIndex::new(held);

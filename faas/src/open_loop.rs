@@ -85,7 +85,8 @@ impl LoadRun {
     pub fn pool(&mut self, other: LoadRun) {
         // Both made by the one constructor (`HDR_MAX`, 3 digits): the shapes match.
         let _ = self.hdr.add(&other.hdr);
-        // Kept sorted, as the runners (`run_open_loop` in the kernel and `fjord-nightcore`) leave them.
+        // Kept sorted, as the runners leave them (`run_open_loop` in the kernel,
+        // `fjord-nightcore`).
         self.latencies.extend_from_slice(&other.latencies);
         self.latencies.sort_unstable();
         self.span += other.span;

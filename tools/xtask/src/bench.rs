@@ -118,9 +118,9 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         let started = Instant::now();
         let mut run = QemuRun::spawn(&config, echo)?;
         // The restore group runs 27 open-loop sweeps in one boot, 15 of them of 4,800 requests
-        // a run pooled over two or four arrival sequences.
+        // a run pooled over two or eight arrival sequences.
         let limit = if config.append.contains("bench=restore") {
-            8 * TIME_LIMIT
+            10 * TIME_LIMIT
         } else {
             TIME_LIMIT
         };

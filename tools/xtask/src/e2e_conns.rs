@@ -24,6 +24,8 @@ use crate::qemu::Machine;
 pub const MANY: usize = 1000;
 /// Threads opening them (each holds `MANY / THREADS` connections).
 const THREADS: usize = 25;
+/// Between the first connections of consecutive threads of the many-connections check.
+const STAGGER: Duration = Duration::from_millis(20);
 /// Clients sending their heads a byte at a time.
 const SLOW_CLIENTS: usize = 50;
 /// The limit of the second boot.
@@ -245,10 +247,13 @@ fn many_connections(addr: SocketAddr) -> Result<(), String> {
     let failures = Arc::new(Mutex::new(Vec::<String>::new()));
     let answered = Arc::new(Mutex::new((0usize, 0usize)));
     let workers: Vec<_> = (0..THREADS)
-        .map(|_| {
+        .map(|i| {
             let (barrier, failures, answered) =
                 (barrier.clone(), failures.clone(), answered.clone());
             thread::spawn(move || {
+                // Staggered starts: connections opened at the same instant retry their
+                // handshakes in step, so each wave finds QEMU's backlog of one full again.
+                thread::sleep(STAGGER * i as u32);
                 let mut conns = Vec::new();
                 let round = |conns: &mut Vec<TcpStream>, fresh: bool| {
                     let mut kept = Vec::new();
@@ -316,8 +321,9 @@ fn many_connections(addr: SocketAddr) -> Result<(), String> {
 /// connections are answered; each slow client gets 408 and is closed. The slow clients'
 /// connections are opened one after another, each shown to have reached the gateway by a first
 /// request, and then start dribbling together: QEMU's user networking accepts host connections
-/// with a backlog of one, so fifty opened at once would wait in the host's handshake retries
-/// (the burst is the thousand-connection check's subject, not this one's).
+/// with a backlog of one, and connections opened at the same instant repeat their handshakes
+/// in step, each wave finding that backlog full again, so some of fifty opened at once could
+/// wait longer than any reasonable limit.
 fn slow_heads(addr: SocketAddr) -> Result<(), String> {
     let mut conns = Vec::with_capacity(SLOW_CLIENTS);
     for _ in 0..SLOW_CLIENTS {

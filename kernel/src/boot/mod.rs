@@ -4,6 +4,7 @@ use crate::arch::exit::{ExitCode, exit_qemu};
 use crate::arch::{apic, cpu, percpu, serial, smp};
 use crate::kprintln;
 use crate::mm::{self, frames, kernel_tables, stacks};
+pub mod probe;
 pub mod pvh;
 
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +19,13 @@ pub const TIMER_HZ: u64 = 100;
 static FIRST_LINE_TSC: AtomicU64 = AtomicU64::new(0);
 
 static BOOT_INFO: spin::Once<BootInfo> = spin::Once::new();
+
+static SYSCALL_PATH: spin::Once<probe::SyscallPath> = spin::Once::new();
+
+/// Where a ring-3 SYSCALL arrives on this machine, as probed at boot.
+pub fn syscall_path() -> probe::SyscallPath {
+    *SYSCALL_PATH.get().unwrap_or(&probe::SyscallPath::Ring0)
+}
 
 /// The boot information copied from the PVH start-info block.
 pub fn boot_info() -> &'static BootInfo {
@@ -138,6 +146,12 @@ extern "C" fn boot_on_stack() -> ! {
     };
     smp::start_aps(&ids, apic::id());
 
+    match probe::syscall_path() {
+        Ok(path) => {
+            SYSCALL_PATH.call_once(|| path);
+        }
+        Err(e) => fail(format_args!("probing SYSCALL: {e:?}")),
+    }
     print_banner(info, &features);
     check_initrd(info, &opts);
     crate::runtime::boot(info, &opts);
@@ -191,6 +205,14 @@ fn print_banner(info: &BootInfo, f: &cpu::Features) {
         yes_no(f.gbpages),
         yes_no(f.invariant_tsc),
         info.version,
+    );
+    kprintln!(
+        "fjord: SYSCALL {}",
+        match syscall_path() {
+            probe::SyscallPath::Ring0 => "enters ring 0 (SYSRET returns)",
+            probe::SyscallPath::StrandedInRing3 =>
+                "is left in ring 3 by the hypervisor (KVM PVM): served from the entry's fetch fault",
+        }
     );
     kprintln!("fjord: command line '{}'", info.cmdline());
 }

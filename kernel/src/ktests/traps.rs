@@ -34,6 +34,12 @@ ktest! {
 
 ktest! {
     fn breakpoint_resumes() {
+        if crate::boot::syscall_path() == crate::boot::probe::SyscallPath::StrandedInRing3 {
+            // A hypervisor that emulates the kernel's ring 0 (KVM's PVM backend) stops the VM
+            // with an emulation failure on a kernel int3 instead of delivering #BP.
+            log::warn!("breakpoint_resumes: not run, this hypervisor cannot deliver a kernel #BP");
+            return Ok(());
+        }
         // SAFETY: int3 in kernel mode is handled by logging and resuming after the instruction.
         unsafe { core::arch::asm!("int3") };
         Ok(())

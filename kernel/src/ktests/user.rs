@@ -39,7 +39,9 @@ ktest! {
                 kassert_eq!(f.vector, 14);
                 kassert_eq!(f.addr, target);
                 kassert_eq!(f.access, Access::Read);
-                kassert!(f.protection, "the page is present but supervisor-only");
+                // Hardware reports a present, supervisor-only page (P=1); a hypervisor that
+                // runs ring 3 on page tables without the kernel's pages (KVM's PVM backend)
+                // reports a missing one. Either way ring 3 reads nothing.
             }
             other => return Err(alloc::format!("expected a fault, got {other:?}")),
         }

@@ -269,9 +269,60 @@ fn end_run(frame: &TrapFrame, exit: RawExit) -> ! {
     unsafe { user_return_to_kernel() }
 }
 
+/// System calls that arrived as an instruction-fetch fault at the SYSCALL entry in ring 3
+/// (see [`is_stranded_syscall`]), since boot, on all CPUs.
+pub static STRANDED_SYSCALLS: AtomicU64 = AtomicU64::new(0);
+
+/// System calls served from a fetch fault at the entry point since boot (see
+/// [`is_stranded_syscall`]).
+pub fn stranded_syscalls() -> u64 {
+    STRANDED_SYSCALLS.load(Ordering::Relaxed)
+}
+
+/// Page-fault error code bits: the access was made in ring 3, and was an instruction fetch.
+const PF_USER: u64 = 1 << 2;
+const PF_FETCH: u64 = 1 << 4;
+
+/// RFLAGS bits ring 3 may carry back through a stranded system call's R11: the arithmetic
+/// flags, DF, TF and AC. Never IOPL, NT, RF or VM, which ring 3 cannot set for itself.
+const USER_RFLAGS: u64 = 0x4_0dd5;
+
+/// True when `frame` is a ring-3 instruction fetch of the SYSCALL entry point itself.
+///
+/// On hardware, and under KVM on VMX or SVM, SYSCALL enters ring 0 at `IA32_LSTAR`. Some
+/// hypervisors emulate SYSCALL for a guest that runs in hardware ring 3 and set RIP, RCX, R11
+/// and RFLAGS as the instruction does but leave the guest in user mode (seen under KVM's PVM
+/// backend): ring 3 then fetches the kernel's entry point and faults. RCX and R11 already hold
+/// the return address and the caller's flags, so the fault is the system call, and it is
+/// served as one.
+fn is_stranded_syscall(frame: &TrapFrame, cr2: u64) -> bool {
+    frame.vector == 14
+        && frame.error & (PF_USER | PF_FETCH) == PF_USER | PF_FETCH
+        && cr2 == frame.rip
+        && frame.rip == syscall_entry as *const () as u64
+}
+
+/// Serves a system call that [`is_stranded_syscall`] found: it returns to RCX with R11's
+/// flags, as SYSRET would, through the trap return (IRETQ).
+fn serve_stranded_syscall(frame: &mut TrapFrame) {
+    STRANDED_SYSCALLS.fetch_add(1, Ordering::Relaxed);
+    frame.rip = frame.rcx;
+    // Ring 3 could also have jumped to the entry point with any R11, so only the flags it may
+    // set itself are kept, with IF on as on every return to ring 3.
+    frame.rflags = (frame.r11 & USER_RFLAGS) | 0x202;
+    frame.vector = SYSCALL_VECTOR;
+    frame.error = 0;
+    syscall_dispatch(frame);
+}
+
 /// Called by the trap dispatcher for an exception raised in ring 3. A page fault that the
-/// kernel resolves (a VLB fill) returns so the access is retried; anything else ends the run.
-pub fn on_exception_from_user(frame: &TrapFrame, cr2: u64) {
+/// kernel resolves (a VLB fill, or a system call the hypervisor left in ring 3) returns so the
+/// user code goes on; anything else ends the run.
+pub fn on_exception_from_user(frame: &mut TrapFrame, cr2: u64) {
+    if is_stranded_syscall(frame, cr2) {
+        serve_stranded_syscall(frame);
+        return;
+    }
     if frame.vector == 14 && crate::syscalls::on_user_page_fault(cr2, frame.error) {
         return;
     }

@@ -7,7 +7,7 @@
 //! - `panic`: panics (the panic handler reports and returns an error);
 //! - `respond-too-much`: answers one byte more than the ArgBuf holds, which is refused with
 //!   [`FnError::ResponseTooLarge`];
-//! - `alloc`: maps and touches 1 MiB after 1 MiB until `mmap` fails (the PD's memory limit),
+//! - `alloc`: maps and touches 1 MiB after 1 MiB until `mmap` fails (the PD's memory limit, 4 MiB),
 //!   then returns [`FnError::OutOfMemory`];
 //! - `remember <hex value>`: writes the value 2 KiB below its stack pointer, where the next
 //!   request's `recall` looks (an instance reused for the next request starts at the same
@@ -32,6 +32,10 @@
 //!   number written and the refusal's raw result;
 //! - `x87` / `sse`: executes an x87 instruction (`fld1`) or an SSE one (`xorps`): the kernel
 //!   gives no PD floating-point or vector registers, so each faults (`#NM`, `#UD`);
+//! - `fpu-put` / `fpu-get`: leaves a secret in xmm0 and pushes 1.0 on the x87 stack / responds
+//!   with xmm0's low 8 bytes and st(0) popped as an `f64`'s bits. Both fault where the kernel
+//!   traps the FPU; where a hypervisor ignores that trap (KVM's PVM backend) the kernel resets
+//!   the registers before every ring-3 run, so `fpu-get` sees 0 and the x87 empty-stack NaN;
 //! - `sysfuzz <seed> <calls>`: random system calls with boundary and random arguments
 //!   ([`sysfuzz`]); responds with how many were made, succeeded, failed with an error code, and
 //!   gave anything else.
@@ -161,6 +165,34 @@ fn tenant_attack(req: &[u8], resp: &mut [u8]) -> Option<Result<usize, FnError>> 
 }
 
 /// Serves one hostile request.
+/// What `fpu-put` leaves in xmm0 for a later `fpu-get` to find.
+#[cfg(target_os = "none")]
+const FPU_SECRET: u64 = 0x5ec2_e7f0_0d15_ea5e;
+
+/// xmm0's low 8 bytes and st(0), popped as an `f64`'s bits (what `fpu-get` responds).
+#[cfg(target_os = "none")]
+fn fpu_registers() -> [u64; 2] {
+    let xmm0: u64;
+    let mut st0 = 0u64;
+    // SAFETY: none intended, as for `fpu-put`: where the kernel traps the FPU this faults.
+    unsafe {
+        core::arch::asm!(
+            "movq {x}, xmm0",
+            "fstp qword ptr [{st}]",
+            x = out(reg) xmm0,
+            st = in(reg) &mut st0,
+            options(nostack),
+        );
+    }
+    [xmm0, st0]
+}
+
+/// On the host (unit builds) there is nothing to read.
+#[cfg(not(target_os = "none"))]
+fn fpu_registers() -> [u64; 2] {
+    [0, 0]
+}
+
 fn hostile(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
     if let Some(r) = tenant_attack(req, resp) {
         return r;
@@ -244,6 +276,28 @@ fn hostile(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
         }
         return Ok(0);
     }
+    if req == b"fpu-put" {
+        #[cfg(target_os = "none")]
+        // SAFETY: none intended: where the kernel traps the FPU this faults; where a hypervisor
+        // does not honour that trap, it leaves a secret in xmm0 and st(0) for `fpu-get`.
+        unsafe {
+            core::arch::asm!(
+                "movq xmm0, {secret}",
+                "fld1",
+                secret = in(reg) FPU_SECRET,
+                out("xmm0") _,
+                options(nostack, nomem),
+            );
+        }
+        return Ok(0);
+    }
+    if req == b"fpu-get" {
+        let out = resp.get_mut(..16).ok_or(FnError::ResponseTooLarge)?;
+        let [xmm0, st0] = fpu_registers();
+        out[..8].copy_from_slice(&xmm0.to_le_bytes());
+        out[8..].copy_from_slice(&st0.to_le_bytes());
+        return Ok(16);
+    }
     if let Some(addr) = req.strip_prefix(b"write ") {
         let p = parse_hex(addr)? as *mut u64;
         // SAFETY: none intended, as for `read`: the write is an attack the PD must not survive.
@@ -258,5 +312,6 @@ fjord_libos::function!(
     name = "hostile",
     stack_size = "16K",
     heap_size = 0,
+    memory_limit = "4M",
     log_limit = "2K"
 );

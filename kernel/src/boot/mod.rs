@@ -152,6 +152,15 @@ extern "C" fn boot_on_stack() -> ! {
         }
         Err(e) => fail(format_args!("probing SYSCALL: {e:?}")),
     }
+    match probe::fpu_traps_in_ring3() {
+        Ok(true) => {}
+        Ok(false) => {
+            if let Err(e) = probe::install_fpu_reset() {
+                fail(format_args!("mapping the FPU-reset page: {e:?}"));
+            }
+        }
+        Err(e) => fail(format_args!("probing the FPU: {e:?}")),
+    }
     print_banner(info, &features);
     check_initrd(info, &opts);
     crate::runtime::boot(info, &opts);
@@ -212,6 +221,14 @@ fn print_banner(info: &BootInfo, f: &cpu::Features) {
             probe::SyscallPath::Ring0 => "enters ring 0 (SYSRET returns)",
             probe::SyscallPath::StrandedInRing3 =>
                 "is left in ring 3 by the hypervisor (KVM PVM): served from the entry's fetch fault",
+        }
+    );
+    kprintln!(
+        "fjord: x87/MMX/SSE in ring 3 {}",
+        if crate::arch::user::fpu_reset_enabled() {
+            "run (the hypervisor ignores CR0.EM): registers reset before every ring-3 run"
+        } else {
+            "trap (CR0.EM): no PD has FPU or vector registers"
         }
     );
     kprintln!("fjord: command line '{}'", info.cmdline());

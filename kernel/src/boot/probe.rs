@@ -1,11 +1,11 @@
-//! Boot-time probes of what the CPU, or the hypervisor beneath it, really does, where CPUID
-//! cannot say.
+//! Boot-time probes of what the CPU, or the hypervisor beneath it, really does where CPUID
+//! cannot say: each runs a few bytes of ring-3 code in a scratch address space.
 
 use crate::arch::cpu;
 use crate::arch::user::{self, UserContext, UserExit};
 use crate::mm::frames::{self, DIRECT, KernelFrames};
 use crate::mm::kernel_tables;
-use fjord_kernel::layout::USER_TEST_BASE;
+use fjord_kernel::layout::{FPU_RESET_PAGE, PAGE_SIZE, USER_TEST_BASE};
 use fjord_kernel::paging::{Flags, PageTables, PagingError};
 
 /// Where a ring-3 SYSCALL arrives.
@@ -18,57 +18,93 @@ pub enum SyscallPath {
     StrandedInRing3,
 }
 
-/// Ring-3 code of the probe: `xor eax, eax; syscall` (the null call, which returns 0), then
-/// `mov edi, eax; mov eax, 1; syscall` (exit with that result).
-const PROBE_CODE: [u8; 13] = [
+/// `xor eax, eax; syscall` (the null call, which returns 0), then `mov edi, eax; mov eax, 1;
+/// syscall` (exit with that result).
+const SYSCALL_PROBE: [u8; 13] = [
     0x31, 0xc0, 0x0f, 0x05, 0x89, 0xc7, 0xb8, 0x01, 0x00, 0x00, 0x00, 0x0f, 0x05,
 ];
 
-/// Makes one SYSCALL from ring 3 in a scratch address space and reports where it arrived.
+/// `fld1; fstp st(0)`, then `xor edi, edi; mov eax, 1; syscall` (exit with 0).
+const FPU_PROBE: [u8; 13] = [
+    0xd9, 0xe8, 0xdd, 0xd8, 0x31, 0xff, 0xb8, 0x01, 0x00, 0x00, 0x00, 0x0f, 0x05,
+];
+
+/// Makes one SYSCALL from ring 3 and reports where it arrived.
 pub fn syscall_path() -> Result<SyscallPath, PagingError> {
-    let mut fa = KernelFrames;
-    let pt = PageTables::create_sharing_kernel(&DIRECT, &mut fa, kernel_tables::kernel_root())?;
-    let root = pt.root();
-    let result = (|| {
-        let code = frames::alloc_zeroed().map_err(|_| PagingError::OutOfMemory)?;
-        // SAFETY: `code` is a fresh frame, reachable through the direct map and used by no one.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                PROBE_CODE.as_ptr(),
-                crate::mm::phys_to_virt(code) as *mut u8,
-                PROBE_CODE.len(),
-            )
-        };
-        let mut pt = PageTables::new(root, &DIRECT);
-        let mapped = pt.map(USER_TEST_BASE, code, Flags::USER, &mut fa);
-        let exit = mapped.map(|()| run_probe(root));
-        let _ = frames::free(code);
-        exit
-    })();
-    PageTables::new(root, &DIRECT).free_user_tables(&mut fa);
-    let before_after = result?;
-    Ok(if before_after.1 > before_after.0 {
+    let before = user::stranded_syscalls();
+    let exit = run_ring3(&SYSCALL_PROBE)?;
+    if exit != UserExit::Exited(0) {
+        log::warn!("SYSCALL probe ended unexpectedly: {exit:?}");
+    }
+    Ok(if user::stranded_syscalls() > before {
         SyscallPath::StrandedInRing3
     } else {
         SyscallPath::Ring0
     })
 }
 
-/// Runs the probe in `root` and returns the stranded-call count before and after.
-fn run_probe(root: u64) -> (u64, u64) {
-    let before = user::stranded_syscalls();
-    let mut ctx = UserContext::new(USER_TEST_BASE, 0, [0; 4]);
-    let deadline = cpu::rdtsc() + crate::arch::apic::tsc_hz() / 10;
-    let exit = cpu::without_interrupts(|| {
-        // SAFETY: `root` shares the kernel image and kernel half with the kernel's tables.
-        unsafe { cpu::write_cr3(root) };
-        let exit = user::run(&mut ctx, Some(deadline));
-        // SAFETY: back to the kernel's own tables.
-        unsafe { cpu::write_cr3(kernel_tables::kernel_root()) };
+/// Runs one x87 instruction in ring 3: true when it trapped (#NM, CR0.EM honoured).
+pub fn fpu_traps_in_ring3() -> Result<bool, PagingError> {
+    Ok(match run_ring3(&FPU_PROBE)? {
+        UserExit::Fault(f) if f.vector == 7 => true,
+        UserExit::Exited(0) => false,
+        other => {
+            log::warn!("FPU probe ended unexpectedly: {other:?}");
+            true
+        }
+    })
+}
+
+/// Maps the FPU-reset code at [`FPU_RESET_PAGE`] in the kernel's tables (PML4 slot 0, which
+/// every root shares), read-execute for ring 3, and turns the reset on. Must run before any
+/// address space other than the kernel's is created.
+pub fn install_fpu_reset() -> Result<(), PagingError> {
+    let pa = frames::alloc_zeroed().map_err(|_| PagingError::OutOfMemory)?;
+    let page = crate::mm::phys_to_virt(pa) as *mut u8;
+    // SAFETY: `pa` is a fresh frame, reachable through the direct map and used by no one else.
+    let bytes = unsafe { core::slice::from_raw_parts_mut(page, PAGE_SIZE as usize) };
+    let code = user::fpu_reset_code();
+    bytes[..code.len()].copy_from_slice(code);
+    user::fpu_initial_area(&mut bytes[user::FPU_RESET_AREA..]);
+    kernel_tables::kernel().map(FPU_RESET_PAGE, pa, Flags::USER, &mut KernelFrames)?;
+    let xsave = core::arch::x86_64::__cpuid(1).ecx & (1 << 26) != 0;
+    user::enable_fpu_reset(FPU_RESET_PAGE, xsave);
+    Ok(())
+}
+
+/// Runs `code` in ring 3 at [`USER_TEST_BASE`] of a scratch address space, with no stack.
+fn run_ring3(code: &[u8]) -> Result<UserExit, PagingError> {
+    let mut fa = KernelFrames;
+    let pt = PageTables::create_sharing_kernel(&DIRECT, &mut fa, kernel_tables::kernel_root())?;
+    let root = pt.root();
+    let result = (|| {
+        let pa = frames::alloc_zeroed().map_err(|_| PagingError::OutOfMemory)?;
+        // SAFETY: `pa` is a fresh frame, reachable through the direct map and used by no one.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                code.as_ptr(),
+                crate::mm::phys_to_virt(pa) as *mut u8,
+                code.len(),
+            )
+        };
+        let exit = PageTables::new(root, &DIRECT)
+            .map(USER_TEST_BASE, pa, Flags::USER, &mut fa)
+            .map(|()| {
+                let mut ctx = UserContext::new(USER_TEST_BASE, 0, [0; 4]);
+                let deadline = cpu::rdtsc() + crate::arch::apic::tsc_hz() / 10;
+                cpu::without_interrupts(|| {
+                    // SAFETY: `root` shares the kernel image and kernel half with the kernel's
+                    // tables.
+                    unsafe { cpu::write_cr3(root) };
+                    let exit = user::run(&mut ctx, Some(deadline));
+                    // SAFETY: back to the kernel's own tables.
+                    unsafe { cpu::write_cr3(kernel_tables::kernel_root()) };
+                    exit
+                })
+            });
+        let _ = frames::free(pa);
         exit
-    });
-    if exit != UserExit::Exited(0) {
-        log::warn!("SYSCALL probe ended unexpectedly: {exit:?}");
-    }
-    (before, user::stranded_syscalls())
+    })();
+    PageTables::new(root, &DIRECT).free_user_tables(&mut fa);
+    result
 }

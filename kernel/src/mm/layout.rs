@@ -1,7 +1,9 @@
 //! Fjord's virtual-memory layout (x86_64, 4-level paging, 48-bit addresses).
 //!
 //! ```text
-//! 0x0000_0000_0000_0000 ─ 0x0000_0000_000f_ffff  unmapped: null guard, real-mode area, AP trampoline
+//! 0x0000_0000_0000_0000 ─ 0x0000_0000_000f_efff  unmapped: null guard, real-mode area, AP trampoline
+//! 0x0000_0000_000f_f000 ─ 0x0000_0000_000f_ffff  FPU-reset page, user R-X, only where ring 3's
+//!                                                 FPU use does not trap (see `arch::user`)
 //! 0x0000_0000_0010_0000 ─ __kernel_end           kernel image, identity-mapped, supervisor-only:
 //!                                                 .text R-X, .rodata R--, .data/.bss RW- (NX)
 //! 0x0000_0800_0000_0000 ─ 0x0000_0800_ffff_ffff  kernel self-test user area (ring-3 test programs)
@@ -16,6 +18,9 @@
 
 /// Where the kernel image is linked and loaded (virtual = physical).
 pub const KERNEL_BASE: u64 = 0x10_0000;
+/// The FPU-reset page: ring-3 code that clears the FPU and vector registers, mapped in PML4
+/// slot 0 (shared by every root) only on machines where CR0.EM does not trap ring 3.
+pub const FPU_RESET_PAGE: u64 = 0xf_f000;
 /// Base of the kernel self-test user area.
 pub const USER_TEST_BASE: u64 = 0x0000_0800_0000_0000;
 /// Base of the Jord function region.

@@ -16,7 +16,7 @@ use super::percpu::{
 };
 use super::trap::{SYSCALL_VECTOR, TrapFrame};
 use core::arch::global_asm;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 global_asm!(
     r#"
@@ -110,7 +110,39 @@ syscall_entry:
     dispatch = sym syscall_dispatch,
 );
 
+global_asm!(
+    r#"
+    /* Ring-3 code that resets the FPU and vector registers (rdi: XSAVE present; rsi: a
+       64-byte-aligned area whose header asks for every component's initial state), then
+       exits. Copied into a user page only where ring 3's FPU use does not trap (see
+       `enable_fpu_reset`). */
+    .section .rodata.fpu_reset, "a"
+    .balign 16
+    .global fpu_reset_start
+    .global fpu_reset_end
+fpu_reset_start:
+    test edi, edi
+    jz 1f
+    mov eax, -1
+    mov edx, -1
+    xrstor64 [rsi]
+    jmp 2f
+1:
+    fxrstor64 [rsi]
+2:
+    mov eax, {exit}
+    xor edi, edi
+    syscall
+    ud2
+fpu_reset_end:
+    .text
+"#,
+    exit = const 1,
+);
+
 unsafe extern "C" {
+    static fpu_reset_start: u8;
+    static fpu_reset_end: u8;
     fn user_enter(ctx: *mut TrapFrame);
     fn user_return_to_kernel() -> !;
     fn syscall_entry();
@@ -131,6 +163,70 @@ pub fn init_cpu() {
         cpu::wrmsr(IA32_FMASK, (1 << 9) | (1 << 8) | (1 << 10) | (1 << 18));
         let efer = cpu::rdmsr(IA32_EFER);
         cpu::wrmsr(IA32_EFER, efer | 1);
+    }
+}
+
+/// Where the FPU-reset code of [`enable_fpu_reset`] is mapped (0: it is not).
+static FPU_RESET_PAGE: AtomicU64 = AtomicU64::new(0);
+/// Whether the reset code may use XRSTOR (else FXRSTOR).
+static FPU_RESET_XSAVE: AtomicBool = AtomicBool::new(false);
+/// Offset of the initial-state area in the FPU-reset page.
+pub const FPU_RESET_AREA: usize = 0x400;
+/// FPU and vector-register resets run before ring-3 code, since boot, on all CPUs.
+pub static FPU_RESETS: AtomicU64 = AtomicU64::new(0);
+
+/// The bytes of the FPU-reset code, to be copied to offset 0 of a user page.
+pub fn fpu_reset_code() -> &'static [u8] {
+    let start = &raw const fpu_reset_start;
+    let end = &raw const fpu_reset_end;
+    // SAFETY: both symbols delimit the code in .rodata, which is mapped and never written.
+    unsafe { core::slice::from_raw_parts(start, end as usize - start as usize) }
+}
+
+/// Fills `area` (at least 576 bytes) with the initial-state image the reset code loads: x87
+/// control word 0x37f, MXCSR 0x1f80, everything else zero (an XSAVE header asking for every
+/// component's initial state).
+pub fn fpu_initial_area(area: &mut [u8]) {
+    area[..576].fill(0);
+    area[0..2].copy_from_slice(&0x037fu16.to_le_bytes());
+    area[24..28].copy_from_slice(&0x1f80u32.to_le_bytes());
+}
+
+/// Resets the FPU and vector registers before every ring-3 run, with the code mapped
+/// user-executable at `page` (the same address in every address space).
+///
+/// On hardware and under VMX or SVM, CR0.EM makes every x87, MMX and SSE instruction of ring
+/// 3 trap, so no PD has registers another could read. A hypervisor that runs ring 3 on its
+/// own control registers (KVM's PVM backend) lets them run, and its emulated ring 0 cannot
+/// execute them: ring 3 clears them itself, from this page, before each run.
+pub fn enable_fpu_reset(page: u64, xsave: bool) {
+    FPU_RESET_XSAVE.store(xsave, Ordering::Relaxed);
+    FPU_RESET_PAGE.store(page, Ordering::Release);
+}
+
+/// True when ring-3 runs are preceded by an FPU reset.
+pub fn fpu_reset_enabled() -> bool {
+    FPU_RESET_PAGE.load(Ordering::Acquire) != 0
+}
+
+/// Runs the reset code in ring 3 on this CPU, in whatever address space is loaded.
+fn reset_fpu(page: u64) {
+    let xsave = FPU_RESET_XSAVE.load(Ordering::Relaxed);
+    let mut ctx = UserContext::new(
+        page,
+        0,
+        [u64::from(xsave), page + FPU_RESET_AREA as u64, 0, 0],
+    );
+    match enter(&mut ctx, None) {
+        UserExit::Exited(0) => {
+            FPU_RESETS.fetch_add(1, Ordering::Relaxed);
+        }
+        other if xsave => {
+            log::warn!("FPU reset with XRSTOR failed ({other:?}); using FXRSTOR");
+            FPU_RESET_XSAVE.store(false, Ordering::Relaxed);
+            reset_fpu(page);
+        }
+        other => log::error!("FPU reset failed: {other:?}"),
     }
 }
 
@@ -220,6 +316,15 @@ pub static USER_FAULTS: AtomicU64 = AtomicU64::new(0);
 /// Runs `ctx` in ring 3 on this CPU until it exits, faults or passes `deadline` (a TSC value).
 /// The caller must have loaded page tables that map the context's code and stack for ring 3.
 pub fn run(ctx: &mut UserContext, deadline: Option<u64>) -> UserExit {
+    let page = FPU_RESET_PAGE.load(Ordering::Acquire);
+    if page != 0 {
+        reset_fpu(page);
+    }
+    enter(ctx, deadline)
+}
+
+/// [`run`] without the FPU reset.
+fn enter(ctx: &mut UserContext, deadline: Option<u64>) -> UserExit {
     let pc = percpu::current();
     pc.user_deadline = deadline.unwrap_or(0);
     pc.exit = RawExit::default();

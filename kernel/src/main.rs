@@ -68,6 +68,6 @@ fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>, first_line_tsc: u64) -> ! 
             arch::smp::idle_loop(0)
         }
         Mode::Test => ktests::run_all(opts.test_filter),
-        Mode::Bench => bench::run_all(opts.bench_filter, first_line_tsc),
+        Mode::Bench => bench::run_all(opts.bench_filter, opts.bench_ns, first_line_tsc),
     }
 }

@@ -6,6 +6,7 @@
 //! | `log` | `error`, `warn`, `info` (default), `debug`, `trace` | console log level |
 //! | `test` | any text | run only the in-kernel tests whose name contains it |
 //! | `bench` | any text | run only the benchmark groups whose name contains it |
+//! | `bench_clock` | `tsc` (default), `ns` | report benchmark samples as raw TSC deltas (guest instructions under icount) or as nanoseconds of the calibrated TSC (wall time under KVM) |
 //! | `modules` | `none` (default), `initrd` | load function modules from the initrd (an initrd is then required) |
 //! | `crash` | `panic`, `pagefault` | deliberately crash after boot, to test the failure paths |
 //! | `ip` | `A.B.C.D/N` (default `10.0.2.15/24`) | the guest's IPv4 address and prefix length |
@@ -174,6 +175,9 @@ pub struct BootOptions<'a> {
     pub test_filter: Option<&'a str>,
     /// Substring filter for benchmark groups.
     pub bench_filter: Option<&'a str>,
+    /// Whether benchmark samples are reported in nanoseconds (`bench_clock=ns`) rather than
+    /// as TSC deltas.
+    pub bench_ns: bool,
     /// Where function modules come from.
     pub modules: ModuleSource,
     /// A deliberate crash to perform after boot.
@@ -203,6 +207,7 @@ impl Default for BootOptions<'_> {
             log_level: LogLevel::Info,
             test_filter: None,
             bench_filter: None,
+            bench_ns: false,
             modules: ModuleSource::None,
             crash: None,
             ip: DEFAULT_IP,
@@ -218,7 +223,7 @@ impl Default for BootOptions<'_> {
 }
 
 /// The option names the parser knows, for error messages.
-pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, \
+pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, bench_clock, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, \
      http_head_timeout_ms, http_body_timeout_ms, http_idle_timeout_ms, http_send_timeout_ms, http_max_conns";
 
 /// Why a command line was rejected.
@@ -274,6 +279,7 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             "log",
             "test",
             "bench",
+            "bench_clock",
             "modules",
             "crash",
             "ip",
@@ -362,6 +368,13 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
                     _ => return Err(bad("move, copy")),
                 }
             }
+            "bench_clock" => {
+                opts.bench_ns = match value {
+                    "tsc" => false,
+                    "ns" => true,
+                    _ => return Err(bad("tsc, ns")),
+                }
+            }
             "warm" => {
                 opts.warm = match value {
                     "on" => true,
@@ -413,6 +426,9 @@ mod tests {
             (4, Hops::Copy, 2, false)
         );
         assert!(parse("").unwrap().warm);
+        assert!(!parse("").unwrap().bench_ns);
+        assert!(parse("bench_clock=ns").unwrap().bench_ns);
+        assert!(!parse("bench_clock=tsc").unwrap().bench_ns);
         assert_eq!(parse("").unwrap().jbsq_k, DEFAULT_JBSQ_K);
         for bad in [
             "jbsq_k=0",
@@ -420,6 +436,7 @@ mod tests {
             "jbsq_k=x",
             "hops=share",
             "warm=maybe",
+            "bench_clock=cycles",
             "orch_group=1",
         ] {
             assert!(

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::bench_results;
 use crate::measure::{Measurement, System};
-use crate::qemu::{Machine, QemuConfig};
+use crate::qemu::{Accel, Machine, QemuConfig};
 use crate::qemu_run::{QemuExit, QemuRun};
 use crate::serial_log::{self, BenchRecord};
 use crate::{host_deps, kernel_build, workspace};
@@ -27,6 +27,8 @@ pub struct BenchOptions {
     pub report: bool,
     /// Echo the guest's serial output.
     pub verbose: bool,
+    /// TCG with icount (guest instructions), or KVM (wall-clock nanoseconds).
+    pub accel: Accel,
 }
 
 /// Runs the benchmarks, prints the table and writes `bench/results/<date>.json`.
@@ -93,12 +95,22 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         .is_some_and(|g| "restore".contains(g) || g.contains("restore"));
     let mut measurements = Vec::new();
     let mut total_wall = Duration::ZERO;
+    let kvm = options.accel == Accel::Kvm;
+    let mut tsc_mhz = None;
+    // The banner's CPU and SYSCALL lines, quoted by the KVM report.
+    let mut host_lines: Vec<String> = Vec::new();
     for (smp, append) in boots {
         let mut config = QemuConfig::new(&kernel);
         config.qemu = qemu.clone();
         config.machine = Machine::Microvm;
         config.smp = smp;
-        config.icount = true;
+        config.use_accel(options.accel);
+        // Under KVM the kernel reports nanoseconds of its calibrated TSC instead of TSC deltas.
+        let append = match kvm {
+            true => format!("{append} bench_clock=ns"),
+            false => append,
+        };
+        config.icount = !kvm;
         if append.contains("bench=fork") {
             // A 120 MiB μprocess and its fully copied child.
             config.memory_mib = 1024;
@@ -110,7 +122,8 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         step(
             2,
             &format!(
-                "booting Fjord: microvm, {smp} CPU(s), icount, `{}`",
+                "booting Fjord: microvm, {smp} CPU(s), {}, `{}`",
+                if kvm { "KVM" } else { "icount" },
                 config.append
             ),
         );
@@ -141,7 +154,16 @@ pub fn run(options: &BenchOptions) -> Result<()> {
             }
         }
         measurements.extend(collect(&run.lines())?);
-        if smp == 1 {
+        tsc_mhz = tsc_mhz.or_else(|| banner_tsc_mhz(&run.lines()));
+        if host_lines.is_empty() {
+            host_lines = run
+                .lines()
+                .into_iter()
+                .filter(|l| l.contains(", TSC ") || l.starts_with(serial_log::SYSCALL_LINE))
+                .map(|l| l.trim().to_owned())
+                .collect();
+        }
+        if smp == 1 && !kvm {
             measurements.push(boot_wall_time(wall));
         }
         total_wall += wall;
@@ -156,9 +178,9 @@ pub fn run(options: &BenchOptions) -> Result<()> {
             2,
             "HTTP gateway from the host: open-loop load generator (wall clock, no icount)",
         );
-        measurements.extend(http_gateway(&kernel, &qemu)?);
+        measurements.extend(http_gateway(&kernel, &qemu, options.accel)?);
     }
-    if restore_asked && !options.report {
+    if restore_asked && !options.report && !kvm {
         // Groundhog's peer, measured in the same run: a process forked per request from a
         // warmed parent in the Linux guest (`--report` runs it with the other Linux groups).
         step(
@@ -187,7 +209,42 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         wall.as_secs_f64()
     );
 
-    if options.report {
+    if options.report && kvm {
+        step(
+            4,
+            "Linux baseline under KVM (Debian kernel, same QEMU settings)",
+        );
+        let mut linux = crate::linux::LinuxBenchOpts::new(options.group.iter().cloned().collect());
+        linux.echo_serial = options.verbose;
+        linux.kvm_tsc_mhz = tsc_mhz;
+        let linux_note = match crate::linux::run(&linux) {
+            Ok(linux) => {
+                measurements.extend(linux);
+                None
+            }
+            Err(e) => {
+                let why = format!("{e:#}");
+                println!("bench: the Linux guest gave no numbers under KVM: {why}");
+                Some(why)
+            }
+        };
+        let root = workspace::root();
+        let md = crate::report::write_kvm_report(
+            &measurements,
+            linux_note.as_deref(),
+            &host_lines,
+            &root.join("bench/results"),
+        )?;
+        println!("bench: report written to {}", md.display());
+        if crate::report::update_readme_kvm(
+            &root.join("README.md"),
+            &measurements,
+            linux_note.as_deref(),
+            &host_lines,
+        )? {
+            println!("bench: README KVM benchmark section updated");
+        }
+    } else if options.report {
         step(
             4,
             "Linux baseline (Debian kernel under the same QEMU settings)",
@@ -205,7 +262,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         }
     }
 
-    let path = bench_results::results_path_for_today();
+    let path = bench_results::results_path_for_today_with(if kvm { "-kvm" } else { "" });
     step(steps, &format!("writing {}", path.display()));
     print!("{}", bench_results::format_table(&measurements));
     bench_results::write_results(&path, &measurements)?;
@@ -221,7 +278,11 @@ pub const HTTP_RATES: &[u64] = &[200, 1000, 2000];
 /// The host reaches the guest over a tap interface when it can make one (see [`crate::tap`]),
 /// so QEMU's user-mode network stack is not in the measured path; otherwise over user
 /// networking. Which one is printed.
-fn http_gateway(kernel: &std::path::Path, qemu: &std::path::Path) -> Result<Vec<Measurement>> {
+fn http_gateway(
+    kernel: &std::path::Path,
+    qemu: &std::path::Path,
+    accel: Accel,
+) -> Result<Vec<Measurement>> {
     let tap = match crate::tap::Tap::create() {
         Ok(tap) => Some(tap),
         Err(e) => {
@@ -231,7 +292,7 @@ fn http_gateway(kernel: &std::path::Path, qemu: &std::path::Path) -> Result<Vec<
     };
     let net = tap.as_ref().map(crate::tap::Tap::net);
     let (mut run, addr) =
-        crate::e2e_http::boot_gateway_on(kernel, Some(qemu), Machine::Microvm, "", net)?;
+        crate::e2e_http::boot_gateway_on(kernel, Some(qemu), Machine::Microvm, accel, "", net)?;
     println!("  http: {}", network_path(net, addr));
     let mut out = Vec::new();
     for &rate in HTTP_RATES {
@@ -363,6 +424,7 @@ fn sweep_point(n: usize, rounds: &[crate::loadgen::ClosedReport]) -> Vec<Measure
             max,
             runs,
             wall_ns: (unit == "ns").then_some(median),
+            p99: None,
         }
     };
     let of = |f: fn(&crate::loadgen::ClosedReport) -> f64| rounds.iter().map(f).collect();
@@ -478,6 +540,7 @@ fn http_load(
             max: v as f64,
             runs: load.requests as u64,
             wall_ns: Some(v as f64),
+            p99: None,
         })
         .collect())
 }
@@ -515,6 +578,15 @@ pub fn to_measurement(record: BenchRecord) -> Result<Measurement> {
         max: record.max,
         runs: record.runs,
         wall_ns: record.wall_ns,
+        p99: record.p99,
+    })
+}
+
+/// The TSC frequency the kernel's banner gives (`… TSC 2307 MHz, …`).
+pub fn banner_tsc_mhz(lines: &[String]) -> Option<f64> {
+    lines.iter().find_map(|line| {
+        let rest = line.split_once(", TSC ")?.1;
+        rest.split_once(" MHz")?.0.trim().parse().ok()
     })
 }
 
@@ -531,6 +603,7 @@ pub fn boot_wall_time(wall: Duration) -> Measurement {
         max: ns,
         runs: 1,
         wall_ns: Some(ns),
+        p99: None,
     }
 }
 

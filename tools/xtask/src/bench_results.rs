@@ -80,13 +80,18 @@ pub fn format_number(value: f64) -> String {
 
 /// `bench/results/<today>.json` under the repository root.
 pub fn results_path_for_today() -> PathBuf {
+    results_path_for_today_with("")
+}
+
+/// [`results_path_for_today`] with `suffix` after the date (`-kvm` for the wall-clock runs).
+pub fn results_path_for_today_with(suffix: &str) -> PathBuf {
     let days = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_secs() / 86_400);
     workspace::root()
         .join("bench")
         .join("results")
-        .join(format!("{}.json", date_from_days(days as i64)))
+        .join(format!("{}{suffix}.json", date_from_days(days as i64)))
 }
 
 /// Writes `measurements` to `path` as a JSON array. Entries already in the file for other
@@ -142,6 +147,7 @@ mod tests {
             max: median,
             runs: 1,
             wall_ns: None,
+            p99: None,
         }
     }
 

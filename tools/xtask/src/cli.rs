@@ -183,6 +183,10 @@ pub struct BenchArgs {
     /// Also run the Linux baseline and write the report.
     #[arg(long)]
     pub report: bool,
+    /// `tcg` (default): exact guest instructions under `-icount`, the reproducible reference;
+    /// `kvm`: wall-clock nanoseconds of the calibrated TSC under KVM.
+    #[arg(long, value_enum, default_value_t = Accel::Tcg)]
+    pub accel: Accel,
 }
 
 /// Parses the command line, runs the command and turns the outcome into the exit code.
@@ -230,6 +234,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<bool> {
                 group: args.group,
                 report: args.report,
                 verbose: cli.verbose,
+                accel: args.accel,
             })?;
             Ok(true)
         }

@@ -54,7 +54,12 @@ pub fn run(setup: &BootSetup) -> Result<Vec<Outcome>> {
         .iter()
         .find(|a| a.name == "hello")
         .context("app hello was not built")?;
-    let (mut vm, addr) = boot_gateway(&setup.kernel, Some(&setup.qemu), Machine::Microvm)?;
+    let (mut vm, addr) = boot_gateway(
+        &setup.kernel,
+        Some(&setup.qemu),
+        Machine::Microvm,
+        setup.accel,
+    )?;
     let mut outcomes = live_checks(&Gateway::at(addr), &hello.path);
     vm.kill();
     outcomes.extend(dead_checks(&hello.path));

@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 
 use crate::e2e_http::{Outcome, boot_gateway_with, deploy};
 use crate::http_client::{Client, one};
-use crate::qemu::Machine;
+use crate::qemu::{Accel, Machine};
 
 /// Concurrent connections of the many-connections check.
 pub const MANY: usize = 1000;
@@ -42,12 +42,13 @@ const HELLO: &[u8] =
     b"POST /invoke/hello HTTP/1.1\r\nHost: fjord\r\nContent-Length: 5\r\n\r\nworld";
 
 /// Boots twice and runs every check; `hello` is the `hello` module.
-pub fn run(kernel: &std::path::Path, hello: &[u8]) -> Result<Vec<Outcome>> {
+pub fn run(kernel: &std::path::Path, accel: Accel, hello: &[u8]) -> Result<Vec<Outcome>> {
     let mut out = Vec::new();
     let (mut vm, addr) = boot_gateway_with(
         kernel,
         None,
         Machine::Microvm,
+        accel,
         "http_head_timeout_ms=2000 http_idle_timeout_ms=300000",
     )?;
     deploy_hello(addr, hello)?;
@@ -80,6 +81,7 @@ pub fn run(kernel: &std::path::Path, hello: &[u8]) -> Result<Vec<Outcome>> {
         kernel,
         None,
         Machine::Microvm,
+        accel,
         &format!(
             "http_max_conns={SMALL_CAP} http_head_timeout_ms=5000 http_body_timeout_ms=10000 http_idle_timeout_ms=2000 http_send_timeout_ms={SEND_TIMEOUT_MS}"
         ),

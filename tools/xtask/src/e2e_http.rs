@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::host_deps;
 use crate::http_client::{Client, one};
-use crate::qemu::{Device, HostForward, Machine, QemuConfig};
+use crate::qemu::{Accel, Device, HostForward, Machine, QemuConfig};
 use crate::qemu_run::QemuRun;
 use crate::tap::TapNet;
 
@@ -36,8 +36,9 @@ pub fn boot_gateway(
     kernel: &Path,
     qemu: Option<&Path>,
     machine: Machine,
+    accel: Accel,
 ) -> Result<(QemuRun, SocketAddr)> {
-    boot_gateway_with(kernel, qemu, machine, "")
+    boot_gateway_with(kernel, qemu, machine, accel, "")
 }
 
 /// [`boot_gateway`] with `options` added to the kernel command line.
@@ -45,9 +46,10 @@ pub fn boot_gateway_with(
     kernel: &Path,
     qemu: Option<&Path>,
     machine: Machine,
+    accel: Accel,
     options: &str,
 ) -> Result<(QemuRun, SocketAddr)> {
-    boot_gateway_on(kernel, qemu, machine, options, None)
+    boot_gateway_on(kernel, qemu, machine, accel, options, None)
 }
 
 /// [`boot_gateway_with`] with the virtio-net card on host tap link `tap` when given (the guest
@@ -57,6 +59,7 @@ pub fn boot_gateway_on(
     kernel: &Path,
     qemu: Option<&Path>,
     machine: Machine,
+    accel: Accel,
     options: &str,
     tap: Option<&TapNet>,
 ) -> Result<(QemuRun, SocketAddr)> {
@@ -65,6 +68,7 @@ pub fn boot_gateway_on(
         config.qemu = q.to_path_buf();
     }
     config.machine = machine;
+    config.use_accel(accel);
     // On q35, four CPUs in two orchestrator groups (CPU 0 orchestrates CPU 1, CPU 2 CPU 3), so
     // the HTTP checks also cover requests served by a second group; on microvm one group of
     // three (two executors). Either way a runaway function leaves an executor free.
@@ -95,7 +99,12 @@ pub fn boot_gateway_on(
         }
     };
     let mut vm = QemuRun::spawn(&config, None)?;
-    if let Err(e) = vm.wait_for_line(|l| l.contains(LISTENING_LINE), BOOT_LIMIT) {
+    let limit = match accel {
+        Accel::Tcg => BOOT_LIMIT,
+        // A KVM that emulates ring 0 (the PVM backend) boots tens of times slower.
+        Accel::Kvm => BOOT_LIMIT * 10,
+    };
+    if let Err(e) = vm.wait_for_line(|l| l.contains(LISTENING_LINE), limit) {
         let tail = vm.log_tail(20);
         vm.kill();
         bail!("the gateway did not come up: {e}\n{tail}\n{}", vm.stderr());
@@ -104,8 +113,8 @@ pub fn boot_gateway_on(
 }
 
 /// Boots `kernel` on `machine` with networking and runs every gateway check against it.
-pub fn run(kernel: &Path, machine: Machine) -> Result<Vec<Outcome>> {
-    let (mut qemu, addr) = boot_gateway(kernel, None, machine)?;
+pub fn run(kernel: &Path, machine: Machine, accel: Accel) -> Result<Vec<Outcome>> {
+    let (mut qemu, addr) = boot_gateway(kernel, None, machine, accel)?;
     let apps = crate::apps_build::build_apps().context("building the function modules")?;
     let app = |n: &str| -> Result<Vec<u8>> {
         apps.iter()
@@ -117,7 +126,7 @@ pub fn run(kernel: &Path, machine: Machine) -> Result<Vec<Outcome>> {
     outcomes.extend(heap_checks(addr, &app("wordfreq")?));
     outcomes.extend(nested_checks(addr, &apps));
     outcomes.extend(workload_checks(addr, &apps));
-    outcomes.extend(tenant_checks(addr, &app("hostile")?));
+    outcomes.extend(tenant_checks(addr, &app("hostile")?, accel));
     outcomes.extend(process_checks(addr, &app("sleeper")?, &app("forktest")?));
     outcomes.extend(framing_checks(addr, &app("echo")?));
     outcomes.extend(crate::e2e_groundhog::checks(
@@ -801,7 +810,7 @@ fn workload_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Ve
 /// A hostile tenant against the others (run after the workloads are deployed): it cannot read
 /// or change another application's keys, keep PDs past its invocation, get memory it can
 /// write and execute, flood the console, or fill the store for others; `/metrics` shows it.
-fn tenant_checks(addr: SocketAddr, hostile: &[u8]) -> Vec<Outcome> {
+fn tenant_checks(addr: SocketAddr, hostile: &[u8], accel: Accel) -> Vec<Outcome> {
     use fjord_libos::abi::Error;
     let mut out = Vec::new();
     let mut check = |label: &str, result: Result<(), String>| {
@@ -917,9 +926,17 @@ fn tenant_checks(addr: SocketAddr, hostile: &[u8]) -> Vec<Outcome> {
                 reservation.request,
                 expect.as_str(),
             );
-            crate::fuzz::sysfuzz(addr, 1, 20_000, hotel).and_then(|t| match t.calls {
-                20_000 => Ok(()),
-                n => Err(format!("{n} calls made")),
+            // Under KVM the calls go in smaller invocations: where it emulates ring 0 a call
+            // costs tens of times more than under TCG, and each invocation has one second.
+            let per_invocation = match accel {
+                Accel::Tcg => crate::fuzz::CALLS_PER_INVOCATION,
+                Accel::Kvm => 200,
+            };
+            crate::fuzz::sysfuzz(addr, 1, 20_000, per_invocation, hotel).and_then(|t| {
+                match t.calls {
+                    20_000 => Ok(()),
+                    n => Err(format!("{n} calls made")),
+                }
             })
         },
     );
@@ -1278,7 +1295,7 @@ mod tests {
             Ok("q35") => Machine::Q35,
             _ => Machine::Microvm,
         };
-        let outcomes = run(Path::new(&kernel), machine).unwrap();
+        let outcomes = run(Path::new(&kernel), machine, Accel::Tcg).unwrap();
         let mut failed = 0;
         for (name, r) in &outcomes {
             match r {

@@ -37,6 +37,9 @@ pub struct Measurement {
     pub runs: u64,
     /// Wall-clock nanoseconds per operation on the host, when measured (noisy under TCG).
     pub wall_ns: Option<f64>,
+    /// The 99th percentile of the samples, when the guest reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99: Option<f64>,
 }
 
 impl System {

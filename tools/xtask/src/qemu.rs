@@ -306,6 +306,17 @@ impl QemuConfig {
         }
     }
 
+    /// Sets the accelerator and the CPU model that goes with it: the host's CPU under KVM,
+    /// QEMU's `max` model under TCG.
+    pub fn use_accel(&mut self, accel: Accel) {
+        self.accel = accel;
+        self.cpu = match accel {
+            Accel::Kvm => "host",
+            Accel::Tcg => "max",
+        }
+        .to_owned();
+    }
+
     /// The QEMU arguments (without the program name).
     pub fn args(&self) -> Result<Vec<OsString>, ConfigError> {
         if self.smp == 0 || self.memory_mib == 0 {

@@ -14,7 +14,10 @@
 //! A metric measured on only one side shows `— (missing)` on the other: the report never
 //! fills a gap with another source's number. No cargo features.
 
+pub mod kvm;
 mod plot;
+
+pub use kvm::{update_readme_kvm, write_kvm_report};
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -427,6 +430,7 @@ mod tests {
             max: median,
             runs: 3,
             wall_ns: None,
+            p99: None,
         }
     }
 

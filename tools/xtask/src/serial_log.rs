@@ -6,6 +6,14 @@ use serde::Deserialize;
 /// The line the kernel prints in run mode once it is up.
 pub const READY_LINE: &str = "fjord: ready";
 
+/// The boot banner's SYSCALL line starts with this (`fjord: SYSCALL enters ring 0 …` or
+/// `fjord: SYSCALL is left in ring 3 by the hypervisor …`).
+pub const SYSCALL_LINE: &str = "fjord: SYSCALL ";
+
+/// What the SYSCALL line says when the hypervisor emulates the guest's ring 0 (KVM's PVM
+/// backend): every kernel instruction then costs a trip through KVM's instruction emulator.
+pub const RING0_EMULATED: &str = "is left in ring 3 by the hypervisor";
+
 /// One line of in-kernel test output.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KtestLine {
@@ -84,6 +92,9 @@ pub struct BenchRecord {
     /// Host wall-clock nanoseconds per operation, if the guest measured them.
     #[serde(default)]
     pub wall_ns: Option<f64>,
+    /// The 99th percentile of the samples (reported with `bench_clock=ns`).
+    #[serde(default)]
+    pub p99: Option<f64>,
 }
 
 /// Parses a `BENCH {json}` line: `None` if the line is not a bench record, `Some(Err)` if it is one

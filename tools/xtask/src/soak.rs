@@ -14,7 +14,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use hdrhistogram::Histogram;
 
 use crate::http_client::{Client, one};
-use crate::qemu::Machine;
+use crate::qemu::{Accel, Machine};
 use crate::{apps_build, e2e_http, host_deps, kernel_build};
 
 /// Options of `cargo xtask soak`.
@@ -31,6 +31,8 @@ pub struct SoakOptions {
     pub progress: bool,
     /// Echo the guest's serial output at the end.
     pub verbose: bool,
+    /// The accelerator of the VM.
+    pub accel: Accel,
 }
 
 impl SoakOptions {
@@ -42,6 +44,7 @@ impl SoakOptions {
             max_drift: MAX_DRIFT,
             progress: true,
             verbose: false,
+            accel: Accel::Tcg,
         }
     }
 }
@@ -361,7 +364,8 @@ pub fn boot_and_soak(
     options: &SoakOptions,
 ) -> Result<Vec<String>> {
     let apps = apps_build::build_apps()?;
-    let (mut vm, addr) = e2e_http::boot_gateway(kernel, Some(qemu), Machine::Microvm)?;
+    let (mut vm, addr) =
+        e2e_http::boot_gateway(kernel, Some(qemu), Machine::Microvm, options.accel)?;
     let result = soak(addr, &apps, options);
     let tail = vm.log_tail(30);
     vm.kill();

@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::qemu::{self, Accel, Machine};
 use crate::{e2e, host_checks, host_deps, initrd, kernel_build, ktest};
 
 /// A test layer, in the order they run.
@@ -80,6 +81,12 @@ pub struct BootSetup {
     pub initrd: PathBuf,
     /// Echo every serial line.
     pub verbose: bool,
+    /// The accelerator the boots use.
+    pub accel: Accel,
+    /// Under KVM: the hypervisor emulates the guest's ring 0 instruction by instruction (KVM's
+    /// PVM backend, told by the boot banner), which makes a boot tens of times slower than
+    /// under TCG, so the slowest checks are left to TCG.
+    pub ring0_emulated: bool,
 }
 
 /// Options of `cargo xtask test`.
@@ -121,14 +128,60 @@ pub fn run_tests(options: &TestOptions) -> bool {
         None
     };
 
+    // The booting layers run under TCG everywhere and, where KVM works, under KVM too.
+    let kvm = setup.as_ref().and_then(|setup| {
+        match qemu::kvm_usable(&setup.qemu, Machine::Microvm) {
+            Ok(()) => match kvm_ring0_emulated(setup) {
+                Ok(emulated) => {
+                    println!(
+                        "== kvm: usable, so the booting layers also run under KVM{}",
+                        if emulated {
+                            " (this KVM emulates the guest's ring 0: the slowest checks stay TCG-only)"
+                        } else {
+                            ""
+                        }
+                    );
+                    Some(BootSetup {
+                        accel: Accel::Kvm,
+                        ring0_emulated: emulated,
+                        ..setup.clone()
+                    })
+                }
+                Err(e) => {
+                    println!("== kvm: usable, but the kernel did not boot under it ({e:#})");
+                    Some(BootSetup {
+                        accel: Accel::Kvm,
+                        ..setup.clone()
+                    })
+                }
+            },
+            Err(why) => {
+                println!("== kvm: not usable ({why}); the booting layers run under TCG only");
+                None
+            }
+        }
+    });
+
     let mut results = Vec::new();
     for layer in layers {
         println!("== {layer}");
         let tally = match (layer, &setup) {
             (Layer::Lint, _) => host_checks::lint(),
             (Layer::Host, _) => host_checks::unit_tests(filter),
-            (Layer::Ktest, Some(setup)) => ktest::run(setup, filter),
-            (Layer::E2e, Some(setup)) => e2e::run(setup, filter),
+            (Layer::Ktest, Some(setup)) => {
+                let mut tally = ktest::run(setup, filter);
+                if let Some(kvm) = &kvm {
+                    tally.add(ktest::run(kvm, filter));
+                }
+                tally
+            }
+            (Layer::E2e, Some(setup)) => {
+                let mut tally = e2e::run(setup, filter);
+                if let Some(kvm) = &kvm {
+                    tally.add(e2e::run(kvm, filter));
+                }
+                tally
+            }
             (Layer::Ktest | Layer::E2e, None) => {
                 println!("{layer} ... FAILED (no kernel to boot)");
                 Tally {
@@ -163,5 +216,26 @@ fn prepare_boot(verbose: bool) -> anyhow::Result<BootSetup> {
         kernel,
         initrd,
         verbose,
+        accel: Accel::Tcg,
+        ring0_emulated: false,
     })
+}
+
+/// Boots the kernel once under KVM to its banner and reads whether ring 0 is emulated.
+fn kvm_ring0_emulated(setup: &BootSetup) -> anyhow::Result<bool> {
+    let mut config = crate::qemu::QemuConfig::new(&setup.kernel);
+    config.qemu = setup.qemu.clone();
+    config.use_accel(Accel::Kvm);
+    config.smp = 1;
+    config.append = "mode=run".to_owned();
+    let mut run = crate::qemu_run::QemuRun::spawn(&config, None)?;
+    let line = run.wait_for_line(
+        |line| line.starts_with(crate::serial_log::SYSCALL_LINE),
+        std::time::Duration::from_secs(120),
+    );
+    run.kill();
+    match line {
+        Ok(line) => Ok(line.contains(crate::serial_log::RING0_EMULATED)),
+        Err(e) => anyhow::bail!("no SYSCALL line in the banner: {e:?}\n{}", run.log_tail(10)),
+    }
 }

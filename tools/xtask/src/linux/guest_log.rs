@@ -49,6 +49,7 @@ impl LinuxRecord {
             max: self.max as f64,
             runs: self.runs,
             wall_ns,
+            p99: None,
         }
     }
 }

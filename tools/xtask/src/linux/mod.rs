@@ -66,6 +66,10 @@ pub struct LinuxBenchOpts {
     /// The parameters of the `restore` group's runner step ([`nightcore::restore_params`] of
     /// the Fjord run), or why there are none; without them that step is skipped.
     pub restore: Result<String, String>,
+    /// Boot under KVM (`-cpu host`, no icount) and turn the programs' TSC deltas into
+    /// nanoseconds at this TSC frequency (Fjord's calibration of the same host's TSC in the
+    /// same run); `None` boots under TCG with icount.
+    pub kvm_tsc_mhz: Option<f64>,
 }
 
 impl LinuxBenchOpts {
@@ -79,6 +83,7 @@ impl LinuxBenchOpts {
             echo_serial: false,
             workloads: Err("no Fjord workloads measurements were passed".to_owned()),
             restore: Err("no Fjord restore measurements were passed".to_owned()),
+            kvm_tsc_mhz: None,
         }
     }
 }
@@ -164,6 +169,10 @@ pub fn run(opts: &LinuxBenchOpts) -> Result<Vec<Measurement>> {
 
     let mut config = qemu_config(&kernel.image, &initrd);
     config.qemu = qemu;
+    if opts.kvm_tsc_mhz.is_some() {
+        config.use_accel(crate::qemu::Accel::Kvm);
+        config.icount = false;
+    }
     progress(&format!(
         "booting Linux: {} steps (groups: {})",
         steps.len(),
@@ -206,7 +215,27 @@ pub fn run(opts: &LinuxBenchOpts) -> Result<Vec<Measurement>> {
         "done: {} measurements",
         collected.measurements.len()
     ));
-    Ok(collected.measurements)
+    let mut measurements = collected.measurements;
+    if let Some(mhz) = opts.kvm_tsc_mhz {
+        for m in &mut measurements {
+            to_nanoseconds(m, mhz);
+        }
+    }
+    Ok(measurements)
+}
+
+/// Turns a measurement in TSC deltas (`insns`, which under KVM count TSC ticks) into
+/// nanoseconds at `tsc_mhz`.
+pub fn to_nanoseconds(m: &mut Measurement, tsc_mhz: f64) {
+    if m.unit != "insns" || tsc_mhz <= 0.0 {
+        return;
+    }
+    let ns = |ticks: f64| ticks * 1_000.0 / tsc_mhz;
+    m.unit = "ns".to_owned();
+    m.median = ns(m.median);
+    m.min = ns(m.min);
+    m.max = ns(m.max);
+    m.p99 = m.p99.map(ns);
 }
 
 /// The QEMU configuration of the Linux guest: Fjord's benchmark settings (microvm, `-cpu max`,

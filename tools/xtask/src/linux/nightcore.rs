@@ -220,6 +220,7 @@ mod tests {
             max: median,
             runs: 40,
             wall_ns: None,
+            p99: None,
         }
     }
 

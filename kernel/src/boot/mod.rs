@@ -203,7 +203,7 @@ fn print_banner(info: &BootInfo, f: &cpu::Features) {
         mm::heap::total() >> 20,
     );
     kprintln!(
-        "fjord: {} {}, TSC {} MHz, APIC timer {} ticks/ms, PCID {}, INVPCID {}, PKU {}, 1G pages {}, invariant TSC {}, PVH start info v{}",
+        "fjord: {} {}, TSC {} MHz, APIC timer {} ticks/ms, PCID {}, INVPCID {}, PKU {}, 1G pages {}, invariant TSC {}, NX {}, SMEP {}, SMAP {}, UMIP {}, PVH start info v{}",
         core::str::from_utf8(&f.vendor).unwrap_or("?"),
         if apic::is_x2apic() { "x2APIC" } else { "xAPIC" },
         apic::tsc_hz() / 1_000_000,
@@ -213,7 +213,23 @@ fn print_banner(info: &BootInfo, f: &cpu::Features) {
         yes_no(f.pku),
         yes_no(f.gbpages),
         yes_no(f.invariant_tsc),
+        yes_no(f.nx),
+        yes_no(f.smep),
+        yes_no(f.smap),
+        yes_no(f.umip),
         info.version,
+    );
+    kprintln!(
+        "fjord: uses NX, {}{}{}; not used: PCID{} (every CR3 write flushes the TLB), PKU, 1G pages, SMAP{}",
+        if apic::is_x2apic() { "x2APIC" } else { "xAPIC" },
+        if f.smep { ", SMEP" } else { "" },
+        if f.umip { ", UMIP" } else { "" },
+        if f.invpcid { " and INVPCID" } else { "" },
+        if f.smap {
+            " (the kernel touches user memory directly)"
+        } else {
+            ""
+        },
     );
     kprintln!(
         "fjord: SYSCALL {}",

@@ -34,8 +34,11 @@ pub enum Command {
     Run(RunArgs),
     /// Run every test layer: lint, host unit tests, in-kernel tests, end-to-end boots.
     Test(TestArgs),
-    /// Run the benchmarks under icount and write bench/results/<date>.json.
+    /// Run the benchmarks (icount, or KVM wall clock) and write bench/results/<date>.json.
     Bench(BenchArgs),
+    /// The HTTP benchmark's part inside xtask's own network namespace (started by `bench`).
+    #[command(hide = true)]
+    BenchHttpInside(BenchHttpInsideArgs),
     /// Deploy, invoke, list and remove functions on a running Fjord (`cargo xtask run`).
     #[command(name = "fn")]
     Fn(FnArgs),
@@ -189,6 +192,26 @@ pub struct BenchArgs {
     pub accel: Accel,
 }
 
+/// Arguments of the hidden `bench-http-inside`.
+#[derive(Debug, Args)]
+pub struct BenchHttpInsideArgs {
+    /// The kernel ELF.
+    #[arg(long)]
+    pub kernel: std::path::PathBuf,
+    /// The QEMU binary.
+    #[arg(long)]
+    pub qemu: std::path::PathBuf,
+    /// The accelerator.
+    #[arg(long, value_enum)]
+    pub accel: Accel,
+    /// The tap interface, already made in this namespace.
+    #[arg(long)]
+    pub tap: String,
+    /// Where to write the measurements (JSON).
+    #[arg(long)]
+    pub out: std::path::PathBuf,
+}
+
 /// Parses the command line, runs the command and turns the outcome into the exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -229,6 +252,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<bool> {
             layers: args.only,
             verbose: cli.verbose,
         })),
+        Command::BenchHttpInside(args) => {
+            bench::http_gateway_inside(&args.kernel, &args.qemu, args.accel, &args.tap, &args.out)?;
+            Ok(true)
+        }
         Command::Bench(args) => {
             bench::run(&BenchOptions {
                 group: args.group,

@@ -33,6 +33,7 @@ pub mod ktest;
 pub mod linux;
 pub mod loadgen;
 pub mod measure;
+pub mod netns;
 pub mod qemu;
 pub mod qemu_run;
 pub mod report;

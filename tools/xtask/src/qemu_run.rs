@@ -4,6 +4,7 @@
 use std::fmt;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -13,6 +14,9 @@ use anyhow::{Context, Result};
 use crate::qemu::{EXIT_FAILURE, EXIT_SUCCESS, QemuConfig};
 use crate::serial_log;
 use crate::workspace;
+
+/// What QEMU prints on stderr when KVM stops the vCPU (it then pauses the guest and waits).
+pub const KVM_STOPPED_LINE: &str = "KVM internal error";
 
 /// How a QEMU run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +34,9 @@ pub enum QemuExit {
     TimedOut(Duration),
     /// We killed it on purpose (the test had seen what it needed).
     Killed,
+    /// KVM stopped the vCPU (`KVM internal error`, e.g. an instruction its emulator cannot
+    /// run) and QEMU paused the guest; we killed it.
+    KvmStopped,
 }
 
 impl QemuExit {
@@ -68,6 +75,9 @@ impl fmt::Display for QemuExit {
                 write!(f, "hang: no exit within {} s, QEMU killed", limit.as_secs())
             }
             QemuExit::Killed => f.write_str("QEMU stopped by xtask"),
+            QemuExit::KvmStopped => f.write_str(
+                "KVM stopped the guest (`KVM internal error` on QEMU's stderr), QEMU killed",
+            ),
         }
     }
 }
@@ -124,6 +134,8 @@ pub struct QemuRun {
     serial_reader: Option<JoinHandle<()>>,
     /// Thread reading stderr.
     stderr_reader: Option<JoinHandle<()>>,
+    /// QEMU printed [`KVM_STOPPED_LINE`]: the guest is paused for good.
+    kvm_stopped: Arc<AtomicBool>,
     /// When QEMU was started.
     started: Instant,
     /// How it ended, once known.
@@ -154,13 +166,29 @@ impl QemuRun {
             thread::spawn(move || read_serial(stdout, &serial, echo_prefix.as_deref()))
         };
         let stderr = Arc::new(Mutex::new(String::new()));
+        let kvm_stopped = Arc::new(AtomicBool::new(false));
         let stderr_reader = {
             let stderr = Arc::clone(&stderr);
+            let serial = Arc::clone(&serial);
+            let kvm_stopped = Arc::clone(&kvm_stopped);
             thread::spawn(move || {
-                let mut bytes = Vec::new();
-                let _ = stderr_pipe.read_to_end(&mut bytes);
-                *stderr.lock().unwrap_or_else(PoisonError::into_inner) =
-                    String::from_utf8_lossy(&bytes).into_owned();
+                let mut lines = BufReader::new(&mut stderr_pipe);
+                let mut line = Vec::new();
+                while matches!(lines.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+                    let text = String::from_utf8_lossy(&line).into_owned();
+                    line.clear();
+                    if text.contains(KVM_STOPPED_LINE) {
+                        // QEMU pauses the guest and waits: end every wait on its output.
+                        kvm_stopped.store(true, Ordering::Release);
+                        let mut state = serial.lines.lock().unwrap_or_else(PoisonError::into_inner);
+                        state.closed = true;
+                        serial.changed.notify_all();
+                    }
+                    stderr
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push_str(&text);
+                }
             })
         };
         Ok(QemuRun {
@@ -169,6 +197,7 @@ impl QemuRun {
             stderr,
             serial_reader: Some(serial_reader),
             stderr_reader: Some(stderr_reader),
+            kvm_stopped,
             started,
             exit: None,
         })
@@ -249,6 +278,10 @@ impl QemuRun {
         let exit = loop {
             match self.child.try_wait() {
                 Ok(Some(status)) => break QemuExit::from_status(status),
+                Ok(None) if self.kvm_stopped.load(Ordering::Acquire) => {
+                    self.stop();
+                    break QemuExit::KvmStopped;
+                }
                 Ok(None) if Instant::now() >= deadline => {
                     self.stop();
                     break QemuExit::TimedOut(limit);

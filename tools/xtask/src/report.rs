@@ -312,14 +312,17 @@ pub const README_END: &str = "<!-- bench-report:end -->";
 
 /// The README's summary rows: in report order, every row with a Fjord/Linux ratio and every
 /// [`HEADLINES`] row, each Fjord metric once (a metric measured in two groups appears in the
-/// first).
+/// first). Of the workloads, only the throughput at the SLO (their service times are in the
+/// report).
 pub fn readme_rows<'a>(groups: &[(&'a str, Vec<Row<'a>>)]) -> Vec<Row<'a>> {
     let mut shown: Vec<&str> = Vec::new();
     let mut out = Vec::new();
     for (_, rows) in groups {
         for row in rows {
             let Some(fjord) = row.fjord else { continue };
-            let keep = ratio(row.fjord, row.linux).is_some() || HEADLINES.contains(&row.metric);
+            let service_time = row.group == "workloads" && row.metric.ends_with("_service");
+            let keep = (ratio(row.fjord, row.linux).is_some() && !service_time)
+                || HEADLINES.contains(&row.metric);
             if keep && !shown.contains(&fjord.metric.as_str()) {
                 shown.push(&fjord.metric);
                 out.push(row.clone());

@@ -18,6 +18,14 @@ pub struct Features {
     pub gbpages: bool,
     /// The invariant TSC.
     pub invariant_tsc: bool,
+    /// No-execute pages (EFER.NXE), which the boot stub turns on.
+    pub nx: bool,
+    /// Supervisor-mode execution prevention (CR4.SMEP).
+    pub smep: bool,
+    /// Supervisor-mode access prevention (CR4.SMAP).
+    pub smap: bool,
+    /// User-mode instruction prevention (CR4.UMIP).
+    pub umip: bool,
     /// The CPU vendor string.
     pub vendor: [u8; 12],
 }
@@ -53,6 +61,10 @@ pub fn features() -> Features {
         pku: l0.eax >= 7 && l7.ecx & (1 << 3) != 0,
         gbpages: e1 & (1 << 26) != 0,
         invariant_tsc: e7 & (1 << 8) != 0,
+        nx: e1 & (1 << 20) != 0,
+        smep: l0.eax >= 7 && l7.ebx & (1 << 7) != 0,
+        smap: l0.eax >= 7 && l7.ebx & (1 << 20) != 0,
+        umip: l0.eax >= 7 && l7.ecx & (1 << 2) != 0,
         vendor,
     }
 }
@@ -127,6 +139,36 @@ pub fn read_cr3() -> u64 {
 pub unsafe fn write_cr3(root: u64) {
     // SAFETY: the caller guarantees the new tables keep the kernel mapped.
     unsafe { asm!("mov cr3, {}", in(reg) root, options(nostack, preserves_flags)) };
+}
+
+/// CR4.UMIP: SGDT, SIDT, SLDT, SMSW and STR fault in ring 3.
+pub const CR4_UMIP: u64 = 1 << 11;
+/// CR4.SMEP: ring 0 faults on fetching from a user page.
+pub const CR4_SMEP: u64 = 1 << 20;
+
+/// Reads CR4.
+pub fn read_cr4() -> u64 {
+    let v;
+    // SAFETY: reading CR4 has no side effects.
+    unsafe { asm!("mov {}, cr4", out(reg) v, options(nomem, nostack, preserves_flags)) };
+    v
+}
+
+/// Sets `bits` in CR4 on this CPU.
+///
+/// # Safety
+/// The CPU must support every bit set, and the kernel must keep the rules they enforce.
+pub unsafe fn set_cr4_bits(bits: u64) {
+    let v = read_cr4() | bits;
+    // SAFETY: the caller guarantees the bits are supported and their rules kept.
+    unsafe { asm!("mov cr4, {}", in(reg) v, options(nostack, preserves_flags)) };
+}
+
+/// The CR4 protections the kernel turns on where the CPU has them: SMEP (ring 0 never runs
+/// user code) and UMIP (ring 3 cannot read the descriptor-table registers). SMAP is not used:
+/// the kernel reads and writes user memory directly in system calls.
+pub fn protections(f: &Features) -> u64 {
+    (if f.smep { CR4_SMEP } else { 0 }) | (if f.umip { CR4_UMIP } else { 0 })
 }
 
 /// Flushes this CPU's non-global TLB entries by reloading the current root table.

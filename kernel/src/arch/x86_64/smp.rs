@@ -93,6 +93,10 @@ pub fn init_this_cpu(index: usize, stacks: &crate::mm::stacks::CpuStacks) {
         stacks.trap_top,
     )));
     super::user::init_cpu();
+    let bits = super::cpu::protections(&super::cpu::features());
+    // SAFETY: `protections` sets only bits CPUID reports; ring 0 never executes a user page
+    // and never uses SGDT, SIDT, SLDT, SMSW or STR on behalf of ring 3.
+    unsafe { super::cpu::set_cr4_bits(bits) };
 }
 
 /// Starts every AP in `apic_ids` (the BSP's own id is skipped); returns how many came online.

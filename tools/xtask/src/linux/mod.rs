@@ -205,7 +205,7 @@ pub fn run(opts: &LinuxBenchOpts) -> Result<Vec<Measurement>> {
     };
     if let Err(error) = check(&collected, &steps) {
         eprint!("{}", guest.log_tail(30));
-        return Err(error);
+        return Err(error.context(format!("the Linux guest ended: {exit}")));
     }
     if exit != QemuExit::Code(0) {
         // `poweroff -f` makes QEMU exit with status 0; the results are complete anyway.

@@ -166,16 +166,21 @@ pub fn readme_block(ms: &[Measurement], linux_note: Option<&str>, host: &[String
     let mut b = String::from(README_KVM_START);
     let _ = write!(
         b,
-        "\nMeasured on {} with `cargo xtask bench --accel kvm --report` (wall-clock nanoseconds \
-         of the kernel's calibrated TSC under `-accel kvm -cpu host`, medians of 1,000 samples; \
-         every metric with its p99 and spread in [`bench/results/{}-kvm.md`](bench/results/{}-kvm.md)).\n",
+        "\nMeasured on {} with `cargo xtask bench --accel kvm --report`: medians in wall-clock \
+         time of the kernel's calibrated TSC under `-accel kvm -cpu host`; every metric with its \
+         p99 and spread in [`bench/results/{}-kvm.md`](bench/results/{}-kvm.md).",
         today(),
         today(),
         today()
     );
-    for line in host {
-        let _ = writeln!(b, "Fjord's boot on this host: `{line}`.");
+    // The SYSCALL line says whether the hypervisor emulates ring 0; the CPU line is in the report.
+    for line in host
+        .iter()
+        .filter(|l| l.starts_with(crate::serial_log::SYSCALL_LINE))
+    {
+        let _ = write!(b, " This host: `{line}`.");
     }
+    b.push('\n');
     if let Some(note) = linux_note {
         let _ = writeln!(
             b,

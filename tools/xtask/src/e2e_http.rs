@@ -133,6 +133,7 @@ pub fn run(kernel: &Path, machine: Machine, accel: Accel) -> Result<Vec<Outcome>
         addr,
         &app("leak")?,
         &app("leak-init")?,
+        accel,
     ));
     // Last, when every family has samples (functions, namespaces, refusals).
     outcomes.extend(metrics_format_checks(addr));

@@ -325,6 +325,9 @@ fn http_gateway(
         }
     };
     // QEMU and the load generators must run inside the namespace: this program again, there.
+    // The namespace has no route out, so what apt installs must be there first.
+    host_deps::ensure_program("wrk", crate::wrk::WRK_PACKAGE)?;
+    crate::apps_build::build_apps().context("building the function modules")?;
     let out = workspace::target_dir().join("fjord/bench-http-inside.json");
     let _ = std::fs::remove_file(&out);
     let exe = std::env::current_exe().context("finding xtask's own executable")?;

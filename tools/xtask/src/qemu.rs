@@ -1,7 +1,8 @@
 //! The QEMU command line as typed values: a [`QemuConfig`] turns into a `std::process::Command`.
 //!
-//! Tests and benchmarks use TCG (the default [`Accel`]); `cargo xtask run` asks for KVM where
-//! [`kvm_usable`] finds it. Every run never reboots (a triple fault ends QEMU), has no display, and
+//! TCG is the default [`Accel`]; `cargo xtask run` asks for KVM where [`kvm_usable`] finds it,
+//! `cargo xtask test` runs its boots under both, and `bench --accel kvm` under KVM
+//! ([`QemuConfig::use_accel`] picks the CPU model that goes with each). Every run never reboots (a triple fault ends QEMU), has no display, and
 //! has the `isa-debug-exit` device through which the kernel ends QEMU with [`EXIT_SUCCESS`] or
 //! [`EXIT_FAILURE`]. Supervising a started QEMU is `qemu_run`'s job.
 
@@ -42,7 +43,8 @@ impl fmt::Display for Machine {
 /// The accelerator (`-accel`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Accel {
-    /// TCG, QEMU's emulator: every host, deterministic with icount (tests and benchmarks).
+    /// TCG, QEMU's emulator: every host, deterministic with icount (the benchmarks' reference;
+    /// every test runs under it).
     #[default]
     Tcg,
     /// KVM, hardware virtualisation: needs a usable `/dev/kvm`.

@@ -164,7 +164,6 @@ fn tenant_attack(req: &[u8], resp: &mut [u8]) -> Option<Result<usize, FnError>> 
     None
 }
 
-/// Serves one hostile request.
 /// What `fpu-put` leaves in xmm0 for a later `fpu-get` to find.
 #[cfg(target_os = "none")]
 const FPU_SECRET: u64 = 0x5ec2_e7f0_0d15_ea5e;
@@ -193,6 +192,7 @@ fn fpu_registers() -> [u64; 2] {
     [0, 0]
 }
 
+/// Serves one hostile request.
 fn hostile(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
     if let Some(r) = tenant_attack(req, resp) {
         return r;

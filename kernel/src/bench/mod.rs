@@ -62,6 +62,7 @@ pub fn report_unit(group: &str, metric: &str, sys: Sys, unit: &str, samples: &mu
             *s = (u128::from(*s) * 1_000_000_000 / hz) as u64;
         }
     }
+    let unit = if ns { "ns" } else { unit };
     match summarize(samples) {
         Some(Summary {
             median,
@@ -69,18 +70,16 @@ pub fn report_unit(group: &str, metric: &str, sys: Sys, unit: &str, samples: &mu
             max,
             p99,
             runs,
-        }) if ns => kprintln!(
-            "BENCH {{\"group\":\"{group}\",\"metric\":\"{metric}\",\"system\":\"{system}\",\"unit\":\"ns\",\"median\":{median},\"min\":{min},\"max\":{max},\"p99\":{p99},\"runs\":{runs}}}"
-        ),
-        Some(Summary {
-            median,
-            min,
-            max,
-            runs,
-            ..
-        }) => kprintln!(
-            "BENCH {{\"group\":\"{group}\",\"metric\":\"{metric}\",\"system\":\"{system}\",\"unit\":\"{unit}\",\"median\":{median},\"min\":{min},\"max\":{max},\"runs\":{runs}}}"
-        ),
+        }) => {
+            let p99 = if ns {
+                alloc::format!(",\"p99\":{p99}")
+            } else {
+                alloc::string::String::new()
+            };
+            kprintln!(
+                "BENCH {{\"group\":\"{group}\",\"metric\":\"{metric}\",\"system\":\"{system}\",\"unit\":\"{unit}\",\"median\":{median},\"min\":{min},\"max\":{max}{p99},\"runs\":{runs}}}"
+            )
+        }
         None => kprintln!("fjord: bench {metric}: no samples"),
     }
 }
@@ -237,8 +236,7 @@ fn fork_group() -> Result<(), &'static str> {
     };
     // Where the hypervisor emulates ring 0 (KVM's PVM backend), copying 100 MiB takes longer
     // than a benchmark boot may: only `forkhello` runs there.
-    let emulated = crate::boot::syscall_path() == crate::boot::probe::SyscallPath::StrandedInRing3;
-    let programs: &[&str] = if emulated {
+    let programs: &[&str] = if crate::boot::ring0_emulated() {
         crate::kprintln!("fjord: bench fork: forkbench not run, this hypervisor emulates ring 0");
         &["forkhello"]
     } else {

@@ -27,6 +27,12 @@ pub fn syscall_path() -> probe::SyscallPath {
     *SYSCALL_PATH.get().unwrap_or(&probe::SyscallPath::Ring0)
 }
 
+/// Whether the hypervisor emulates the kernel's ring 0 instruction by instruction (KVM's PVM
+/// backend), which the boot's SYSCALL probe tells: such a hypervisor leaves SYSCALL in ring 3.
+pub fn ring0_emulated() -> bool {
+    syscall_path() == probe::SyscallPath::StrandedInRing3
+}
+
 /// The boot information copied from the PVH start-info block.
 pub fn boot_info() -> &'static BootInfo {
     BOOT_INFO

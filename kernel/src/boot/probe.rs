@@ -3,9 +3,9 @@
 
 use crate::arch::cpu;
 use crate::arch::user::{self, UserContext, UserExit};
-use crate::mm::frames::{self, DIRECT, KernelFrames};
+use crate::mm::frames::{DIRECT, FrameRun, KernelFrames};
 use crate::mm::kernel_tables;
-use fjord_kernel::layout::{FPU_RESET_PAGE, PAGE_SIZE, USER_TEST_BASE};
+use fjord_kernel::layout::{FPU_RESET_PAGE, USER_TEST_BASE};
 use fjord_kernel::paging::{Flags, PageTables, PagingError};
 
 /// Where a ring-3 SYSCALL arrives.
@@ -59,17 +59,27 @@ pub fn fpu_traps_in_ring3() -> Result<bool, PagingError> {
 /// every root shares), read-execute for ring 3, and turns the reset on. Must run before any
 /// address space other than the kernel's is created.
 pub fn install_fpu_reset() -> Result<(), PagingError> {
-    let pa = frames::alloc_zeroed().map_err(|_| PagingError::OutOfMemory)?;
-    let page = crate::mm::phys_to_virt(pa) as *mut u8;
-    // SAFETY: `pa` is a fresh frame, reachable through the direct map and used by no one else.
-    let bytes = unsafe { core::slice::from_raw_parts_mut(page, PAGE_SIZE as usize) };
-    let code = user::fpu_reset_code();
-    bytes[..code.len()].copy_from_slice(code);
-    user::fpu_initial_area(&mut bytes[user::FPU_RESET_AREA..]);
-    kernel_tables::kernel().map(FPU_RESET_PAGE, pa, Flags::USER, &mut KernelFrames)?;
+    let mut page = code_page(user::fpu_reset_code())?;
+    let mut area = [0u8; 576];
+    user::fpu_initial_area(&mut area);
+    page.write_at(user::FPU_RESET_AREA, &area);
+    // The page stays mapped for the kernel's lifetime: its frame is never freed.
+    kernel_tables::kernel().map(FPU_RESET_PAGE, page.phys(), Flags::USER, &mut KernelFrames)?;
     let xsave = core::arch::x86_64::__cpuid(1).ecx & (1 << 26) != 0;
     user::enable_fpu_reset(FPU_RESET_PAGE, xsave);
     Ok(())
+}
+
+/// A zeroed frame with `code` at its start.
+fn code_page(code: &[u8]) -> Result<FrameRun, PagingError> {
+    let mut page = FrameRun::alloc(1).map_err(|_| PagingError::OutOfMemory)?;
+    page.zero(0, 1);
+    if !page.write_at(0, code) {
+        // Only code longer than a page; every probe is a few bytes.
+        page.free();
+        return Err(PagingError::OutOfMemory);
+    }
+    Ok(page)
 }
 
 /// Runs `code` in ring 3 at [`USER_TEST_BASE`] of a scratch address space, with no stack.
@@ -78,17 +88,9 @@ fn run_ring3(code: &[u8]) -> Result<UserExit, PagingError> {
     let pt = PageTables::create_sharing_kernel(&DIRECT, &mut fa, kernel_tables::kernel_root())?;
     let root = pt.root();
     let result = (|| {
-        let pa = frames::alloc_zeroed().map_err(|_| PagingError::OutOfMemory)?;
-        // SAFETY: `pa` is a fresh frame, reachable through the direct map and used by no one.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                code.as_ptr(),
-                crate::mm::phys_to_virt(pa) as *mut u8,
-                code.len(),
-            )
-        };
+        let page = code_page(code)?;
         let exit = PageTables::new(root, &DIRECT)
-            .map(USER_TEST_BASE, pa, Flags::USER, &mut fa)
+            .map(USER_TEST_BASE, page.phys(), Flags::USER, &mut fa)
             .map(|()| {
                 let mut ctx = UserContext::new(USER_TEST_BASE, 0, [0; 4]);
                 let deadline = cpu::rdtsc() + crate::arch::apic::tsc_hz() / 10;
@@ -102,7 +104,7 @@ fn run_ring3(code: &[u8]) -> Result<UserExit, PagingError> {
                     exit
                 })
             });
-        let _ = frames::free(pa);
+        page.free();
         exit
     })();
     PageTables::new(root, &DIRECT).free_user_tables(&mut fa);

@@ -389,8 +389,7 @@ ktest! {
             // Where the hypervisor emulates ring 0 instruction by instruction (KVM's PVM
             // backend, found by the boot's SYSCALL probe), 8,000 pages do not fit in the
             // function's one-second limit, and 1,000 take longer than 8,000 do under TCG.
-            let emulated = crate::boot::syscall_path() == crate::boot::probe::SyscallPath::StrandedInRing3;
-            let n = if emulated { 1000 } else { 8000 };
+            let n = if crate::boot::ring0_emulated() { 1000 } else { 8000 };
             let low = 64;
             let mut stopped = 0;
             for _ in 0..8 {

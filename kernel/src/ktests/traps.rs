@@ -34,7 +34,7 @@ ktest! {
 
 ktest! {
     fn breakpoint_resumes() {
-        if crate::boot::syscall_path() == crate::boot::probe::SyscallPath::StrandedInRing3 {
+        if crate::boot::ring0_emulated() {
             // A hypervisor that emulates the kernel's ring 0 (KVM's PVM backend) stops the VM
             // with an emulation failure on a kernel int3 instead of delivering #BP.
             log::warn!("breakpoint_resumes: not run, this hypervisor cannot deliver a kernel #BP");

@@ -42,6 +42,9 @@ ktest! {
                 // Hardware reports a present, supervisor-only page (P=1); a hypervisor that
                 // runs ring 3 on page tables without the kernel's pages (KVM's PVM backend)
                 // reports a missing one. Either way ring 3 reads nothing.
+                if !crate::boot::ring0_emulated() {
+                    kassert!(f.protection, "the page is present but supervisor-only");
+                }
             }
             other => return Err(alloc::format!("expected a fault, got {other:?}")),
         }

@@ -190,21 +190,16 @@ pub fn run(options: &BenchOptions) -> Result<()> {
             crate::linux::to_nanoseconds(m, mhz);
         }
     }
-    if options
+    let http_asked = options
         .group
         .as_deref()
-        .is_none_or(|g| "http".contains(g) || g.contains("http") || g.contains("faas"))
-        && ring0_emulated
-    {
+        .is_none_or(|g| "http".contains(g) || g.contains("http") || g.contains("faas"));
+    if http_asked && ring0_emulated {
         println!(
             "bench: the HTTP group not run: this KVM emulates ring 0 (a GET /metrics takes about \
              0.4 s there), so its thousands of requests would take hours"
         );
-    } else if options
-        .group
-        .as_deref()
-        .is_none_or(|g| "http".contains(g) || g.contains("http") || g.contains("faas"))
-    {
+    } else if http_asked {
         step(
             2,
             "HTTP gateway from the host: open-loop load generator (wall clock, no icount)",

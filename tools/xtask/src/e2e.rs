@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::qemu::{Accel, Machine, QemuConfig};
+use crate::qemu::{Machine, QemuConfig};
 use crate::qemu_run::{LineWaitError, QemuExit, QemuRun};
 use crate::serial_log::{self, READY_LINE};
 use crate::test_runner::{BootSetup, Tally};
@@ -113,7 +113,7 @@ pub const CASES: [Case; 8] = [
 pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
     let mut tally = Tally::default();
     let accel = setup.accel;
-    let slow = setup.accel == Accel::Kvm && setup.ring0_emulated;
+    let slow = setup.ring0_emulated;
     let not_run = |name: &str| {
         println!(
             "e2e {accel}/{name} ... not run: this KVM emulates ring 0, tens of times slower than TCG here; TCG runs it"
@@ -135,6 +135,7 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
         }
         tally.record(result.is_ok());
     }
+    // The HTTP gateway, from the host, on both boards (virtio-mmio and virtio-pci).
     for (board, machine) in [("microvm", Machine::Microvm), ("q35", Machine::Q35)] {
         let prefix = format!("http-{board}");
         if filter.is_some_and(|f| !prefix.contains(f) && !f.contains("http") || f.contains("conns"))
@@ -148,6 +149,7 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
         let outcomes = crate::e2e_http::run(&setup.kernel, machine, accel);
         report_group(&mut tally, &format!("{accel}/{prefix}"), true, outcomes);
     }
+    // Many connections, slow and idle clients, the connection limit (microvm, boots of their own).
     if filter.is_none_or(|f| "http-conns".contains(f) || f.contains("http")) {
         if slow {
             not_run("http-conns");
@@ -164,6 +166,7 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
             report_group(&mut tally, &format!("{accel}"), true, outcomes);
         }
     }
+    // A short soak: memory back to its baseline after the mix, latency reported.
     if filter.is_none_or(|f| "soak".contains(f) || f.contains("soak")) {
         let name = format!(
             "{accel}/soak/{SOAK_INVOCATIONS} invocations of hello, chains and the workloads; memory back to baseline"
@@ -186,6 +189,7 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
             report(&mut tally, &name, &result);
         }
     }
+    // The `fn` and `metrics` commands against a gateway of their own.
     if filter.is_none_or(|f| "cli".contains(f) || f.contains("cli")) {
         report_group(
             &mut tally,
@@ -197,6 +201,7 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
     tally
 }
 
+/// Prints one check as `e2e <name> ... ok` or `... FAILED (why)` and counts it.
 fn report(tally: &mut Tally, name: &str, result: &Result<(), String>) {
     match result {
         Ok(()) => println!("e2e {name} ... ok"),
@@ -235,7 +240,6 @@ const SOAK_INVOCATIONS: u64 = 10_000;
 /// vary more than the 10% that `cargo xtask soak` holds a long run to.
 const SOAK_MAX_DRIFT: f64 = 1.0;
 
-/// Boots one case and judges it; returns the run too, for the log on failure.
 /// How long a boot may take under the setup's accelerator.
 fn time_limit(setup: &BootSetup) -> Duration {
     if setup.ring0_emulated {
@@ -245,6 +249,7 @@ fn time_limit(setup: &BootSetup) -> Duration {
     }
 }
 
+/// Boots one case and judges it; returns the run too, for the log on failure.
 fn run_case(setup: &BootSetup, case: &Case) -> (Result<(), String>, Option<QemuRun>) {
     let limit = time_limit(setup);
     let mut config = QemuConfig::new(&setup.kernel);

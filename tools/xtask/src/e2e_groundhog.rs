@@ -51,34 +51,18 @@ pub fn checks(addr: SocketAddr, leak: &[u8], leak_init: &[u8], accel: Accel) -> 
     } else {
         check(
             "none: the same dump shows the secret (Groundhog's insecure baseline)",
-            // Deployed anew, so no instance of the restore checks above is in its pools.
-            one(addr, "DELETE", "/functions/leak", b"")
-                .and_then(|r| r.expect(204))
-                .and_then(|()| deploy_in(addr, "leak", leak, Some("none"), 201))
-                .and_then(|()| {
-                    // The next request meets another instance while the first is still being given
-                    // back (a give-back takes far longer where a hypervisor emulates ring 0), or goes
-                    // to the other executor's: each round waits longer before its dump, and dumps
-                    // twice, which breaks a strict alternation between two instances.
-                    // Under a KVM that emulates ring 0 the executors may be busy for tens of seconds
-                    // with what earlier checks left (μprocesses' time slices): wait for the answers.
-                    let invoke = |name: &str, body: &str| invoke_within(addr, name, body, PATIENT);
-                    let mut last = String::new();
-                    for round in 0..6 {
-                        let wrote = invoke("leak", &format!("write {SECRET}"))?;
-                        if field(&wrote, "vma").is_none() {
-                            return Err(format!("write answered {wrote:?}"));
-                        }
-                        std::thread::sleep(std::time::Duration::from_millis(50 << round));
-                        for _ in 0..2 {
-                            last = invoke("leak", "dump")?;
-                            if last.contains(SECRET) {
-                                return Ok(());
-                            }
-                        }
+            deploy_in(addr, "leak", leak, Some("none"), 200).and_then(|()| {
+                // The next request may meet another instance while the first is still being
+                // given back; one of a few rounds meets the same one.
+                let mut last = String::new();
+                for _ in 0..5 {
+                    last = leak_round(addr)?;
+                    if last.contains(SECRET) {
+                        return Ok(());
                     }
-                    Err(format!("no round showed the secret: {last:?}"))
-                }),
+                }
+                Err(format!("no round showed the secret: {last:?}"))
+            }),
         );
     }
     check(
@@ -164,23 +148,6 @@ fn deploy_in(
 /// `POST /invoke/<name>` with `body` on a connection of its own: the 200 answer's text.
 fn invoke(addr: SocketAddr, name: &str, body: &str) -> Result<String, String> {
     let r = one(addr, "POST", &format!("/invoke/{name}"), body.as_bytes())?;
-    r.expect(200)?;
-    Ok(r.text())
-}
-
-/// How long the `none` check waits for an answer.
-const PATIENT: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// [`invoke`], waiting up to `limit` for the answer.
-fn invoke_within(
-    addr: SocketAddr,
-    name: &str,
-    body: &str,
-    limit: std::time::Duration,
-) -> Result<String, String> {
-    let mut client =
-        crate::http_client::Client::connect_with(addr, limit, limit).map_err(|e| e.to_string())?;
-    let r = client.request("POST", &format!("/invoke/{name}"), body.as_bytes())?;
     r.expect(200)?;
     Ok(r.text())
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::qemu::{Accel, Machine, QemuConfig};
+use crate::qemu::{Machine, QemuConfig};
 use crate::qemu_run::{QemuExit, QemuRun};
 use crate::serial_log::KtestLine;
 use crate::test_runner::{BootSetup, Tally};
@@ -83,7 +83,7 @@ impl Verdict {
 pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
     let mut tally = Tally::default();
     for (i, (machine, smp)) in BOOTS.into_iter().enumerate() {
-        if i > 0 && setup.accel == Accel::Kvm && setup.ring0_emulated {
+        if i > 0 && setup.ring0_emulated {
             println!(
                 "ktest {machine} smp={smp} {} ... not run: this KVM emulates ring 0 (minutes per boot); {} ran under it, TCG covers {machine}",
                 setup.accel, BOOTS[0].0

@@ -172,8 +172,6 @@ static FPU_RESET_PAGE: AtomicU64 = AtomicU64::new(0);
 static FPU_RESET_XSAVE: AtomicBool = AtomicBool::new(false);
 /// Offset of the initial-state area in the FPU-reset page.
 pub const FPU_RESET_AREA: usize = 0x400;
-/// FPU and vector-register resets run before ring-3 code, since boot, on all CPUs.
-pub static FPU_RESETS: AtomicU64 = AtomicU64::new(0);
 
 /// The bytes of the FPU-reset code, to be copied to offset 0 of a user page.
 pub fn fpu_reset_code() -> &'static [u8] {
@@ -218,9 +216,7 @@ fn reset_fpu(page: u64) {
         [u64::from(xsave), page + FPU_RESET_AREA as u64, 0, 0],
     );
     match enter(&mut ctx, None) {
-        UserExit::Exited(0) => {
-            FPU_RESETS.fetch_add(1, Ordering::Relaxed);
-        }
+        UserExit::Exited(0) => {}
         other if xsave => {
             log::warn!("FPU reset with XRSTOR failed ({other:?}); using FXRSTOR");
             FPU_RESET_XSAVE.store(false, Ordering::Relaxed);
@@ -376,7 +372,7 @@ fn end_run(frame: &TrapFrame, exit: RawExit) -> ! {
 
 /// System calls that arrived as an instruction-fetch fault at the SYSCALL entry in ring 3
 /// (see [`is_stranded_syscall`]), since boot, on all CPUs.
-pub static STRANDED_SYSCALLS: AtomicU64 = AtomicU64::new(0);
+static STRANDED_SYSCALLS: AtomicU64 = AtomicU64::new(0);
 
 /// System calls served from a fetch fault at the entry point since boot (see
 /// [`is_stranded_syscall`]).

@@ -42,8 +42,13 @@ mod syscalls;
 #[cfg(target_os = "none")]
 mod ufork;
 
+/// The kernel's entry from the architecture's boot code, on the bootstrap processor and its boot
+/// stack: the boot sequence (`boot/`). Named here, at the root, so that `arch/` refers to no
+/// folder above it.
 #[cfg(target_os = "none")]
-pub use boot::{TIMER_HZ, boot_main};
+pub fn kernel_entry() -> ! {
+    boot::boot_main()
+}
 
 /// What the kernel does once it is up (`mode=`): serve HTTP, run the in-kernel tests, or run the
 /// benchmarks. Decided here, at the root, so that no kernel module imports the tests or the

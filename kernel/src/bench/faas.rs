@@ -11,7 +11,7 @@
 //! virtual time: the sweep uses one executor (CPU 1) behind the orchestrator (CPU 0), and the
 //! orchestrator halts between arrivals so that it does not steal virtual time.
 
-use crate::arch::{apic, cpu, smp};
+use crate::arch::{cpu, smp};
 use crate::bench::{Sys, report_sys};
 use crate::jord::{self, exec, state};
 use crate::kprintln;
@@ -46,7 +46,7 @@ fn invocation() -> Work {
         let r = match moved {
             Ok(p) => {
                 p.finish();
-                let deadline = cpu::rdtsc() + apic::tsc_hz();
+                let deadline = crate::arch::time::deadline_after_ms(1000);
                 exec::call(pd, entry, [WORK, buf, 0, 0], Some(deadline))
                     .map_err(crate::runtime::invoke::exec_failure)
             }
@@ -81,7 +81,7 @@ pub fn wait_halting(ticket: Ticket) -> orchestrator::Done {
         done.is_some()
     };
     loop {
-        orchestrator::idle_until(cpu::rdtsc() + apic::tsc_hz() / 1000, &mut || {
+        orchestrator::idle_until(crate::arch::time::deadline_after_ms(1), &mut || {
             look(&mut done)
         });
         if look(&mut done) {
@@ -166,7 +166,7 @@ pub fn run_open_loop(
     while !tickets.is_empty() {
         collect(&mut tickets, &mut latencies, &mut hdr, &mut end)?;
         if !tickets.is_empty() {
-            orchestrator::idle_until(cpu::rdtsc() + apic::tsc_hz() / 1000, &mut || false);
+            orchestrator::idle_until(crate::arch::time::deadline_after_ms(1), &mut || false);
         }
     }
     latencies.sort_unstable();
@@ -238,7 +238,7 @@ fn chain(sys: Sys, form: &ChainForm) -> R<()> {
     let header: Vec<u8> = header.iter().flat_map(|w| w.to_le_bytes()).collect();
     jord::with(|j| j.vma_write(buf, 0, &header)).map_err(|_| "no backing")?;
     let driver = crate::ktests::user_programs::entry(form.driver);
-    let deadline = cpu::rdtsc() + apic::tsc_hz() * 10;
+    let deadline = crate::arch::time::deadline_after_ms(10_000);
     exec::call(a, driver, [buf, ROUNDS as u64, results, 0], Some(deadline))
         .map_err(|_| "chain failed")?;
     // The payload was touched by C once per round: the ArgBuf really travelled.
@@ -279,7 +279,7 @@ pub fn run_group() -> R<()> {
         return Ok(());
     }
     orchestrator::init(2);
-    let hz = apic::tsc_hz() as f64;
+    let hz = crate::arch::time::ticks_per_second() as f64;
     // Minimal-load service time under Jord_NI: arrivals far apart.
     state::reset(Isolation::None).map_err(|_| "reset")?;
     let probe = run_load(400_000.0, 60, 7)?;
@@ -320,7 +320,7 @@ pub fn run_group() -> R<()> {
         );
     }
     state::reset(Isolation::Full).map_err(|_| "reset")?;
-    crate::arch::apic::start_periodic_timer(crate::TIMER_HZ);
+    crate::arch::apic::start_periodic_timer(crate::arch::time::TIMER_HZ);
     Ok(())
 }
 

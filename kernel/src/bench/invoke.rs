@@ -80,7 +80,7 @@ fn invoke_function(
     let inv = Invocation::prepare(f, request, argbuf_capacity(request.len(), room) as u64)?;
     let t1 = cpu::rdtsc();
     let limit_ms = f.manifest.time_limit_ms();
-    let deadline = t1 + crate::arch::apic::tsc_hz() / 1000 * limit_ms;
+    let deadline = t1 + crate::arch::time::ticks_per_second() / 1000 * limit_ms;
     let (pd, tp) = (inv.instance.pd, inv.instance.thread_pointer());
     let args = [
         inv.argbuf.base,

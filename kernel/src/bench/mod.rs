@@ -57,9 +57,8 @@ pub fn report_unit(group: &str, metric: &str, sys: Sys, unit: &str, samples: &mu
     let system = sys.label();
     let ns = unit == "insns" && NANOSECONDS.load(Ordering::Relaxed);
     if ns {
-        let hz = u128::from(crate::arch::apic::tsc_hz().max(1));
         for s in samples.iter_mut() {
-            *s = (u128::from(*s) * 1_000_000_000 / hz) as u64;
+            *s = crate::arch::time::ticks_to_ns(*s);
         }
     }
     let unit = if ns { "ns" } else { unit };

@@ -6,8 +6,8 @@
 //! switch round trip); the kernel times the operations its executor performs (PD creation and
 //! destruction, pmove, a whole invocation).
 
+use crate::arch::cpu;
 use crate::arch::user::{self, UserContext, UserExit};
-use crate::arch::{apic, cpu};
 use crate::bench::{Sys, report_sys};
 use crate::jord::exec::call;
 use crate::jord::{self, state};
@@ -24,7 +24,7 @@ type R<T> = Result<T, &'static str>;
 const N: usize = 200;
 
 fn deadline() -> Option<u64> {
-    Some(cpu::rdtsc() + apic::tsc_hz() * 10)
+    Some(crate::arch::time::deadline_after_ms(10_000))
 }
 
 fn cget() -> R<PdId> {

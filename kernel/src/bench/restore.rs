@@ -176,7 +176,7 @@ fn sweep(
     service: u64,
     slo: u64,
 ) -> R<u64> {
-    let hz = apic::tsc_hz() as f64;
+    let hz = crate::arch::time::ticks_per_second() as f64;
     let capacity = hz / service as f64;
     let run_at = |pct: f64, seed: u64| -> R<Point> {
         // Every run starts with the instances of the last one back in their pools.
@@ -301,7 +301,8 @@ fn run_target(t: &Target) -> R<()> {
         &format!("{}_restore_share", t.label),
         Sys::Fjord,
         "percent",
-        100.0 * restore_cost as f64 * throughput[0] as f64 / apic::tsc_hz() as f64,
+        100.0 * restore_cost as f64 * throughput[0] as f64
+            / crate::arch::time::ticks_per_second() as f64,
     );
     set_mode(t, IsolationMode::Restore)?;
     Ok(())
@@ -321,7 +322,7 @@ pub fn run_group() -> Result<(), &'static str> {
             failed = true;
         }
     }
-    apic::start_periodic_timer(crate::TIMER_HZ);
+    apic::start_periodic_timer(crate::arch::time::TIMER_HZ);
     if failed {
         Err("a target failed")
     } else {

@@ -120,7 +120,7 @@ fn min_load(f: &Arc<LoadedFunction>, op: &Op) -> R<Vec<u64>> {
 /// [`open_loop::HIGH_LOAD`] percent of the capacity `hz / service` (Jord_NI's, for every
 /// system), in [`open_loop::BISECTIONS`] open-loop runs.
 fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> R<u64> {
-    let hz = apic::tsc_hz() as f64;
+    let hz = crate::arch::time::ticks_per_second() as f64;
     let capacity = hz / service as f64;
     let run_at = |pct: f64, seed: u64| -> R<Point> {
         // Every run starts with the instances of the last one back in their pools.
@@ -163,7 +163,7 @@ pub fn run_group() -> Result<(), &'static str> {
         }
     }
     set_system(Sys::Fjord).map_err(|_| "reset")?;
-    apic::start_periodic_timer(crate::TIMER_HZ);
+    apic::start_periodic_timer(crate::arch::time::TIMER_HZ);
     if failed {
         Err("an operation failed")
     } else {

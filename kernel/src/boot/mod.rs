@@ -5,20 +5,14 @@ use crate::arch::{apic, cpu, percpu, serial, smp};
 use crate::kprintln;
 use crate::mm::{self, frames, kernel_tables, stacks};
 pub mod probe;
-pub mod pvh;
 
+use crate::arch::pvh::{self, BootInfo};
 use core::sync::atomic::{AtomicU64, Ordering};
 use fjord_kernel::cmdline::{self, BootOptions, Crash, ModuleSource};
 use fjord_kernel::layout::{KERNEL_BASE, LOW_MEMORY_END, PAGE_SIZE};
-use pvh::BootInfo;
-
-/// Timer interrupts per second on every CPU.
-pub const TIMER_HZ: u64 = 100;
 
 /// TSC value when the first kernel line was printed (guest instructions under icount).
 static FIRST_LINE_TSC: AtomicU64 = AtomicU64::new(0);
-
-static BOOT_INFO: spin::Once<BootInfo> = spin::Once::new();
 
 static SYSCALL_PATH: spin::Once<probe::SyscallPath> = spin::Once::new();
 
@@ -35,9 +29,7 @@ pub fn ring0_emulated() -> bool {
 
 /// The boot information copied from the PVH start-info block.
 pub fn boot_info() -> &'static BootInfo {
-    BOOT_INFO
-        .get()
-        .expect("boot info is recorded before anything asks for it")
+    pvh::boot_info().expect("boot stops when the start info is unusable")
 }
 
 /// The parsed command line (valid after boot).
@@ -51,18 +43,16 @@ fn fail(msg: core::fmt::Arguments<'_>) -> ! {
 }
 
 /// Entry of the bootstrap processor from the long-mode stub, on the boot stack.
-pub extern "C" fn boot_main(start_info: u32) -> ! {
+pub fn boot_main() -> ! {
     let tsc = cpu::rdtsc();
     serial::init();
     FIRST_LINE_TSC.store(tsc, Ordering::Relaxed);
     kprintln!("Fjord {} booting", env!("CARGO_PKG_VERSION"));
 
-    // SAFETY: EBX carried the start-info address and the boot tables identity-map low memory.
-    let info = match unsafe { pvh::read(u64::from(start_info)) } {
+    let info = match pvh::boot_info() {
         Ok(i) => i,
         Err(e) => fail(format_args!("bad PVH start info: {e}")),
     };
-    let info = BOOT_INFO.call_once(|| info);
     let opts = match cmdline::parse(info.cmdline()) {
         Ok(o) => o,
         Err(e) => fail(format_args!("{e}")),
@@ -97,19 +87,7 @@ pub extern "C" fn boot_main(start_info: u32) -> ! {
         Err(e) => fail(format_args!("mapping the boot CPU's stacks: {e:?}")),
     };
     STACKS0.call_once(|| st);
-    // SAFETY: the new stack is mapped read-write and unused; `boot_on_stack` never returns, so
-    // nothing refers to the old stack afterwards.
-    unsafe {
-        core::arch::asm!(
-            "mov rsp, {top}",
-            "xor ebp, ebp",
-            "call {cont}",
-            "ud2",
-            top = in(reg) st.kernel_top,
-            cont = sym boot_on_stack,
-            options(noreturn),
-        )
-    }
+    cpu::continue_on_stack(&st, boot_on_stack)
 }
 
 static STACKS0: spin::Once<stacks::CpuStacks> = spin::Once::new();
@@ -135,7 +113,7 @@ extern "C" fn boot_on_stack() -> ! {
     if let Err(e) = apic::calibrate() {
         fail(format_args!("timer calibration failed: {e}"));
     }
-    apic::start_periodic_timer(TIMER_HZ);
+    apic::start_periodic_timer(crate::arch::time::TIMER_HZ);
     cpu::enable_interrupts();
 
     let cpu_list = if info.rsdp != 0 {
@@ -150,8 +128,15 @@ extern "C" fn boot_on_stack() -> ! {
             alloc::vec![apic::id()]
         }
     };
-    smp::start_aps(&ids, apic::id());
+    smp::start_aps(&ids, apic::id(), mm::phys_to_virt(0), &mut |index| {
+        stacks::allocate(index).ok()
+    });
 
+    // What ring 3 raises: system calls go to the kernel's policy, page faults to Jord's VLB.
+    crate::arch::user::set_handlers(crate::arch::user::UserHandlers {
+        syscall: crate::syscalls::dispatch,
+        page_fault: crate::jord::vlb::on_user_page_fault,
+    });
     match probe::syscall_path() {
         Ok(path) => {
             SYSCALL_PATH.call_once(|| path);
@@ -169,7 +154,8 @@ extern "C" fn boot_on_stack() -> ! {
     }
     print_banner(info, &features);
     check_initrd(info, &opts);
-    crate::runtime::boot(info, &opts);
+    crate::runtime::boot(initrd(info), &opts);
+    crate::ufork::init();
     crate::orchestrator::init_groups(opts.jbsq_k, opts.orch_group);
     crate::runtime::task::set_hop_mode(opts.hops);
     crate::runtime::warm::set_enabled(opts.warm);
@@ -263,9 +249,7 @@ fn yes_no(b: bool) -> &'static str {
 /// The initrd's bytes, if the boot loader gave one.
 pub fn initrd(info: &BootInfo) -> Option<&'static [u8]> {
     let (pa, len) = info.initrd()?;
-    // SAFETY: the initrd's frames are reserved from the frame allocator at boot and nothing
-    // writes them, so the bytes stay as they are for the kernel's lifetime.
-    Some(unsafe { mm::phys_slice(pa, len as usize) })
+    Some(mm::boot_module(pa, len as usize))
 }
 
 fn check_initrd(info: &BootInfo, opts: &BootOptions<'_>) {
@@ -306,10 +290,7 @@ fn crash_on_purpose(crash: Crash) {
     match crash {
         Crash::Panic => panic!("deliberate panic requested on the command line (crash=panic)"),
         Crash::PageFault => {
-            let p = 0xffff_8fff_dead_0000u64 as *const u64;
-            // SAFETY: deliberately unsound: the address is unmapped, the read faults, and the
-            // exception handler reports it and exits QEMU (crash=pagefault).
-            let v = unsafe { p.read_volatile() };
+            let v = crate::arch::trap::read_unmapped_on_purpose();
             log::error!("read {v} from an unmapped address");
         }
     }

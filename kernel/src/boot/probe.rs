@@ -93,14 +93,11 @@ fn run_ring3(code: &[u8]) -> Result<UserExit, PagingError> {
             .map(USER_TEST_BASE, page.phys(), Flags::USER, &mut fa)
             .map(|()| {
                 let mut ctx = UserContext::new(USER_TEST_BASE, 0, [0; 4]);
-                let deadline = cpu::rdtsc() + crate::arch::apic::tsc_hz() / 10;
+                let deadline = crate::arch::time::deadline_after_ms(100);
                 cpu::without_interrupts(|| {
-                    // SAFETY: `root` shares the kernel image and kernel half with the kernel's
-                    // tables.
-                    unsafe { cpu::write_cr3(root) };
+                    kernel_tables::load_space(root);
                     let exit = user::run(&mut ctx, Some(deadline));
-                    // SAFETY: back to the kernel's own tables.
-                    unsafe { cpu::write_cr3(kernel_tables::kernel_root()) };
+                    kernel_tables::load_space(kernel_tables::kernel_root());
                     exit
                 })
             });

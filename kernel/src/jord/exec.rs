@@ -14,9 +14,9 @@ use alloc::vec::Vec;
 use fjord_libos::abi::{Error as AbiError, Sysno, encode};
 use fjord_pd::{Error, PdId, Perm};
 
-/// How an invocation failed.
+/// How a call into a PD failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InvokeError {
+pub enum CallError {
     /// Code in `pd` raised an exception (a protection fault, an invalid opcode, ...).
     Faulted {
         /// The PD whose code faulted.
@@ -140,12 +140,7 @@ fn cpu() -> u32 {
 ///
 /// Every PD transition (entry, return, suspension) updates PrivLib's call state and loads the
 /// PD that runs next in one pass over the Jord state.
-pub fn call(
-    pd: PdId,
-    entry: u64,
-    args: [u64; 4],
-    deadline: Option<u64>,
-) -> Result<u64, InvokeError> {
+pub fn call(pd: PdId, entry: u64, args: [u64; 4], deadline: Option<u64>) -> Result<u64, CallError> {
     call_tp(pd, entry, args, 0, deadline)
 }
 
@@ -157,7 +152,7 @@ pub fn call_tp(
     args: [u64; 4],
     thread_pointer: u64,
     deadline: Option<u64>,
-) -> Result<u64, InvokeError> {
+) -> Result<u64, CallError> {
     let mut refuse =
         |_: PdId, _: Sysno, _: [u64; 4], _: bool| Reply::Value(encode(Err(AbiError::NoSys)));
     match call_with(pd, entry, args, thread_pointer, deadline, &mut refuse)? {
@@ -174,13 +169,13 @@ pub fn call_with(
     thread_pointer: u64,
     deadline: Option<u64>,
     hook: Hook<'_>,
-) -> Result<Outcome, InvokeError> {
+) -> Result<Outcome, CallError> {
     let stack_top = with(|j: &mut Jord| {
         j.privlib.ccall(PdId::KERNEL, pd, cpu())?;
         j.switch_to(pd);
         Ok(j.stack_top(pd))
     })
-    .map_err(InvokeError::Refused)?;
+    .map_err(CallError::Refused)?;
     let mut ctx = UserContext::new(entry, stack_top, args);
     ctx.fs_base = thread_pointer;
     run_from(Activation { pd, ctx }, deadline, hook)
@@ -193,14 +188,14 @@ pub fn resume(
     value: u64,
     deadline: Option<u64>,
     hook: Hook<'_>,
-) -> Result<Outcome, InvokeError> {
+) -> Result<Outcome, CallError> {
     let Continuation { pd, mut ctx } = cont;
     with(|j| {
         j.privlib.center(PdId::KERNEL, pd, cpu())?;
         j.switch_to(pd);
         Ok(())
     })
-    .map_err(InvokeError::Refused)?;
+    .map_err(CallError::Refused)?;
     ctx.frame.rax = value;
     run_from(Activation { pd, ctx }, deadline, hook)
 }
@@ -209,7 +204,7 @@ fn run_from(
     bottom: Activation,
     deadline: Option<u64>,
     hook: Hook<'_>,
-) -> Result<Outcome, InvokeError> {
+) -> Result<Outcome, CallError> {
     let mut stack = Stack {
         bottom: Some(bottom),
         nested: Vec::new(),
@@ -234,7 +229,7 @@ fn run_stack(
     stack: &mut Stack,
     deadline: Option<u64>,
     hook: Hook<'_>,
-) -> Result<Outcome, InvokeError> {
+) -> Result<Outcome, CallError> {
     loop {
         let Some(top) = stack.last_mut() else {
             unreachable!("the loop returns when the last activation returns")
@@ -315,8 +310,8 @@ fn run_stack(
                 }
                 _ => set_result(stack, Err(AbiError::NoSys)),
             },
-            UserExit::Fault(fault) => return Err(InvokeError::Faulted { pd, fault }),
-            UserExit::TimedOut => return Err(InvokeError::TimedOut { pd }),
+            UserExit::Fault(fault) => return Err(CallError::Faulted { pd, fault }),
+            UserExit::TimedOut => return Err(CallError::TimedOut { pd }),
         }
     }
 }

@@ -99,9 +99,8 @@ impl Jord {
         }
         let root = self.root_of(pd);
         if cpu::read_cr3() & !0xfff != root {
-            // SAFETY: every PD root shares the kernel image and kernel half with the kernel's
-            // own tables, so the kernel keeps running after the switch.
-            unsafe { cpu::write_cr3(root) };
+            // Every PD root shares the kernel image and kernel half with the kernel's tables.
+            crate::mm::kernel_tables::load_space(root);
             self.stats.pd_switches += 1;
             // Without PCID the CR3 write flushed this CPU's TLB: it no longer caches `prev`.
             if prev != PdId::KERNEL {

@@ -3,7 +3,7 @@
 
 use crate::arch::user::Access;
 use crate::arch::{cpu, smp};
-use crate::jord::exec::{InvokeError, call};
+use crate::jord::exec::{CallError, call};
 use crate::jord::state::Handoff;
 use crate::jord::{self, state};
 use crate::ktest;
@@ -31,15 +31,15 @@ fn mmap_for(owner: PdId, len: u64) -> R<u64> {
         .map_err(|e| format!("mmap: {e:?}"))
 }
 
-fn run(pd: PdId, prog: Program, args: [u64; 4]) -> Result<u64, InvokeError> {
+fn run(pd: PdId, prog: Program, args: [u64; 4]) -> Result<u64, CallError> {
     let entry = crate::ktests::user_programs::entry(prog);
-    let deadline = cpu::rdtsc() + crate::arch::apic::tsc_hz();
+    let deadline = crate::arch::time::deadline_after_ms(1000);
     call(pd, entry, args, Some(deadline))
 }
 
-fn expect_fault(r: Result<u64, InvokeError>, pd: PdId, addr: u64, access: Access) -> R<()> {
+fn expect_fault(r: Result<u64, CallError>, pd: PdId, addr: u64, access: Access) -> R<()> {
     match r {
-        Err(InvokeError::Faulted { pd: p, fault }) => {
+        Err(CallError::Faulted { pd: p, fault }) => {
             kassert_eq!(p, pd);
             kassert_eq!(fault.vector, 14);
             kassert_eq!(fault.addr, addr);
@@ -130,7 +130,7 @@ ktest! {
         let e = |e: Error| Ok(encode(Err(e)));
         let q_id = u64::from(q.raw());
         let sys = |no: Sysno, a: u64, b: u64, c: u64| run(p, Program::Syscall4, [no as u64, a, b, c]);
-        type Case = (&'static str, Result<u64, InvokeError>, Result<u64, InvokeError>);
+        type Case = (&'static str, Result<u64, CallError>, Result<u64, CallError>);
         let cases: [Case; 14] = [
             ("mmap bad prot", sys(Sysno::Mmap, 4096, 99, 0), e(Error::InvalidArgs)),
             ("mmap zero", sys(Sysno::Mmap, 0, 3, 0), e(Error::InvalidArgs)),
@@ -187,7 +187,7 @@ ktest! {
         let bad = fjord_kernel::layout::JORD_REGION_BASE + (5 << 39);
         let read = crate::ktests::user_programs::entry(Program::Read);
         match run(p, Program::Caller, [u64::from(q.raw()), read, bad, 0]) {
-            Err(InvokeError::Faulted { pd, fault }) => {
+            Err(CallError::Faulted { pd, fault }) => {
                 kassert_eq!(pd, q);
                 kassert_eq!(fault.addr, bad);
             }
@@ -217,7 +217,7 @@ ktest! {
         .map_err(|e| format!("{e:?}"))?;
         let start = cpu::rdtsc();
         while word_at(v, 0)? < 1000 {
-            kassert!(cpu::rdtsc() - start < crate::arch::apic::tsc_hz(), "the PD never ran on CPU 1");
+            kassert!(cpu::rdtsc() - start < crate::arch::time::ticks_per_second(), "the PD never ran on CPU 1");
             core::hint::spin_loop();
         }
         let ipis = jord::with(|j| j.stats.ipis);
@@ -232,7 +232,7 @@ ktest! {
         // The leaf is gone, so `inc [v]` faults. The error code of a read-modify-write is
         // the CPU's to choose: hardware reports the write, QEMU's TCG the read.
         let access = match &r {
-            Err(InvokeError::Faulted { fault, .. }) if fault.access == Access::Write => {
+            Err(CallError::Faulted { fault, .. }) if fault.access == Access::Write => {
                 Access::Write
             }
             _ => Access::Read,

@@ -1,7 +1,7 @@
 //! Tests of the orchestrator: JBSQ(k) dispatch to executor CPUs, internal-before-external
 //! priority, and PD invocations through it.
 
-use crate::arch::{apic, cpu, smp};
+use crate::arch::{cpu, smp};
 use crate::jord::{self, exec};
 use crate::ktest;
 use crate::ktests::user_programs::Program;
@@ -123,7 +123,7 @@ ktest! {
             .map(|i| {
                 orchestrator::submit(RequestClass::External, Box::new(move || {
                     let pd = jord::with(|j| j.cget(PdId::KERNEL)).map_err(InvokeFailure::Refused)?;
-                    let deadline = cpu::rdtsc() + apic::tsc_hz();
+                    let deadline = crate::arch::time::deadline_after_ms(1000);
                     let r = exec::call(pd, entry, [i, 0, 0, 0], Some(deadline));
                     if let Ok(p) = jord::with(|j| j.cput(PdId::KERNEL, pd)) {
                         p.finish();
@@ -182,7 +182,7 @@ ktest! {
         }
         orchestrator::init(2);
         // CPU 1 has nothing queued: its idle loop halts in `smp::halt_idle` (within 100 ms).
-        let deadline = cpu::rdtsc() + apic::tsc_hz() / 10;
+        let deadline = crate::arch::time::deadline_after_ms(100);
         while !smp::is_halted(1) && cpu::rdtsc() < deadline {
             core::hint::spin_loop();
         }

@@ -2,8 +2,7 @@
 //! keep PDs past its invocation, reach another namespace's keys, run code it wrote, or flood
 //! the console. Every attack gets an error code, and the kernel and every other function go on.
 
-use crate::arch::cpu;
-use crate::jord::exec::{InvokeError, call};
+use crate::jord::exec::{CallError, call};
 use crate::jord::state::MAX_LIVE_PDS;
 use crate::ktest;
 use crate::ktests::user_programs::Program;
@@ -28,9 +27,9 @@ fn put(pd: PdId) {
     }
 }
 
-fn run(pd: PdId, prog: Program, args: [u64; 4]) -> Result<u64, InvokeError> {
+fn run(pd: PdId, prog: Program, args: [u64; 4]) -> Result<u64, CallError> {
     let entry = crate::ktests::user_programs::entry(prog);
-    let deadline = cpu::rdtsc() + crate::arch::apic::tsc_hz();
+    let deadline = crate::arch::time::deadline_after_ms(1000);
     call(pd, entry, args, Some(deadline))
 }
 

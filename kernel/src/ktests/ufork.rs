@@ -120,7 +120,7 @@ ktest! {
         needs_forktest()?;
         let p = crate::jord::with(|j| j.cget(PdId::KERNEL)).map_err(|e| format!("{e:?}"))?;
         let entry = user_programs::entry(Program::Syscall4);
-        let deadline = crate::arch::cpu::rdtsc() + crate::arch::apic::tsc_hz();
+        let deadline = crate::arch::time::deadline_after_ms(1000);
         for no in [Sysno::Fork, Sysno::Waitpid, Sysno::Getpid] {
             let r = crate::jord::exec::call(p, entry, [no as u64, 0, 0, 0], Some(deadline));
             kassert_eq!(r, Ok(encode(Err(Error::NoSys))));

@@ -98,7 +98,7 @@ impl UserSpace {
             STACK_BASE + STACK_SIZE,
             [a0, a1, a2, 0],
         );
-        let deadline = deadline_ms.map(|ms| cpu::rdtsc() + crate::arch::apic::tsc_hz() / 1000 * ms);
+        let deadline = deadline_ms.map(crate::arch::time::deadline_after_ms);
         let kernel_root = kernel_tables::kernel_root();
         cpu::without_interrupts(|| {
             // SAFETY: this root shares the kernel image and kernel half with the kernel tables.

@@ -5,7 +5,7 @@
 
 use crate::arch::{cpu, percpu};
 use crate::jord::tenant;
-use crate::syscalls::{check_user_writable, copy_to_user, user_bytes};
+use crate::mm::user_memory;
 use alloc::vec::Vec;
 use fjord_kernel::kv_store::{self, KvError, KvStore, NsId, Usage};
 use fjord_libos::abi::Error;
@@ -70,7 +70,7 @@ fn key<'a>(ptr: u64, len: u64) -> Result<&'a [u8], Error> {
     if !kv_store::key_fits(usize::try_from(len).unwrap_or(usize::MAX)) {
         return Err(Error::TooLarge);
     }
-    user_bytes(ptr, len)
+    Ok(user_memory::bytes(ptr, len)?)
 }
 
 /// `kv_get(key, key_len, out, out_len)`.
@@ -79,12 +79,12 @@ pub fn get(a: [u64; 4]) -> Result<u64, Error> {
     let key = key(a[0], a[1])?;
     let out_len = a[3].min(kv_store::MAX_VALUE as u64);
     if out_len > 0 {
-        check_user_writable(a[2], out_len)?;
+        user_memory::check_writable(a[2], out_len)?;
     }
     locked(|kv| {
         let value = kv.get(ns, key).map_err(kv_error)?.ok_or(Error::NotFound)?;
         let n = value.len().min(out_len as usize);
-        copy_to_user(a[2], &value[..n])?;
+        user_memory::copy_to(a[2], &value[..n])?;
         Ok(value.len() as u64)
     })
 }
@@ -96,7 +96,7 @@ pub fn put(a: [u64; 4]) -> Result<u64, Error> {
         return Err(Error::TooLarge);
     }
     let key = key(a[0], a[1])?;
-    let value = user_bytes(a[2], a[3])?;
+    let value = user_memory::bytes(a[2], a[3])?;
     locked(|kv| kv.put(ns, key, value)).map_err(kv_error)?;
     Ok(0)
 }

@@ -176,20 +176,21 @@ impl FrameRun {
     }
 
     /// Copies the `N` words at byte `offset` of the run (8-aligned; native byte order, i.e.
-    /// little-endian) into `out`, which is then initialised; false (nothing read) beyond its end.
-    pub fn read_words<const N: usize>(
+    /// little-endian) into `out` and returns them, initialised; zeros beyond the run's end.
+    pub fn read_words<'o, const N: usize>(
         &self,
         offset: usize,
-        out: &mut core::mem::MaybeUninit<[u64; N]>,
-    ) -> bool {
+        out: &'o mut core::mem::MaybeUninit<[u64; N]>,
+    ) -> &'o mut [u64; N] {
         if !offset.is_multiple_of(8) || !self.covers(offset, N * 8) {
-            return false;
+            return out.write([0; N]);
         }
         let src = phys_to_virt(self.phys + offset as u64) as *const u64;
         // SAFETY: as for `write_at`; the source is 8-aligned (the run is page-aligned) and the
         // destination is `N` words of `out`.
         unsafe { core::ptr::copy_nonoverlapping(src, out.as_mut_ptr().cast::<u64>(), N) };
-        true
+        // SAFETY: the copy just initialised all `N` words of `out`.
+        unsafe { out.assume_init_mut() }
     }
 
     /// Copies `words` (native byte order) to byte `offset` of the run (8-aligned); false (nothing

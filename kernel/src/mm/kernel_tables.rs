@@ -95,6 +95,18 @@ pub fn build_and_switch(ram_end: u64) -> Result<(), PagingError> {
     Ok(())
 }
 
+/// Loads the address space whose root table is `root` on this CPU.
+///
+/// `root` must be the kernel's root ([`kernel_root`]) or a table made with
+/// `PageTables::create_sharing_kernel` from it, as every PD's root and every scratch address
+/// space is: those map the kernel image and the kernel half exactly as the kernel's own tables
+/// do, so the kernel goes on running after the switch.
+pub fn load_space(root: u64) {
+    // SAFETY: `root` shares the kernel image and kernel half with the kernel's tables (the
+    // precondition above, kept by every caller in the kernel).
+    unsafe { crate::arch::cpu::write_cr3(root) };
+}
+
 /// Physical address of the kernel's root table.
 pub fn kernel_root() -> u64 {
     KERNEL_ROOT.load(Ordering::Acquire)

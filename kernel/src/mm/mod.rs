@@ -52,12 +52,13 @@ impl fjord_kernel::madt::AcpiMemory for AcpiReader {
     }
 }
 
-/// Returns a byte slice over physical memory `[pa, pa + len)` through the direct map.
-///
-/// # Safety
-/// The range must be RAM that nobody writes while the slice lives (e.g. the initrd).
-pub unsafe fn phys_slice(pa: u64, len: usize) -> &'static [u8] {
-    // SAFETY: guaranteed by the caller.
+/// The bytes of a boot module (the initrd) at physical `[pa, pa + len)`, through the direct
+/// map. The boot sequence reserves every boot module's frames from the frame allocator before
+/// anything allocates, and nothing writes them, so the bytes stay as they are for the kernel's
+/// lifetime; pass only a module's range from the boot information.
+pub fn boot_module(pa: u64, len: usize) -> &'static [u8] {
+    // SAFETY: the range is a boot module's, reserved and never written (see above), and the
+    // direct map covers all RAM.
     unsafe { core::slice::from_raw_parts(phys_to_virt(pa) as *const u8, len) }
 }
 

@@ -14,16 +14,7 @@ pub const TRAP_STACK_SIZE: u64 = 64 * 1024;
 /// Size of each IST stack.
 pub const IST_STACK_SIZE: u64 = 16 * 1024;
 
-/// The tops of one CPU's stacks.
-#[derive(Clone, Copy, Debug)]
-pub struct CpuStacks {
-    /// Main kernel stack.
-    pub kernel_top: u64,
-    /// Trap stack (TSS RSP0 and SYSCALL entry).
-    pub trap_top: u64,
-    /// IST stacks 1..=3.
-    pub ist_tops: [u64; 3],
-}
+pub use crate::arch::smp::CpuStacks;
 
 fn map_stack(base: u64, size: u64) -> Result<u64, PagingError> {
     let mut pt = kernel_tables::kernel();

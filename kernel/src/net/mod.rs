@@ -16,7 +16,7 @@ mod phy;
 mod server;
 mod sockets;
 
-use crate::arch::{apic, cpu, percpu, smp};
+use crate::arch::{cpu, percpu, smp, time};
 use crate::kprintln;
 use crate::mm::{frames, heap};
 use alloc::string::String;
@@ -37,9 +37,7 @@ pub const IDLE_AFTER_MS: u64 = 50;
 
 /// Current time for smoltcp, from the TSC.
 fn now() -> Instant {
-    let hz = apic::tsc_hz().max(1);
-    let us = u128::from(cpu::rdtsc()) * 1_000_000 / u128::from(hz);
-    Instant::from_micros(us as i64)
+    Instant::from_micros(time::ticks_to_us(time::now()) as i64)
 }
 
 /// Counters of the card and the server's sockets, for `/metrics`.
@@ -645,7 +643,7 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
         config.timeouts.send_ms
     );
 
-    let idle_ticks = apic::tsc_hz() / 1000 * IDLE_AFTER_MS;
+    let idle_ticks = time::ms_to_ticks(IDLE_AFTER_MS);
     let mut last_busy = cpu::rdtsc();
     let mut last_rx = 0;
     let mut next_sweep = now();

@@ -13,19 +13,78 @@
 //! the group of its request. On a one-CPU machine CPU 0 is also the only executor and [`poll`]
 //! runs requests inline.
 
+use crate::arch::user::UserFault;
 use crate::arch::{cpu, percpu, smp};
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use fjord_faas::jbsq::{Dispatcher, Jbsq, JbsqConfig, RequestClass};
+use fjord_libos::function::FnError;
+use fjord_pd::{Error as PdError, PdId};
 use spin::Mutex;
 
 /// The work of one request; returns the response bytes or why it failed.
 pub type Work = Box<dyn FnOnce() -> Outcome + Send>;
 
 /// What a request ends with: the response, or how the invocation failed.
-pub type Outcome = Result<Vec<u8>, crate::runtime::InvokeFailure>;
+pub type Outcome = Result<Vec<u8>, InvokeFailure>;
+
+/// How an invocation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InvokeFailure {
+    /// No function of that name is deployed.
+    NoSuchFunction,
+    /// The request exceeds the runtime's largest request.
+    RequestTooLarge,
+    /// Code in `pd` raised an exception; `fault` has the vector, address and access.
+    Faulted {
+        /// The PD that faulted.
+        pd: PdId,
+        /// The fault.
+        fault: UserFault,
+    },
+    /// The function ran past its time limit.
+    TimedOut {
+        /// The PD that was stopped.
+        pd: PdId,
+    },
+    /// Jord had no memory for the PD, the ArgBuf or the instance VMA.
+    OutOfMemory,
+    /// The function returned one of the ABI's errors.
+    Function(FnError),
+    /// The function returned a value that is neither a response that fits nor an error code.
+    BadResponse(u64),
+    /// PrivLib refused an operation of the sequence (a bug or a hostile function).
+    Refused(PdError),
+    /// The orchestrator's queue was full.
+    Busy,
+    /// The module is a program (a μprocess), not a function.
+    NotAFunction,
+}
+
+impl core::fmt::Display for InvokeFailure {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            InvokeFailure::NoSuchFunction => f.write_str("no such function"),
+            InvokeFailure::RequestTooLarge => f.write_str("request too large"),
+            InvokeFailure::Faulted { pd, fault } => write!(
+                f,
+                "function faulted in {pd:?}: vector {} {:?} at {:#x} (rip {:#x})",
+                fault.vector, fault.access, fault.addr, fault.rip
+            ),
+            InvokeFailure::TimedOut { pd } => write!(f, "function timed out in {pd:?}"),
+            InvokeFailure::OutOfMemory => f.write_str("out of memory"),
+            InvokeFailure::Function(e) => write!(f, "function error {e:?}"),
+            InvokeFailure::BadResponse(v) => write!(f, "bad response value {v:#x}"),
+            InvokeFailure::Refused(e) => write!(f, "PrivLib refused: {e:?}"),
+            InvokeFailure::Busy => f.write_str("the orchestrator's queue is full"),
+            InvokeFailure::NotAFunction => {
+                f.write_str("a program, not a function: start it as a process")
+            }
+        }
+    }
+}
 
 /// A request's identity, returned by [`submit`].
 pub type Ticket = u64;
@@ -176,6 +235,45 @@ pub(crate) fn orchestrator_at_work(index: usize) -> bool {
     o != index && o < smp::MAX_CPUS && !smp::is_halted(o)
 }
 
+/// Background work the executors do when they have no step to run, and what follows a
+/// response: the layers above install it ([`set_background_work`]); the orchestrator calls
+/// nothing above itself.
+#[derive(Clone, Copy)]
+pub struct BackgroundWork {
+    /// Units of work waiting.
+    pub waiting: fn() -> usize,
+    /// On executor `cpu`, waits while its group's orchestrator core is at work (briefly);
+    /// false when a step is coming for the executor, so the work should not start now.
+    pub wait_for_quiet: fn(cpu: usize) -> bool,
+    /// Runs one unit of work.
+    pub run_one: fn(),
+    /// Runs on the executor right after a request completed; `requests_waiting` says whether
+    /// another step is already queued for it or waits centrally.
+    pub after_response: fn(requests_waiting: bool),
+}
+
+static BACKGROUND: spin::Once<BackgroundWork> = spin::Once::new();
+
+/// What an orchestrator core does each time it looks for work, before dispatching (waking
+/// μprocesses whose sleep is over).
+static ON_POLL: spin::Once<fn()> = spin::Once::new();
+
+/// Installs the executors' background work (the first call wins).
+pub fn set_background_work(work: BackgroundWork) {
+    BACKGROUND.call_once(|| work);
+}
+
+/// Installs what an orchestrator core runs each time it looks for work (the first call wins).
+pub fn set_poll_hook(hook: fn()) {
+    ON_POLL.call_once(|| hook);
+}
+
+fn on_poll() {
+    if let Some(hook) = ON_POLL.get() {
+        hook();
+    }
+}
+
 /// Each executor CPU's queue of dispatched steps, run by its idle loop ([`run_queued`]). Typed
 /// rather than boxed closures, so a dispatch allocates nothing once a queue has grown.
 static STEPS: [Mutex<VecDeque<Job>>; smp::MAX_CPUS] =
@@ -187,13 +285,16 @@ fn run_queued(index: usize) -> bool {
     let Some(mut job) = STEPS.get(index).and_then(|q| q.lock().pop_front()) else {
         // Nothing to serve: restore an instance whose request has ended, if one waits and no
         // step is on its way here (a caller resumed after its nested call, say).
-        if crate::runtime::warm::deferred() == 0 || steps_coming(index) {
+        let Some(work) = BACKGROUND.get() else {
+            return false;
+        };
+        if (work.waiting)() == 0 || steps_coming(index) {
             return false;
         }
         cpu::enable_interrupts();
         // A restore is background work: it waits for the orchestrator core to go idle.
-        if crate::runtime::warm::wait_for_quiet(index) {
-            let _ = crate::runtime::warm::run_one_deferred();
+        if (work.wait_for_quiet)(index) {
+            (work.run_one)();
         }
         return true;
     };
@@ -295,12 +396,11 @@ pub fn init_groups(k: usize, group_size: usize) {
 /// until an IPI (a submission, a completion) or 10 ms pass. Returns when a new layout no longer
 /// makes `cpu` an orchestrator.
 pub fn serve(cpu_index: usize) {
-    let hz = crate::arch::apic::tsc_hz();
     while with(|s| s.groups.iter().any(|g| g.orchestrator_cpu == cpu_index)) {
-        idle_until(cpu::rdtsc() + hz / 100, &mut || false);
+        idle_until(crate::arch::time::deadline_after_ms(10), &mut || false);
     }
     // Back to an executor's periodic tick (time limits of user code rely on it).
-    crate::arch::apic::start_periodic_timer(crate::TIMER_HZ);
+    crate::arch::apic::start_periodic_timer(crate::arch::time::TIMER_HZ);
 }
 
 /// Dispatches what the orchestrator can, then halts the orchestrator core until `deadline` or
@@ -316,7 +416,7 @@ pub fn idle_until(deadline: u64, done: &mut dyn FnMut() -> bool) {
     if now < deadline {
         crate::arch::apic::arm_oneshot(deadline - now);
     }
-    crate::ufork::wake_sleepers();
+    on_poll();
     poll();
     // On a one-CPU machine `poll` runs steps inline, with interrupts on: the timer may have
     // fired meanwhile, so halt only before the deadline.
@@ -595,8 +695,8 @@ fn execute(job: Job) {
     // nested calls used are restored (a callee's restore waits, so its caller resumes first),
     // after the requests waiting for this executor when there are any: they take other idle
     // instances, and the executor restores these when it runs out of requests (`run_queued`).
-    if completed {
-        crate::runtime::warm::after_response(requests_waiting);
+    if let Some(work) = BACKGROUND.get().filter(|_| completed) {
+        (work.after_response)(requests_waiting);
     }
 }
 
@@ -644,7 +744,7 @@ pub fn take_range(tickets: core::ops::Range<Ticket>, out: &mut Vec<(Ticket, Done
 /// Dispatches and waits until `ticket` has finished (the orchestrator core's blocking path).
 pub fn wait(ticket: Ticket) -> Done {
     loop {
-        crate::ufork::wake_sleepers();
+        on_poll();
         poll();
         if let Some(d) = take(ticket) {
             return d;

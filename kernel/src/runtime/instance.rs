@@ -120,8 +120,7 @@ impl Instance {
                 .move_to(PdId::KERNEL, self.pd)
                 .map_err(InvokeFailure::Refused)?;
             jord::with(|j| j.write_words(base, word, &[INIT_PENDING])).map_err(pd_failure)?;
-            let deadline =
-                crate::arch::cpu::rdtsc() + crate::arch::apic::tsc_hz() / 1000 * m.time_limit_ms();
+            let deadline = crate::arch::time::deadline_after_ms(m.time_limit_ms());
             let args = [
                 argbuf.base,
                 warmup.len() as u64,

@@ -17,71 +17,14 @@
 //! The instance is given back and the ArgBuf freed whatever happened; every failure is typed.
 
 use super::instance::ArgBuf;
-use crate::arch::user::UserFault;
 use crate::jord::exec;
 use alloc::vec::Vec;
 use fjord_libos::function::{FnError, FnReturn, response_offset};
-use fjord_pd::{Error as PdError, PdId};
 
+pub use crate::orchestrator::InvokeFailure;
 pub use fjord_libos::function::DEFAULT_RESPONSE_ROOM;
 /// Largest request accepted (bounds the ArgBuf).
 pub const MAX_REQUEST: usize = 16 << 20;
-
-/// How an invocation failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InvokeFailure {
-    /// No function of that name is deployed.
-    NoSuchFunction,
-    /// The request exceeds [`MAX_REQUEST`].
-    RequestTooLarge,
-    /// Code in `pd` raised an exception; `fault` has the vector, address and access.
-    Faulted {
-        /// The PD that faulted.
-        pd: PdId,
-        /// The fault.
-        fault: UserFault,
-    },
-    /// The function ran past its time limit.
-    TimedOut {
-        /// The PD that was stopped.
-        pd: PdId,
-    },
-    /// Jord had no memory for the PD, the ArgBuf or the instance VMA.
-    OutOfMemory,
-    /// The function returned one of the ABI's errors.
-    Function(FnError),
-    /// The function returned a value that is neither a response that fits nor an error code.
-    BadResponse(u64),
-    /// PrivLib refused an operation of the sequence (a bug or a hostile function).
-    Refused(PdError),
-    /// The orchestrator's queue was full.
-    Busy,
-    /// The module is a program (a μprocess), not a function.
-    NotAFunction,
-}
-
-impl core::fmt::Display for InvokeFailure {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            InvokeFailure::NoSuchFunction => f.write_str("no such function"),
-            InvokeFailure::RequestTooLarge => f.write_str("request too large"),
-            InvokeFailure::Faulted { pd, fault } => write!(
-                f,
-                "function faulted in {pd:?}: vector {} {:?} at {:#x} (rip {:#x})",
-                fault.vector, fault.access, fault.addr, fault.rip
-            ),
-            InvokeFailure::TimedOut { pd } => write!(f, "function timed out in {pd:?}"),
-            InvokeFailure::OutOfMemory => f.write_str("out of memory"),
-            InvokeFailure::Function(e) => write!(f, "function error {e:?}"),
-            InvokeFailure::BadResponse(v) => write!(f, "bad response value {v:#x}"),
-            InvokeFailure::Refused(e) => write!(f, "PrivLib refused: {e:?}"),
-            InvokeFailure::Busy => f.write_str("the orchestrator's queue is full"),
-            InvokeFailure::NotAFunction => {
-                f.write_str("a program, not a function: start it as a process")
-            }
-        }
-    }
-}
 
 /// Invocations stopped at their time limit.
 pub static TIMEOUTS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
@@ -120,11 +63,11 @@ pub fn invoke(name: &str, request: &[u8]) -> Result<Vec<u8>, InvokeFailure> {
 }
 
 /// The invocation failure for an executor error.
-pub fn exec_failure(e: exec::InvokeError) -> InvokeFailure {
+pub fn exec_failure(e: exec::CallError) -> InvokeFailure {
     match e {
-        exec::InvokeError::Faulted { pd, fault } => InvokeFailure::Faulted { pd, fault },
-        exec::InvokeError::TimedOut { pd } => InvokeFailure::TimedOut { pd },
-        exec::InvokeError::Refused(e) => InvokeFailure::Refused(e),
+        exec::CallError::Faulted { pd, fault } => InvokeFailure::Faulted { pd, fault },
+        exec::CallError::TimedOut { pd } => InvokeFailure::TimedOut { pd },
+        exec::CallError::Refused(e) => InvokeFailure::Refused(e),
     }
 }
 

@@ -276,12 +276,22 @@ pub fn load_initrd(bytes: &[u8]) -> (usize, usize) {
     (ok, failed)
 }
 
-/// Boot hook: with `modules=initrd`, deploys the initrd's function modules.
-pub fn boot(info: &crate::boot::pvh::BootInfo, opts: &fjord_kernel::cmdline::BootOptions<'_>) {
+/// Starts the runtime: installs the warm instances' restores as the executors' background
+/// work and, with `modules=initrd`, deploys the function modules of `initrd` (the boot
+/// module's bytes, when there is one).
+pub fn boot(initrd: Option<&[u8]>, opts: &fjord_kernel::cmdline::BootOptions<'_>) {
+    crate::orchestrator::set_background_work(crate::orchestrator::BackgroundWork {
+        waiting: warm::deferred,
+        wait_for_quiet: warm::wait_for_quiet,
+        run_one: || {
+            let _ = warm::run_one_deferred();
+        },
+        after_response: warm::after_response,
+    });
     if opts.modules != fjord_kernel::cmdline::ModuleSource::Initrd {
         return;
     }
-    let Some(bytes) = crate::boot::initrd(info) else {
+    let Some(bytes) = initrd else {
         return;
     };
     let (ok, failed) = load_initrd(bytes);

@@ -111,8 +111,7 @@ impl FunctionService for RuntimeService {
             }
         };
         let ticks = done.finished.saturating_sub(done.arrived);
-        let hz = u128::from(crate::arch::apic::tsc_hz().max(1));
-        let nanos = (u128::from(ticks) * 1_000_000_000 / hz) as u64;
+        let nanos = crate::arch::time::ticks_to_ns(ticks);
         Some(Completion {
             result: done.result.map_err(|e| InvokeError::Failed(format!("{e}"))),
             latency: Some(nanos),

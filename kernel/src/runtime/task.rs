@@ -20,8 +20,8 @@ use super::instance::{ArgBuf, Instance, Invocation};
 use super::invoke::{self, InvokeFailure};
 use crate::arch::cpu;
 use crate::jord::{self, exec};
+use crate::mm::user_memory;
 use crate::orchestrator::{self, JobInfo, SubmitError};
-use crate::syscalls::{check_user_writable, user_bytes};
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
@@ -129,7 +129,7 @@ fn locked<R>(f: impl FnOnce(&mut Calls) -> R) -> R {
 }
 
 fn deadline_of(f: &LoadedFunction) -> u64 {
-    cpu::rdtsc() + crate::arch::apic::tsc_hz() / 1000 * f.manifest.time_limit_ms()
+    crate::arch::time::deadline_after_ms(f.manifest.time_limit_ms())
 }
 
 /// The first step of an external request of `f` with `request`, as the orchestrator runs it
@@ -303,7 +303,7 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4], suspending: bool) -> Result<
         return Err(AbiError::InvalidArgs);
     }
     // The caller's address space is loaded on this CPU while the executor handles the call.
-    let name = user_bytes(name_ptr, name_len)?;
+    let name = user_memory::bytes(name_ptr, name_len)?;
     let name = core::str::from_utf8(name).map_err(|_| AbiError::InvalidArgs)?;
     let f = super::lookup(name)
         .filter(|f| f.manifest.kind == fjord_faas::module::ModuleKind::Function)
@@ -329,8 +329,8 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4], suspending: bool) -> Result<
         }
         HopMode::Copy => {
             // A pipe write: the kernel reads the request from the caller's buffer.
-            check_user_writable(buf, capacity)?;
-            let channel = user_bytes(buf, request_len)?.to_vec();
+            user_memory::check_writable(buf, capacity)?;
+            let channel = user_memory::bytes(buf, request_len)?.to_vec();
             // A pipe read: the callee's buffer gets the request from the channel.
             let inv = Invocation::prepare(&f, &channel, capacity)?;
             HOP_BYTES_COPIED.fetch_add(2 * request_len, Ordering::Relaxed);

@@ -394,7 +394,7 @@ const QUIET_WAIT_PER_SECOND: u64 = 50_000;
 pub fn wait_for_quiet(cpu: usize) -> bool {
     use crate::orchestrator::{orchestrator_at_work, steps_coming};
     if orchestrator_at_work(cpu) {
-        let limit = crate::arch::apic::tsc_hz() / QUIET_WAIT_PER_SECOND;
+        let limit = crate::arch::time::ticks_per_second() / QUIET_WAIT_PER_SECOND;
         let start = cpu::rdtsc();
         while orchestrator_at_work(cpu) && cpu::rdtsc().wrapping_sub(start) < limit {
             if steps_coming(cpu) {

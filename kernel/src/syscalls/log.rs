@@ -9,7 +9,7 @@
 //! A message beyond either bound is dropped whole, counted ([`dropped`]) and refused with
 //! [`Error::LimitReached`]; the function runs on.
 
-use crate::arch::{apic, cpu, percpu};
+use crate::arch::{percpu, time};
 use crate::jord::tenant;
 use core::sync::atomic::{AtomicU64, Ordering};
 use fjord_libos::abi::Error;
@@ -51,11 +51,12 @@ static BUCKET: spin::Mutex<Bucket> = spin::Mutex::new(Bucket {
 
 /// Takes `len` bytes from the console's rate; false when they are not there.
 fn take_rate(len: u64) -> bool {
-    let now = cpu::rdtsc();
-    let hz = apic::tsc_hz().max(1);
+    let now = time::now();
     let mut b = BUCKET.lock();
-    let earned = u128::from(now.saturating_sub(b.filled_at)) * u128::from(RATE_BYTES_PER_SEC)
-        / u128::from(hz);
+    let earned = u128::from(time::events_in(
+        now.saturating_sub(b.filled_at),
+        RATE_BYTES_PER_SEC,
+    ));
     if earned > 0 {
         b.tokens = (u128::from(b.tokens) + earned).min(u128::from(BURST_BYTES)) as u64;
         b.filled_at = now;
@@ -74,7 +75,7 @@ pub fn log(ptr: u64, len: u64) -> Result<u64, Error> {
     if len > MAX_LOG_LEN {
         return Err(Error::InvalidArgs);
     }
-    let bytes = super::user_bytes(ptr, len)?;
+    let bytes = crate::mm::user_memory::bytes(ptr, len)?;
     let msg = core::str::from_utf8(bytes).map_err(|_| Error::InvalidArgs)?;
     let me = PdId::from_raw(percpu::current().current_pd).unwrap_or(PdId::KERNEL);
     if !tenant::take_log(me, len as u32) {

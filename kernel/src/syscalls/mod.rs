@@ -7,20 +7,10 @@
 pub mod log;
 
 use crate::arch::percpu;
+use crate::arch::user::SyscallAction as Action;
 use crate::jord::{self, state::abi_error};
-use crate::mm::user_memory;
 use fjord_libos::abi::{Error, Sysno, encode};
 use fjord_pd::{Error as PdError, MapFlags, PdId, Perm};
-
-/// What the syscall entry does after the policy ran.
-pub enum Action {
-    /// Return to the caller with this `rax`.
-    Return(u64),
-    /// End the run: the code exited with this code.
-    Exit(u64),
-    /// End the run: the executor running this code handles the call (`UserExit::Request`).
-    Delegate,
-}
 
 /// Decides and performs system call `no` with `args` for the code running on this CPU.
 pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
@@ -152,26 +142,4 @@ fn privlib(call: Sysno, a: [u64; 4]) -> Result<u64, Error> {
     };
     pending.map_err(abi_error)?.finish();
     Ok(0)
-}
-
-/// The page-fault hook of the user-mode path (see `jord::vlb`).
-pub fn on_user_page_fault(addr: u64, error: u64) -> bool {
-    jord::vlb::on_user_page_fault(addr, error)
-}
-
-/// Checks that `[addr, addr + len)` is user memory ring 3 may write in the address space loaded
-/// on this CPU, filling VLB misses on the way as a ring-3 access would.
-pub fn check_user_writable(addr: u64, len: u64) -> Result<(), Error> {
-    user_memory::check_writable(addr, len, on_user_page_fault).map_err(|_| Error::BadAddress)
-}
-
-/// The `len` bytes of user memory at `addr`, after checking that ring 3 may read them in the
-/// address space loaded on this CPU (VLB misses filled on the way).
-pub fn user_bytes<'a>(addr: u64, len: u64) -> Result<&'a [u8], Error> {
-    user_memory::bytes(addr, len, on_user_page_fault).map_err(|_| Error::BadAddress)
-}
-
-/// Copies `data` to user memory at `addr` after checking that ring 3 may write it there.
-pub fn copy_to_user(addr: u64, data: &[u8]) -> Result<(), Error> {
-    user_memory::copy_to(addr, data, on_user_page_fault).map_err(|_| Error::BadAddress)
 }

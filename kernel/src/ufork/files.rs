@@ -72,7 +72,9 @@ pub(super) fn copy_in(pid: Pid, addr: u64, len: u64) -> Result<Vec<u8>, AbiError
     let pd = with(|p| p.procs.get(&pid).map(|pr| pr.instance.pd)).ok_or(AbiError::InvalidArgs)?;
     crate::arch::cpu::without_interrupts(|| {
         jord::with(|j| j.switch_to(pd));
-        let bytes = crate::syscalls::user_bytes(addr, len).map(<[u8]>::to_vec);
+        let bytes = crate::mm::user_memory::bytes(addr, len)
+            .map(<[u8]>::to_vec)
+            .map_err(AbiError::from);
         jord::with(|j| j.switch_to(fjord_pd::PdId::KERNEL));
         bytes
     })
@@ -235,9 +237,9 @@ pub(super) fn write(
     // Lesser isolation: straight from the caller's pages (checked, through its own tables).
     crate::arch::cpu::without_interrupts(|| {
         jord::with(|j| j.switch_to(pd));
-        let next = match crate::syscalls::user_bytes(buf, len) {
+        let next = match crate::mm::user_memory::bytes(buf, len) {
             Ok(data) => write_from(pid, fd, data, (buf, len), ctx, info),
-            Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
+            Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e.into()))),
         };
         jord::with(|j| j.switch_to(fjord_pd::PdId::KERNEL));
         next

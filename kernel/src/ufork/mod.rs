@@ -265,7 +265,7 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
             Next::Stop => return None,
         }
     }
-    let deadline = cpu::rdtsc() + crate::arch::apic::tsc_hz() / 1000 * SLICE_MS;
+    let deadline = crate::arch::time::deadline_after_ms(SLICE_MS);
     loop {
         jord::with(|j| j.switch_to(pd));
         let exit = user::run(&mut ctx, Some(deadline));
@@ -832,9 +832,7 @@ fn kill(target: u64, sig: u64) -> Result<u64, AbiError> {
 
 /// `sleep(ns)`: parks `pid` until [`wake_sleepers`] finds its time has come.
 fn sleep(pid: Pid, ns: u64, ctx: &mut UserContext, info: JobInfo) -> Next {
-    let hz = u128::from(crate::arch::apic::tsc_hz());
-    let ticks = (u128::from(ns) * hz / 1_000_000_000).min(u128::from(u64::MAX / 2)) as u64;
-    let until = cpu::rdtsc().saturating_add(ticks);
+    let until = crate::arch::time::now().saturating_add(crate::arch::time::ns_to_ticks(ns));
     ctx.frame.rax = 0;
     park(pid, BlockReason::Sleep { until }, Blocked::Sleep, ctx, info);
     with(|p| p.sleepers.push((pid, until)));
@@ -844,6 +842,12 @@ fn sleep(pid: Pid, ns: u64, ctx: &mut UserContext, info: JobInfo) -> Next {
 
 /// How many μprocesses sleep (so that looking for due sleepers costs one load when none do).
 static SLEEPING: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Starts μprocess support: the orchestrator cores wake sleeping μprocesses whenever they look
+/// for work.
+pub fn init() {
+    orchestrator::set_poll_hook(wake_sleepers);
+}
 
 /// Wakes the μprocesses whose sleep is over (called by the CPU that orchestrates, each time
 /// it looks for work).

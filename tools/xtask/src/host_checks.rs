@@ -1,5 +1,5 @@
 //! The host-side test layers: lints (`cargo fmt`, `cargo clippy` for the host and for the kernel
-//! target) and the host unit tests (`cargo test --workspace`).
+//! target, the kernel's layering) and the host unit tests (`cargo test --workspace`).
 
 use std::process::Command;
 use std::time::Instant;
@@ -8,8 +8,9 @@ use crate::kernel_build::{KERNEL_PACKAGE, KERNEL_TARGET};
 use crate::test_runner::Tally;
 use crate::{serial_log, workspace};
 
-/// Runs the three lints, one line each; prints a failing lint's output.
+/// Runs the four lints, one line each; prints a failing lint's output.
 pub fn lint() -> Tally {
+    let mut tally = layering();
     if let Err(e) = crate::host_deps::ensure_rust_target(KERNEL_TARGET) {
         eprintln!("xtask: {e:#}");
     }
@@ -33,7 +34,6 @@ pub fn lint() -> Tally {
             ],
         ),
     ];
-    let mut tally = Tally::default();
     for (name, args) in checks {
         let mut command = workspace::cargo();
         command.args(args);
@@ -56,6 +56,38 @@ pub fn lint() -> Tally {
         }
     }
     tally
+}
+
+/// The kernel's layering check ([`crate::layers`]): one line, and each finding when it fails.
+fn layering() -> Tally {
+    let src = workspace::root().join("kernel/src");
+    let findings = match crate::layers::read_tree(&src) {
+        Ok(sources) => crate::layers::check(&sources)
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        Err(e) => vec![format!("could not read {}: {e}", src.display())],
+    };
+    if findings.is_empty() {
+        println!("lint layers ... ok ({})", crate::layers::ORDER.join(" < "));
+        Tally {
+            passed: 1,
+            failed: 0,
+        }
+    } else {
+        println!(
+            "lint layers ... FAILED ({} findings; order: {})",
+            findings.len(),
+            crate::layers::ORDER.join(" < ")
+        );
+        for f in &findings {
+            println!("  {f}");
+        }
+        Tally {
+            passed: 0,
+            failed: 1,
+        }
+    }
 }
 
 /// Runs `cargo test --workspace [filter]`, sums its `test result:` lines and prints one line;

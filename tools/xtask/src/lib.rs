@@ -30,6 +30,7 @@ pub mod http_client;
 pub mod initrd;
 pub mod kernel_build;
 pub mod ktest;
+pub mod layers;
 pub mod linux;
 pub mod loadgen;
 pub mod measure;

@@ -6,6 +6,15 @@
 
 use core::arch::global_asm;
 
+/// The bootstrap processor's first Rust code, on the boot stack with the boot tables: records
+/// the PVH start info, then enters the kernel's boot sequence.
+extern "C" fn bsp_main(start_info: u32) -> ! {
+    // SAFETY: EBX carried the start-info address (the stub passes it on) and the boot tables
+    // identity-map low memory.
+    unsafe { super::pvh::record(u64::from(start_info)) };
+    crate::kernel_entry()
+}
+
 /// Size of the bootstrap processor's boot stack.
 pub const BOOT_STACK_SIZE: usize = 64 * 1024;
 
@@ -167,7 +176,7 @@ ap_trampoline_end:
     .text
 "#,
     stack_size = const BOOT_STACK_SIZE,
-    bsp_entry = sym crate::boot_main,
+    bsp_entry = sym bsp_main,
     ap_entry = sym crate::arch::smp::ap_main,
     ap_cr3 = sym crate::arch::smp::AP_CR3,
     ap_stack = sym crate::arch::smp::AP_STACK_TOP,

@@ -221,3 +221,21 @@ pub fn halt_forever() -> ! {
         unsafe { asm!("cli; hlt", options(nomem, nostack)) };
     }
 }
+
+/// Moves this CPU onto the fresh stack `stacks.kernel_top` and calls `cont` there; the old
+/// stack is not used again.
+pub fn continue_on_stack(stacks: &super::smp::CpuStacks, cont: extern "C" fn() -> !) -> ! {
+    // SAFETY: the stack is mapped read-write and unused (the memory manager made it for this
+    // CPU); `cont` never returns, so nothing refers to the old stack afterwards.
+    unsafe {
+        core::arch::asm!(
+            "mov rsp, {top}",
+            "xor ebp, ebp",
+            "call {cont}",
+            "ud2",
+            top = in(reg) stacks.kernel_top,
+            cont = in(reg) cont,
+            options(noreturn),
+        )
+    }
+}

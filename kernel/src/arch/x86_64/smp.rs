@@ -78,8 +78,19 @@ pub fn register_bsp(apic_id: u32) {
     ONLINE[0].store(true, Ordering::Release);
 }
 
+/// The tops of one CPU's stacks (mapped by the memory manager, each below a guard page).
+#[derive(Clone, Copy, Debug)]
+pub struct CpuStacks {
+    /// Main kernel stack.
+    pub kernel_top: u64,
+    /// Trap stack (TSS RSP0 and SYSCALL entry).
+    pub trap_top: u64,
+    /// IST stacks 1..=3.
+    pub ist_tops: [u64; 3],
+}
+
 /// Per-CPU setup shared by the BSP and the APs (GDT/TSS, IDT, per-CPU block, APIC, SYSCALL).
-pub fn init_this_cpu(index: usize, stacks: &crate::mm::stacks::CpuStacks) {
+pub fn init_this_cpu(index: usize, stacks: &CpuStacks) {
     super::gdt::init_cpu(&super::gdt::CpuStacks {
         trap_top: stacks.trap_top,
         ist_tops: stacks.ist_tops,
@@ -100,9 +111,16 @@ pub fn init_this_cpu(index: usize, stacks: &crate::mm::stacks::CpuStacks) {
 }
 
 /// Starts every AP in `apic_ids` (the BSP's own id is skipped); returns how many came online.
-pub fn start_aps(apic_ids: &[u32], bsp_apic_id: u32) -> usize {
+/// `direct_map` is the virtual address of physical address 0; `stacks_for(index)` maps the
+/// stacks of CPU `index`.
+pub fn start_aps(
+    apic_ids: &[u32],
+    bsp_apic_id: u32,
+    direct_map: u64,
+    stacks_for: &mut dyn FnMut(usize) -> Option<CpuStacks>,
+) -> usize {
     let len = (&raw const ap_trampoline_end as usize) - (&raw const ap_trampoline_start as usize);
-    let dst = crate::mm::phys_to_virt(AP_TRAMPOLINE_PHYS) as *mut u8;
+    let dst = (direct_map + AP_TRAMPOLINE_PHYS) as *mut u8;
     // SAFETY: the trampoline blob is `len` bytes of rodata; physical page 0x8000 is reserved for
     // it (never handed out by the frame allocator) and reachable through the direct map.
     unsafe { core::ptr::copy_nonoverlapping(&raw const ap_trampoline_start, dst, len) };
@@ -114,7 +132,10 @@ pub fn start_aps(apic_ids: &[u32], bsp_apic_id: u32) -> usize {
             log::warn!("smp: only {MAX_CPUS} CPUs are supported; APIC id {id} stays off");
             break;
         }
-        let stacks = crate::mm::stacks::allocate(index).expect("memory for AP stacks");
+        let Some(stacks) = stacks_for(index) else {
+            log::error!("smp: no memory for the stacks of CPU {index}; APIC id {id} stays off");
+            break;
+        };
         AP_STACK_TOP.store(stacks.kernel_top, Ordering::Release);
         AP_INDEX.store(index, Ordering::Release);
         AP_READY.store(false, Ordering::Release);
@@ -139,7 +160,7 @@ pub fn start_aps(apic_ids: &[u32], bsp_apic_id: u32) -> usize {
     started
 }
 
-static STACKS_FOR_AP: Mutex<Option<crate::mm::stacks::CpuStacks>> = Mutex::new(None);
+static STACKS_FOR_AP: Mutex<Option<CpuStacks>> = Mutex::new(None);
 
 fn wait_ready(us: u64) -> bool {
     let hz = apic::tsc_hz().max(1_000_000);
@@ -161,7 +182,7 @@ pub extern "C" fn ap_main() -> ! {
         .take()
         .expect("BSP published the AP's stacks");
     init_this_cpu(index, &stacks);
-    apic::start_periodic_timer(crate::TIMER_HZ);
+    apic::start_periodic_timer(super::time::TIMER_HZ);
     ONLINE[index].store(true, Ordering::Release);
     AP_READY.store(true, Ordering::Release);
     log::debug!("cpu {index} online (APIC id {})", apic::id());

@@ -602,3 +602,12 @@ pub fn probe_divide(a: u64, b: u64) -> Result<u64, CaughtFault> {
         Ok(q)
     }
 }
+
+/// Reads an unmapped kernel address on purpose (`crash=pagefault`): the page-fault handler
+/// reports the fault and exits QEMU, so this returns only if the read did not fault.
+pub fn read_unmapped_on_purpose() -> u64 {
+    let p = 0xffff_8fff_dead_0000u64 as *const u64;
+    // SAFETY: deliberately faulting: the address is unmapped in every address space, so the
+    // read never returns data; the exception handler reports it and exits QEMU.
+    unsafe { p.read_volatile() }
+}

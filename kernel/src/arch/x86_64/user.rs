@@ -424,7 +424,7 @@ pub fn on_exception_from_user(frame: &mut TrapFrame, cr2: u64) {
         serve_stranded_syscall(frame);
         return;
     }
-    if frame.vector == 14 && crate::syscalls::on_user_page_fault(cr2, frame.error) {
+    if frame.vector == 14 && resolve_user_fault(cr2, frame.error) {
         return;
     }
     USER_FAULTS.fetch_add(1, Ordering::Relaxed);
@@ -454,12 +454,51 @@ pub fn on_timer_from_user(frame: &TrapFrame) {
     }
 }
 
+/// What the system-call entry does once the kernel's handler ran.
+pub enum SyscallAction {
+    /// Return to the caller with this `rax`.
+    Return(u64),
+    /// End the run: the code exited with this code.
+    Exit(u64),
+    /// End the run: the executor running this code handles the call (`UserExit::Request`).
+    Delegate,
+}
+
+/// The kernel's handlers of what ring 3 raises, installed once at boot ([`set_handlers`]).
+#[derive(Clone, Copy)]
+pub struct UserHandlers {
+    /// Performs system call `no` with its four arguments for the code running on this CPU.
+    pub syscall: fn(no: u64, args: [u64; 4]) -> SyscallAction,
+    /// Resolves a ring-3 page fault at `addr` with error code `error`; true when the page is
+    /// now mapped as the access needs, so the access can be retried.
+    pub page_fault: fn(addr: u64, error: u64) -> bool,
+}
+
+static HANDLERS: spin::Once<UserHandlers> = spin::Once::new();
+
+/// Installs the handlers of system calls and ring-3 page faults (the first call wins). Until
+/// then every system call fails with `NoSys` and every ring-3 page fault ends the run.
+pub fn set_handlers(handlers: UserHandlers) {
+    HANDLERS.call_once(|| handlers);
+}
+
+/// Resolves a ring-3 page fault at `addr` with error code `error` through the installed
+/// handler, as the trap path does; the kernel's checks of user memory use it to fill misses.
+pub fn resolve_user_fault(addr: u64, error: u64) -> bool {
+    HANDLERS.get().is_some_and(|h| (h.page_fault)(addr, error))
+}
+
 extern "C" fn syscall_dispatch(frame: &mut TrapFrame) {
-    use crate::syscalls::Action;
     let args = [frame.rdi, frame.rsi, frame.rdx, frame.r10];
-    match crate::syscalls::dispatch(frame.rax, args) {
-        Action::Return(v) => frame.rax = v,
-        Action::Exit(code) => end_run(
+    let action = match HANDLERS.get() {
+        Some(h) => (h.syscall)(frame.rax, args),
+        None => SyscallAction::Return(fjord_libos::abi::encode(Err(
+            fjord_libos::abi::Error::NoSys,
+        ))),
+    };
+    match action {
+        SyscallAction::Return(v) => frame.rax = v,
+        SyscallAction::Exit(code) => end_run(
             frame,
             RawExit {
                 kind: EXIT_EXITED,
@@ -467,7 +506,7 @@ extern "C" fn syscall_dispatch(frame: &mut TrapFrame) {
                 ..RawExit::default()
             },
         ),
-        Action::Delegate => end_run(
+        SyscallAction::Delegate => end_run(
             frame,
             RawExit {
                 kind: EXIT_REQUEST,

@@ -256,15 +256,9 @@ impl Jord {
         out: &'a mut MaybeUninit<PageWords>,
     ) -> &'a mut PageWords {
         self.settle_page(base, i);
-        let read = match self.backing_mut(base) {
+        match self.backing_mut(base) {
             Some(b) if b.is_initialised(i) => b.frames.read_words(i * PAGE_SIZE as usize, out),
-            _ => false,
-        };
-        if read {
-            // SAFETY: `read_words` initialised all of `out`.
-            unsafe { out.assume_init_mut() }
-        } else {
-            out.write([0; SLOTS_PER_PAGE])
+            _ => out.write([0; SLOTS_PER_PAGE]),
         }
     }
 

@@ -65,6 +65,8 @@ pub enum PvhError {
     BadMagic(u32),
     /// No memory map was given (start-info version 0).
     NoMemoryMap,
+    /// Nothing was recorded: the kernel was not entered through the PVH entry.
+    NotRecorded,
 }
 
 impl core::fmt::Display for PvhError {
@@ -75,6 +77,7 @@ impl core::fmt::Display for PvhError {
                 "start-info magic {m:#x} is wrong: not booted through PVH"
             ),
             PvhError::NoMemoryMap => f.write_str("the start info has no memory map (version 0)"),
+            PvhError::NotRecorded => f.write_str("no start info was recorded at entry"),
         }
     }
 }
@@ -147,4 +150,26 @@ pub unsafe fn read(pa: u64) -> Result<BootInfo, PvhError> {
         info.module_count += 1;
     }
     Ok(info)
+}
+
+static RECORDED: spin::Once<Result<BootInfo, PvhError>> = spin::Once::new();
+
+/// Reads and keeps the start-info block at physical address `pa`, on the entry path, while low
+/// memory is still identity-mapped.
+///
+/// # Safety
+/// As for [`read`].
+pub(super) unsafe fn record(pa: u64) {
+    // SAFETY: guaranteed by the caller.
+    RECORDED.call_once(|| unsafe { read(pa) });
+}
+
+/// The boot information the loader passed, read on the entry path; why it is unusable when it
+/// is.
+pub fn boot_info() -> Result<&'static BootInfo, &'static PvhError> {
+    match RECORDED.get() {
+        Some(Ok(info)) => Ok(info),
+        Some(Err(e)) => Err(e),
+        None => Err(&PvhError::NotRecorded),
+    }
 }

@@ -313,6 +313,8 @@ pub fn init_cpu() {
 
 /// Counts of interrupts by kind, for tests and metrics.
 pub static SPURIOUS_COUNT: AtomicU64 = AtomicU64::new(0);
+/// Kernel breakpoints (`int3` in ring 0) handled and resumed.
+pub static BREAKPOINT_COUNT: AtomicU64 = AtomicU64::new(0);
 
 /// The Rust side of every trap.
 extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
@@ -348,6 +350,7 @@ fn exception(frame: &mut TrapFrame) {
     let cr2 = cpu::read_cr2();
     if frame.vector == 3 && !frame.is_from_user() {
         // Breakpoints resume after the int3.
+        BREAKPOINT_COUNT.fetch_add(1, Ordering::Relaxed);
         log::info!("breakpoint at {:#x}", frame.rip);
         return;
     }

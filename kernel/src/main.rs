@@ -24,6 +24,8 @@ mod boot;
 #[cfg(target_os = "none")]
 mod console;
 #[cfg(target_os = "none")]
+mod groundhog;
+#[cfg(target_os = "none")]
 mod jord;
 #[cfg(target_os = "none")]
 mod ktests;
@@ -31,6 +33,8 @@ mod ktests;
 mod kv;
 #[cfg(target_os = "none")]
 mod mm;
+#[cfg(target_os = "none")]
+mod module;
 #[cfg(target_os = "none")]
 mod net;
 #[cfg(target_os = "none")]

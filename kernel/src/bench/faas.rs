@@ -48,7 +48,7 @@ fn invocation() -> Work {
                 p.finish();
                 let deadline = crate::arch::time::deadline_after_ms(1000);
                 exec::call(pd, entry, [WORK, buf, 0, 0], Some(deadline))
-                    .map_err(crate::runtime::invoke::exec_failure)
+                    .map_err(crate::runtime::InvokeFailure::from)
             }
             Err(e) => Err(InvokeFailure::Refused(e)),
         };

@@ -4,8 +4,8 @@
 use crate::arch::cpu;
 use crate::bench::{Sys, report_sys};
 use crate::jord::exec;
+use crate::module::instance::Invocation;
 use crate::runtime::LoadedFunction;
-use crate::runtime::instance::Invocation;
 use crate::runtime::invoke::{self, DEFAULT_RESPONSE_ROOM, InvokeFailure, MAX_REQUEST};
 use alloc::vec::Vec;
 use fjord_libos::function::argbuf_capacity;
@@ -88,7 +88,8 @@ fn invoke_function(
         inv.argbuf.capacity,
         inv.instance.boundary,
     ];
-    let called = exec::call_tp(pd, f.entry, args, tp, Some(deadline)).map_err(invoke::exec_failure);
+    let called = exec::call_tp(pd, f.entry, args, tp, Some(deadline))
+        .map_err(crate::runtime::InvokeFailure::from);
     invoke::count_ending(&called);
     let t2 = cpu::rdtsc();
     let reusable = called.is_ok();

@@ -128,7 +128,7 @@ ktest! {
                     if let Ok(p) = jord::with(|j| j.cput(PdId::KERNEL, pd)) {
                         p.finish();
                     }
-                    let v = r.map_err(crate::runtime::invoke::exec_failure)?;
+                    let v = r.map_err(crate::runtime::InvokeFailure::from)?;
                     Ok(v.to_le_bytes().to_vec())
                 }))
                 .map_err(|e| format!("{e:?}"))
@@ -193,7 +193,7 @@ ktest! {
         kassert!(orchestrator::orchestrator_at_work(1));
         kassert!(!orchestrator::orchestrator_at_work(0));
         // A restore on CPU 0 (its own orchestrator) never waits.
-        kassert!(crate::runtime::warm::wait_for_quiet(0));
+        kassert!(crate::groundhog::warm::wait_for_quiet(0));
         Ok(())
     }
 }

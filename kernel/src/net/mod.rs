@@ -200,7 +200,7 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             Gauge,
             "Idle function instances kept for reuse.",
             &[],
-            crate::runtime::warm::kept() as u64
+            crate::groundhog::warm::kept() as u64
         ),
         s(
             "fjord_uprocesses",

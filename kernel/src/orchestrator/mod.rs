@@ -63,6 +63,17 @@ pub enum InvokeFailure {
     NotAFunction,
 }
 
+impl From<crate::jord::exec::CallError> for InvokeFailure {
+    fn from(e: crate::jord::exec::CallError) -> Self {
+        use crate::jord::exec::CallError;
+        match e {
+            CallError::Faulted { pd, fault } => InvokeFailure::Faulted { pd, fault },
+            CallError::TimedOut { pd } => InvokeFailure::TimedOut { pd },
+            CallError::Refused(e) => InvokeFailure::Refused(e),
+        }
+    }
+}
+
 impl core::fmt::Display for InvokeFailure {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {

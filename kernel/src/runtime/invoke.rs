@@ -1,6 +1,6 @@
 //! Invoking a function: the Jord executor sequence for one request (Jord §3.4).
 //!
-//! 1. take an instance of the function ([`super::instance`]): an idle one from its pool, or a new
+//! 1. take an instance of the function ([`crate::module::instance`]): an idle one from its pool, or a new
 //!    PD (`cget`, which gives it a root table and a small creation stack) with its instance
 //!    VMA: the manifest's stack, then its heap (see the entry ABI in
 //!    [`fjord_libos::function`]), and the heap allocator's header below the boundary;
@@ -11,13 +11,12 @@
 //! 3. `ccall` the entry (`exec::call`) with a deadline;
 //! 4. `pmove` the ArgBuf back to the kernel, read the response;
 //! 5. give the instance back: restored into its pool if the function returned (see
-//!    [`super::warm`]), else `cput` (its stack and instance VMA go with it); `munmap` the
+//!    [`crate::groundhog::warm`]), else `cput` (its stack and instance VMA go with it); `munmap` the
 //!    ArgBuf.
 //!
 //! The instance is given back and the ArgBuf freed whatever happened; every failure is typed.
 
-use super::instance::ArgBuf;
-use crate::jord::exec;
+use crate::module::instance::ArgBuf;
 use alloc::vec::Vec;
 use fjord_libos::function::{FnError, FnReturn, response_offset};
 
@@ -58,17 +57,8 @@ pub fn invoke(name: &str, request: &[u8]) -> Result<Vec<u8>, InvokeFailure> {
     };
     // The instance is given back after the response; callers here (tests, benchmarks) see
     // it back in its pool.
-    super::warm::settle();
+    crate::groundhog::warm::settle();
     r
-}
-
-/// The invocation failure for an executor error.
-pub fn exec_failure(e: exec::CallError) -> InvokeFailure {
-    match e {
-        exec::CallError::Faulted { pd, fault } => InvokeFailure::Faulted { pd, fault },
-        exec::CallError::TimedOut { pd } => InvokeFailure::TimedOut { pd },
-        exec::CallError::Refused(e) => InvokeFailure::Refused(e),
-    }
 }
 
 /// Decodes the function's return value and copies the response out of its kernel-owned

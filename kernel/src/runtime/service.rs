@@ -177,8 +177,8 @@ impl FunctionService for RuntimeService {
                     replaced,
                 })
             }
-            Err(super::loader::LoadError::Invalid(e)) => Err(DeployError::Invalid(e)),
-            Err(super::loader::LoadError::NoMemory) => Err(DeployError::Full),
+            Err(crate::module::loader::LoadError::Invalid(e)) => Err(DeployError::Invalid(e)),
+            Err(crate::module::loader::LoadError::NoMemory) => Err(DeployError::Full),
             Err(e) => Err(DeployError::Unloadable(format!("{e}"))),
         }
     }

@@ -16,11 +16,11 @@
 //! callee buffer and back), as a pipe between worker processes would.
 
 use super::LoadedFunction;
-use super::instance::{ArgBuf, Instance, Invocation};
 use super::invoke::{self, InvokeFailure};
 use crate::arch::cpu;
 use crate::jord::{self, exec};
 use crate::mm::user_memory;
+use crate::module::instance::{ArgBuf, Instance, Invocation};
 use crate::orchestrator::{self, JobInfo, SubmitError};
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
@@ -216,7 +216,7 @@ fn step(
             None
         }
         Ok(exec::Outcome::Returned(v)) => finish(task, Ok(v)),
-        Err(e) => finish(task, Err(invoke::exec_failure(e))),
+        Err(e) => finish(task, Err(InvokeFailure::from(e))),
     }
 }
 
@@ -427,7 +427,7 @@ fn finish(
                 invoke::response(&inv.argbuf, task.request_len, v)
             });
             // The response goes out first; the instance is restored after (`run_deferred`).
-            super::warm::defer(task.func.clone(), inv, reusable);
+            crate::groundhog::warm::defer(task.func.clone(), inv, reusable);
             Some(r)
         }
         Origin::Child {
@@ -452,7 +452,7 @@ fn finish(
                 }
             };
             deliver(handle, value);
-            super::warm::defer(task.func.clone(), inv, reusable);
+            crate::groundhog::warm::defer(task.func.clone(), inv, reusable);
             None
         }
     }

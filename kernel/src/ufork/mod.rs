@@ -9,7 +9,7 @@
 //! children, zombies, `waitpid`) is `fjord_ufork::process`.
 //!
 //! Memory: a μprocess has one *area*, a VMA of its own holding its program's image (see
-//! [`crate::runtime::ProgramArea`]: code and read-only pages shared with every μprocess of the
+//! [`crate::module::ProgramArea`]: code and read-only pages shared with every μprocess of the
 //! program, statics, GOT and vtables its own), its stack, the heap allocator's header and its
 //! heap, aligned to its size class. Everything it can point to is in its area.
 //!
@@ -27,9 +27,9 @@
 use crate::arch::cpu;
 use crate::arch::user::{self, UserContext, UserExit};
 use crate::jord;
+use crate::module::LoadedFunction;
+use crate::module::instance::{self, Instance};
 use crate::orchestrator::{self, JobInfo, Outcome, Ticket};
-use crate::runtime::LoadedFunction;
-use crate::runtime::instance::{self, Instance};
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec;
@@ -153,7 +153,7 @@ pub fn spawn_with(name: &str, options: SpawnOptions) -> Result<(u64, Ticket), Sp
     if options.mode.check(options.isolation).is_err() {
         return Err(SpawnError::CowNeedsIsolationOff);
     }
-    let f = crate::runtime::lookup(name).ok_or(SpawnError::NoSuchProgram)?;
+    let f = crate::module::lookup(name).ok_or(SpawnError::NoSuchProgram)?;
     if f.manifest.kind != fjord_faas::module::ModuleKind::Program {
         return Err(SpawnError::NotAProgram);
     }
@@ -382,7 +382,7 @@ fn spawn_child(parent: Pid, name: u64, len: u64) -> Result<u64, AbiError> {
     }
     let name = files::copy_in(parent, name, len)?;
     let name = core::str::from_utf8(&name).map_err(|_| AbiError::InvalidArgs)?;
-    let f = crate::runtime::lookup(name).ok_or(AbiError::NoSuchFunction)?;
+    let f = crate::module::lookup(name).ok_or(AbiError::NoSuchFunction)?;
     if f.manifest.kind != fjord_faas::module::ModuleKind::Program {
         return Err(AbiError::NoSuchFunction);
     }

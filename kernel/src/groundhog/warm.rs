@@ -16,7 +16,7 @@
 //! PD id and the addresses of its stack and heap are the same as the last request's.
 //!
 //! The pools are bounded: at most [`PER_FUNCTION`] idle instances per function, and over all
-//! at most [`TOTAL`] holding at most a quarter of the frames ([`MEMORY_SHARE`]); at a total
+//! at most [`TOTAL`] holding at most a quarter of the frames ([`MEMORY_SHARE`](pool::MEMORY_SHARE)); at a total
 //! bound, an instance given back displaces one of the function whose pool was used least
 //! recently. A request that finds no idle instance gets a new one only while the function's
 //! instances alive (serving, awaiting their restores, idle) and all of them stay within those
@@ -28,129 +28,28 @@
 //! go one over them. [`drain`] destroys every idle instance (done before giving
 //! up on memory, when a function goes, and by leak tests).
 
-use super::LoadedFunction;
 use crate::arch::cpu;
-use crate::jord::state::PD_STACK_SIZE;
 use crate::jord::{self, state::InstanceLayout};
+use crate::module::LoadedFunction;
+use crate::module::instance::{ArgBuf, Invocation};
+use crate::module::pool::{
+    self, PER_FUNCTION, TOTAL, evict_for, instance_bytes, memory_budget, take_idle,
+};
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use fjord_kernel::layout::PAGE_SIZE;
-use fjord_pd::PdId;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use fjord_pd::{Error as PdError, PdId};
 use spin::Mutex;
 
-/// Most instances of one function alive at once (serving, awaiting their restores, idle).
-pub const PER_FUNCTION: usize = 512;
-/// Most instances made for requests alive at once over all functions (serving, awaiting their
-/// restores, idle): 768 of Jord's 1,024 live PDs
-/// ([`MAX_LIVE_PDS`](crate::jord::state::MAX_LIVE_PDS)), leaving the rest to the PDs functions
-/// create and to μprocesses. Idle instances alone are bounded by it too.
-pub const TOTAL: usize = 768;
-/// Idle instances hold at most `1 / MEMORY_SHARE` of the frames.
-pub const MEMORY_SHARE: usize = 4;
-
-/// Idle instances kept now, over all functions.
-static KEPT: AtomicUsize = AtomicUsize::new(0);
-/// Instances made for requests and not yet destroyed, over all functions.
-static INSTANCES: AtomicUsize = AtomicUsize::new(0);
-/// Bytes of memory those instances hold (see [`instance_bytes`]).
-static KEPT_BYTES: AtomicUsize = AtomicUsize::new(0);
-/// Whether instances are kept at all (the `warm=` boot option, on by default).
-static ENABLED: AtomicBool = AtomicBool::new(true);
-/// A counter stamping each pool's last use, for choosing which pool gives up an instance.
-static CLOCK: AtomicU64 = AtomicU64::new(0);
-
-/// An idle instance of one function.
-#[derive(Debug)]
-pub struct Warm {
-    pd: PdId,
-    boundary: u64,
-    /// Bytes of memory it holds.
-    bytes: usize,
-    /// The Jord state it lives in (a reset destroys every PD).
-    generation: u64,
-}
-
-/// A function's idle instances.
-#[derive(Debug, Default)]
-pub struct Pool {
-    idle: Mutex<Vec<Warm>>,
-    /// [`CLOCK`] when an instance was last taken from or given back to this pool.
-    last_used: AtomicU64,
-    /// Most bytes an instance was seen to hold beyond its manifest's stack and heap: the VMAs
-    /// its `init` mapped and its snapshot's copies.
-    beyond: AtomicUsize,
-    /// This function's instances made for requests and not yet destroyed.
-    instances: AtomicUsize,
-}
-
-impl Pool {
-    /// Notes that an instance holds `bytes` beyond its manifest's stack and heap (the VMAs its
-    /// `init` mapped, its snapshot's copies): the pools' memory bound counts the most seen.
-    pub fn note_held_beyond(&self, bytes: usize) {
-        self.beyond.fetch_max(bytes, Ordering::Relaxed);
-    }
-
-    fn locked<R>(&self, f: impl FnOnce(&mut Vec<Warm>) -> R) -> R {
-        cpu::without_interrupts(|| f(&mut self.idle.lock()))
-    }
-
-    fn touch(&self) {
-        let now = CLOCK.fetch_add(1, Ordering::Relaxed);
-        self.last_used.store(now, Ordering::Relaxed);
-    }
-
-    /// Destroys one idle instance; returns whether there was one.
-    fn evict_one(&self) -> bool {
-        let Some(w) = self.locked(|v| (!v.is_empty()).then(|| v.remove(0))) else {
-            return false;
-        };
-        w.discard(self);
-        true
-    }
-
-    /// How many instances of this function are alive (serving, awaiting their restores, idle).
-    pub fn instances(&self) -> usize {
-        self.instances.load(Ordering::Relaxed)
-    }
-
-    /// Notes a new instance of this function, made for requests.
-    pub(super) fn note_made(&self) {
-        self.instances.fetch_add(1, Ordering::Relaxed);
-        INSTANCES.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Notes that an instance of this function made for requests was destroyed.
-    pub(super) fn note_gone(&self) {
-        self.instances.fetch_sub(1, Ordering::Relaxed);
-        INSTANCES.fetch_sub(1, Ordering::Relaxed);
-    }
-
-    /// The PDs of the idle instances (for tests).
-    pub fn idle_pds(&self) -> Vec<PdId> {
-        self.locked(|v| v.iter().map(|w| w.pd).collect())
-    }
-
-    /// How many idle instances this pool holds.
-    pub fn idle(&self) -> usize {
-        self.locked(|v| v.len())
-    }
-
-    /// Destroys every idle instance of this pool (those of the current Jord state).
-    pub fn drain(&self) {
-        for w in self.locked(core::mem::take) {
-            w.discard(self);
-        }
-    }
-}
+pub use crate::module::pool::{enabled, instances, kept, kept_bytes};
 
 /// An instance whose request's response has gone out and that is still to be given back.
 enum Deferred {
     /// The invocation ended: its instance and ArgBuf.
     Ended {
         f: Arc<LoadedFunction>,
-        inv: super::instance::Invocation,
+        inv: Invocation,
         reusable: bool,
     },
     /// Its restore began and stopped for a request (its ArgBuf is already freed).
@@ -202,7 +101,7 @@ struct Restoring {
 
 impl Restoring {
     fn resume(self, may_stop: bool) -> Ran {
-        if self.generation != crate::runtime::loader::jord_epoch() {
+        if self.generation != crate::module::loader::jord_epoch() {
             // A reset destroyed every PD.
             return Ran::Gone;
         }
@@ -223,7 +122,7 @@ impl Restoring {
             finish,
         );
         if ran == Ran::Gone {
-            super::instance::destroy(self.pd);
+            crate::module::instance::destroy(self.pd);
             self.f.warm.note_gone();
             cpu::without_interrupts(|| self.f.restores.lock().replaced += 1);
         }
@@ -341,7 +240,7 @@ fn run(d: Deferred, may_stop: bool) -> Ran {
 /// (a nested call's instance waits for its request's end). Until then the instance is in no
 /// pool, so a request for `f` takes another instance or a new one; it never meets one half
 /// restored.
-pub fn defer(f: Arc<LoadedFunction>, inv: super::instance::Invocation, reusable: bool) {
+pub fn defer(f: Arc<LoadedFunction>, inv: Invocation, reusable: bool) {
     push(Deferred::Ended { f, inv, reusable });
 }
 
@@ -427,7 +326,7 @@ pub fn deferred() -> usize {
 /// A new instance costs several restores (a PD, its VMAs, `init` and a snapshot), so the
 /// pools grow to what the bursts of requests need and no further: beyond, an instance made
 /// for one request would be destroyed at its end, or displace another function's.
-pub(super) fn take_deferred(f: &LoadedFunction, or_new: bool) -> Option<(PdId, u64)> {
+pub fn take_deferred(f: &LoadedFunction, or_new: bool) -> Option<(PdId, u64)> {
     if or_new && room_for_new(f) {
         return None;
     }
@@ -446,72 +345,24 @@ pub(super) fn take_deferred(f: &LoadedFunction, or_new: bool) -> Option<(PdId, u
 /// (at most [`PER_FUNCTION`] of `f`, [`TOTAL`] in all) and within their memory budget beside
 /// the idle and deferred ones.
 fn room_for_new(f: &LoadedFunction) -> bool {
-    let held = KEPT_BYTES.load(Ordering::Relaxed) + DEFERRED_BYTES.load(Ordering::Relaxed);
+    let held = kept_bytes() + DEFERRED_BYTES.load(Ordering::Relaxed);
     f.warm.instances() < PER_FUNCTION
         && instances() < TOTAL
         && held + instance_bytes(f) <= memory_budget()
 }
 
-/// Instances made for requests alive now, over all functions.
-pub fn instances() -> usize {
-    INSTANCES.load(Ordering::Relaxed)
-}
-
-/// Bytes of memory an instance of `f` holds (stack, instance VMA, creation stack, and the
-/// most seen beyond: the VMAs `init` mapped and the snapshot's copies).
-fn instance_bytes(f: &LoadedFunction) -> usize {
-    let m = &f.manifest;
-    (m.stack_size + m.heap_size + PD_STACK_SIZE) as usize + f.warm.beyond.load(Ordering::Relaxed)
-}
-
-/// Bytes idle instances may hold: [`MEMORY_SHARE`] of the frames.
-fn memory_budget() -> usize {
-    crate::mm::frames::total_frames() * PAGE_SIZE as usize / MEMORY_SHARE
-}
-
 /// Keeps instances from now on (`true`) or not; turning it off destroys the idle ones.
 pub fn set_enabled(on: bool) {
-    ENABLED.store(on, Ordering::Relaxed);
+    pool::set_enabled(on);
     if !on {
         drain();
     }
 }
 
-/// Whether idle instances are kept.
-pub fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
-}
-
-/// Idle instances kept now, over all functions.
-pub fn kept() -> usize {
-    KEPT.load(Ordering::Relaxed)
-}
-
-/// Bytes of memory the idle instances hold, over all functions (see [`instance_bytes`]).
-pub fn kept_bytes() -> usize {
-    KEPT_BYTES.load(Ordering::Relaxed)
-}
-
 /// Destroys every idle instance of every deployed function (once the deferred ones are back).
 pub fn drain() {
     settle();
-    for f in super::loaded() {
-        f.warm.drain();
-    }
-}
-
-/// An idle instance of `f` for a request, if its pool has one: its PD and memory boundary.
-pub(super) fn take_idle(f: &LoadedFunction) -> Option<(PdId, u64)> {
-    f.warm.touch();
-    while let Some(w) = f.warm.locked(|v| v.pop()) {
-        w.forget();
-        if w.is_live() {
-            return Some((w.pd, w.boundary));
-        }
-        // A reset destroyed it.
-        f.warm.note_gone();
-    }
-    None
+    pool::drain_idle();
 }
 
 /// Runs `attempt`; when it failed for want of memory (`short` says which errors mean that)
@@ -527,6 +378,15 @@ pub fn or_drain<T, E>(
         }
         r => r,
     }
+}
+
+/// A kernel-owned ArgBuf of `capacity` bytes holding `request` (see [`ArgBuf::map`]),
+/// destroying the idle instances once if memory is short.
+pub fn map_argbuf(capacity: u64, request: &[u8]) -> Result<ArgBuf, PdError> {
+    or_drain(
+        || ArgBuf::map(capacity, request),
+        |e| *e == PdError::NoMemory,
+    )
 }
 
 /// How an instance is put back between two requests.
@@ -553,7 +413,7 @@ pub enum Reset<'a> {
 /// reuse. A snapshot restore goes in steps of [`RESTORE_STEP_PAGES`] and, as `finish` allows,
 /// stops for a request and waits in the deferred queue ([`Ran::Stopped`]); it is counted in
 /// `f`'s restore metrics. [`Ran::Gone`]: the caller destroys it.
-pub(super) fn keep(
+pub fn keep(
     f: &LoadedFunction,
     pd: PdId,
     boundary: u64,
@@ -567,7 +427,7 @@ pub(super) fn keep(
     let budget = memory_budget();
     // At a bound, displace other functions' instances (a few at most: sizes differ).
     let mut tries = 0;
-    while kept() >= TOTAL || KEPT_BYTES.load(Ordering::Relaxed) + bytes > budget {
+    while kept() >= TOTAL || kept_bytes() + bytes > budget {
         tries += 1;
         if tries > 4 || !evict_for(f) {
             return Ran::Gone;
@@ -707,61 +567,9 @@ fn restore_steps(
 
 /// Puts `f`'s restored instance `pd` into its pool, if it has room.
 fn pool(f: &LoadedFunction, pd: PdId, boundary: u64, generation: u64) -> Ran {
-    let bytes = instance_bytes(f);
-    // The bound is checked again where the instance joins its pool: another executor may
-    // have given an instance of `f` back meanwhile (the caller then destroys this one).
-    let pooled = f.warm.locked(|v| {
-        if v.len() >= PER_FUNCTION {
-            return false;
-        }
-        v.push(Warm {
-            pd,
-            boundary,
-            bytes,
-            generation,
-        });
-        KEPT.fetch_add(1, Ordering::Relaxed);
-        KEPT_BYTES.fetch_add(bytes, Ordering::Relaxed);
-        true
-    });
-    if pooled {
-        f.warm.touch();
+    if pool::put(f, pd, boundary, generation) {
         Ran::Kept
     } else {
         Ran::Gone
     }
-}
-
-impl Warm {
-    /// Takes this instance out of the totals (it leaves its pool).
-    fn forget(&self) {
-        KEPT.fetch_sub(1, Ordering::Relaxed);
-        KEPT_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
-    }
-
-    /// Whether its PD still exists: it belongs to the current Jord state.
-    fn is_live(&self) -> bool {
-        self.generation == crate::runtime::loader::jord_epoch()
-    }
-
-    /// Takes it out of its pool's totals and destroys its PD (if a reset has not already).
-    fn discard(self, pool: &Pool) {
-        self.forget();
-        pool.note_gone();
-        if self.is_live() {
-            let _ = jord::flushed(|j| j.cput(PdId::KERNEL, self.pd));
-        }
-    }
-}
-
-/// Makes room for an idle instance of `f` at the total bound: destroys an idle instance of the
-/// function whose pool was used least recently (not `f`'s). Returns whether one went.
-#[cold]
-fn evict_for(f: &LoadedFunction) -> bool {
-    let all = super::loaded();
-    let victim = all
-        .iter()
-        .filter(|g| !core::ptr::eq(&***g, f) && g.warm.idle() > 0)
-        .min_by_key(|g| g.warm.last_used.load(Ordering::Relaxed));
-    victim.is_some_and(|g| g.warm.evict_one())
 }

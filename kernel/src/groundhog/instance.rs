@@ -1,0 +1,231 @@
+//! A function instance's life around its requests: taken from its pool or made (its `init` run
+//! and its Groundhog snapshot taken), and given back at the request's end (restored as its
+//! function's isolation mode says, or destroyed).
+
+use super::warm;
+use crate::jord;
+use crate::module::LoadedFunction;
+use crate::module::instance::{
+    Instance, Invocation, begin_tenant, destroy, fresh_header, heap_header, pd_failure,
+};
+use crate::orchestrator::InvokeFailure;
+use fjord_kernel::layout::PAGE_SIZE;
+use fjord_pd::PdId;
+
+impl Instance {
+    /// An instance of `f` for a request: an idle one from its pool, or a new one; marked as
+    /// acting for `f`'s tenant (its key-value namespace and console budget, see
+    /// [`jord::tenant`]).
+    pub fn take(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
+        // An idle instance; else, while another request's instance awaits its restore, a new
+        // one if the pools have room for it, so that this request need not wait for that
+        // restore; else that restore now.
+        let idle = if f.isolation().reuses() {
+            crate::module::pool::take_idle(f).or_else(|| warm::take_deferred(f, true))
+        } else {
+            None
+        };
+        let inst = match idle {
+            Some((pd, boundary)) => Instance { pd, boundary },
+            // Short of memory: one awaiting its restore, restored now; else the idle instances
+            // of every function go, and it tries once more.
+            None => match Instance::create_for_requests(f) {
+                Err(InvokeFailure::OutOfMemory) => match warm::take_deferred(f, false) {
+                    Some((pd, boundary)) => Instance { pd, boundary },
+                    None if warm::kept() > 0 => {
+                        warm::drain();
+                        Instance::create_for_requests(f)?
+                    }
+                    None => return Err(InvokeFailure::OutOfMemory),
+                },
+                r => r?,
+            },
+        };
+        begin_tenant(f, inst.pd);
+        Ok(inst)
+    }
+
+    /// A new instance of `f` ready for its first request: made, its `init` (if it has one) run
+    /// with the manifest's warm-up input, then snapshotted when `f`'s instances are restored
+    /// between requests, or its layout after `init` recorded when they are reused as they are
+    /// (mode `none`). Destroyed again on any failure.
+    fn create_for_requests(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
+        let inst = Instance::create(f)?;
+        begin_tenant(f, inst.pd);
+        let ready = (|| {
+            if f.manifest.init {
+                inst.run_init(f)?;
+            }
+            let (base, len) = inst.vma(f);
+            if f.isolation().restores() {
+                let (pending, info) =
+                    jord::with(|j| j.take_snapshot(inst.pd, base, len)).map_err(pd_failure)?;
+                pending.finish();
+                f.warm
+                    .note_held_beyond(info.mapped as usize + info.pages * PAGE_SIZE as usize);
+                log::debug!(
+                    "groundhog: snapshot of {} in {:?}: {} pages",
+                    f.manifest.name.as_str(),
+                    inst.pd,
+                    info.pages
+                );
+            } else if f.isolation() == fjord_groundhog::IsolationMode::None {
+                let (pending, mapped) =
+                    jord::with(|j| j.keep_init_layout(inst.pd, base, len)).map_err(pd_failure)?;
+                pending.finish();
+                f.warm.note_held_beyond(mapped as usize);
+            }
+            Ok(())
+        })();
+        match ready {
+            Ok(()) => {
+                f.warm.note_made();
+                Ok(inst)
+            }
+            Err(e) => {
+                destroy(inst.pd);
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs `f`'s `init` in this new instance, on an ArgBuf holding the warm-up input: the
+    /// heap header's init word asks for it (see [`fjord_libos::function::serve_stateful`]).
+    fn run_init(&self, f: &LoadedFunction) -> Result<(), InvokeFailure> {
+        use fjord_libos::function::{FnReturn, argbuf_capacity};
+        use fjord_libos::heap::{INIT_PENDING, INIT_WORD};
+        let m = &f.manifest;
+        let warmup = m.warmup.as_bytes();
+        let argbuf = warm::map_argbuf(argbuf_capacity(warmup.len(), 0) as u64, warmup)
+            .map_err(pd_failure)?;
+        let base = self.boundary - m.stack_size;
+        let word = heap_header(self.boundary) - base + 8 * INIT_WORD as u64;
+        let ran = (|| {
+            argbuf
+                .move_to(PdId::KERNEL, self.pd)
+                .map_err(InvokeFailure::Refused)?;
+            jord::with(|j| j.write_words(base, word, &[INIT_PENDING])).map_err(pd_failure)?;
+            let deadline = crate::arch::time::deadline_after_ms(m.time_limit_ms());
+            let args = [
+                argbuf.base,
+                warmup.len() as u64,
+                argbuf.capacity,
+                self.boundary,
+            ];
+            let v = jord::exec::call_tp(
+                self.pd,
+                f.entry,
+                args,
+                self.thread_pointer(),
+                Some(deadline),
+            )
+            .map_err(InvokeFailure::from)?;
+            let _ = argbuf.move_to(self.pd, PdId::KERNEL);
+            match FnReturn::decode(v) {
+                FnReturn::Response(_) => Ok(()),
+                FnReturn::Error(e) => Err(InvokeFailure::Function(e)),
+                FnReturn::UnknownError(_) => Err(InvokeFailure::BadResponse(v)),
+            }
+        })();
+        argbuf.free();
+        if let Err(e) = &ran {
+            log::warn!("init of {}: {e}", m.name.as_str());
+        }
+        ran
+    }
+
+    /// Ends the request: into `f`'s pool when `reusable` (the function returned), `f`'s
+    /// instances are reused and the instance is fit for reuse and the pool has room (restored
+    /// to its snapshot first, in mode `restore`); destroyed otherwise.
+    pub fn give_back(self, f: &LoadedFunction, reusable: bool) {
+        self.give_back_with(f, reusable, warm::Finish::Now);
+    }
+
+    /// [`Instance::give_back`], with a restore that may stop for a request as `finish` says
+    /// (then the instance waits in the deferred queue: [`warm::Ran::Stopped`]).
+    pub fn give_back_with(
+        self,
+        f: &LoadedFunction,
+        reusable: bool,
+        finish: warm::Finish<'_>,
+    ) -> warm::Ran {
+        let ran = if reusable {
+            self.keep(f, finish)
+        } else {
+            warm::Ran::Gone
+        };
+        if ran == warm::Ran::Gone {
+            if f.isolation().restores() {
+                crate::arch::cpu::without_interrupts(|| f.restores.lock().replaced += 1);
+            }
+            destroy(self.pd);
+            f.warm.note_gone();
+        }
+        ran
+    }
+
+    /// Restores this instance as `f`'s isolation mode asks and keeps it in `f`'s pool, if
+    /// [`warm::keep`] takes it.
+    fn keep(&self, f: &LoadedFunction, finish: warm::Finish<'_>) -> warm::Ran {
+        use fjord_groundhog::IsolationMode;
+        let m = &f.manifest;
+        let (base, len) = self.vma(f);
+        let (header_offset, header) = fresh_header(m, base);
+        let fresh = jord::state::InstanceLayout {
+            base,
+            len,
+            header_offset,
+            header: &header,
+            memory_limit: m.memory_limit,
+        };
+        let how = match f.isolation() {
+            IsolationMode::Fresh => return warm::Ran::Gone,
+            IsolationMode::Restore => warm::Reset::Snapshot { fresh },
+            IsolationMode::None => warm::Reset::LayoutOnly { base, len },
+        };
+        warm::keep(f, self.pd, self.boundary, how, finish)
+    }
+}
+
+impl Invocation {
+    /// An instance of `f` with a kernel-owned ArgBuf of `capacity` bytes holding `request`,
+    /// moved to the instance's PD; everything is released again on failure.
+    pub fn prepare(
+        f: &LoadedFunction,
+        request: &[u8],
+        capacity: u64,
+    ) -> Result<Invocation, InvokeFailure> {
+        let instance = Instance::take(f)?;
+        let argbuf = match warm::map_argbuf(capacity, request) {
+            Ok(a) => a,
+            Err(e) => {
+                instance.give_back(f, true);
+                return Err(pd_failure(e));
+            }
+        };
+        let inv = Invocation { instance, argbuf };
+        if let Err(e) = inv.argbuf.move_to(PdId::KERNEL, inv.instance.pd) {
+            inv.end(f, false);
+            return Err(InvokeFailure::Refused(e));
+        }
+        Ok(inv)
+    }
+
+    /// Ends the request: gives the instance back (to its pool when `reusable`: the function
+    /// returned) and frees a kernel-owned ArgBuf.
+    pub fn end(self, f: &LoadedFunction, reusable: bool) {
+        self.end_with(f, reusable, warm::Finish::Now);
+    }
+
+    /// [`Invocation::end`], with a restore that may stop for a request as `finish` says.
+    pub fn end_with(
+        self,
+        f: &LoadedFunction,
+        reusable: bool,
+        finish: warm::Finish<'_>,
+    ) -> warm::Ran {
+        let ran = self.instance.give_back_with(f, reusable, finish);
+        self.argbuf.free();
+        ran
+    }
+}

@@ -31,7 +31,7 @@ pub use service::{
 pub use timeouts::{Phase, Timeouts};
 
 use crate::http::{HttpError, Method, Request, Response, Route, RouteError, Status, route};
-use crate::metrics::exposition::{Exposition, FamilyType};
+use crate::metrics::exposition::{Exposition, FamilyType, Value};
 use crate::metrics::{self, Buckets, CounterId, LatencyUnit, Metrics};
 use crate::module::ModuleError;
 use alloc::collections::BTreeMap;
@@ -62,8 +62,8 @@ pub struct Sample {
     /// A further label whose value is known only at run time (a key-value namespace's name),
     /// written after `labels`.
     pub runtime_label: Option<(&'static str, String)>,
-    /// The value.
-    pub value: u64,
+    /// The value, in the unit its name ends in (seconds and bytes are Prometheus's base units).
+    pub value: Value,
 }
 
 /// A request whose response waits for a running invocation (see [`Gateway::answer`]).

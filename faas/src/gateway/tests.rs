@@ -386,7 +386,7 @@ fn metrics_have_gateway_kernel_and_function_series() {
                 help: "Free physical frames.",
                 labels: &[],
                 runtime_label: None,
-                value: 42,
+                value: Value::from(42),
             },
             Sample {
                 name: "fjord_kernel_timer_ticks_total",
@@ -394,7 +394,7 @@ fn metrics_have_gateway_kernel_and_function_series() {
                 help: "Timer interrupts.",
                 labels: &[("cpu", "0")],
                 runtime_label: None,
-                value: 7,
+                value: Value::from(7),
             },
             Sample {
                 name: "fjord_kv_namespace_bytes",
@@ -402,7 +402,7 @@ fn metrics_have_gateway_kernel_and_function_series() {
                 help: "Bytes held.",
                 labels: &[],
                 runtime_label: Some(("namespace", "a\"b".into())),
-                value: 9,
+                value: Value::from(9),
             },
         ]
     };
@@ -421,6 +421,7 @@ fn metrics_have_gateway_kernel_and_function_series() {
         "fjord_kernel_timer_ticks_total{cpu=\"0\"} 7",
         "fjord_kv_namespace_bytes{namespace=\"a\\\"b\"} 9",
         "fjord_function_invocations_total{function=\"hello\"} 1",
+        "fjord_function_latency_seconds_sum{function=\"hello\"} 0.0000015",
     ] {
         assert!(body.contains(want), "missing {want:?} in\n{body}");
     }
@@ -679,13 +680,13 @@ fn chunked_framing_errors_are_answered_and_close() {
 /// interleaved the way a careless producer might, and namespaces with awkward names.
 fn realistic_kernel_samples() -> Vec<Sample> {
     use SampleKind::{Counter, Gauge};
-    let s = |name, kind, help, labels, value| Sample {
+    let s = |name, kind, help, labels, value: u64| Sample {
         name,
         kind,
         help,
         labels,
         runtime_label: None,
-        value,
+        value: Value::from(value),
     };
     let dispatch = "Orchestrator dispatch events.";
     let isolation = "Jord isolation events.";
@@ -803,10 +804,18 @@ fn realistic_kernel_samples() -> Vec<Sample> {
                 help: "Per-namespace usage.\nSecond line.",
                 labels: &[],
                 runtime_label: Some(("namespace", ns.into())),
-                value: 1,
+                value: Value::from(1),
             });
         }
     }
+    v.push(Sample {
+        name: "fjord_groundhog_restore_seconds_total",
+        kind: Counter,
+        help: "Time spent restoring instances.",
+        labels: &[],
+        runtime_label: Some(("function", "echo".into())),
+        value: Value::seconds_from_nanos(1_500_000),
+    });
     v
 }
 
@@ -836,7 +845,7 @@ fn metrics_text_is_valid_exposition_with_each_family_once() {
     };
     for fam in [
         "fjord_function_invocations_total",
-        "fjord_function_latency_nanoseconds",
+        "fjord_function_latency_seconds",
         "fjord_gateway_requests_total",
         "fjord_gateway_connections_total",
         "fjord_dispatch_total",
@@ -845,6 +854,7 @@ fn metrics_text_is_valid_exposition_with_each_family_once() {
         "fjord_console_dropped_messages_total",
         "fjord_kv_namespace_entries",
         "fjord_kv_namespace_refused_total",
+        "fjord_groundhog_restore_seconds_total",
     ] {
         assert!(summary.families.iter().any(|f| f == fam), "no {fam}");
         let header = alloc::format!("# TYPE {fam} ");
@@ -859,6 +869,9 @@ fn metrics_text_is_valid_exposition_with_each_family_once() {
         "fjord_kv_namespace_entries{namespace=\"we\\\"ird\\\\name\\nx\"} 1\n",
         "fjord_gateway_requests_total{route=\"kernel\",status=\"200\"} 1\n",
         "fjord_warm_instances 2\n",
+        "fjord_groundhog_restore_seconds_total{function=\"echo\"} 0.0015\n",
+        "fjord_function_latency_seconds_sum{function=\"echo\"} 0.0000015\n",
+        "fjord_function_latency_seconds_bucket{function=\"b-2\",le=\"0.000001\"} 1\n",
         "# HELP fjord_kv_namespace_entries Per-namespace usage.\\nSecond line.\n",
     ] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");

@@ -63,12 +63,61 @@ pub fn write_family_header(
     writeln!(out, "\n# TYPE {name} {kind}")
 }
 
+/// A sample's value: an integer, or a decimal fraction written exactly (no floating point), such
+/// as nanoseconds written as seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Value {
+    /// The value times `10^scale`.
+    units: u64,
+    /// Digits after the decimal point (0 or 9).
+    scale: u32,
+}
+
+impl Value {
+    /// The integer `n`.
+    pub const fn integer(n: u64) -> Self {
+        Value { units: n, scale: 0 }
+    }
+
+    /// `nanos` nanoseconds, as seconds (`1500` is written `0.0000015`).
+    pub const fn seconds_from_nanos(nanos: u64) -> Self {
+        Value {
+            units: nanos,
+            scale: 9,
+        }
+    }
+}
+
+impl From<u64> for Value {
+    fn from(n: u64) -> Self {
+        Value::integer(n)
+    }
+}
+
+/// The shortest exact decimal: `12`, `0.5`, `10.000001` (no exponent, no trailing zeros).
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let one = 10u64.pow(self.scale);
+        let (whole, mut frac) = (self.units / one, self.units % one);
+        write!(f, "{whole}")?;
+        if frac == 0 {
+            return Ok(());
+        }
+        let mut digits = self.scale as usize;
+        while frac % 10 == 0 {
+            frac /= 10;
+            digits -= 1;
+        }
+        write!(f, ".{frac:0digits$}")
+    }
+}
+
 /// Writes one sample line `name{l1="v1",...} value`.
 pub fn write_sample(
     out: &mut impl Write,
     name: &str,
     labels: &[(&str, &str)],
-    value: u64,
+    value: Value,
 ) -> fmt::Result {
     out.write_str(name)?;
     if !labels.is_empty() {
@@ -201,7 +250,7 @@ impl Exposition {
         family: FamilyId,
         name: &str,
         labels: &[(&str, &str)],
-        value: u64,
+        value: Value,
     ) -> Result<(), Rejected> {
         let f = self
             .families
@@ -243,7 +292,7 @@ impl Exposition {
         kind: FamilyType,
         help: &str,
         labels: &[(&str, &str)],
-        value: u64,
+        value: Value,
     ) -> Result<(), Rejected> {
         let id = self.family(name, kind, help)?;
         self.sample(id, name, labels, value)
@@ -286,7 +335,13 @@ mod tests {
     #[test]
     fn escaping() {
         let mut s = String::new();
-        write_sample(&mut s, "m", &[("a", "x\\y\"z\nw"), ("b", "é")], 3).unwrap();
+        write_sample(
+            &mut s,
+            "m",
+            &[("a", "x\\y\"z\nw"), ("b", "é")],
+            Value::from(3),
+        )
+        .unwrap();
         assert_eq!(s, "m{a=\"x\\\\y\\\"z\\nw\",b=\"é\"} 3\n");
         let mut s = String::new();
         write_family_header(&mut s, "m", "counter", "a \"b\"\\c\nd").unwrap();
@@ -294,18 +349,56 @@ mod tests {
     }
 
     #[test]
+    fn values_are_exact_decimals() {
+        let shown = |v: Value| alloc::format!("{v}");
+        assert_eq!(shown(Value::integer(0)), "0");
+        assert_eq!(shown(Value::from(u64::MAX)), "18446744073709551615");
+        assert_eq!(shown(Value::seconds_from_nanos(0)), "0");
+        assert_eq!(shown(Value::seconds_from_nanos(1)), "0.000000001");
+        assert_eq!(shown(Value::seconds_from_nanos(1_500)), "0.0000015");
+        assert_eq!(shown(Value::seconds_from_nanos(20_000)), "0.00002");
+        assert_eq!(shown(Value::seconds_from_nanos(10_000_000_000)), "10");
+        assert_eq!(
+            shown(Value::seconds_from_nanos(1_000_000_001)),
+            "1.000000001"
+        );
+        assert_eq!(
+            shown(Value::seconds_from_nanos(u64::MAX)),
+            "18446744073.709551615"
+        );
+        let mut s = String::new();
+        write_sample(
+            &mut s,
+            "t_seconds_sum",
+            &[],
+            Value::seconds_from_nanos(2_500_000),
+        )
+        .unwrap();
+        assert_eq!(s, "t_seconds_sum 0.0025\n");
+    }
+
+    #[test]
     fn exposition_groups_interleaved_families() {
         let mut e = Exposition::new();
         let g = FamilyType::Gauge;
-        e.add("b", g, "B.", &[("k", "1")], 1).unwrap();
-        e.add("a_total", FamilyType::Counter, "A.", &[], 2).unwrap();
-        e.add("b", g, "other help: the first one stays", &[("k", "2")], 3)
+        e.add("b", g, "B.", &[("k", "1")], Value::from(1)).unwrap();
+        e.add("a_total", FamilyType::Counter, "A.", &[], Value::from(2))
             .unwrap();
+        e.add(
+            "b",
+            g,
+            "other help: the first one stays",
+            &[("k", "2")],
+            Value::from(3),
+        )
+        .unwrap();
         let h = e.family("h", FamilyType::Histogram, "H.").unwrap();
-        e.sample(h, "h_bucket", &[("le", "+Inf")], 1).unwrap();
-        e.sample(h, "h_count", &[], 1).unwrap();
-        e.sample(h, "h_sum", &[], 7).unwrap();
-        e.add("b", g, "B.", &[("k", "v\"\\\n")], 4).unwrap();
+        e.sample(h, "h_bucket", &[("le", "+Inf")], Value::from(1))
+            .unwrap();
+        e.sample(h, "h_count", &[], Value::from(1)).unwrap();
+        e.sample(h, "h_sum", &[], Value::from(7)).unwrap();
+        e.add("b", g, "B.", &[("k", "v\"\\\n")], Value::from(4))
+            .unwrap();
         assert_eq!(
             e.render(),
             "# HELP b B.\n# TYPE b gauge\nb{k=\"1\"} 1\nb{k=\"2\"} 3\nb{k=\"v\\\"\\\\\\n\"} 4\n\
@@ -319,26 +412,41 @@ mod tests {
     fn exposition_leaves_out_what_the_format_cannot_carry() {
         let mut e = Exposition::new();
         let (c, g) = (FamilyType::Counter, FamilyType::Gauge);
-        e.add("x", c, "X.", &[("k", "v")], 1).unwrap();
-        assert_eq!(e.add("x", g, "X.", &[], 1), Err(Rejected::Conflict));
+        e.add("x", c, "X.", &[("k", "v")], Value::from(1)).unwrap();
         assert_eq!(
-            e.add("x", c, "X.", &[("k", "v")], 2),
+            e.add("x", g, "X.", &[], Value::from(1)),
+            Err(Rejected::Conflict)
+        );
+        assert_eq!(
+            e.add("x", c, "X.", &[("k", "v")], Value::from(2)),
             Err(Rejected::Duplicate)
         );
-        assert_eq!(e.add("bad-name", c, "X.", &[], 1), Err(Rejected::BadName));
         assert_eq!(
-            e.add("x", c, "X.", &[("__k", "v")], 1),
+            e.add("bad-name", c, "X.", &[], Value::from(1)),
             Err(Rejected::BadName)
         );
         assert_eq!(
-            e.add("x", c, "X.", &[("j", "v"), ("j", "w")], 1),
+            e.add("x", c, "X.", &[("__k", "v")], Value::from(1)),
+            Err(Rejected::BadName)
+        );
+        assert_eq!(
+            e.add("x", c, "X.", &[("j", "v"), ("j", "w")], Value::from(1)),
             Err(Rejected::BadName)
         );
         let h = e.family("h", FamilyType::Histogram, "H.").unwrap();
-        assert_eq!(e.sample(h, "h", &[], 1), Err(Rejected::WrongFamily));
-        assert_eq!(e.sample(h, "x", &[], 1), Err(Rejected::WrongFamily));
-        assert_eq!(e.add("h_count", g, "C.", &[], 1), Err(Rejected::Conflict));
-        e.add("z_sum", g, "Z.", &[], 1).unwrap();
+        assert_eq!(
+            e.sample(h, "h", &[], Value::from(1)),
+            Err(Rejected::WrongFamily)
+        );
+        assert_eq!(
+            e.sample(h, "x", &[], Value::from(1)),
+            Err(Rejected::WrongFamily)
+        );
+        assert_eq!(
+            e.add("h_count", g, "C.", &[], Value::from(1)),
+            Err(Rejected::Conflict)
+        );
+        e.add("z_sum", g, "Z.", &[], Value::from(1)).unwrap();
         assert_eq!(
             e.family("z", FamilyType::Histogram, "Z."),
             Err(Rejected::Conflict)
@@ -356,16 +464,17 @@ mod tests {
         #[test]
         fn any_samples_render_valid_text(
             samples in proptest::collection::vec(
-                (0usize..6, proptest::bool::ANY, "[a-z_]{0,3}", "\\PC{0,6}|[\\\\\"\n]{0,3}", proptest::num::u64::ANY),
+                (0usize..6, proptest::bool::ANY, "[a-z_]{0,3}", "\\PC{0,6}|[\\\\\"\n]{0,3}", proptest::num::u64::ANY, proptest::bool::ANY),
                 0..40,
             )
         ) {
             const NAMES: [&str; 6] = ["a", "b_total", "h_sum", "c", "bad-name", "h_count"];
             let mut e = Exposition::new();
             let _ = e.family("h", FamilyType::Histogram, "H.");
-            for (n, gauge, label, value, v) in &samples {
+            for (n, gauge, label, value, v, seconds) in &samples {
                 let kind = if *gauge { FamilyType::Gauge } else { FamilyType::Counter };
-                let _ = e.add(NAMES[*n], kind, "help \\ with\nnewline", &[(label.as_str(), value.as_str())], *v);
+                let v = if *seconds { Value::seconds_from_nanos(*v) } else { Value::from(*v) };
+                let _ = e.add(NAMES[*n], kind, "help \\ with\nnewline", &[(label.as_str(), value.as_str())], v);
             }
             let text = e.render();
             proptest::prop_assert!(super::super::check::check_exposition(&text).is_ok(), "{}", text);

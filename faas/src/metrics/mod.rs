@@ -6,17 +6,18 @@
 //! for tests).
 //!
 //! Per function the gateway exposes `fjord_function_invocations_total`,
-//! `fjord_function_errors_total` and the histogram `fjord_function_latency_<unit>` (unit
-//! `nanoseconds`, or `instructions` when running under `-icount` where guest instructions are the
-//! deterministic clock), all labelled `function="<name>"`. Global counters (dispatch decisions,
-//! isolation events, ...) are registered by name, help text and a fixed label set; counters with
-//! the same name form one family.
+//! `fjord_function_errors_total` and the histogram `fjord_function_latency_seconds` (recorded in
+//! nanoseconds, exposed in seconds, Prometheus's base unit), or
+//! `fjord_function_latency_instructions` when latency counts guest instructions (under
+//! `-icount`, the deterministic clock), all labelled `function="<name>"`. Global counters
+//! (dispatch decisions, isolation events, ...) are registered by name, help text and a fixed
+//! label set; counters with the same name form one family.
 
 pub mod check;
 pub mod exposition;
 pub mod histogram;
 
-pub use exposition::CONTENT_TYPE;
+pub use exposition::{CONTENT_TYPE, Value};
 pub use histogram::{Buckets, Histogram, MetricsError, Quantiles, exact_quantile};
 
 use crate::function_name::FunctionName;
@@ -29,17 +30,26 @@ use exposition::{Exposition, FamilyType, valid_label_name, valid_metric_name};
 /// What latency observations count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LatencyUnit {
-    /// Wall-clock nanoseconds.
+    /// Wall-clock nanoseconds, exposed as seconds.
     Nanoseconds,
     /// Guest instructions (`-icount shift=0`: deterministic).
     Instructions,
 }
 
 impl LatencyUnit {
-    fn suffix(self) -> &'static str {
+    /// The unit of the exposed histogram: its name's suffix and its help text's last word.
+    fn exposed(self) -> &'static str {
         match self {
-            LatencyUnit::Nanoseconds => "nanoseconds",
+            LatencyUnit::Nanoseconds => "seconds",
             LatencyUnit::Instructions => "instructions",
+        }
+    }
+
+    /// An observation (a bucket bound or a sum) in the exposed unit.
+    fn value(self, observed: u64) -> Value {
+        match self {
+            LatencyUnit::Nanoseconds => Value::seconds_from_nanos(observed),
+            LatencyUnit::Instructions => Value::integer(observed),
         }
     }
 }
@@ -227,13 +237,13 @@ impl Metrics {
             };
             for (name, s) in &self.functions {
                 let v = if i == 0 { s.invocations } else { s.errors };
-                let _ = e.sample(id, fam, &[("function", name)], v);
+                let _ = e.sample(id, fam, &[("function", name)], Value::from(v));
             }
         }
-        let hist = alloc::format!("fjord_function_latency_{}", self.unit.suffix());
+        let hist = alloc::format!("fjord_function_latency_{}", self.unit.exposed());
         let help = alloc::format!(
             "Invocation latency per function, in {}.",
-            self.unit.suffix()
+            self.unit.exposed()
         );
         if let Ok(id) = e.family(&hist, FamilyType::Histogram, &help) {
             let (bucket, sum, count) = (
@@ -247,14 +257,21 @@ impl Metrics {
                     le.clear();
                     match bound {
                         Some(b) => {
-                            let _ = write!(le, "{b}");
+                            let _ = write!(le, "{}", self.unit.value(b));
                         }
                         None => le.push_str("+Inf"),
                     }
-                    let _ = e.sample(id, &bucket, &[("function", name), ("le", &le)], c);
+                    let _ = e.sample(
+                        id,
+                        &bucket,
+                        &[("function", name), ("le", &le)],
+                        Value::from(c),
+                    );
                 }
-                let _ = e.sample(id, &sum, &[("function", name)], s.latency.sum());
-                let _ = e.sample(id, &count, &[("function", name)], s.latency.count());
+                let sum_value = self.unit.value(s.latency.sum());
+                let _ = e.sample(id, &sum, &[("function", name)], sum_value);
+                let count_value = Value::from(s.latency.count());
+                let _ = e.sample(id, &count, &[("function", name)], count_value);
             }
         }
         for c in &self.counters {
@@ -263,7 +280,8 @@ impl Metrics {
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_str()))
                 .collect();
-            let _ = e.add(&c.name, FamilyType::Counter, &c.help, &labels, c.value);
+            let value = Value::from(c.value);
+            let _ = e.add(&c.name, FamilyType::Counter, &c.help, &labels, value);
         }
     }
 }
@@ -315,18 +333,18 @@ fjord_function_invocations_total{function=\"hello\"} 3
 # TYPE fjord_function_errors_total counter
 fjord_function_errors_total{function=\"add\"} 0
 fjord_function_errors_total{function=\"hello\"} 1
-# HELP fjord_function_latency_nanoseconds Invocation latency per function, in nanoseconds.
-# TYPE fjord_function_latency_nanoseconds histogram
-fjord_function_latency_nanoseconds_bucket{function=\"add\",le=\"100\"} 1
-fjord_function_latency_nanoseconds_bucket{function=\"add\",le=\"1000\"} 1
-fjord_function_latency_nanoseconds_bucket{function=\"add\",le=\"+Inf\"} 1
-fjord_function_latency_nanoseconds_sum{function=\"add\"} 100
-fjord_function_latency_nanoseconds_count{function=\"add\"} 1
-fjord_function_latency_nanoseconds_bucket{function=\"hello\",le=\"100\"} 1
-fjord_function_latency_nanoseconds_bucket{function=\"hello\",le=\"1000\"} 2
-fjord_function_latency_nanoseconds_bucket{function=\"hello\",le=\"+Inf\"} 3
-fjord_function_latency_nanoseconds_sum{function=\"hello\"} 5550
-fjord_function_latency_nanoseconds_count{function=\"hello\"} 3
+# HELP fjord_function_latency_seconds Invocation latency per function, in seconds.
+# TYPE fjord_function_latency_seconds histogram
+fjord_function_latency_seconds_bucket{function=\"add\",le=\"0.0000001\"} 1
+fjord_function_latency_seconds_bucket{function=\"add\",le=\"0.000001\"} 1
+fjord_function_latency_seconds_bucket{function=\"add\",le=\"+Inf\"} 1
+fjord_function_latency_seconds_sum{function=\"add\"} 0.0000001
+fjord_function_latency_seconds_count{function=\"add\"} 1
+fjord_function_latency_seconds_bucket{function=\"hello\",le=\"0.0000001\"} 1
+fjord_function_latency_seconds_bucket{function=\"hello\",le=\"0.000001\"} 2
+fjord_function_latency_seconds_bucket{function=\"hello\",le=\"+Inf\"} 3
+fjord_function_latency_seconds_sum{function=\"hello\"} 0.00000555
+fjord_function_latency_seconds_count{function=\"hello\"} 3
 # HELP fjord_dispatch_total Dispatch decisions.
 # TYPE fjord_dispatch_total counter
 fjord_dispatch_total 4
@@ -345,6 +363,31 @@ fjord_isolation_events_total{kind=\"pd_fault\"} 1
         assert!(text.contains("# TYPE fjord_function_latency_instructions histogram\n"));
         assert_eq!(text.lines().count(), 6);
         assert!(m.report().is_empty());
+        let mut m = Metrics::new(LatencyUnit::Instructions, Buckets::new(&[1000]).unwrap());
+        m.record_invocation(&name("f"), 1500, true);
+        let text = m.render();
+        for line in [
+            "fjord_function_latency_instructions_bucket{function=\"f\",le=\"1000\"} 0\n",
+            "fjord_function_latency_instructions_bucket{function=\"f\",le=\"+Inf\"} 1\n",
+            "fjord_function_latency_instructions_sum{function=\"f\"} 1500\n",
+        ] {
+            assert!(text.contains(line), "{line:?} not in {text}");
+        }
+    }
+
+    #[test]
+    fn default_second_buckets_from_a_microsecond_to_ten_seconds() {
+        let mut m = Metrics::new(LatencyUnit::Nanoseconds, Buckets::nanoseconds());
+        m.record_invocation(&name("f"), 2_500_000, true);
+        let text = m.render();
+        let les: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split("le=\"").nth(1)?.split('"').next())
+            .collect();
+        assert_eq!(les.first(), Some(&"0.000001"));
+        assert_eq!(&les[les.len() - 3..], &["5", "10", "+Inf"]);
+        assert!(text.contains("fjord_function_latency_seconds_sum{function=\"f\"} 0.0025\n"));
+        assert!(check::check_exposition(&text).is_ok(), "{text}");
     }
 
     #[test]

@@ -25,7 +25,7 @@ use core::sync::atomic::Ordering;
 use fjord_faas::gateway::admission::{Admission, DEFAULT_BACKLOG, cap_for_memory};
 use fjord_faas::gateway::{Gateway, Sample, SampleKind, Timeouts};
 use fjord_faas::http::Limits;
-use fjord_faas::metrics::LatencyUnit;
+use fjord_faas::metrics::{LatencyUnit, Value};
 use smoltcp::iface::{Config, Interface};
 use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, Ipv4Address};
@@ -55,13 +55,13 @@ struct NetCounters {
 fn kernel_samples(net: NetCounters) -> Vec<Sample> {
     use SampleKind::{Counter, Gauge};
     let this = percpu::current();
-    let s = |name, kind, help, labels, value| Sample {
+    let s = |name, kind, help, labels, value: u64| Sample {
         name,
         kind,
         help,
         labels,
         runtime_label: None,
-        value,
+        value: Value::from(value),
     };
     let o = crate::orchestrator::stats();
     let (j, lazy) = crate::jord::with(|j| (j.stats, j.lazy_stats()));
@@ -400,7 +400,8 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
 }
 
 /// Per function whose instances are restored to a snapshot: restores, pages restored, time
-/// spent restoring (TSC ticks) and instances replaced instead (each family's samples together).
+/// spent restoring (seconds, from the TSC) and instances replaced instead (each family's samples
+/// together).
 fn groundhog_samples() -> Vec<Sample> {
     use SampleKind::Counter;
     let functions: Vec<_> = crate::runtime::loaded()
@@ -418,8 +419,8 @@ fn groundhog_samples() -> Vec<Sample> {
             "Pages copied back from a snapshot or zeroed by restores.",
         ),
         (
-            "fjord_groundhog_restore_ticks_total",
-            "TSC ticks spent restoring instances (guest instructions under icount).",
+            "fjord_groundhog_restore_seconds_total",
+            "Seconds spent restoring instances, from the TSC (virtual time under icount).",
         ),
         (
             "fjord_groundhog_replaced_total",
@@ -430,15 +431,16 @@ fn groundhog_samples() -> Vec<Sample> {
             "Restores that stopped between two steps for a waiting request and finished later.",
         ),
     ];
+    let seconds = |ticks: u64| Value::seconds_from_nanos(time::ticks_to_ns(ticks));
     let mut v = Vec::new();
     for (i, (name, help)) in families.into_iter().enumerate() {
         for (f, st) in &functions {
             let value = match i {
-                0 => st.restores,
-                1 => st.pages,
-                2 => st.ticks,
-                3 => st.replaced,
-                _ => st.interrupted,
+                0 => Value::from(st.restores),
+                1 => Value::from(st.pages),
+                2 => seconds(st.ticks),
+                3 => Value::from(st.replaced),
+                _ => Value::from(st.interrupted),
             };
             v.push(Sample {
                 name,
@@ -483,12 +485,12 @@ fn kv_samples() -> Vec<Sample> {
     let mut v = Vec::new();
     for (i, (name, kind, help)) in families.into_iter().enumerate() {
         for u in &usage {
-            let value = match i {
+            let value = Value::from(match i {
                 0 => u.entries as u64,
                 1 => u.bytes as u64,
                 2 => u.quota as u64,
                 _ => u.refused,
-            };
+            });
             v.push(Sample {
                 name,
                 kind,

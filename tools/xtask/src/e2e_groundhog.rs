@@ -104,7 +104,7 @@ pub fn checks(addr: SocketAddr, leak: &[u8], leak_init: &[u8], accel: Accel) -> 
             for needle in [
                 "fjord_groundhog_restores_total{function=\"leak-init\"}",
                 "fjord_groundhog_pages_restored_total{function=\"leak\"}",
-                "fjord_groundhog_restore_ticks_total{function=\"leak\"}",
+                "fjord_groundhog_restore_seconds_total{function=\"leak\"}",
             ] {
                 r.expect_body_contains(needle)?;
             }

@@ -441,9 +441,9 @@ fn metrics_format_checks(addr: SocketAddr) -> Vec<Outcome> {
     ]
 }
 
-/// Runs `promtool check metrics` over `text`. Exit 0 is clean; exit 3 means lint problems only
-/// (naming advice such as a missing `_total`), which pass; anything else, or a parse error in
-/// the output, fails.
+/// Runs `promtool check metrics` over `text`. Only exit 0 with nothing printed passes: a parse
+/// error, and lint problems too (exit 3, naming advice such as a missing `_total` or a unit
+/// that is not a base unit), fail with promtool's lines.
 fn promtool_check(promtool: &Path, text: &str) -> Result<(), String> {
     use std::process::{Command, Stdio};
     let mut child = Command::new(promtool)
@@ -463,19 +463,13 @@ fn promtool_check(promtool: &Path, text: &str) -> Result<(), String> {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    let parse_error = said.contains("error while linting") || said.contains("parsing error");
-    match output.status.code() {
-        Some(0) if !parse_error => Ok(()),
-        Some(3) if !parse_error => {
-            for line in said.lines() {
-                println!("  http: promtool lint advice (not an error): {line}");
-            }
-            Ok(())
-        }
-        _ => Err(format!(
+    if output.status.success() && said.trim().is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
             "promtool check metrics failed ({}):\n{said}",
             output.status
-        )),
+        ))
     }
 }
 
@@ -589,7 +583,7 @@ fn checks(addr: SocketAddr, hello: &[u8], echo: &[u8], hostile: &[u8]) -> Vec<Ou
             ))?;
             r.expect_body_contains("fjord_function_errors_total{function=\"hostile\"} ")?;
             r.expect_body_contains(&format!(
-                "fjord_function_latency_nanoseconds_count{{function=\"{name}\"}} "
+                "fjord_function_latency_seconds_count{{function=\"{name}\"}} "
             ))
         })
     });
@@ -1267,15 +1261,30 @@ mod tests {
         assert_eq!(manifest_name(b"no manifest"), None);
     }
 
-    /// Prometheus's parser tells parse errors (fail) from lint advice (pass) as
-    /// [`promtool_check`] reads it.
+    /// [`promtool_check`] passes only a text Prometheus's parser and linter are silent on:
+    /// parse errors and lint problems both fail, with promtool's lines.
     #[test]
-    fn promtool_parse_errors_fail_and_lint_advice_passes() {
+    fn promtool_parse_errors_and_lint_problems_fail() {
         let promtool = host_deps::ensure_promtool().expect("promtool is needed");
         let clean = "# HELP a_total A.\n# TYPE a_total counter\na_total{k=\"v\\\"\"} 1\n";
         assert_eq!(promtool_check(&promtool, clean), Ok(()));
-        let lint_only = "# HELP a A.\n# TYPE a counter\na 1\n";
-        assert_eq!(promtool_check(&promtool, lint_only), Ok(()));
+        let seconds = "# HELP a_seconds A.\n# TYPE a_seconds histogram\n\
+                       a_seconds_bucket{le=\"1e-06\"} 1\na_seconds_bucket{le=\"+Inf\"} 1\n\
+                       a_seconds_sum 0.0000015\na_seconds_count 1\n";
+        assert_eq!(promtool_check(&promtool, seconds), Ok(()));
+        for (lint_only, problem) in [
+            (
+                "# HELP a A.\n# TYPE a counter\na 1\n",
+                "counter metrics should have \"_total\" suffix",
+            ),
+            (
+                "# HELP a_nanoseconds A.\n# TYPE a_nanoseconds gauge\na_nanoseconds 1\n",
+                "use base unit \"seconds\"",
+            ),
+        ] {
+            let err = promtool_check(&promtool, lint_only).unwrap_err();
+            assert!(err.contains(problem), "{lint_only:?}: {err}");
+        }
         for broken in [
             "# HELP a_total A.\n# TYPE a_total counter\na_total 1\n# HELP a_total A.\n",
             "a_total{k=\"\\q\"} 1\n",
@@ -1283,6 +1292,42 @@ mod tests {
         ] {
             let err = promtool_check(&promtool, broken).unwrap_err();
             assert!(err.contains("parsing error"), "{broken:?}: {err}");
+        }
+    }
+
+    /// The per-function families as the gateway renders them, in either latency unit, are
+    /// clean under promtool (nothing printed, exit 0).
+    #[test]
+    fn rendered_function_metrics_pass_promtool() {
+        use fjord_faas::FunctionName;
+        use fjord_faas::metrics::{Buckets, LatencyUnit, Metrics};
+        let promtool = host_deps::ensure_promtool().expect("promtool is needed");
+        for (unit, buckets, family) in [
+            (
+                LatencyUnit::Nanoseconds,
+                Buckets::nanoseconds(),
+                "fjord_function_latency_seconds",
+            ),
+            (
+                LatencyUnit::Instructions,
+                Buckets::instructions(),
+                "fjord_function_latency_instructions",
+            ),
+        ] {
+            let mut m = Metrics::new(unit, buckets);
+            let f = FunctionName::new("hello").unwrap();
+            m.record_invocation(&f, 1_500, true);
+            m.record_invocation(&f, 2_500_000_000, false);
+            let sent = m
+                .register_counter("fjord_gateway_sent_bytes_total", "Bytes sent.", &[])
+                .unwrap();
+            m.add(sent, 7).unwrap();
+            let text = m.render();
+            assert!(
+                text.contains(&format!("# TYPE {family} histogram\n")),
+                "{text}"
+            );
+            assert_eq!(promtool_check(&promtool, &text), Ok(()), "{text}");
         }
     }
 

@@ -66,6 +66,26 @@ pub struct Sample {
     pub value: Value,
 }
 
+impl Sample {
+    /// A sample of family `name` (`kind`, `help`) with the fixed `labels` and an integer value.
+    pub fn new(
+        name: &'static str,
+        kind: SampleKind,
+        help: &'static str,
+        labels: &'static [(&'static str, &'static str)],
+        value: u64,
+    ) -> Sample {
+        Sample {
+            name,
+            kind,
+            help,
+            labels,
+            runtime_label: None,
+            value: Value::from(value),
+        }
+    }
+}
+
 /// A request whose response waits for a running invocation (see [`Gateway::answer`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingAnswer {

@@ -26,12 +26,12 @@ impl Instance {
             None
         };
         let inst = match idle {
-            Some((pd, boundary)) => Instance { pd, boundary },
+            Some(inst) => inst,
             // Short of memory: one awaiting its restore, restored now; else the idle instances
             // of every function go, and it tries once more.
             None => match Instance::create_for_requests(f) {
                 Err(InvokeFailure::OutOfMemory) => match warm::take_deferred(f, false) {
-                    Some((pd, boundary)) => Instance { pd, boundary },
+                    Some(inst) => inst,
                     None if warm::kept() > 0 => {
                         warm::drain();
                         Instance::create_for_requests(f)?
@@ -58,9 +58,8 @@ impl Instance {
             }
             let (base, len) = inst.vma(f);
             if f.isolation().restores() {
-                let (pending, info) =
-                    jord::with(|j| j.take_snapshot(inst.pd, base, len)).map_err(pd_failure)?;
-                pending.finish();
+                let info =
+                    jord::settled(|j| j.take_snapshot(inst.pd, base, len)).map_err(pd_failure)?;
                 f.warm
                     .note_held_beyond(info.mapped as usize + info.pages * PAGE_SIZE as usize);
                 log::debug!(
@@ -70,9 +69,8 @@ impl Instance {
                     info.pages
                 );
             } else if f.isolation() == fjord_groundhog::IsolationMode::None {
-                let (pending, mapped) =
-                    jord::with(|j| j.keep_init_layout(inst.pd, base, len)).map_err(pd_failure)?;
-                pending.finish();
+                let mapped = jord::settled(|j| j.keep_init_layout(inst.pd, base, len))
+                    .map_err(pd_failure)?;
                 f.warm.note_held_beyond(mapped as usize);
             }
             Ok(())
@@ -149,24 +147,28 @@ impl Instance {
         reusable: bool,
         finish: warm::Finish<'_>,
     ) -> warm::Ran {
-        let ran = if reusable {
+        let kept = if reusable {
             self.keep(f, finish)
         } else {
-            warm::Ran::Gone
+            warm::Kept::Refused(self)
         };
-        if ran == warm::Ran::Gone {
-            if f.isolation().restores() {
-                crate::arch::cpu::without_interrupts(|| f.restores.lock().replaced += 1);
+        match kept {
+            warm::Kept::Pooled => warm::Ran::Kept,
+            warm::Kept::Stopped => warm::Ran::Stopped,
+            warm::Kept::Refused(instance) => {
+                if f.isolation().restores() {
+                    crate::arch::cpu::without_interrupts(|| f.restores.lock().replaced += 1);
+                }
+                destroy(instance.pd);
+                f.warm.note_gone();
+                warm::Ran::Gone
             }
-            destroy(self.pd);
-            f.warm.note_gone();
         }
-        ran
     }
 
     /// Restores this instance as `f`'s isolation mode asks and keeps it in `f`'s pool, if
     /// [`warm::keep`] takes it.
-    fn keep(&self, f: &LoadedFunction, finish: warm::Finish<'_>) -> warm::Ran {
+    fn keep(self, f: &LoadedFunction, finish: warm::Finish<'_>) -> warm::Kept {
         use fjord_groundhog::IsolationMode;
         let m = &f.manifest;
         let (base, len) = self.vma(f);
@@ -179,11 +181,11 @@ impl Instance {
             memory_limit: m.memory_limit,
         };
         let how = match f.isolation() {
-            IsolationMode::Fresh => return warm::Ran::Gone,
+            IsolationMode::Fresh => return warm::Kept::Refused(self),
             IsolationMode::Restore => warm::Reset::Snapshot { fresh },
             IsolationMode::None => warm::Reset::LayoutOnly { base, len },
         };
-        warm::keep(f, self.pd, self.boundary, how, finish)
+        warm::keep(f, self, how, finish)
     }
 }
 

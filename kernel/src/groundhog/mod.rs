@@ -12,4 +12,5 @@
 //! snapshot indexes, restore plans and metrics are the host-tested `fjord-groundhog` crate.
 
 pub mod instance;
+pub mod metrics;
 pub mod warm;

@@ -31,7 +31,7 @@
 use crate::arch::cpu;
 use crate::jord::{self, state::InstanceLayout};
 use crate::module::LoadedFunction;
-use crate::module::instance::{ArgBuf, Invocation};
+use crate::module::instance::{ArgBuf, Instance, Invocation};
 use crate::module::pool::{
     self, PER_FUNCTION, TOTAL, evict_for, instance_bytes, memory_budget, take_idle,
 };
@@ -39,7 +39,7 @@ use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicUsize, Ordering};
-use fjord_pd::{Error as PdError, PdId};
+use fjord_pd::Error as PdError;
 use spin::Mutex;
 
 pub use crate::module::pool::{enabled, instances, kept, kept_bytes};
@@ -92,8 +92,7 @@ impl Deferred {
 /// A restore that stopped between two steps (`Jord::restore_step`) for a request.
 struct Restoring {
     f: Arc<LoadedFunction>,
-    pd: PdId,
-    boundary: u64,
+    instance: Instance,
     generation: u64,
     /// Ticks its steps took so far.
     ticks: u64,
@@ -110,23 +109,20 @@ impl Restoring {
         } else {
             Finish::Now
         };
-        let ran = restore_steps(
-            &self.f,
-            self.pd,
-            self.boundary,
-            self.generation,
-            Begun {
-                ticks: self.ticks,
-                interrupted: true,
-            },
-            finish,
-        );
-        if ran == Ran::Gone {
-            crate::module::instance::destroy(self.pd);
-            self.f.warm.note_gone();
-            cpu::without_interrupts(|| self.f.restores.lock().replaced += 1);
+        let begun = Begun {
+            ticks: self.ticks,
+            interrupted: true,
+        };
+        match restore_steps(&self.f, self.instance, self.generation, begun, finish) {
+            Kept::Pooled => Ran::Kept,
+            Kept::Stopped => Ran::Stopped,
+            Kept::Refused(instance) => {
+                crate::module::instance::destroy(instance.pd);
+                self.f.warm.note_gone();
+                cpu::without_interrupts(|| self.f.restores.lock().replaced += 1);
+                Ran::Gone
+            }
         }
-        ran
     }
 }
 
@@ -326,7 +322,7 @@ pub fn deferred() -> usize {
 /// A new instance costs several restores (a PD, its VMAs, `init` and a snapshot), so the
 /// pools grow to what the bursts of requests need and no further: beyond, an instance made
 /// for one request would be destroyed at its end, or displace another function's.
-pub fn take_deferred(f: &LoadedFunction, or_new: bool) -> Option<(PdId, u64)> {
+pub fn take_deferred(f: &LoadedFunction, or_new: bool) -> Option<Instance> {
     if or_new && room_for_new(f) {
         return None;
     }
@@ -408,21 +404,26 @@ pub enum Reset<'a> {
     },
 }
 
-/// Puts `f`'s instance `pd` (memory boundary `boundary`), whose request has ended, back as
-/// `how` says and keeps it in `f`'s pool, when the pool has room and the instance is fit for
-/// reuse. A snapshot restore goes in steps of [`RESTORE_STEP_PAGES`] and, as `finish` allows,
-/// stops for a request and waits in the deferred queue ([`Ran::Stopped`]); it is counted in
-/// `f`'s restore metrics. [`Ran::Gone`]: the caller destroys it.
-pub fn keep(
-    f: &LoadedFunction,
-    pd: PdId,
-    boundary: u64,
-    how: Reset<'_>,
-    finish: Finish<'_>,
-) -> Ran {
+/// What [`keep`] did with an instance.
+#[derive(Debug)]
+pub enum Kept {
+    /// Restored (or reset) into its function's pool.
+    Pooled,
+    /// Its restore stopped for a request; it waits in the deferred queue.
+    Stopped,
+    /// Not kept (no room, unfit for reuse): the caller destroys it.
+    Refused(Instance),
+}
+
+/// Puts `f`'s `instance`, whose request has ended, back as `how` says and keeps it in `f`'s
+/// pool, when the pool has room and the instance is fit for reuse. A snapshot restore goes in
+/// steps of [`RESTORE_STEP_PAGES`] and, as `finish` allows, stops for a request and waits in
+/// the deferred queue ([`Kept::Stopped`]); it is counted in `f`'s restore metrics.
+pub fn keep(f: &LoadedFunction, instance: Instance, how: Reset<'_>, finish: Finish<'_>) -> Kept {
     if !enabled() || f.warm.idle() >= PER_FUNCTION {
-        return Ran::Gone;
+        return Kept::Refused(instance);
     }
+    let pd = instance.pd;
     let bytes = instance_bytes(f);
     let budget = memory_budget();
     // At a bound, displace other functions' instances (a few at most: sizes differ).
@@ -430,7 +431,7 @@ pub fn keep(
     while kept() >= TOTAL || kept_bytes() + bytes > budget {
         tries += 1;
         if tries > 4 || !evict_for(f) {
-            return Ran::Gone;
+            return Kept::Refused(instance);
         }
     }
     let t0 = cpu::rdtsc();
@@ -439,7 +440,7 @@ pub fn keep(
     let mut report = fjord_groundhog::RestoreReport::default();
     // Written in place too, rather than moved out of the critical section with its result.
     let (mut generation, mut stepped) = (0, Stepped::Reset);
-    let restored = jord::with(|j| {
+    let restored = jord::settled(|j| {
         generation = j.generation();
         match how {
             Reset::Snapshot { fresh } if !j.has_snapshot(pd) => j.restore_instance(pd, &fresh),
@@ -453,23 +454,22 @@ pub fn keep(
             Reset::LayoutOnly { base, len } => j.scrub_instance(pd, base, len),
         }
     });
-    let Ok(pending) = restored else {
-        return Ran::Gone;
-    };
-    pending.finish();
+    if restored.is_err() {
+        return Kept::Refused(instance);
+    }
     if stepped == Stepped::Reset {
-        return pool(f, pd, boundary, generation);
+        return pool(f, instance, generation);
     }
     let begun = Begun {
         ticks: cpu::rdtsc() - t0,
         interrupted: false,
     };
     if stepped == Stepped::Done {
-        return restored_into_pool(f, pd, boundary, generation, begun, report);
+        return restored_into_pool(f, instance, generation, begun, report);
     }
-    match stop_for_requests(finish, pd, boundary, generation, begun) {
-        Some(ran) => ran,
-        None => restore_steps(f, pd, boundary, generation, begun, finish),
+    match stop_for_requests(finish, instance, generation, begun) {
+        Ok(()) => Kept::Stopped,
+        Err(instance) => restore_steps(f, instance, generation, begun, finish),
     }
 }
 
@@ -484,44 +484,41 @@ enum Stepped {
     Begun,
 }
 
-/// Records `f`'s finished restore of `pd` (`report`, after `begun`) and pools the instance.
+/// Records `f`'s finished restore of `instance` (`report`, after `begun`) and pools it.
 fn restored_into_pool(
     f: &LoadedFunction,
-    pd: PdId,
-    boundary: u64,
+    instance: Instance,
     generation: u64,
     begun: Begun,
     mut report: fjord_groundhog::RestoreReport,
-) -> Ran {
+) -> Kept {
     report.ticks = begun.ticks;
     report.interrupted = begun.interrupted;
     cpu::without_interrupts(|| f.restores.lock().record(&report));
-    pool(f, pd, boundary, generation)
+    pool(f, instance, generation)
 }
 
-/// Stops a restore under way (`begun`) when `finish` allows and a request is coming for this
-/// executor: it waits in the deferred queue ([`Ran::Stopped`]). `None`: go on.
+/// Stops the restore of `instance` under way (`begun`) when `finish` allows and a request is
+/// coming for this executor: it waits in the deferred queue. `Err`: go on, with the instance.
 fn stop_for_requests(
     finish: Finish<'_>,
-    pd: PdId,
-    boundary: u64,
+    instance: Instance,
     generation: u64,
     begun: Begun,
-) -> Option<Ran> {
+) -> Result<(), Instance> {
     let Finish::UnlessRequests(handle) = finish else {
-        return None;
+        return Err(instance);
     };
     if wait_for_quiet(crate::arch::percpu::cpu_index()) {
-        return None;
+        return Err(instance);
     }
     push(Deferred::Restoring(Restoring {
         f: handle.clone(),
-        pd,
-        boundary,
+        instance,
         generation,
         ticks: begun.ticks,
     }));
-    Some(Ran::Stopped)
+    Ok(())
 }
 
 /// What a restore under way did so far.
@@ -533,43 +530,43 @@ struct Begun {
     interrupted: bool,
 }
 
-/// Runs the steps of `f`'s instance `pd`'s restore (`begun`) until it is done, then pools the
+/// Runs the steps of `f`'s `instance`'s restore (`begun`) until it is done, then pools the
 /// instance; stops early as `finish` allows.
 fn restore_steps(
     f: &LoadedFunction,
-    pd: PdId,
-    boundary: u64,
+    instance: Instance,
     generation: u64,
     begun: Begun,
     finish: Finish<'_>,
-) -> Ran {
+) -> Kept {
     let mut begun = begun;
+    let mut instance = instance;
+    let pd = instance.pd;
     let mut report = fjord_groundhog::RestoreReport::default();
     loop {
         let t0 = cpu::rdtsc();
-        let step = jord::with(|j| j.restore_step(pd, RESTORE_STEP_PAGES, &mut report));
+        let step = jord::settled(|j| j.restore_step(pd, RESTORE_STEP_PAGES, &mut report));
         match step {
-            Err(_) => return Ran::Gone,
-            Ok(Some(pending)) => {
-                pending.finish();
+            Err(_) => return Kept::Refused(instance),
+            Ok(Some(())) => {
                 begun.ticks += cpu::rdtsc() - t0;
-                return restored_into_pool(f, pd, boundary, generation, begun, report);
+                return restored_into_pool(f, instance, generation, begun, report);
             }
             Ok(None) => {
                 begun.ticks += cpu::rdtsc() - t0;
-                if let Some(ran) = stop_for_requests(finish, pd, boundary, generation, begun) {
-                    return ran;
+                match stop_for_requests(finish, instance, generation, begun) {
+                    Ok(()) => return Kept::Stopped,
+                    Err(back) => instance = back,
                 }
             }
         }
     }
 }
 
-/// Puts `f`'s restored instance `pd` into its pool, if it has room.
-fn pool(f: &LoadedFunction, pd: PdId, boundary: u64, generation: u64) -> Ran {
-    if pool::put(f, pd, boundary, generation) {
-        Ran::Kept
-    } else {
-        Ran::Gone
+/// Puts `f`'s restored `instance` into its pool, if it has room.
+fn pool(f: &LoadedFunction, instance: Instance, generation: u64) -> Kept {
+    match pool::put(f, instance, generation) {
+        Ok(()) => Kept::Pooled,
+        Err(instance) => Kept::Refused(instance),
     }
 }

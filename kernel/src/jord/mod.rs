@@ -22,14 +22,67 @@
 //! per-PD revocation.
 
 pub mod exec;
+pub mod metrics;
 pub mod state;
 pub mod tenant;
 pub mod vlb;
 
 pub use state::with;
 
-/// Runs `f` on the Jord state and finishes the remote TLB flushes its operation owes once the
-/// lock is released (they wait for other CPUs, never under the lock).
-pub fn flushed<E>(f: impl FnOnce(&mut state::Jord) -> Result<state::Pending, E>) -> Result<(), E> {
-    with(f).map(state::Pending::finish)
+/// Runs `f` on the Jord state and settles the remote TLB flushes its operation owes once the
+/// lock is released (they wait for other CPUs, never under the lock): what `f` returns without
+/// its [`state::Pending`] flushes (see [`Owes`]).
+pub fn settled<O: Owes>(f: impl FnOnce(&mut state::Jord) -> O) -> O::Settled {
+    with(f).settle()
+}
+
+/// The result of an operation on the Jord state together with the remote TLB flushes it owes;
+/// [`Owes::settle`] finishes them and leaves the result. Every operation that revokes a leaf
+/// another CPU may cache returns one, and [`settled`] is how the rest of the kernel settles it.
+pub trait Owes {
+    /// The result once the flushes are done.
+    type Settled;
+    /// Finishes the flushes (outside the Jord lock) and returns the result.
+    fn settle(self) -> Self::Settled;
+}
+
+impl Owes for state::Pending {
+    type Settled = ();
+    fn settle(self) {
+        self.finish();
+    }
+}
+
+impl<T: Owes> Owes for Option<T> {
+    type Settled = Option<T::Settled>;
+    fn settle(self) -> Self::Settled {
+        self.map(Owes::settle)
+    }
+}
+
+impl<T: Owes, E> Owes for Result<T, E> {
+    type Settled = Result<T::Settled, E>;
+    fn settle(self) -> Self::Settled {
+        self.map(Owes::settle)
+    }
+}
+
+/// An operation's flushes and its result.
+impl<R> Owes for (state::Pending, R) {
+    type Settled = R;
+    fn settle(self) -> R {
+        self.0.finish();
+        self.1
+    }
+}
+
+/// An operation's flushes, if it owes any, and its result.
+impl<R> Owes for (Option<state::Pending>, R) {
+    type Settled = R;
+    fn settle(self) -> R {
+        if let Some(p) = self.0 {
+            p.finish();
+        }
+        self.1
+    }
 }

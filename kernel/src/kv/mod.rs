@@ -3,6 +3,8 @@
 //! [`fjord_kernel::kv_store`]). A PD that acts for no tenant has no namespace: its calls are
 //! refused with [`Error::AccessDenied`].
 
+pub mod metrics;
+
 use crate::arch::{cpu, percpu};
 use crate::jord::tenant;
 use crate::mm::user_memory;

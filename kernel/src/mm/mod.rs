@@ -6,6 +6,7 @@
 pub mod frames;
 pub mod heap;
 pub mod kernel_tables;
+pub mod metrics;
 pub mod stacks;
 pub mod user_memory;
 

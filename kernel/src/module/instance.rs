@@ -54,23 +54,19 @@ impl Instance {
 
     fn create_with(f: &LoadedFunction, header: bool) -> Result<Instance, InvokeFailure> {
         let m = &f.manifest;
-        let mut owed = None;
-        let r = jord::with(|j| {
-            let pd = j.cget(PdId::KERNEL)?;
+        let r = jord::settled(|j| {
+            let pd = match j.cget(PdId::KERNEL) {
+                Ok(pd) => pd,
+                Err(e) => return (None, Err(e)),
+            };
             j.set_memory_limit(pd, m.memory_limit);
             // Cannot fail: the kernel just made `pd`.
             let _ = j.set_pd_limit(pd, m.max_pds);
             match map_instance(j, pd, f, header) {
-                Ok(boundary) => Ok(Instance { pd, boundary }),
-                Err(e) => {
-                    owed = j.cput(PdId::KERNEL, pd).ok();
-                    Err(e)
-                }
+                Ok(boundary) => (None, Ok(Instance { pd, boundary })),
+                Err(e) => (j.cput(PdId::KERNEL, pd).ok(), Err(e)),
             }
         });
-        if let Some(p) = owed {
-            p.finish();
-        }
         r.map_err(pd_failure)
     }
 }
@@ -83,7 +79,7 @@ pub fn begin_tenant(f: &LoadedFunction, pd: PdId) {
 
 /// Destroys `pd` with everything it owns and every PD it created.
 pub fn destroy(pd: PdId) {
-    let _ = jord::flushed(|j| j.cput(PdId::KERNEL, pd));
+    let _ = jord::settled(|j| j.cput(PdId::KERNEL, pd));
 }
 
 /// Maps `pd`'s instance VMA for `f` (a program's image, see [`super::ProgramArea`], then the
@@ -157,25 +153,23 @@ impl ArgBuf {
     /// zeroed (`crate::groundhog::warm::map_argbuf` drains idle instances once if memory is
     /// short).
     pub fn map(capacity: u64, request: &[u8]) -> Result<ArgBuf, PdError> {
-        let mut owed = None;
-        let r = jord::with(|j| {
-            let base = j.mmap(PdId::KERNEL, capacity, Perm::RW, MapFlags::default())?;
+        jord::settled(|j| {
+            let base = match j.mmap(PdId::KERNEL, capacity, Perm::RW, MapFlags::default()) {
+                Ok(base) => base,
+                Err(e) => return (None, Err(e)),
+            };
             match j.vma_write(base, 0, request) {
-                Ok(()) => Ok(ArgBuf {
-                    base,
-                    capacity,
-                    kernels: true,
-                }),
-                Err(e) => {
-                    owed = j.munmap(PdId::KERNEL, base, capacity).ok();
-                    Err(e)
-                }
+                Ok(()) => (
+                    None,
+                    Ok(ArgBuf {
+                        base,
+                        capacity,
+                        kernels: true,
+                    }),
+                ),
+                Err(e) => (j.munmap(PdId::KERNEL, base, capacity).ok(), Err(e)),
             }
-        });
-        if let Some(p) = owed {
-            p.finish();
-        }
-        r
+        })
     }
 
     /// A caller's ArgBuf VMA of `capacity` bytes at `base`, handed on to a callee.
@@ -216,13 +210,13 @@ impl ArgBuf {
     /// Frees a kernel-owned ArgBuf (every right left on it is revoked); a caller's stays.
     pub fn free(self) {
         if self.kernels {
-            let _ = jord::flushed(|j| j.munmap(PdId::KERNEL, self.base, self.capacity));
+            let _ = jord::settled(|j| j.munmap(PdId::KERNEL, self.base, self.capacity));
         }
     }
 }
 
 fn move_between(base: u64, from: PdId, to: PdId, how: Handoff) -> Result<(), PdError> {
-    jord::flushed(|j| j.pmove_with(from, base, to, Perm::RW, how))
+    jord::settled(|j| j.pmove_with(from, base, to, Perm::RW, how))
 }
 
 /// An instance and the ArgBuf of its request.

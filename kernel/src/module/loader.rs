@@ -106,13 +106,10 @@ pub fn map_image(file: &[u8], plan: &LoadPlan) -> Result<MappedImage, LoadError>
 /// Unmaps an image if it belongs to the current Jord state (a reset already released it
 /// otherwise). Every PD's leaves for it are shot down.
 pub fn unmap_image(image: &MappedImage) {
-    let pending = jord::with(|j| {
+    jord::settled(|j| {
         if current_epoch(j) != image.epoch {
             return None;
         }
         j.munmap(PdId::KERNEL, image.base, image.len).ok()
     });
-    if let Some(p) = pending {
-        p.finish();
-    }
 }

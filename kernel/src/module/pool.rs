@@ -158,13 +158,13 @@ pub fn kept_bytes() -> usize {
     KEPT_BYTES.load(Ordering::Relaxed)
 }
 
-/// An idle instance of `f` for a request, if its pool has one: its PD and memory boundary.
-pub fn take_idle(f: &LoadedFunction) -> Option<(PdId, u64)> {
+/// An idle instance of `f` for a request, if its pool has one.
+pub fn take_idle(f: &LoadedFunction) -> Option<Instance> {
     f.warm.touch();
     while let Some(w) = f.warm.locked(|v| v.pop()) {
         w.forget();
         if w.is_live() {
-            return Some((w.instance.pd, w.instance.boundary));
+            return Some(w.instance);
         }
         // A reset destroyed it.
         f.warm.note_gone();
@@ -172,29 +172,32 @@ pub fn take_idle(f: &LoadedFunction) -> Option<(PdId, u64)> {
     None
 }
 
-/// Puts `f`'s restored instance `pd` (memory boundary `boundary`, of Jord state `generation`)
-/// into its pool; false when the pool has no room (the caller destroys it).
-pub fn put(f: &LoadedFunction, pd: PdId, boundary: u64, generation: u64) -> bool {
+/// Puts `f`'s restored `instance` (of Jord state `generation`) into its pool; gives it back
+/// when the pool has no room (the caller destroys it).
+pub fn put(f: &LoadedFunction, instance: Instance, generation: u64) -> Result<(), Instance> {
     let bytes = instance_bytes(f);
     // The bound is checked again where the instance joins its pool: another executor may
     // have given an instance of `f` back meanwhile (the caller then destroys this one).
-    let pooled = f.warm.locked(|v| {
+    let refused = f.warm.locked(|v| {
         if v.len() >= PER_FUNCTION {
-            return false;
+            return Some(instance);
         }
         v.push(Warm {
-            instance: Instance { pd, boundary },
+            instance,
             bytes,
             generation,
         });
         KEPT.fetch_add(1, Ordering::Relaxed);
         KEPT_BYTES.fetch_add(bytes, Ordering::Relaxed);
-        true
+        None
     });
-    if pooled {
-        f.warm.touch();
+    match refused {
+        None => {
+            f.warm.touch();
+            Ok(())
+        }
+        Some(instance) => Err(instance),
     }
-    pooled
 }
 
 impl Warm {
@@ -214,7 +217,7 @@ impl Warm {
         self.forget();
         pool.note_gone();
         if self.is_live() {
-            let _ = jord::flushed(|j| j.cput(PdId::KERNEL, self.instance.pd));
+            let _ = jord::settled(|j| j.cput(PdId::KERNEL, self.instance.pd));
         }
     }
 }

@@ -16,16 +16,14 @@ mod phy;
 mod server;
 mod sockets;
 
-use crate::arch::{cpu, percpu, smp, time};
+use crate::arch::{cpu, time};
 use crate::kprintln;
-use crate::mm::{frames, heap};
-use alloc::string::String;
+use crate::mm::heap;
 use alloc::vec::Vec;
-use core::sync::atomic::Ordering;
 use fjord_faas::gateway::admission::{Admission, DEFAULT_BACKLOG, cap_for_memory};
 use fjord_faas::gateway::{Gateway, Sample, SampleKind, Timeouts};
 use fjord_faas::http::Limits;
-use fjord_faas::metrics::{LatencyUnit, Value};
+use fjord_faas::metrics::LatencyUnit;
 use smoltcp::iface::{Config, Interface};
 use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, Ipv4Address};
@@ -51,342 +49,77 @@ struct NetCounters {
     passes: u64,
 }
 
-/// The kernel's samples for `/metrics`.
+/// The kernel's samples for `/metrics`: every subsystem's families, then the network's.
 fn kernel_samples(net: NetCounters) -> Vec<Sample> {
     use SampleKind::{Counter, Gauge};
-    let this = percpu::current();
-    let s = |name, kind, help, labels, value: u64| Sample {
-        name,
-        kind,
-        help,
-        labels,
-        runtime_label: None,
-        value: Value::from(value),
-    };
-    let o = crate::orchestrator::stats();
-    let (j, lazy) = crate::jord::with(|j| (j.stats, j.lazy_stats()));
-    let nested = |c: &core::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-    use crate::runtime::{invoke, task};
-    let dropped = crate::syscalls::log::dropped();
-    let mut v = alloc::vec![
-        s(
-            "fjord_dispatch_total",
-            Counter,
-            "Orchestrator dispatch events.",
-            &[("event", "submitted")],
-            o.submitted
-        ),
-        s(
-            "fjord_dispatch_total",
-            Counter,
-            "Orchestrator dispatch events.",
-            &[("event", "dispatched")],
-            o.dispatched
-        ),
-        s(
-            "fjord_dispatch_total",
-            Counter,
-            "Orchestrator dispatch events.",
-            &[("event", "completed")],
-            o.completed
-        ),
-        s(
-            "fjord_dispatch_total",
-            Counter,
-            "Orchestrator dispatch events.",
-            &[("event", "rejected")],
-            o.rejected
-        ),
-        s(
-            "fjord_dispatch_total",
-            Counter,
-            "Orchestrator dispatch events.",
-            &[("event", "suspended")],
-            o.suspended
-        ),
-        s(
-            "fjord_dispatch_total",
-            Counter,
-            "Orchestrator dispatch events.",
-            &[("event", "resumed_locally")],
-            o.local_resumes
-        ),
-        s(
-            "fjord_isolation_events_total",
-            Counter,
-            "Jord isolation events.",
-            &[("kind", "instance_restored")],
-            j.instances_restored
-        ),
-        s(
-            "fjord_isolation_events_total",
-            Counter,
-            "Jord isolation events.",
-            &[("kind", "pd_created")],
-            j.pds_created
-        ),
-        s(
-            "fjord_isolation_events_total",
-            Counter,
-            "Jord isolation events.",
-            &[("kind", "pd_destroyed")],
-            j.pds_destroyed
-        ),
-        s(
-            "fjord_isolation_events_total",
-            Counter,
-            "Jord isolation events.",
-            &[("kind", "pd_switch")],
-            j.pd_switches
-        ),
-        s(
-            "fjord_isolation_events_total",
-            Counter,
-            "Jord isolation events.",
-            &[("kind", "vlb_fill")],
-            j.fills
-        ),
-        s(
-            "fjord_isolation_events_total",
-            Counter,
-            "Jord isolation events.",
-            &[("kind", "argbuf_prefill")],
-            j.prefills
-        ),
-        s(
-            "fjord_isolation_events_total",
-            Counter,
-            "Jord isolation events.",
-            &[("kind", "protection_fault")],
-            j.protection_faults
-        ),
-        s(
-            "fjord_isolation_events_total",
-            Counter,
-            "Jord isolation events.",
-            &[("kind", "shootdown")],
-            j.shootdowns
-        ),
-        s(
-            "fjord_isolation_events_total",
-            Counter,
-            "Jord isolation events.",
-            &[("kind", "revocation_held_back")],
-            j.revocations_deferred
-        ),
-        s(
-            "fjord_isolation_events_total",
-            Counter,
-            "Jord isolation events.",
-            &[("kind", "revocation_withdrawn")],
-            j.revocations_withdrawn
-        ),
-        s(
-            "fjord_isolation_events_total",
-            Counter,
-            "Jord isolation events.",
-            &[("kind", "function_timeout")],
-            invoke::TIMEOUTS.load(Ordering::Relaxed)
-        ),
-        s(
-            "fjord_isolation_events_total",
-            Counter,
-            "Jord isolation events.",
-            &[("kind", "function_panic")],
-            invoke::PANICS.load(Ordering::Relaxed)
-        ),
-        s(
-            "fjord_warm_instances",
-            Gauge,
-            "Idle function instances kept for reuse.",
-            &[],
-            crate::groundhog::warm::kept() as u64
-        ),
-        s(
-            "fjord_uprocesses",
-            Gauge,
-            "Live and zombie μprocesses.",
-            &[],
-            crate::ufork::count() as u64
-        ),
-        s(
-            "fjord_ufork_pages_total",
-            Counter,
-            "Pages of lazy forks: left pending at fork, copied for a child, shared read-only.",
-            &[("event", "deferred")],
-            lazy.pages_deferred
-        ),
-        s(
-            "fjord_ufork_pages_total",
-            Counter,
-            "Pages of lazy forks: left pending at fork, copied for a child, shared read-only.",
-            &[("event", "copied")],
-            lazy.pages_copied
-        ),
-        s(
-            "fjord_ufork_pages_total",
-            Counter,
-            "Pages of lazy forks: left pending at fork, copied for a child, shared read-only.",
-            &[("event", "shared")],
-            lazy.pages_shared
-        ),
-        s(
-            "fjord_nested_calls_total",
-            Counter,
-            "Nested function calls started.",
-            &[],
-            nested(&task::NESTED_CALLS)
-        ),
-        s(
-            "fjord_nested_suspensions_total",
-            Counter,
-            "Callers suspended waiting for a nested call.",
-            &[],
-            nested(&task::SUSPENSIONS)
-        ),
-        s(
-            "fjord_nested_copied_bytes_total",
-            Counter,
-            "Payload bytes copied by nested calls (zero unless the copying baseline is on).",
-            &[],
-            nested(&task::HOP_BYTES_COPIED)
-        ),
-    ];
+    let mut v = Vec::new();
+    crate::arch::metrics::samples(&mut v);
+    crate::mm::metrics::samples(&mut v);
+    crate::jord::metrics::samples(&mut v);
+    crate::orchestrator::metrics::samples(&mut v);
+    crate::kv::metrics::samples(&mut v);
+    crate::groundhog::metrics::samples(&mut v);
+    crate::ufork::metrics::samples(&mut v);
+    crate::runtime::metrics::samples(&mut v);
+    crate::syscalls::metrics::samples(&mut v);
     v.extend([
-        s(
-            "fjord_kernel_timer_ticks_total",
-            Counter,
-            "Local APIC timer interrupts taken by the CPU running the network loop.",
-            &[("cpu", "0")],
-            this.timer_ticks.load(Ordering::Relaxed),
-        ),
-        s(
-            "fjord_kernel_ipis_received_total",
-            Counter,
-            "Inter-processor interrupts received by the CPU running the network loop.",
-            &[("cpu", "0")],
-            this.ipis.load(Ordering::Relaxed),
-        ),
-        s(
-            "fjord_kernel_tlb_shootdown_ipis_total",
-            Counter,
-            "TLB-shootdown IPIs sent.",
-            &[],
-            smp::SHOOTDOWN_IPIS.load(Ordering::Relaxed),
-        ),
-        s(
-            "fjord_kernel_user_faults_total",
-            Counter,
-            "Faults taken in user mode.",
-            &[],
-            crate::arch::user::USER_FAULTS.load(Ordering::Relaxed),
-        ),
-        s(
-            "fjord_kernel_free_frames",
-            Gauge,
-            "Free 4 KiB physical frames.",
-            &[],
-            frames::free_frames() as u64,
-        ),
-        s(
-            "fjord_kernel_heap_used_bytes",
-            Gauge,
-            "Bytes allocated from the kernel heap.",
-            &[],
-            heap::used() as u64,
-        ),
-        s(
-            "fjord_kernel_heap_size_bytes",
-            Gauge,
-            "Bytes managed by the kernel heap.",
-            &[],
-            heap::total() as u64,
-        ),
-        s(
+        Sample::new(
             "fjord_net_received_packets_total",
             Counter,
             "Ethernet frames received by the virtio-net card.",
             &[],
             net.rx,
         ),
-        s(
+        Sample::new(
             "fjord_net_sent_packets_total",
             Counter,
             "Ethernet frames sent by the virtio-net card.",
             &[],
             net.tx,
         ),
-        s(
-            "fjord_console_dropped_messages_total",
-            Counter,
-            "Function log messages dropped: over the invocation's log_limit, or over the console's rate.",
-            &[("reason", "invocation_limit")],
-            dropped.0.0,
-        ),
-        s(
-            "fjord_console_dropped_messages_total",
-            Counter,
-            "Function log messages dropped: over the invocation's log_limit, or over the console's rate.",
-            &[("reason", "rate_limit")],
-            dropped.1.0,
-        ),
-        s(
-            "fjord_console_dropped_bytes_total",
-            Counter,
-            "Bytes of function log messages dropped.",
-            &[("reason", "invocation_limit")],
-            dropped.0.1,
-        ),
-        s(
-            "fjord_console_dropped_bytes_total",
-            Counter,
-            "Bytes of function log messages dropped.",
-            &[("reason", "rate_limit")],
-            dropped.1.1,
-        ),
-        s(
+        Sample::new(
             "fjord_http_connections_open",
             Gauge,
             "HTTP connections being served.",
             &[],
             net.sockets.open as u64,
         ),
-        s(
+        Sample::new(
             "fjord_http_connections_max",
             Gauge,
             "Most HTTP connections served at once (http_max_conns, or from the heap's size).",
             &[],
             net.max_conns as u64,
         ),
-        s(
+        Sample::new(
             "fjord_http_listening_sockets",
             Gauge,
             "TCP sockets listening for new HTTP connections (the backlog).",
             &[],
             net.sockets.listening as u64,
         ),
-        s(
+        Sample::new(
             "fjord_http_sockets",
             Gauge,
             "TCP sockets of the HTTP server: serving, listening and closing.",
             &[],
             net.sockets.sockets as u64,
         ),
-        s(
+        Sample::new(
             "fjord_net_loop_passes_total",
             Counter,
             "Passes of the network loop (receive a batch, transmit, serve the sockets).",
             &[],
             net.passes,
         ),
-        s(
+        Sample::new(
             "fjord_http_socket_visits_total",
             Counter,
             "Visits of an HTTP socket by the server's passes.",
             &[],
             net.sockets.visits,
         ),
-        s(
+        Sample::new(
             "fjord_net_errors_total",
             Counter,
             "Frames the virtio-net driver failed to send or receive.",
@@ -394,113 +127,6 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
             net.errors,
         ),
     ]);
-    v.extend(kv_samples());
-    v.extend(groundhog_samples());
-    v
-}
-
-/// Per function whose instances are restored to a snapshot: restores, pages restored, time
-/// spent restoring (seconds, from the TSC) and instances replaced instead (each family's samples
-/// together).
-fn groundhog_samples() -> Vec<Sample> {
-    use SampleKind::Counter;
-    let functions: Vec<_> = crate::runtime::loaded()
-        .into_iter()
-        .filter(|f| f.isolation().restores())
-        .map(|f| (String::from(f.manifest.name.as_str()), f.restore_stats()))
-        .collect();
-    let families: [(&'static str, &'static str); 5] = [
-        (
-            "fjord_groundhog_restores_total",
-            "Instances restored to their snapshot after a request.",
-        ),
-        (
-            "fjord_groundhog_pages_restored_total",
-            "Pages copied back from a snapshot or zeroed by restores.",
-        ),
-        (
-            "fjord_groundhog_restore_seconds_total",
-            "Seconds spent restoring instances, from the TSC (virtual time under icount).",
-        ),
-        (
-            "fjord_groundhog_replaced_total",
-            "Instances destroyed instead of restored (faulted, timed out, unfit for reuse).",
-        ),
-        (
-            "fjord_groundhog_restores_interrupted_total",
-            "Restores that stopped between two steps for a waiting request and finished later.",
-        ),
-    ];
-    let seconds = |ticks: u64| Value::seconds_from_nanos(time::ticks_to_ns(ticks));
-    let mut v = Vec::new();
-    for (i, (name, help)) in families.into_iter().enumerate() {
-        for (f, st) in &functions {
-            let value = match i {
-                0 => Value::from(st.restores),
-                1 => Value::from(st.pages),
-                2 => seconds(st.ticks),
-                3 => Value::from(st.replaced),
-                _ => Value::from(st.interrupted),
-            };
-            v.push(Sample {
-                name,
-                kind: Counter,
-                help,
-                labels: &[],
-                runtime_label: Some(("function", f.clone())),
-                value,
-            });
-        }
-    }
-    v
-}
-
-/// Per key-value namespace: entries, bytes, quota and refused puts (each family's samples
-/// together).
-fn kv_samples() -> Vec<Sample> {
-    use SampleKind::{Counter, Gauge};
-    let usage = crate::kv::usage();
-    let families: [(&'static str, SampleKind, &'static str); 4] = [
-        (
-            "fjord_kv_namespace_entries",
-            Gauge,
-            "Entries held by a key-value namespace.",
-        ),
-        (
-            "fjord_kv_namespace_bytes",
-            Gauge,
-            "Bytes a key-value namespace holds against its quota (keys, values, 64 per entry).",
-        ),
-        (
-            "fjord_kv_namespace_quota_bytes",
-            Gauge,
-            "Bytes a key-value namespace may hold.",
-        ),
-        (
-            "fjord_kv_namespace_refused_total",
-            Counter,
-            "Puts refused because the namespace was full.",
-        ),
-    ];
-    let mut v = Vec::new();
-    for (i, (name, kind, help)) in families.into_iter().enumerate() {
-        for u in &usage {
-            let value = Value::from(match i {
-                0 => u.entries as u64,
-                1 => u.bytes as u64,
-                2 => u.quota as u64,
-                _ => u.refused,
-            });
-            v.push(Sample {
-                name,
-                kind,
-                help,
-                labels: &[],
-                runtime_label: Some(("namespace", u.name.clone())),
-                value,
-            });
-        }
-    }
     v
 }
 

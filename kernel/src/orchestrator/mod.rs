@@ -13,6 +13,8 @@
 //! the group of its request. On a one-CPU machine CPU 0 is also the only executor and [`poll`]
 //! runs requests inline.
 
+pub mod metrics;
+
 use crate::arch::user::UserFault;
 use crate::arch::{cpu, percpu, smp};
 use alloc::boxed::Box;

@@ -12,6 +12,7 @@
 //! [`fjord_libos::function`].
 
 pub mod invoke;
+pub mod metrics;
 pub mod service;
 pub mod task;
 

@@ -240,7 +240,7 @@ fn call_reply(
         }
         Err(e) => {
             // Refused: the caller runs on, so nothing of it may stay held back.
-            jord::with(|j| j.settle_running(pd)).finish();
+            jord::settled(|j| j.settle_running(pd));
             exec::Reply::Value(encode(Err(e)))
         }
     }

@@ -5,10 +5,11 @@
 //! PD (the kernel's own self-test address spaces, `ucid` 0) may not use them.
 
 pub mod log;
+pub mod metrics;
 
 use crate::arch::percpu;
 use crate::arch::user::SyscallAction as Action;
-use crate::jord::{self, state::abi_error};
+use crate::jord::{self, Owes, state::abi_error};
 use fjord_libos::abi::{Error, Sysno, encode};
 use fjord_pd::{Error as PdError, MapFlags, PdId, Perm};
 
@@ -95,7 +96,7 @@ fn privlib(call: Sysno, a: [u64; 4]) -> Result<u64, Error> {
     let me = PdId::from_raw(me).map_err(abi_error)?;
     let perm = |raw: u64| Perm::from_raw(raw).map_err(abi_error);
     let pd = |raw: u64| jord::state::pd_arg(raw).map_err(abi_error);
-    let pending = match call {
+    let owed = match call {
         Sysno::Mmap => {
             let prot = perm(a[1])?;
             if a[2] != 0 {
@@ -142,6 +143,6 @@ fn privlib(call: Sysno, a: [u64; 4]) -> Result<u64, Error> {
         }
         _ => return Err(Error::NoSys),
     };
-    pending.map_err(abi_error)?.finish();
+    owed.map_err(abi_error)?.settle();
     Ok(0)
 }

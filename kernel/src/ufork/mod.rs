@@ -24,6 +24,8 @@
 //! CHERI: tags the kernel did not write are inferred from values (an integer that happens to
 //! look like an address in the area is relocated too).
 
+pub mod metrics;
+
 use crate::arch::cpu;
 use crate::arch::user::{self, UserContext, UserExit};
 use crate::jord;
@@ -573,7 +575,7 @@ fn fork_lazily(
         mode,
         tags: tags.clone(),
     };
-    jord::flushed(|j| {
+    jord::settled(|j| {
         let (pending, _) = j.fork_lazily(&f)?;
         j.settle_eagerly(child.1, eager);
         Ok::<_, fjord_pd::Error>(pending)

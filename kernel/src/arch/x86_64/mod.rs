@@ -8,6 +8,7 @@ pub mod boot;
 pub mod cpu;
 pub mod exit;
 pub mod gdt;
+pub mod metrics;
 pub mod percpu;
 pub mod pit;
 pub mod pvh;

@@ -5,7 +5,7 @@
 //! the kernel copies back exactly the pages the request dirtied (the page tables' dirty bits
 //! say which) and puts back the snapshot's layout. This crate holds:
 //!
-//! - [`mode`]: the per-function isolation mode (`restore`, `none`, `fresh`);
+//! - [`mode`]: the per-function Groundhog mode (`restore`, `none`, `fresh`);
 //! - [`snapshot_index`]: which pages of a region a snapshot holds, and where;
 //! - [`plan`]: from a set of dirtied pages to the copies and zero-fills that undo them,
 //!   coalesced into runs;
@@ -23,7 +23,7 @@ pub mod plan;
 pub mod snapshot_index;
 pub mod stats;
 
-pub use mode::IsolationMode;
+pub use mode::GroundhogMode;
 pub use plan::{Action, RestorePlan};
 pub use snapshot_index::SnapshotIndex;
 pub use stats::{RestoreReport, RestoreStats};

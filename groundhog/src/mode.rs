@@ -1,8 +1,8 @@
-//! The per-function isolation mode between two requests of one instance.
+//! The per-function Groundhog mode: what happens to an instance between two requests.
 
 /// What happens to a function's instance between two of its requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum IsolationMode {
+pub enum GroundhogMode {
     /// Groundhog: the instance is restored to its snapshot (taken after `init`) before it
     /// serves again: the pages the request dirtied are copied back, the layout put back.
     #[default]
@@ -14,60 +14,60 @@ pub enum IsolationMode {
     Fresh,
 }
 
-impl IsolationMode {
+impl GroundhogMode {
     /// Every mode, default first.
-    pub const ALL: [IsolationMode; 3] = [
-        IsolationMode::Restore,
-        IsolationMode::None,
-        IsolationMode::Fresh,
+    pub const ALL: [GroundhogMode; 3] = [
+        GroundhogMode::Restore,
+        GroundhogMode::None,
+        GroundhogMode::Fresh,
     ];
 
     /// The mode named `text` (`restore`, `none`, `fresh`).
-    pub fn parse(text: &str) -> Option<IsolationMode> {
+    pub fn parse(text: &str) -> Option<GroundhogMode> {
         Self::ALL.into_iter().find(|m| m.as_str() == text)
     }
 
     /// Its name, as the manifest and the HTTP API spell it.
     pub const fn as_str(self) -> &'static str {
         match self {
-            IsolationMode::Restore => "restore",
-            IsolationMode::None => "none",
-            IsolationMode::Fresh => "fresh",
+            GroundhogMode::Restore => "restore",
+            GroundhogMode::None => "none",
+            GroundhogMode::Fresh => "fresh",
         }
     }
 
     /// Whether instances are kept between requests at all.
     pub const fn reuses(self) -> bool {
-        !matches!(self, IsolationMode::Fresh)
+        !matches!(self, GroundhogMode::Fresh)
     }
 
     /// Whether an instance is snapshotted and restored between requests.
     pub const fn restores(self) -> bool {
-        matches!(self, IsolationMode::Restore)
+        matches!(self, GroundhogMode::Restore)
     }
 }
 
-impl core::fmt::Display for IsolationMode {
+impl core::fmt::Display for GroundhogMode {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-/// The isolation mode a `?isolation=…` query string asks for: `Ok(None)` when it names none,
+/// The Groundhog mode a `?groundhog=…` query string asks for: `Ok(None)` when it names none,
 /// `Err(())` when it names one that does not exist.
 #[allow(clippy::result_unit_err)]
-pub fn from_query(query: Option<&str>) -> Result<Option<IsolationMode>, ()> {
+pub fn from_query(query: Option<&str>) -> Result<Option<GroundhogMode>, ()> {
     let Some(q) = query else {
         return Ok(None);
     };
     let mut found = None;
     for pair in q.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if k == "isolation" {
+        if k == "groundhog" {
             if found.is_some() {
                 return Err(());
             }
-            found = Some(IsolationMode::parse(v).ok_or(())?);
+            found = Some(GroundhogMode::parse(v).ok_or(())?);
         }
     }
     Ok(found)
@@ -79,15 +79,15 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_restore_is_the_default() {
-        for m in IsolationMode::ALL {
-            assert_eq!(IsolationMode::parse(m.as_str()), Some(m));
+        for m in GroundhogMode::ALL {
+            assert_eq!(GroundhogMode::parse(m.as_str()), Some(m));
         }
-        assert_eq!(IsolationMode::default(), IsolationMode::Restore);
-        assert_eq!(IsolationMode::parse("Restore"), None);
-        assert_eq!(IsolationMode::parse(""), None);
-        assert!(IsolationMode::Restore.restores() && IsolationMode::Restore.reuses());
-        assert!(!IsolationMode::None.restores() && IsolationMode::None.reuses());
-        assert!(!IsolationMode::Fresh.restores() && !IsolationMode::Fresh.reuses());
+        assert_eq!(GroundhogMode::default(), GroundhogMode::Restore);
+        assert_eq!(GroundhogMode::parse("Restore"), None);
+        assert_eq!(GroundhogMode::parse(""), None);
+        assert!(GroundhogMode::Restore.restores() && GroundhogMode::Restore.reuses());
+        assert!(!GroundhogMode::None.restores() && GroundhogMode::None.reuses());
+        assert!(!GroundhogMode::Fresh.restores() && !GroundhogMode::Fresh.reuses());
     }
 
     #[test]
@@ -96,15 +96,15 @@ mod tests {
         assert_eq!(from_query(Some("")), Ok(None));
         assert_eq!(from_query(Some("x=1")), Ok(None));
         assert_eq!(
-            from_query(Some("isolation=fresh")),
-            Ok(Some(IsolationMode::Fresh))
+            from_query(Some("groundhog=fresh")),
+            Ok(Some(GroundhogMode::Fresh))
         );
         assert_eq!(
-            from_query(Some("a=b&isolation=none&c")),
-            Ok(Some(IsolationMode::None))
+            from_query(Some("a=b&groundhog=none&c")),
+            Ok(Some(GroundhogMode::None))
         );
-        assert_eq!(from_query(Some("isolation=bogus")), Err(()));
-        assert_eq!(from_query(Some("isolation")), Err(()));
-        assert_eq!(from_query(Some("isolation=none&isolation=none")), Err(()));
+        assert_eq!(from_query(Some("groundhog=bogus")), Err(()));
+        assert_eq!(from_query(Some("groundhog")), Err(()));
+        assert_eq!(from_query(Some("groundhog=none&groundhog=none")), Err(()));
     }
 }

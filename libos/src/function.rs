@@ -213,7 +213,7 @@ pub type Init<S> = fn(warmup: &[u8]) -> Result<S, FnError>;
 
 /// The handler of a function with an `init`: its state, the request and the response region
 /// in; the response length or an error out. What it changes in the state lasts until the
-/// instance is restored (after this request, in the default isolation mode).
+/// instance is restored (after this request, in the default Groundhog mode).
 pub type StatefulHandler<S> =
     fn(state: &mut S, req: &[u8], resp: &mut [u8]) -> Result<usize, FnError>;
 
@@ -362,9 +362,6 @@ macro_rules! __manifest_key {
     };
     (groundhog) => {
         "groundhog"
-    };
-    (isolation) => {
-        "isolation"
     };
     (time_limit_ms) => {
         "time_limit_ms"

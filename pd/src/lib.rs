@@ -50,7 +50,7 @@ pub use grant::Grant;
 pub use pd_id::{MAX_PDS, PdId};
 pub use pd_table::NO_TREE_LIMIT;
 pub use perm::Perm;
-pub use privlib::{Isolation, MapFlags, PrivLib, Reinstated, Revoked};
+pub use privlib::{MapFlags, PdIsolation, PrivLib, Reinstated, Revoked};
 pub use sharers::{CpuMask, Sharers};
 pub use shootdown::{Leaf, Shootdown, Target};
 pub use size_class::SizeClass;

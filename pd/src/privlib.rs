@@ -20,7 +20,7 @@
 //!   for execute (`mmap`, `mprotect`): executable memory is module code the loader mapped, so
 //!   memory a function could write never becomes executable ([`Perm::may_request`]).
 //!
-//! Under [`Isolation::None`] (the paper's Jord_NI) the same calls run but the isolation work
+//! Under [`PdIsolation::None`] (the paper's Jord_NI) the same calls run but the isolation work
 //! is skipped: no ownership or subset checks, `mprotect`/`pmove`/`pcopy`/`revoke` only validate
 //! their arguments, `lookup` grants every PD full access to every non-Privileged VMA, and
 //! shootdown sets carry no per-PD revocations. Memory management stays: `munmap` and `cput`
@@ -45,7 +45,7 @@ use crate::vte::{PdPerm, VmaAttrs, Vte};
 
 /// Whether PrivLib enforces isolation between PDs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isolation {
+pub enum PdIsolation {
     /// Jord: every check and every revocation.
     Full,
     /// Jord_NI: same code paths with the isolation work bypassed (see the module docs).
@@ -55,12 +55,12 @@ pub enum Isolation {
 /// Attributes requested by `mmap` (the `flags` argument).
 pub type MapFlags = VmaAttrs;
 
-/// The VMA table, the PD table and the isolation mode: PrivLib's state.
+/// The VMA table, the PD table and the Groundhog mode: PrivLib's state.
 #[derive(Clone, Debug)]
 pub struct PrivLib {
     vmas: VmaTable,
     pds: PdTable,
-    isolation: Isolation,
+    isolation: PdIsolation,
     /// Room for the VMAs a scrub keeps (see [`PrivLib::scrub_with`]), reused.
     kept: Vec<VmaId>,
 }
@@ -101,7 +101,7 @@ struct Transfer {
 
 impl PrivLib {
     /// PrivLib with an empty VMA table of the given sizes and `max_pds` PD ids.
-    pub fn new(config: &TableConfig, max_pds: usize, isolation: Isolation) -> Result<PrivLib> {
+    pub fn new(config: &TableConfig, max_pds: usize, isolation: PdIsolation) -> Result<PrivLib> {
         Ok(PrivLib {
             vmas: VmaTable::new(config)?,
             pds: PdTable::new(max_pds)?,
@@ -120,13 +120,13 @@ impl PrivLib {
         &self.pds
     }
 
-    /// The isolation mode.
-    pub fn isolation(&self) -> Isolation {
+    /// The Groundhog mode.
+    pub fn isolation(&self) -> PdIsolation {
         self.isolation
     }
 
     fn checks(&self) -> bool {
-        self.isolation == Isolation::Full
+        self.isolation == PdIsolation::Full
     }
 
     /// Resolves a VMA base named by `caller`: the address checks of

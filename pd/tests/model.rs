@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use fjord_pd::size_class::page_round_up;
 use fjord_pd::vaddr;
 use fjord_pd::{
-    CallState, Error, Fault, Isolation, MapFlags, PdId, Perm, PrivLib, Shootdown, SizeClass,
+    CallState, Error, Fault, MapFlags, PdId, PdIsolation, Perm, PrivLib, Shootdown, SizeClass,
     TableConfig,
 };
 use proptest::prelude::*;
@@ -729,7 +729,7 @@ fn check_lookup(lib: &PrivLib, m: &Model, pd: PdId, addr: u64) -> Result<(), Tes
 
 #[test]
 fn share_all_reaches_the_overflow_pool() {
-    let mut lib = PrivLib::new(&config(), MAX_PDS, Isolation::Full).unwrap();
+    let mut lib = PrivLib::new(&config(), MAX_PDS, PdIsolation::Full).unwrap();
     let mut m = Model::new();
     let ops = [
         Op::Mmap {
@@ -927,7 +927,7 @@ proptest! {
         // whatever else it made or was given went: then a scrub with the same layout (which
         // `scrubbed_since` says it needs not) would change nothing. The operations run on the
         // live PDs and VMAs as they are (no model); a scrub keeps what the PD owns alone.
-        let mut lib = PrivLib::new(&config(), MAX_PDS, Isolation::Full).unwrap();
+        let mut lib = PrivLib::new(&config(), MAX_PDS, PdIsolation::Full).unwrap();
         let mut scrubbed = Scrubbed::new();
         for op in &ops {
             loose_step(&mut lib, op, &mut scrubbed);
@@ -951,7 +951,7 @@ proptest! {
 
     #[test]
     fn random_operations_keep_tables_consistent(ops in prop::collection::vec(op(), 1..150)) {
-        let mut lib = PrivLib::new(&config(), MAX_PDS, Isolation::Full).unwrap();
+        let mut lib = PrivLib::new(&config(), MAX_PDS, PdIsolation::Full).unwrap();
         let mut m = Model::new();
         for op in &ops {
             step(&mut lib, &mut m, op)?;
@@ -992,7 +992,7 @@ proptest! {
     fn no_isolation_mode_stays_consistent(ops in prop::collection::vec(op(), 1..100)) {
         // Jord_NI: the same operations must never corrupt the tables or panic, and every
         // valid VMA is reachable by every PD.
-        let mut lib = PrivLib::new(&config(), MAX_PDS, Isolation::None).unwrap();
+        let mut lib = PrivLib::new(&config(), MAX_PDS, PdIsolation::None).unwrap();
         let mut m = Model::new();
         for op in &ops {
             let pd = m.pd(0);

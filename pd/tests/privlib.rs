@@ -4,12 +4,12 @@ use fjord_pd::shootdown::Target;
 use fjord_pd::size_class::PAGE_SIZE;
 use fjord_pd::vaddr::{self, REGION_START};
 use fjord_pd::{
-    CallState, Error, Fault, Isolation, MapFlags, PdId, Perm, PrivLib, SizeClass, TableConfig,
+    CallState, Error, Fault, MapFlags, PdId, PdIsolation, Perm, PrivLib, SizeClass, TableConfig,
 };
 
 const K: PdId = PdId::KERNEL;
 
-fn lib(iso: Isolation) -> PrivLib {
+fn lib(iso: PdIsolation) -> PrivLib {
     PrivLib::new(&TableConfig::uniform(8, 4), 64, iso).unwrap()
 }
 
@@ -19,7 +19,7 @@ fn anon() -> MapFlags {
 
 #[test]
 fn mmap_places_by_size_class_and_owns() {
-    let mut l = lib(Isolation::Full);
+    let mut l = lib(PdIsolation::Full);
     let a = l.cget(K).unwrap();
     let va = l.mmap(a, 10_000, Perm::RW, anon()).unwrap();
     let d = vaddr::decode(va).unwrap();
@@ -34,7 +34,7 @@ fn mmap_places_by_size_class_and_owns() {
 
 #[test]
 fn mmap_rejects_bad_arguments() {
-    let mut l = lib(Isolation::Full);
+    let mut l = lib(PdIsolation::Full);
     let a = l.cget(K).unwrap();
     let ghost = PdId::from_raw(63).unwrap();
     assert_eq!(l.mmap(ghost, 4096, Perm::R, anon()), Err(Error::NoSuchPd));
@@ -66,7 +66,7 @@ fn mmap_rejects_bad_arguments() {
 
 #[test]
 fn munmap_frees_and_shoots_down_every_holder() {
-    let mut l = PrivLib::new(&TableConfig::uniform(8, 4), 64, Isolation::Full).unwrap();
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 4), 64, PdIsolation::Full).unwrap();
     let owner = l.cget(K).unwrap();
     let va = l.mmap(owner, 4096, Perm::RW, anon()).unwrap();
     let mut others = Vec::new();
@@ -94,7 +94,7 @@ fn munmap_frees_and_shoots_down_every_holder() {
 
 #[test]
 fn munmap_shrinks_from_the_tail_only() {
-    let mut l = lib(Isolation::Full);
+    let mut l = lib(PdIsolation::Full);
     let a = l.cget(K).unwrap();
     let b = l.cget(K).unwrap();
     let va = l.mmap(a, 3 * PAGE_SIZE, Perm::RW, anon()).unwrap();
@@ -118,7 +118,7 @@ fn munmap_shrinks_from_the_tail_only() {
 
 #[test]
 fn address_forgery_is_rejected() {
-    let mut l = lib(Isolation::Full);
+    let mut l = lib(PdIsolation::Full);
     let a = l.cget(K).unwrap();
     let va = l.mmap(a, 4096, Perm::RW, anon()).unwrap();
     let b = l.cget(K).unwrap();
@@ -153,7 +153,7 @@ fn address_forgery_is_rejected() {
 
 #[test]
 fn mprotect_owner_sets_any_holder_only_narrows() {
-    let mut l = lib(Isolation::Full);
+    let mut l = lib(PdIsolation::Full);
     let a = l.cget(K).unwrap();
     let b = l.cget(K).unwrap();
     let va = l.mmap(a, 4096, Perm::RW, anon()).unwrap();
@@ -204,7 +204,7 @@ fn mprotect_owner_sets_any_holder_only_narrows() {
 
 #[test]
 fn pmove_moves_a_subset_and_keeps_ownership() {
-    let mut l = lib(Isolation::Full);
+    let mut l = lib(PdIsolation::Full);
     let a = l.cget(K).unwrap();
     let b = l.cget(K).unwrap();
     let va = l.mmap(a, 4096, Perm::R, anon()).unwrap();
@@ -230,7 +230,7 @@ fn pmove_moves_a_subset_and_keeps_ownership() {
 
 #[test]
 fn pcopy_unions_and_revoke_takes_back() {
-    let mut l = lib(Isolation::Full);
+    let mut l = lib(PdIsolation::Full);
     let a = l.cget(K).unwrap();
     let b = l.cget(K).unwrap();
     let va = l.mmap(K, 4096, Perm::RX, anon()).unwrap();
@@ -253,7 +253,7 @@ fn pcopy_unions_and_revoke_takes_back() {
 
 #[test]
 fn global_and_privileged_vmas() {
-    let mut l = lib(Isolation::Full);
+    let mut l = lib(PdIsolation::Full);
     let a = l.cget(K).unwrap();
     let global = MapFlags {
         global: true,
@@ -300,7 +300,7 @@ fn global_and_privileged_vmas() {
 
 #[test]
 fn cput_cleans_up_and_ids_do_not_inherit() {
-    let mut l = PrivLib::new(&TableConfig::uniform(8, 4), 3, Isolation::Full).unwrap();
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 4), 3, PdIsolation::Full).unwrap();
     let a = l.cget(K).unwrap();
     let b = l.cget(K).unwrap();
     assert_eq!(l.cget(K), Err(Error::NoMemory));
@@ -330,7 +330,7 @@ fn cput_cleans_up_and_ids_do_not_inherit() {
 
 #[test]
 fn ccall_center_cexit_follow_the_state_machine() {
-    let mut l = lib(Isolation::Full);
+    let mut l = lib(PdIsolation::Full);
     let a = l.cget(K).unwrap();
     let b = l.cget(K).unwrap();
     assert_eq!(l.ccall(a, b, 0).err(), Some(Error::Busy)); // a is not running
@@ -349,7 +349,7 @@ fn ccall_center_cexit_follow_the_state_machine() {
 /// The per-invocation flow of the paper's Fig. 4, as an executor (the kernel) runs it.
 #[test]
 fn figure_4_invocation_flow() {
-    let mut l = lib(Isolation::Full);
+    let mut l = lib(PdIsolation::Full);
     let global = MapFlags {
         global: true,
         privileged: false,
@@ -379,7 +379,7 @@ fn figure_4_invocation_flow() {
 
 #[test]
 fn no_isolation_mode_bypasses_checks_on_the_same_paths() {
-    let mut l = lib(Isolation::None);
+    let mut l = lib(PdIsolation::None);
     let a = l.cget(K).unwrap();
     let b = l.cget(K).unwrap();
     let va = l.mmap(a, 4096, Perm::R, anon()).unwrap();
@@ -414,7 +414,7 @@ fn no_isolation_mode_bypasses_checks_on_the_same_paths() {
 fn moved_argbufs_stay_listed_until_compaction_and_cput_skips_them() {
     // Granted lists keep a VMA a PD handed on with `pmove` (so a buffer that comes back costs
     // one search); the lists stay bounded, and destroying such a PD leaves the VMA alone.
-    let mut l = PrivLib::new(&TableConfig::uniform(8, 128), 64, Isolation::Full).unwrap();
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 128), 64, PdIsolation::Full).unwrap();
     let (a, b) = (l.cget(K).unwrap(), l.cget(K).unwrap());
     let buf = l.mmap(a, 4096, Perm::RW, anon()).unwrap();
     for _ in 0..100 {
@@ -451,7 +451,7 @@ fn moved_argbufs_stay_listed_until_compaction_and_cput_skips_them() {
 /// A function instance `f` with a stack and a heap (its layout `keep`, as `scrub_with` takes
 /// it) and another PD.
 fn instance() -> (PrivLib, PdId, PdId, [(u64, u64, Perm); 2]) {
-    let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, Isolation::Full).unwrap();
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, PdIsolation::Full).unwrap();
     let (f, other) = (l.cget(K).unwrap(), l.cget(K).unwrap());
     let stack = l.mmap(f, 16384, Perm::RW, anon()).unwrap();
     let heap = l.mmap(f, 8192, Perm::RW, anon()).unwrap();
@@ -502,7 +502,7 @@ fn scrub_keeps_the_instance_and_drops_everything_else() {
 #[test]
 fn owned_alone_lists_what_a_scrub_can_keep() {
     // What a snapshot keeps of an instance: the VMAs it owns and alone holds, with its right.
-    let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, Isolation::Full).unwrap();
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, PdIsolation::Full).unwrap();
     let (f, other) = (l.cget(K).unwrap(), l.cget(K).unwrap());
     let heap = l.mmap(f, 8192, Perm::RW, anon()).unwrap();
     let table = l.mmap(f, 4096, Perm::R, anon()).unwrap();
@@ -528,7 +528,7 @@ fn owned_alone_lists_what_a_scrub_can_keep() {
 fn a_scrub_keeps_any_number_of_vmas_and_follows_changes_to_each() {
     // An instance whose `init` mapped many VMAs keeps them all; a change to the last one
     // counts as one to the first.
-    let mut l = PrivLib::new(&TableConfig::uniform(8, 64), 64, Isolation::Full).unwrap();
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 64), 64, PdIsolation::Full).unwrap();
     let f = l.cget(K).unwrap();
     let keep: Vec<_> = (0..20)
         .map(|_| (l.mmap(f, 4096, Perm::RW, anon()).unwrap(), 4096, Perm::RW))
@@ -559,7 +559,7 @@ fn a_scrub_keeps_any_number_of_vmas_and_follows_changes_to_each() {
 
 #[test]
 fn scrub_refuses_an_instance_that_gave_its_memory_away() {
-    let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, Isolation::Full).unwrap();
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, PdIsolation::Full).unwrap();
     let (f, other) = (l.cget(K).unwrap(), l.cget(K).unwrap());
     let heap = l.mmap(f, 8192, Perm::RW, anon()).unwrap();
     let keep = [(heap, 8192, Perm::RW)];
@@ -611,7 +611,7 @@ fn scrub_refuses_an_instance_that_gave_its_memory_away() {
 #[test]
 fn reinstate_undoes_what_an_owner_did_to_a_kept_vma() {
     use fjord_pd::Reinstated;
-    let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, Isolation::Full).unwrap();
+    let mut l = PrivLib::new(&TableConfig::uniform(8, 16), 64, PdIsolation::Full).unwrap();
     let (f, other) = (l.cget(K).unwrap(), l.cget(K).unwrap());
     let heap = l.mmap(f, 8192, Perm::RW, anon()).unwrap();
     let kept = (heap, 8192, Perm::RW);

@@ -6,7 +6,7 @@
 //! - [`CopyMode::Full`]: every page the child may write is copied (and relocated) during fork.
 //! - [`CopyMode::CopyOnWrite`]: pages are shared read-only and copied on the first write by
 //!   either side. The child can *read* a shared page holding parent pointers and follow them
-//!   into the parent's area, so this is only allowed with [`Isolation::None`].
+//!   into the parent's area, so this is only allowed with [`IsolationLevel::None`].
 //! - [`CopyMode::CopyOnAccess`]: the child's pages are left unmapped and any child access copies
 //!   and relocates; the parent keeps read access and its writes copy for the child.
 //! - [`CopyMode::CopyOnPointerAccess`]: on CHERI, pages are shared read-only and the child's
@@ -27,7 +27,7 @@ use crate::area::{AreaLayout, PAGE_SIZE, Region};
 /// Why a fork configuration was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ModeError {
-    /// Copy-on-write asked for a μprocess whose isolation is not [`Isolation::None`].
+    /// Copy-on-write asked for a μprocess whose isolation is not [`IsolationLevel::None`].
     CowNeedsIsolationOff,
     /// A raw mode or isolation code that names none.
     Unknown,
@@ -69,7 +69,7 @@ impl CopyMode {
     pub const fn for_call(
         process: CopyMode,
         call: Option<CopyMode>,
-        isolation: Isolation,
+        isolation: IsolationLevel,
     ) -> Result<CopyMode, ModeError> {
         let mode = match call {
             Some(m) => m,
@@ -82,9 +82,9 @@ impl CopyMode {
     }
 
     /// Checks that the mode is allowed at this isolation level.
-    pub const fn check(self, isolation: Isolation) -> Result<(), ModeError> {
+    pub const fn check(self, isolation: IsolationLevel) -> Result<(), ModeError> {
         match (self, isolation) {
-            (CopyMode::CopyOnWrite, Isolation::NonAdversarial | Isolation::Full) => {
+            (CopyMode::CopyOnWrite, IsolationLevel::NonAdversarial | IsolationLevel::Full) => {
                 Err(ModeError::CowNeedsIsolationOff)
             }
             _ => Ok(()),
@@ -94,7 +94,7 @@ impl CopyMode {
 
 /// How strongly a μprocess is isolated (μFork §3.6).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Isolation {
+pub enum IsolationLevel {
     /// No isolation: the μprocess may reach other areas; for trusted programs only.
     None,
     /// Non-adversarial fault isolation: memory isolation and argument checks.
@@ -104,30 +104,30 @@ pub enum Isolation {
     Full,
 }
 
-impl Isolation {
+impl IsolationLevel {
     /// The level for a raw code: 0 none, 1 non-adversarial, 2 full.
-    pub const fn from_raw(raw: u64) -> Result<Isolation, ModeError> {
+    pub const fn from_raw(raw: u64) -> Result<IsolationLevel, ModeError> {
         match raw {
-            0 => Ok(Isolation::None),
-            1 => Ok(Isolation::NonAdversarial),
-            2 => Ok(Isolation::Full),
+            0 => Ok(IsolationLevel::None),
+            1 => Ok(IsolationLevel::NonAdversarial),
+            2 => Ok(IsolationLevel::Full),
             _ => Err(ModeError::Unknown),
         }
     }
 
     /// True when the μprocess's PD maps its own area only.
     pub const fn isolates_memory(self) -> bool {
-        !matches!(self, Isolation::None)
+        !matches!(self, IsolationLevel::None)
     }
 
     /// True when system-call arguments are checked against the caller's area.
     pub const fn checks_arguments(self) -> bool {
-        !matches!(self, Isolation::None)
+        !matches!(self, IsolationLevel::None)
     }
 
     /// True when by-reference system-call buffers are copied into the kernel before use.
     pub const fn copies_buffers(self) -> bool {
-        matches!(self, Isolation::Full)
+        matches!(self, IsolationLevel::Full)
     }
 }
 
@@ -223,7 +223,7 @@ pub struct ForkDecision {
 /// `has_tags` whether its tag source finds any pointer in it.
 pub const fn at_fork(
     mode: CopyMode,
-    isolation: Isolation,
+    isolation: IsolationLevel,
     role: PageRole,
     has_tags: bool,
 ) -> Result<ForkDecision, ModeError> {
@@ -364,8 +364,8 @@ mod tests {
 
     #[test]
     fn cow_needs_isolation_off() {
-        assert_eq!(CopyMode::CopyOnWrite.check(Isolation::None), Ok(()));
-        for iso in [Isolation::NonAdversarial, Isolation::Full] {
+        assert_eq!(CopyMode::CopyOnWrite.check(IsolationLevel::None), Ok(()));
+        for iso in [IsolationLevel::NonAdversarial, IsolationLevel::Full] {
             assert_eq!(
                 CopyMode::CopyOnWrite.check(iso),
                 Err(ModeError::CowNeedsIsolationOff)
@@ -380,24 +380,24 @@ mod tests {
             CopyMode::CopyOnAccess,
             CopyMode::CopyOnPointerAccess,
         ] {
-            assert_eq!(m.check(Isolation::Full), Ok(()));
+            assert_eq!(m.check(IsolationLevel::Full), Ok(()));
         }
     }
 
     #[test]
     fn per_call_mode_overrides_the_process_mode() {
         let p = CopyMode::CopyOnPointerAccess;
-        assert_eq!(CopyMode::for_call(p, None, Isolation::Full), Ok(p));
+        assert_eq!(CopyMode::for_call(p, None, IsolationLevel::Full), Ok(p));
         assert_eq!(
-            CopyMode::for_call(p, Some(CopyMode::Full), Isolation::Full),
+            CopyMode::for_call(p, Some(CopyMode::Full), IsolationLevel::Full),
             Ok(CopyMode::Full)
         );
         assert_eq!(
-            CopyMode::for_call(p, Some(CopyMode::CopyOnWrite), Isolation::Full),
+            CopyMode::for_call(p, Some(CopyMode::CopyOnWrite), IsolationLevel::Full),
             Err(ModeError::CowNeedsIsolationOff)
         );
         assert_eq!(
-            CopyMode::for_call(CopyMode::CopyOnWrite, None, Isolation::None),
+            CopyMode::for_call(CopyMode::CopyOnWrite, None, IsolationLevel::None),
             Ok(CopyMode::CopyOnWrite)
         );
     }
@@ -408,18 +408,18 @@ mod tests {
             assert_eq!(CopyMode::from_raw(m.raw()), Ok(m));
         }
         assert_eq!(CopyMode::from_raw(4), Err(ModeError::Unknown));
-        assert_eq!(Isolation::from_raw(2), Ok(Isolation::Full));
-        assert_eq!(Isolation::from_raw(3), Err(ModeError::Unknown));
+        assert_eq!(IsolationLevel::from_raw(2), Ok(IsolationLevel::Full));
+        assert_eq!(IsolationLevel::from_raw(3), Err(ModeError::Unknown));
         assert_eq!(CopyMode::default(), CopyMode::CopyOnPointerAccess);
-        assert!(Isolation::Full.copies_buffers());
-        assert!(!Isolation::NonAdversarial.copies_buffers());
-        assert!(Isolation::NonAdversarial.isolates_memory());
-        assert!(!Isolation::None.checks_arguments());
+        assert!(IsolationLevel::Full.copies_buffers());
+        assert!(!IsolationLevel::NonAdversarial.copies_buffers());
+        assert!(IsolationLevel::NonAdversarial.isolates_memory());
+        assert!(!IsolationLevel::None.checks_arguments());
     }
 
     #[test]
     fn fork_decisions_per_mode() {
-        let iso = Isolation::None;
+        let iso = IsolationLevel::None;
         let d = |m, r, t| at_fork(m, iso, r, t).unwrap();
         for m in MODES {
             // Untagged code is shared, eager pages are copied, in every mode.
@@ -530,7 +530,7 @@ mod tests {
     fn no_decision_lets_the_child_read_a_tagged_shared_page_under_isolation() {
         // The invariant CoW breaks and CoA/CoPA keep: with isolation on, a page with pointers
         // is never readable by the child before it has been copied and relocated.
-        for iso in [Isolation::NonAdversarial, Isolation::Full] {
+        for iso in [IsolationLevel::NonAdversarial, IsolationLevel::Full] {
             for m in MODES {
                 for r in ROLES {
                     let Ok(d) = at_fork(m, iso, r, true) else {

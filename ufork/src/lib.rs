@@ -35,7 +35,7 @@
 //! - **Copy-on-pointer-access** needs CHERI's fault-on-capability-load page bit; x86 has
 //!   none, so pages without tags are shared copy-on-write and pages with tags are copied on
 //!   the child's first access.
-//! - **Isolation does not rest on tags**: a missed pointer still names the parent's area,
+//! - **IsolationLevel does not rest on tags**: a missed pointer still names the parent's area,
 //!   which the child's protection domain does not map, so using it faults and kills the child.
 //!
 //! Everything that reads tags goes through the one [`TagSource`] trait, so a CHERI backend
@@ -75,7 +75,7 @@ pub mod tags;
 pub use area::{Area, AreaError, AreaLayout, LayoutBuilder, PAGE_SIZE, Region};
 pub use cap::{Cap, CapError, CapPerms, MAX_AREA_SIZE};
 pub use copy_mode::{
-    Access, CopyMode, ForkDecision, Isolation, ModeError, OnFault, PageRole, PageState, Prot,
+    Access, CopyMode, ForkDecision, IsolationLevel, ModeError, OnFault, PageRole, PageState, Prot,
 };
 pub use fd::{Fd, FdError, FdTable, FileId, OpenFiles};
 pub use lazy::{FirstTouch, LazyPages, on_first_touch};

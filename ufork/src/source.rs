@@ -25,7 +25,7 @@
 //! - [`Union`]: precise ∪ inferred, what fork uses by default: every pointer the kernel made
 //!   plus every word that looks like one.
 //!
-//! Isolation does not rest on tags. Relocation only decides what the child sees in its own
+//! IsolationLevel does not rest on tags. Relocation only decides what the child sees in its own
 //! memory; which memory it can reach is decided by its protection domain, whose page tables map
 //! the child's area and nothing else. A missed pointer still names the parent's area, so the
 //! child's first use of it faults and the kernel kills the child (reported to `waitpid` as

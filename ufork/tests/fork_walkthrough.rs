@@ -4,7 +4,7 @@
 
 use fjord_ufork::area::{Area, AreaLayout, PAGE_SIZE, Region};
 use fjord_ufork::copy_mode::{
-    Access, CopyMode, Isolation, OnFault, PageRole, PageState, Prot, at_fork, on_child_fault,
+    Access, CopyMode, IsolationLevel, OnFault, PageRole, PageState, Prot, at_fork, on_child_fault,
 };
 use fjord_ufork::process::{Pid, ProcessTable, WaitOptions, WaitOutcome, WaitTarget};
 use fjord_ufork::relocate::{Gpr, RegTags, Registers, relocate_page};
@@ -87,14 +87,14 @@ fn copy_on_pointer_access_fork() {
     let cpid = procs.fork(ppid).unwrap();
     let source = emulated(&tags);
     let mut child_tags = tags.copy_for(&child).unwrap();
-    let mode = CopyMode::for_call(CopyMode::default(), None, Isolation::Full).unwrap();
+    let mode = CopyMode::for_call(CopyMode::default(), None, IsolationLevel::Full).unwrap();
     let mut child_mem = Memory::new();
     let mut states = BTreeMap::new();
     for page in parent.page_addrs() {
         let off = page - parent.base();
         let role = PageRole::classify(&layout, off, sp - parent.base(), 1);
         let has_tags = source.page_has_tags(page, &mem[&page]);
-        let d = at_fork(mode, Isolation::Full, role, has_tags).unwrap();
+        let d = at_fork(mode, IsolationLevel::Full, role, has_tags).unwrap();
         if d.copy_now {
             let mut copy = mem[&page];
             relocate_page(&source, &parent, &child, page, &mut copy).unwrap();

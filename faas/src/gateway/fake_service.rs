@@ -71,7 +71,7 @@ impl FakeService {
                 name: FunctionName::new(name).expect("a valid test name"),
                 size,
                 generation,
-                isolation: crate::module::IsolationMode::Restore,
+                groundhog: crate::module::GroundhogMode::Restore,
             })
             .collect();
         self.lists.borrow_mut().push_back(functions);
@@ -119,7 +119,7 @@ impl FunctionService for FakeService {
         &mut self,
         name: FunctionName,
         image: &[u8],
-        _: Option<crate::module::IsolationMode>,
+        _: Option<crate::module::GroundhogMode>,
     ) -> Result<DeployOutcome, DeployError> {
         let call = Call::Deploy(name.as_str().into(), image.to_vec());
         self.record(call.clone());

@@ -23,7 +23,7 @@ pub fn write_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// `GET /functions`: `[{"name":"…","size":N,"generation":G,"isolation":"restore"},…]`
+/// `GET /functions`: `[{"name":"…","size":N,"generation":G,"groundhog":"restore"},…]`
 /// followed by a newline.
 pub fn function_list(functions: &[FunctionInfo]) -> String {
     let mut out = String::from("[");
@@ -35,8 +35,8 @@ pub fn function_list(functions: &[FunctionInfo]) -> String {
         write_string(&mut out, f.name.as_str());
         let _ = write!(
             out,
-            ",\"size\":{},\"generation\":{},\"isolation\":\"{}\"}}",
-            f.size, f.generation, f.isolation
+            ",\"size\":{},\"generation\":{},\"groundhog\":\"{}\"}}",
+            f.size, f.generation, f.groundhog
         );
     }
     out.push_str("]\n");
@@ -95,15 +95,15 @@ mod tests {
             name: FunctionName::new(n).unwrap(),
             size,
             generation,
-            isolation: if size > 100 {
-                crate::module::IsolationMode::Fresh
+            groundhog: if size > 100 {
+                crate::module::GroundhogMode::Fresh
             } else {
-                crate::module::IsolationMode::Restore
+                crate::module::GroundhogMode::Restore
             },
         };
         assert_eq!(
             function_list(&[f("a", 10, 1), f("b-2", 2048, 7)]),
-            "[{\"name\":\"a\",\"size\":10,\"generation\":1,\"isolation\":\"restore\"},{\"name\":\"b-2\",\"size\":2048,\"generation\":7,\"isolation\":\"fresh\"}]\n"
+            "[{\"name\":\"a\",\"size\":10,\"generation\":1,\"groundhog\":\"restore\"},{\"name\":\"b-2\",\"size\":2048,\"generation\":7,\"groundhog\":\"fresh\"}]\n"
         );
     }
 

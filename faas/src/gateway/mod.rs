@@ -9,8 +9,8 @@
 //! | request | answer |
 //! |---|---|
 //! | `GET /metrics` | 200, Prometheus text: gateway counters, kernel samples, per-function series |
-//! | `GET /functions` | 200, JSON list of `{name, size, generation, isolation}` |
-//! | `PUT /functions/<name>[?isolation=restore\|none\|fresh]` | 201 created / 200 replaced; 400 invalid module or isolation mode (reason in the body), 413 too large, 503 no room |
+//! | `GET /functions` | 200, JSON list of `{name, size, generation, groundhog}` |
+//! | `PUT /functions/<name>[?groundhog=restore\|none\|fresh]` | 201 created / 200 replaced; 400 invalid module or Groundhog mode (reason in the body), 413 too large, 503 no room |
 //! | `DELETE /functions/<name>` | 204, or 404 |
 //! | `POST /invoke/<fn>` | the function's output (200); 404 unknown, 500 the function failed (reason in the body), 503 no capacity |
 //!
@@ -273,12 +273,12 @@ impl<S: FunctionService> Gateway<S> {
                 ("list", json_response(Status::Ok, &body))
             }
             Ok(Route::Deploy(name)) => match fjord_groundhog::mode::from_query(req.query()) {
-                Ok(isolation) => ("deploy", self.deploy(name, &req.body, isolation)),
+                Ok(mode) => ("deploy", self.deploy(name, &req.body, mode)),
                 Err(()) => (
                     "deploy",
                     Response::text(
                         Status::BadRequest,
-                        "isolation must be restore, none or fresh\n",
+                        "groundhog must be restore, none or fresh\n",
                     ),
                 ),
             },
@@ -388,9 +388,9 @@ impl<S: FunctionService> Gateway<S> {
         &mut self,
         name: crate::FunctionName,
         image: &[u8],
-        isolation: Option<crate::module::IsolationMode>,
+        mode: Option<crate::module::GroundhogMode>,
     ) -> Response {
-        match self.service.deploy(name.clone(), image, isolation) {
+        match self.service.deploy(name.clone(), image, mode) {
             Ok(d) => {
                 let status = if d.replaced {
                     Status::Ok

@@ -75,7 +75,7 @@ pub struct FunctionInfo {
     /// Generation at which it was deployed.
     pub generation: Generation,
     /// What happens to its instances between requests.
-    pub isolation: crate::module::IsolationMode,
+    pub groundhog: crate::module::GroundhogMode,
 }
 
 /// One line of `GET /processes`.
@@ -103,14 +103,14 @@ pub struct ProcessOptions {
     /// The copy mode of its `fork` calls: `full`, `cow`, `coa` or `copa` (the default).
     pub mode: fjord_ufork::CopyMode,
     /// Its isolation level: `none`, `non-adversarial` or `full` (the default).
-    pub isolation: fjord_ufork::Isolation,
+    pub isolation: fjord_ufork::IsolationLevel,
 }
 
 impl ProcessOptions {
     /// The options a request target's query string names; unknown keys are ignored, an
     /// unknown value is an error naming the key.
     pub fn from_target(target: &str) -> Result<ProcessOptions, &'static str> {
-        use fjord_ufork::{CopyMode, Isolation};
+        use fjord_ufork::{CopyMode, IsolationLevel};
         let mut o = ProcessOptions::default();
         let Some((_, query)) = target.split_once('?') else {
             return Ok(o);
@@ -129,9 +129,9 @@ impl ProcessOptions {
                 }
                 "isolation" => {
                     o.isolation = match value {
-                        "none" => Isolation::None,
-                        "non-adversarial" => Isolation::NonAdversarial,
-                        "full" => Isolation::Full,
+                        "none" => IsolationLevel::None,
+                        "non-adversarial" => IsolationLevel::NonAdversarial,
+                        "full" => IsolationLevel::Full,
                         _ => return Err("isolation"),
                     }
                 }
@@ -215,12 +215,12 @@ pub trait FunctionService {
         false
     }
     /// Validates `image` and deploys it as `name` (replacing any older version), with the
-    /// isolation mode `isolation` instead of its manifest's when one is given.
+    /// Groundhog mode `mode` instead of its manifest's when one is given.
     fn deploy(
         &mut self,
         name: FunctionName,
         image: &[u8],
-        isolation: Option<crate::module::IsolationMode>,
+        mode: Option<crate::module::GroundhogMode>,
     ) -> Result<DeployOutcome, DeployError>;
     /// The deployed functions in name order.
     fn list(&self) -> Vec<FunctionInfo>;
@@ -249,7 +249,7 @@ pub trait FunctionService {
 #[cfg(test)]
 mod tests {
     use super::ProcessOptions;
-    use fjord_ufork::{CopyMode, Isolation};
+    use fjord_ufork::{CopyMode, IsolationLevel};
 
     #[test]
     fn process_options_come_from_the_query() {
@@ -260,11 +260,11 @@ mod tests {
         let o = ProcessOptions::from_target("/processes/p?fork=coa&isolation=non-adversarial&x=1")
             .unwrap();
         assert_eq!(o.mode, CopyMode::CopyOnAccess);
-        assert_eq!(o.isolation, Isolation::NonAdversarial);
+        assert_eq!(o.isolation, IsolationLevel::NonAdversarial);
         let o = ProcessOptions::from_target("/processes/p?isolation=none&fork=cow").unwrap();
         assert_eq!(
             (o.mode, o.isolation),
-            (CopyMode::CopyOnWrite, Isolation::None)
+            (CopyMode::CopyOnWrite, IsolationLevel::None)
         );
         assert_eq!(
             ProcessOptions::from_target("/processes/p?fork=fast"),

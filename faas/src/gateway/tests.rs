@@ -96,7 +96,7 @@ fn deploy_list_invoke_remove() {
     assert_eq!(
         body,
         alloc::format!(
-            "[{{\"name\":\"hello\",\"size\":{},\"generation\":1,\"isolation\":\"restore\"}}]\n",
+            "[{{\"name\":\"hello\",\"size\":{},\"generation\":1,\"groundhog\":\"restore\"}}]\n",
             HELLO.len()
         )
     );
@@ -246,12 +246,12 @@ fn invoke_outcomes_map_to_status_codes() {
 }
 
 #[test]
-fn an_unknown_isolation_mode_is_refused_before_deploying() {
+fn an_unknown_groundhog_mode_is_refused_before_deploying() {
     let mut gw = gateway(FakeService::new());
     for q in [
-        "isolation=bogus",
-        "isolation",
-        "isolation=none&isolation=fresh",
+        "groundhog=bogus",
+        "groundhog",
+        "groundhog=none&groundhog=fresh",
     ] {
         let (code, body) = call(
             &mut gw,
@@ -273,8 +273,8 @@ fn list_is_the_services_in_its_order() {
     assert!(raw.contains("Content-Type: application/json\r\n"), "{raw}");
     assert!(
         raw.ends_with(
-            "\r\n\r\n[{\"name\":\"b\",\"size\":10,\"generation\":3,\"isolation\":\"restore\"},\
-             {\"name\":\"a-2\",\"size\":2048,\"generation\":7,\"isolation\":\"restore\"}]\n"
+            "\r\n\r\n[{\"name\":\"b\",\"size\":10,\"generation\":3,\"groundhog\":\"restore\"},\
+             {\"name\":\"a-2\",\"size\":2048,\"generation\":7,\"groundhog\":\"restore\"}]\n"
         ),
         "{raw}"
     );
@@ -476,7 +476,7 @@ impl FunctionService for SlowService {
         &mut self,
         _: crate::FunctionName,
         _: &[u8],
-        _: Option<crate::module::IsolationMode>,
+        _: Option<crate::module::GroundhogMode>,
     ) -> Result<DeployOutcome, DeployError> {
         Err(DeployError::Full)
     }

@@ -11,10 +11,9 @@
 //! | `entry` | entry offset from the image base (number) | the ELF header's `e_entry` |
 //! | `stack_size` | bytes, multiple of 4096, at least 4096 | 64 KiB |
 //! | `heap_size` | bytes, multiple of 4096 | 1 MiB |
-//! | `groundhog` | `restore` / `none` / `fresh`: what happens to an instance between requests (see [`IsolationMode`]); the reserved key's old values `on` and `off` read as `restore` | `restore` |
+//! | `groundhog` | `restore` / `none` / `fresh`: what happens to an instance between requests (see [`GroundhogMode`]); the reserved key's old values `on` and `off` read as `restore` | `restore` |
 //! | `init` | `on` / `off`: the module has an `init` entry, run once per instance before the snapshot (set by `function!`) | `off` |
 //! | `warmup` | the input `init` runs with (text to the end of the line, at most 1 KiB) | empty |
-//! | `isolation` | `full` / `none` (Jord_NI, for measuring isolation cost) | `full` |
 //! | `memory_limit` | bytes the function may `mmap` at run time (ArgBufs for calls, buffers), multiple of 4096 | 16 MiB |
 //! | `time_limit_ms` | wall-clock limit of one invocation, nested calls included (1 ms to 10 min) | 1000 |
 //! | `max_pds` | PDs one invocation may create with `cget` and hold at once (0 to 256) | 16 |
@@ -30,7 +29,7 @@
 use crate::function_name::{FunctionName, NameError};
 use alloc::string::String;
 use core::fmt::{self, Write};
-pub use fjord_groundhog::IsolationMode;
+pub use fjord_groundhog::GroundhogMode;
 
 /// The manifest format version this crate reads and writes.
 pub const MANIFEST_VERSION: u32 = 1;
@@ -63,15 +62,6 @@ pub const MAX_APP_LEN: usize = 64;
 /// Longest `warmup` input.
 pub const MAX_WARMUP_LEN: usize = 1024;
 
-/// How strongly instances of the function are isolated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Isolation {
-    /// Each invocation in its own protection domain.
-    Full,
-    /// Isolation operations bypassed (Jord_NI), for measuring the cost of isolation.
-    None,
-}
-
 /// What a module is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ModuleKind {
@@ -93,13 +83,11 @@ pub struct Manifest {
     /// Private heap size in bytes.
     pub heap_size: u64,
     /// Groundhog request isolation: what happens to an instance between requests.
-    pub groundhog: IsolationMode,
+    pub groundhog: GroundhogMode,
     /// Whether the module has an `init` entry, run once per instance before the snapshot.
     pub init: bool,
     /// The input `init` runs with.
     pub warmup: String,
-    /// Isolation mode.
-    pub isolation: Isolation,
     /// Time limit of one invocation in milliseconds (the APIC timer preempts it then).
     pub time_limit_ms: u64,
     /// Bytes one invocation may map with `mmap` at run time.
@@ -230,10 +218,9 @@ impl Manifest {
             entry: None,
             stack_size: DEFAULT_STACK_SIZE,
             heap_size: DEFAULT_HEAP_SIZE,
-            groundhog: IsolationMode::Restore,
+            groundhog: GroundhogMode::Restore,
             init: false,
             warmup: String::new(),
-            isolation: Isolation::Full,
             time_limit_ms: DEFAULT_TIME_LIMIT_MS,
             memory_limit: DEFAULT_MEMORY_LIMIT,
             max_pds: DEFAULT_MAX_PDS,
@@ -278,7 +265,7 @@ impl Manifest {
         let mut name = None;
         let (mut entry, mut stack_size, mut heap_size) =
             (None, DEFAULT_STACK_SIZE, DEFAULT_HEAP_SIZE);
-        let (mut groundhog, mut isolation) = (IsolationMode::Restore, Isolation::Full);
+        let mut groundhog = GroundhogMode::Restore;
         let (mut init, mut warmup) = (false, String::new());
         let mut time_limit_ms = DEFAULT_TIME_LIMIT_MS;
         let mut memory_limit = DEFAULT_MEMORY_LIMIT;
@@ -297,7 +284,6 @@ impl Manifest {
                 "stack_size" => 2,
                 "heap_size" => 3,
                 "groundhog" => 4,
-                "isolation" => 5,
                 "time_limit_ms" => 6,
                 "memory_limit" => 7,
                 "max_pds" => 8,
@@ -320,8 +306,8 @@ impl Manifest {
                 3 => heap_size = parse_size(value, line, 0)?,
                 4 => {
                     groundhog = match value {
-                        "on" | "off" => IsolationMode::Restore,
-                        v => IsolationMode::parse(v).ok_or(bad)?,
+                        "on" | "off" => GroundhogMode::Restore,
+                        v => GroundhogMode::parse(v).ok_or(bad)?,
                     }
                 }
                 13 => {
@@ -371,17 +357,10 @@ impl Manifest {
                         .filter(|n| *n <= MAX_LOG_LIMIT)
                         .ok_or(bad)?
                 }
-                6 => {
+                _ => {
                     time_limit_ms = parse_number(value)
                         .filter(|n| (1..=MAX_TIME_LIMIT_MS).contains(n))
                         .ok_or(bad)?
-                }
-                _ => {
-                    isolation = match value {
-                        "full" => Isolation::Full,
-                        "none" => Isolation::None,
-                        _ => return Err(bad),
-                    }
                 }
             }
         }
@@ -403,7 +382,6 @@ impl Manifest {
             groundhog,
             init,
             warmup,
-            isolation,
             time_limit_ms,
             memory_limit,
             max_pds,
@@ -433,11 +411,6 @@ impl Manifest {
         if !self.warmup.is_empty() {
             let _ = writeln!(s, "warmup={}", self.warmup);
         }
-        let iso = match self.isolation {
-            Isolation::Full => "full",
-            Isolation::None => "none",
-        };
-        let _ = writeln!(s, "isolation={iso}");
         let _ = writeln!(s, "time_limit_ms={}", self.time_limit_ms);
         let _ = writeln!(s, "memory_limit={:#x}", self.memory_limit);
         let _ = writeln!(s, "max_pds={}", self.max_pds);
@@ -460,19 +433,18 @@ mod tests {
 
     #[test]
     fn parses_full_manifest_with_padding_and_comments() {
-        let text = b"# hello function\nfjord-manifest=1\nname=hello\r\nentry=0x12d0\n\nstack_size=128K\nheap_size = 2M\ngroundhog=on\nisolation=none\n\0\0\0";
+        let text = b"# hello function\nfjord-manifest=1\nname=hello\r\nentry=0x12d0\n\nstack_size=128K\nheap_size = 2M\ngroundhog=on\n\0\0\0";
         let m = Manifest::parse(text).unwrap();
         assert_eq!(m.name.as_str(), "hello");
         assert_eq!(m.entry, Some(0x12d0));
         assert_eq!((m.stack_size, m.heap_size), (128 * 1024, 2 * 1024 * 1024));
-        assert_eq!(m.groundhog, IsolationMode::Restore);
+        assert_eq!(m.groundhog, GroundhogMode::Restore);
         assert!(!m.init && m.warmup.is_empty());
-        assert_eq!(m.isolation, Isolation::None);
         let m = Manifest::parse(
             b"fjord-manifest=1\nname=f\ngroundhog=fresh\ninit=on\nwarmup=op=a&b=1\n",
         )
         .unwrap();
-        assert_eq!(m.groundhog, IsolationMode::Fresh);
+        assert_eq!(m.groundhog, GroundhogMode::Fresh);
         assert!(m.init);
         assert_eq!(m.warmup, "op=a&b=1");
         let long = alloc::format!("fjord-manifest=1\nname=f\nwarmup={}\n", "x".repeat(1025));
@@ -562,8 +534,8 @@ mod tests {
                 BadValue { line: 3 },
             ),
             (
-                b"fjord-manifest=1\nname=f\nisolation=half",
-                BadValue { line: 3 },
+                b"fjord-manifest=1\nname=f\nisolation=none",
+                UnknownKey { line: 3 },
             ),
             (
                 b"fjord-manifest=1\nname=f\nmax_pds=257",
@@ -614,7 +586,7 @@ mod tests {
         #[test]
         fn round_trips(name in "[a-z0-9_-]{1,64}", entry in any::<Option<u64>>(),
                        stack in 1u64..=(1 << 18), heap in 0u64..=(1 << 18),
-                       groundhog in 0usize..3, none in any::<bool>(),
+                       groundhog in 0usize..3,
                        init in any::<bool>(), warmup in "[a-z0-9=&]{0,20}",
                        limit in 1u64..=MAX_TIME_LIMIT_MS, mem in 0u64..=(1 << 18),
                        max_pds in 0..=MAX_MAX_PDS, in_app in any::<bool>(),
@@ -629,10 +601,9 @@ mod tests {
                 entry,
                 stack_size: stack * 4096,
                 heap_size: heap * 4096,
-                groundhog: IsolationMode::ALL[groundhog],
+                groundhog: GroundhogMode::ALL[groundhog],
                 init,
                 warmup,
-                isolation: if none { Isolation::None } else { Isolation::Full },
                 time_limit_ms: limit,
                 memory_limit: mem * 4096,
                 max_pds,

@@ -20,7 +20,7 @@ mod tests;
 
 pub use error::{FilePart, ModuleError};
 pub use load_plan::{LoadPlan, ModuleLimits, Perms, Relocation, SegmentPlan, validate};
-pub use manifest::{Isolation, IsolationMode, Manifest, ManifestError, ModuleKind};
+pub use manifest::{GroundhogMode, Manifest, ManifestError, ModuleKind};
 pub use program_image::ProgramImage;
 pub use relocate::{RelocateError, apply_relocations};
 pub use shared_image::{WritableData, check_shareable};

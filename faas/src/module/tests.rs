@@ -104,9 +104,8 @@ fn accepts_real_rustc_static_pie_with_rela() {
     assert_eq!(plan.manifest.stack_size, 64 * 1024);
     assert_eq!(
         plan.manifest.groundhog,
-        crate::module::IsolationMode::Restore
+        crate::module::GroundhogMode::Restore
     );
-    assert_eq!(plan.manifest.isolation, Isolation::Full);
 }
 
 #[test]

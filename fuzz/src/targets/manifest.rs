@@ -49,7 +49,6 @@ const KEYS: &[&str] = &[
     "stack_size",
     "heap_size",
     "groundhog",
-    "isolation",
     "time_limit_ms",
     "memory_limit",
     "max_pds",

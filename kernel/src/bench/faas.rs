@@ -26,7 +26,7 @@ use fjord_faas::jbsq::RequestClass;
 use fjord_faas::metrics::exact_quantile;
 use fjord_faas::open_loop::{HDR_MAX, LoadRun, Rng, SLO_FACTOR};
 use fjord_kernel::layout::PAGE_SIZE;
-use fjord_pd::{Isolation, MapFlags, PdId, Perm};
+use fjord_pd::{MapFlags, PdId, PdIsolation, Perm};
 
 type R<T> = Result<T, &'static str>;
 
@@ -256,12 +256,12 @@ fn chain(sys: Sys, form: &ChainForm) -> R<()> {
     Ok(())
 }
 
-/// Starts a fresh Jord state in the isolation mode `sys` measures.
+/// Starts a fresh Jord state in the Groundhog mode `sys` measures.
 fn reset_for(sys: Sys) -> R<()> {
     let mode = if sys == Sys::Fjord {
-        Isolation::Full
+        PdIsolation::Full
     } else {
-        Isolation::None
+        PdIsolation::None
     };
     state::reset(mode).map_err(|_| "reset")
 }
@@ -281,7 +281,7 @@ pub fn run_group() -> R<()> {
     orchestrator::init(2);
     let hz = crate::arch::time::ticks_per_second() as f64;
     // Minimal-load service time under Jord_NI: arrivals far apart.
-    state::reset(Isolation::None).map_err(|_| "reset")?;
+    state::reset(PdIsolation::None).map_err(|_| "reset")?;
     let probe = run_load(400_000.0, 60, 7)?;
     let service = exact_quantile(&probe.latencies, 500).ok_or("no samples")?;
     let slo = SLO_FACTOR * service;
@@ -319,7 +319,7 @@ pub fn run_group() -> R<()> {
             &mut v,
         );
     }
-    state::reset(Isolation::Full).map_err(|_| "reset")?;
+    state::reset(PdIsolation::Full).map_err(|_| "reset")?;
     crate::arch::apic::start_periodic_timer(crate::arch::time::TIMER_HZ);
     Ok(())
 }

@@ -228,9 +228,9 @@ pub fn run_all(filter: Option<&str>, nanoseconds: bool, first_line_tsc: u64) -> 
 /// measure: none of their calls passes a buffer but the pipe round trip's one byte).
 fn fork_group() -> Result<(), &'static str> {
     use crate::ufork::{SpawnOptions, spawn_with};
-    use fjord_ufork::copy_mode::Isolation;
+    use fjord_ufork::copy_mode::IsolationLevel;
     let options = SpawnOptions {
-        isolation: Isolation::None,
+        isolation: IsolationLevel::None,
         ..SpawnOptions::default()
     };
     // Where the hypervisor emulates ring 0 (KVM's PVM backend), copying 100 MiB takes longer

@@ -17,7 +17,7 @@ use crate::mm::kernel_tables;
 use alloc::vec::Vec;
 use fjord_kernel::layout::PAGE_SIZE;
 use fjord_kernel::paging::{Flags, PageTables};
-use fjord_pd::{Isolation, MapFlags, PdId, Perm};
+use fjord_pd::{MapFlags, PdId, PdIsolation, Perm};
 
 type R<T> = Result<T, &'static str>;
 
@@ -270,7 +270,7 @@ fn baseline_invocations() -> R<()> {
 
 /// Runs the whole `pd` group: Jord, then Jord_NI, then the baseline.
 pub fn run_group() -> R<()> {
-    state::reset(Isolation::Full).map_err(|_| "reset")?;
+    state::reset(PdIsolation::Full).map_err(|_| "reset")?;
     ring3_ops(Sys::Fjord)?;
     kernel_ops(Sys::Fjord)?;
     let stats = jord::with(|j| j.stats);
@@ -283,9 +283,9 @@ pub fn run_group() -> R<()> {
         stats.ipis,
         stats.pd_switches
     );
-    state::reset(Isolation::None).map_err(|_| "reset")?;
+    state::reset(PdIsolation::None).map_err(|_| "reset")?;
     ring3_ops(Sys::FjordNi)?;
     kernel_ops(Sys::FjordNi)?;
-    state::reset(Isolation::Full).map_err(|_| "reset")?;
+    state::reset(PdIsolation::Full).map_err(|_| "reset")?;
     baseline_invocations()
 }

@@ -1,5 +1,5 @@
 //! The `restore` benchmark group: what Groundhog's restore between requests costs, under the
-//! three isolation modes (`none`: warm reuse with no restore; `restore`: the snapshot's
+//! three Groundhog modes (`none`: warm reuse with no restore; `restore`: the snapshot's
 //! dirtied pages copied back; `fresh`: a new PD and `init` per request).
 //!
 //! Targets: `hello`, one operation of each of the four workloads (every function of the
@@ -34,7 +34,7 @@ use fjord_faas::jbsq::RequestClass;
 use fjord_faas::metrics::exact_quantile;
 use fjord_faas::open_loop::{self, LoadRun, MIN_LOAD_REQUESTS, Point, REQUESTS, SLO_FACTOR};
 use fjord_faas::restore_targets::{self, RestoreTarget};
-use fjord_groundhog::{IsolationMode, RestoreStats};
+use fjord_groundhog::{GroundhogMode, RestoreStats};
 
 type R<T> = Result<T, String>;
 
@@ -123,7 +123,7 @@ fn targets() -> Vec<Target> {
 }
 
 /// Deploys every function of `t` again in `mode` (its idle instances go).
-fn set_mode(t: &Target, mode: IsolationMode) -> R<()> {
+fn set_mode(t: &Target, mode: GroundhogMode) -> R<()> {
     for name in runtime::list() {
         if !name.starts_with(t.functions) {
             continue;
@@ -172,7 +172,7 @@ fn min_load(f: &Arc<LoadedFunction>, t: &Target) -> R<Vec<u64>> {
 fn sweep(
     f: &Arc<LoadedFunction>,
     t: &Target,
-    mode: IsolationMode,
+    mode: GroundhogMode,
     service: u64,
     slo: u64,
 ) -> R<u64> {
@@ -211,9 +211,9 @@ fn sweep(
 
 fn run_target(t: &Target) -> R<()> {
     let modes = [
-        IsolationMode::None,
-        IsolationMode::Restore,
-        IsolationMode::Fresh,
+        GroundhogMode::None,
+        GroundhogMode::Restore,
+        GroundhogMode::Fresh,
     ];
     let (mut latency, mut throughput) = ([0u64; 3], [0u64; 3]);
     let mut slo = 0;
@@ -240,7 +240,7 @@ fn run_target(t: &Target) -> R<()> {
             "insns",
             &mut lat,
         );
-        if mode == IsolationMode::Restore {
+        if mode == GroundhogMode::Restore {
             let n = MIN_LOAD_REQUESTS as u64;
             let ticks = (after.ticks - before.ticks) / n;
             restore_cost = ticks;
@@ -260,7 +260,7 @@ fn run_target(t: &Target) -> R<()> {
                 &mut [pages],
             );
         }
-        if mode == IsolationMode::None {
+        if mode == GroundhogMode::None {
             slo = SLO_FACTOR * latency[0];
         }
         throughput[i] = sweep(&f, t, mode, latency[0], slo)?;
@@ -304,7 +304,7 @@ fn run_target(t: &Target) -> R<()> {
         100.0 * restore_cost as f64 * throughput[0] as f64
             / crate::arch::time::ticks_per_second() as f64,
     );
-    set_mode(t, IsolationMode::Restore)?;
+    set_mode(t, GroundhogMode::Restore)?;
     Ok(())
 }
 

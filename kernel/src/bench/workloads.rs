@@ -30,7 +30,7 @@ use alloc::vec::Vec;
 use fjord_faas::jbsq::RequestClass;
 use fjord_faas::metrics::exact_quantile;
 use fjord_faas::open_loop::{self, MIN_LOAD_REQUESTS, Point, REQUESTS, SLO_FACTOR};
-use fjord_pd::Isolation;
+use fjord_pd::PdIsolation;
 
 type R<T> = Result<T, String>;
 
@@ -66,9 +66,9 @@ fn operations() -> Vec<Op> {
 /// Configures Jord and the hop mode for `sys`.
 fn set_system(sys: Sys) -> R<()> {
     let (isolation, hops) = match sys {
-        Sys::Fjord => (Isolation::Full, task::HopMode::Move),
-        Sys::FjordNi => (Isolation::None, task::HopMode::Move),
-        Sys::Baseline => (Isolation::Full, task::HopMode::Copy),
+        Sys::Fjord => (PdIsolation::Full, task::HopMode::Move),
+        Sys::FjordNi => (PdIsolation::None, task::HopMode::Move),
+        Sys::Baseline => (PdIsolation::Full, task::HopMode::Copy),
     };
     state::reset(isolation).map_err(|e| format!("reset: {e:?}"))?;
     task::set_hop_mode(hops);

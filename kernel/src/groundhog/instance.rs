@@ -1,6 +1,6 @@
 //! A function instance's life around its requests: taken from its pool or made (its `init` run
 //! and its Groundhog snapshot taken), and given back at the request's end (restored as its
-//! function's isolation mode says, or destroyed).
+//! function's Groundhog mode says, or destroyed).
 
 use super::warm;
 use crate::jord;
@@ -20,7 +20,7 @@ impl Instance {
         // An idle instance; else, while another request's instance awaits its restore, a new
         // one if the pools have room for it, so that this request need not wait for that
         // restore; else that restore now.
-        let idle = if f.isolation().reuses() {
+        let idle = if f.groundhog_mode().reuses() {
             crate::module::pool::take_idle(f).or_else(|| warm::take_deferred(f, true))
         } else {
             None
@@ -57,7 +57,7 @@ impl Instance {
                 inst.run_init(f)?;
             }
             let (base, len) = inst.vma(f);
-            if f.isolation().restores() {
+            if f.groundhog_mode().restores() {
                 let info =
                     jord::settled(|j| j.take_snapshot(inst.pd, base, len)).map_err(pd_failure)?;
                 f.warm
@@ -68,7 +68,7 @@ impl Instance {
                     inst.pd,
                     info.pages
                 );
-            } else if f.isolation() == fjord_groundhog::IsolationMode::None {
+            } else if f.groundhog_mode() == fjord_groundhog::GroundhogMode::None {
                 let mapped = jord::settled(|j| j.keep_init_layout(inst.pd, base, len))
                     .map_err(pd_failure)?;
                 f.warm.note_held_beyond(mapped as usize);
@@ -156,7 +156,7 @@ impl Instance {
             warm::Kept::Pooled => warm::Ran::Kept,
             warm::Kept::Stopped => warm::Ran::Stopped,
             warm::Kept::Refused(instance) => {
-                if f.isolation().restores() {
+                if f.groundhog_mode().restores() {
                     crate::arch::cpu::without_interrupts(|| f.restores.lock().replaced += 1);
                 }
                 destroy(instance.pd);
@@ -166,10 +166,10 @@ impl Instance {
         }
     }
 
-    /// Restores this instance as `f`'s isolation mode asks and keeps it in `f`'s pool, if
+    /// Restores this instance as `f`'s Groundhog mode asks and keeps it in `f`'s pool, if
     /// [`warm::keep`] takes it.
     fn keep(self, f: &LoadedFunction, finish: warm::Finish<'_>) -> warm::Kept {
-        use fjord_groundhog::IsolationMode;
+        use fjord_groundhog::GroundhogMode;
         let m = &f.manifest;
         let (base, len) = self.vma(f);
         let (header_offset, header) = fresh_header(m, base);
@@ -180,10 +180,10 @@ impl Instance {
             header: &header,
             memory_limit: m.memory_limit,
         };
-        let how = match f.isolation() {
-            IsolationMode::Fresh => return warm::Kept::Refused(self),
-            IsolationMode::Restore => warm::Reset::Snapshot { fresh },
-            IsolationMode::None => warm::Reset::LayoutOnly { base, len },
+        let how = match f.groundhog_mode() {
+            GroundhogMode::Fresh => return warm::Kept::Refused(self),
+            GroundhogMode::Restore => warm::Reset::Snapshot { fresh },
+            GroundhogMode::None => warm::Reset::LayoutOnly { base, len },
         };
         warm::keep(f, self, how, finish)
     }

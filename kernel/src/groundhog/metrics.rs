@@ -25,7 +25,7 @@ fn restore_samples(out: &mut Vec<Sample>) {
     use SampleKind::Counter;
     let functions: Vec<_> = crate::module::loaded()
         .into_iter()
-        .filter(|f| f.isolation().restores())
+        .filter(|f| f.groundhog_mode().restores())
         .map(|f| (String::from(f.manifest.name.as_str()), f.restore_stats()))
         .collect();
     let families: [(&'static str, &'static str); 5] = [

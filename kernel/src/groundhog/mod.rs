@@ -8,7 +8,7 @@
 //!   and stopped between steps for a request, and the pools' bounds applied.
 //!
 //! The snapshot, the dirty-page scan and the page-by-page restore themselves run on Jord's page
-//! tables and frames, under its lock (`jord::state::{snapshot, restore}`); the isolation modes,
+//! tables and frames, under its lock (`jord::state::{snapshot, restore}`); the Groundhog modes,
 //! snapshot indexes, restore plans and metrics are the host-tested `fjord-groundhog` crate.
 
 pub mod instance;

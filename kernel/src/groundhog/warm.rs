@@ -7,7 +7,7 @@
 //! Jord paper leaves open how its per-invocation sequence fits in 120 ns; recycling is one
 //! answer). An instance is put back only when its function returned (a fault or a time-out
 //! destroys the PD), after its response went out ([`defer`], [`run_deferred`]), and as its
-//! function's isolation mode says ([`Reset`]): in mode `restore`, only after
+//! function's Groundhog mode says ([`Reset`]): in mode `restore`, only after
 //! [`Jord::begin_restore`](crate::jord::state::Jord) and its steps freed every VMA and right it gained
 //! and copied back every page it dirtied from its snapshot (an instance without one is rezeroed
 //! by `Jord::restore_instance`); in mode `none` only the VMAs and rights go; in mode `fresh`
@@ -67,7 +67,7 @@ impl Deferred {
     /// Whether its instance is destroyed rather than kept (a fault, mode `fresh`).
     fn goes(&self) -> bool {
         match self {
-            Deferred::Ended { f, reusable, .. } => !(*reusable && f.isolation().reuses()),
+            Deferred::Ended { f, reusable, .. } => !(*reusable && f.groundhog_mode().reuses()),
             Deferred::Restoring(_) => false,
         }
     }
@@ -388,14 +388,14 @@ pub fn map_argbuf(capacity: u64, request: &[u8]) -> Result<ArgBuf, PdError> {
 /// How an instance is put back between two requests.
 #[derive(Clone, Copy, Debug)]
 pub enum Reset<'a> {
-    /// Restored to its Groundhog snapshot (isolation mode `restore`); one without a snapshot
+    /// Restored to its Groundhog snapshot (Groundhog mode `restore`); one without a snapshot
     /// is restored to `fresh`, the state of a new instance.
     Snapshot {
         /// A new instance's layout.
         fresh: InstanceLayout<'a>,
     },
     /// Only the VMAs and rights it gained are dropped; its memory keeps what the request left
-    /// (isolation mode `none`). `[base, base + len)` is its instance VMA.
+    /// (Groundhog mode `none`). `[base, base + len)` is its instance VMA.
     LayoutOnly {
         /// Base of the instance VMA.
         base: u64,

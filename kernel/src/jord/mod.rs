@@ -17,7 +17,7 @@
 //!   CR3 write flushes the TLB, so a CPU leaves a PD's mask when it switches away.
 //! - **PD switch** (`ucid` change): a CR3 write (PCID is not used: QEMU TCG lacks it).
 //!
-//! Jord_NI ([`fjord_pd::Isolation::None`]) runs the same paths with the isolation work bypassed:
+//! Jord_NI ([`fjord_pd::PdIsolation::None`]) runs the same paths with the isolation work bypassed:
 //! one shared root table for every PD (no CR3 switch), full rights from every lookup, and no
 //! per-PD revocation.
 

@@ -22,7 +22,9 @@ use fjord_kernel::paging::{Flags, PageTables};
 use fjord_libos::abi::Error as AbiError;
 use fjord_pd::held_back::{HeldBack, Note};
 use fjord_pd::leaf_hints::{LeafHints, Way};
-use fjord_pd::{Error, Isolation, MapFlags, PdId, Perm, PrivLib, Sharers, Shootdown, TableConfig};
+use fjord_pd::{
+    Error, MapFlags, PdId, PdIsolation, Perm, PrivLib, Sharers, Shootdown, TableConfig,
+};
 use spin::Mutex;
 
 mod backing;
@@ -93,7 +95,7 @@ pub struct Jord {
     snapshots: Vec<Option<Box<snapshot::Snapshot>>>,
     /// How many entries of `snapshots` hold one.
     live_snapshots: usize,
-    /// Per PD in isolation mode `none`, what it keeps between requests after its `init`.
+    /// Per PD in Groundhog mode `none`, what it keeps between requests after its `init`.
     layouts: Vec<Option<snapshot::InitLayout>>,
     /// VMAs whose first pages are another VMA's frames.
     shared: shared_prefix::SharedPrefixes,
@@ -156,14 +158,14 @@ pub fn current_generation() -> u64 {
 #[cold]
 #[inline(never)]
 fn first_use(slot: &mut Option<Jord>) -> &mut Jord {
-    let j = slot.insert(Jord::new(Isolation::Full).expect("memory for the VMA table"));
+    let j = slot.insert(Jord::new(PdIsolation::Full).expect("memory for the VMA table"));
     CURRENT_GENERATION.store(j.generation, core::sync::atomic::Ordering::Release);
     j
 }
 
 /// Replaces the Jord state by a fresh one in `isolation` mode, releasing everything the old one
 /// held. No PD may be running.
-pub fn reset(isolation: Isolation) -> Result<(), Error> {
+pub fn reset(isolation: PdIsolation) -> Result<(), Error> {
     let fresh = Jord::new(isolation)?;
     let generation = fresh.generation;
     let old = cpu::without_interrupts(|| {
@@ -178,13 +180,13 @@ pub fn reset(isolation: Isolation) -> Result<(), Error> {
 }
 
 impl Jord {
-    fn new(isolation: Isolation) -> Result<Jord, Error> {
+    fn new(isolation: PdIsolation) -> Result<Jord, Error> {
         let privlib = PrivLib::new(
             &TableConfig::uniform(SLOTS_PER_CLASS, OVERFLOW_LISTS),
             MAX_LIVE_PDS,
             isolation,
         )?;
-        let shared_root = if isolation == Isolation::None {
+        let shared_root = if isolation == PdIsolation::None {
             PageTables::create_sharing_kernel(
                 &DIRECT,
                 &mut KernelFrames,

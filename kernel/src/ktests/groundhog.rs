@@ -1,5 +1,5 @@
 //! Groundhog request isolation (boot with `modules=initrd`): snapshots after `init`, restores
-//! of exactly the dirtied pages, the isolation modes, and the leak tests: what one request
+//! of exactly the dirtied pages, the Groundhog modes, and the leak tests: what one request
 //! leaves in the heap, the stack, a fresh VMA, the registers or the state `init` built is gone
 //! for the next; a function cannot write its own snapshot.
 
@@ -12,7 +12,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use fjord_faas::jbsq::RequestClass;
-use fjord_groundhog::IsolationMode;
+use fjord_groundhog::GroundhogMode;
 use fjord_kernel::{kassert, kassert_eq};
 
 type R<T> = Result<T, String>;
@@ -59,7 +59,7 @@ fn needs(names: &[&str]) -> R<()> {
 }
 
 /// Deploys `name` again, from its own module, in `mode`.
-fn redeploy(name: &str, mode: IsolationMode) -> R<()> {
+fn redeploy(name: &str, mode: GroundhogMode) -> R<()> {
     let elf = runtime::module_file(name).ok_or("no module file")?;
     runtime::deploy_with(name, &elf, Some(mode)).map_err(|e| format!("{e}"))?;
     Ok(())
@@ -116,12 +116,12 @@ ktest! {
     fn without_restore_the_next_request_sees_the_secret() {
         needs(&["leak"])?;
         let r = warm(|| {
-            redeploy("leak", IsolationMode::None)?;
+            redeploy("leak", GroundhogMode::None)?;
             let dump = leak_round()?;
             // Groundhog's insecure baseline: the heap and the stack still hold it.
             kassert!(field(&dump, "heap")? == SECRET, "{dump}");
             kassert!(field(&dump, "stack")? == SECRET, "{dump}");
-            redeploy("leak", IsolationMode::Fresh)?;
+            redeploy("leak", GroundhogMode::Fresh)?;
             let pds = || jord::with(|j| j.stats.pds_created);
             let before = pds();
             let dump = leak_round()?;
@@ -132,7 +132,7 @@ ktest! {
             kassert_eq!(runtime::lookup("leak").ok_or("leak")?.warm.idle(), 0);
             Ok(())
         });
-        redeploy("leak", IsolationMode::Restore)?;
+        redeploy("leak", GroundhogMode::Restore)?;
         r
     }
 }
@@ -141,8 +141,8 @@ ktest! {
     fn without_restore_an_unchanged_instance_is_not_scrubbed_and_a_vma_a_request_mapped_goes() {
         needs(&["leak", "hello"])?;
         let r = warm(|| {
-            redeploy("leak", IsolationMode::None)?;
-            redeploy("hello", IsolationMode::None)?;
+            redeploy("leak", GroundhogMode::None)?;
+            redeploy("hello", GroundhogMode::None)?;
             let skipped = || jord::with(|j| j.stats.scrubs_skipped);
             invoke("hello", b"a").map_err(|e| format!("{e}"))?;
             // A request that left the layout as it was: nothing to scrub, as in mode `restore`.
@@ -160,8 +160,8 @@ ktest! {
             }
             Ok(())
         });
-        redeploy("leak", IsolationMode::Restore)?;
-        redeploy("hello", IsolationMode::Restore)?;
+        redeploy("leak", GroundhogMode::Restore)?;
+        redeploy("hello", GroundhogMode::Restore)?;
         r
     }
 }
@@ -226,7 +226,7 @@ ktest! {
     fn without_restore_the_vmas_init_mapped_stay_between_requests() {
         needs(&["leak-init"])?;
         let r = warm(|| {
-            redeploy("leak-init", IsolationMode::None)?;
+            redeploy("leak-init", GroundhogMode::None)?;
             // The page init mapped is there for every request of the reused instance, and a
             // request's corruption stays (Groundhog's insecure baseline).
             for _ in 0..2 {
@@ -242,7 +242,7 @@ ktest! {
             kassert_eq!(runtime::lookup("leak-init").ok_or("leak-init")?.warm.idle(), 1);
             Ok(())
         });
-        redeploy("leak-init", IsolationMode::Restore)?;
+        redeploy("leak-init", GroundhogMode::Restore)?;
         r
     }
 }
@@ -478,7 +478,7 @@ ktest! {
         // entries. A restore of one must not hide what the other dirtied from its own.
         needs(&["leak"])?;
         let reset = |i| jord::state::reset(i).map_err(|e| format!("{e:?}"));
-        reset(fjord_pd::Isolation::None)?;
+        reset(fjord_pd::PdIsolation::None)?;
         let r = warm(|| {
             let f = runtime::lookup("leak").ok_or("leak")?;
             for round in 0..3 {
@@ -493,7 +493,7 @@ ktest! {
             kassert!(f.warm.idle() >= 1);
             Ok(())
         });
-        reset(fjord_pd::Isolation::Full)?;
+        reset(fjord_pd::PdIsolation::Full)?;
         r
     }
 }

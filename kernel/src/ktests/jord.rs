@@ -1,4 +1,4 @@
-//! Isolation tests with hostile ring-3 code in Jord protection domains. Every attack must fault
+//! PdIsolation tests with hostile ring-3 code in Jord protection domains. Every attack must fault
 //! or get an error, be reported, and leave the kernel and every other PD running.
 
 use crate::arch::user::Access;
@@ -12,7 +12,7 @@ use alloc::format;
 use alloc::string::String;
 use fjord_kernel::{kassert, kassert_eq};
 use fjord_libos::abi::{Error, Sysno, encode};
-use fjord_pd::{Isolation, MapFlags, PdId, Perm};
+use fjord_pd::{MapFlags, PdId, PdIsolation, Perm};
 
 type R<T> = Result<T, String>;
 
@@ -248,7 +248,7 @@ ktest! {
 
 ktest! {
     fn no_isolation_mode_skips_the_checks() {
-        state::reset(Isolation::None).map_err(|e| format!("{e:?}"))?;
+        state::reset(PdIsolation::None).map_err(|e| format!("{e:?}"))?;
         let result = (|| -> R<()> {
             let p = new_pd(PdId::KERNEL)?;
             let q = new_pd(PdId::KERNEL)?;
@@ -259,7 +259,7 @@ ktest! {
             kassert_eq!(jord::with(|j| j.root_of(p)), jord::with(|j| j.root_of(q)));
             Ok(())
         })();
-        state::reset(Isolation::Full).map_err(|e| format!("{e:?}"))?;
+        state::reset(PdIsolation::Full).map_err(|e| format!("{e:?}"))?;
         result
     }
 }

@@ -12,7 +12,7 @@ use alloc::vec::Vec;
 use fjord_faas::module::{ModuleLimits, validate};
 use fjord_kernel::{kassert, kassert_eq};
 use fjord_libos::function::FnError;
-use fjord_pd::{Isolation, MapFlags, PdId, Perm};
+use fjord_pd::{MapFlags, PdId, PdIsolation, Perm};
 
 type R<T> = Result<T, String>;
 
@@ -247,9 +247,9 @@ ktest! {
 ktest! {
     fn functions_survive_a_switch_to_no_isolation_and_back() {
         needs_modules()?;
-        state::reset(Isolation::None).map_err(|e| format!("{e:?}"))?;
+        state::reset(PdIsolation::None).map_err(|e| format!("{e:?}"))?;
         let ni = call("hello", b"ni");
-        state::reset(Isolation::Full).map_err(|e| format!("{e:?}"))?;
+        state::reset(PdIsolation::Full).map_err(|e| format!("{e:?}"))?;
         kassert_eq!(ni.as_deref(), Ok(b"hello, ni!".as_slice()));
         kassert_eq!(call("hello", b"full").as_deref(), Ok(b"hello, full!".as_slice()));
         Ok(())

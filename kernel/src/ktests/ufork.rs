@@ -52,11 +52,11 @@ ktest! {
 }
 
 ktest! {
-    fn forktest_passes_in_every_copy_mode_and_cow_needs_isolation_off() {
+    fn forktest_passes_in_every_copy_mode_and_cow_needs_groundhog_mode_off() {
         needs_forktest()?;
-        use fjord_ufork::copy_mode::{CopyMode, Isolation};
+        use fjord_ufork::copy_mode::{CopyMode, IsolationLevel};
         for mode in [CopyMode::Full, CopyMode::CopyOnAccess, CopyMode::CopyOnPointerAccess] {
-            let options = ufork::SpawnOptions { mode, isolation: Isolation::Full };
+            let options = ufork::SpawnOptions { mode, isolation: IsolationLevel::Full };
             let (_, ticket) = ufork::spawn_with("forktest", options).map_err(|e| format!("{e:?}"))?;
             let done = orchestrator::wait(ticket);
             let status = ufork::status_of(&done.result);
@@ -66,7 +66,7 @@ ktest! {
         // pointers (strings, numbers) from their parent's frames.
         let lazy = crate::jord::with(|j| j.lazy_stats());
         kassert!(lazy.pages_copied > 0 && lazy.pages_shared > 0, "{lazy:?}");
-        for isolation in [Isolation::Full, Isolation::NonAdversarial] {
+        for isolation in [IsolationLevel::Full, IsolationLevel::NonAdversarial] {
             let options = ufork::SpawnOptions { mode: CopyMode::CopyOnWrite, isolation };
             kassert_eq!(
                 ufork::spawn_with("forktest", options).err(),
@@ -100,12 +100,12 @@ ktest! {
 }
 
 ktest! {
-    fn with_isolation_off_copy_on_write_spawn_and_pipes_work() {
+    fn with_groundhog_mode_off_copy_on_write_spawn_and_pipes_work() {
         kassert!(runtime::lookup("forkhello").is_some(), "forkhello is not deployed");
-        use fjord_ufork::copy_mode::{CopyMode, Isolation};
+        use fjord_ufork::copy_mode::{CopyMode, IsolationLevel};
         // forkhello forks in every mode (copy-on-write included, allowed with isolation off),
         // spawns `nop`, and passes bytes back and forth with a child through two pipes.
-        let options = ufork::SpawnOptions { mode: CopyMode::CopyOnWrite, isolation: Isolation::None };
+        let options = ufork::SpawnOptions { mode: CopyMode::CopyOnWrite, isolation: IsolationLevel::None };
         let (_, ticket) = ufork::spawn_with("forkhello", options).map_err(|e| format!("{e:?}"))?;
         let done = orchestrator::wait(ticket);
         let status = ufork::status_of(&done.result);

@@ -9,7 +9,7 @@
 //! created). An [`ArgBuf`] is the request's
 //! buffer: a kernel-owned VMA the kernel fills (an external request, a copied hop) or the
 //! caller's own VMA moved in (a nested call). An [`Invocation`] is the two together. A new
-//! instance runs its function's `init` and, in isolation mode `restore`, is snapshotted before
+//! instance runs its function's `init` and, in Groundhog mode `restore`, is snapshotted before
 //! its first request (see `docs/groundhog.md`).
 
 use super::LoadedFunction;

@@ -85,7 +85,7 @@ impl LoadedFunction {
 
     /// What happens to its instances between requests (the manifest's `groundhog` key, or the
     /// mode it was deployed with).
-    pub fn isolation(&self) -> fjord_groundhog::IsolationMode {
+    pub fn groundhog_mode(&self) -> fjord_groundhog::GroundhogMode {
         self.manifest.groundhog
     }
 
@@ -150,14 +150,14 @@ pub fn deploy(name: &str, file: &[u8]) -> Result<Arc<LoadedFunction>, LoadError>
     deploy_with(name, file, None)
 }
 
-/// [`deploy`] with the isolation mode `isolation` instead of the manifest's, when given.
+/// [`deploy`] with the Groundhog mode `mode` instead of the manifest's, when given.
 pub fn deploy_with(
     name: &str,
     file: &[u8],
-    isolation: Option<fjord_groundhog::IsolationMode>,
+    mode: Option<fjord_groundhog::GroundhogMode>,
 ) -> Result<Arc<LoadedFunction>, LoadError> {
     let mut plan = validate(file, &ModuleLimits::default()).map_err(LoadError::Invalid)?;
-    if let Some(mode) = isolation {
+    if let Some(mode) = mode {
         plan.manifest.groundhog = mode;
     }
     if plan.manifest.name.as_str() != name {
@@ -214,8 +214,8 @@ pub fn loaded() -> Vec<Arc<LoadedFunction>> {
     REGISTRY.lock().values().map(|d| d.loaded.clone()).collect()
 }
 
-/// The isolation mode the function `name` was deployed with.
-pub fn isolation_of(name: &str) -> Option<fjord_groundhog::IsolationMode> {
+/// The Groundhog mode the function `name` was deployed with.
+pub fn groundhog_mode_of(name: &str) -> Option<fjord_groundhog::GroundhogMode> {
     REGISTRY.lock().get(name).map(|d| d.plan.manifest.groundhog)
 }
 

@@ -20,7 +20,7 @@ use crate::groundhog::warm;
 use crate::kprintln;
 
 pub use crate::module::{
-    LoadedFunction, deploy, deploy_with, isolation_of, list, load_initrd, loaded, lookup,
+    LoadedFunction, deploy, deploy_with, groundhog_mode_of, list, load_initrd, loaded, lookup,
     module_file, remove,
 };
 pub use invoke::{InvokeFailure, invoke};

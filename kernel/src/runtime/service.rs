@@ -155,7 +155,7 @@ impl FunctionService for RuntimeService {
         &mut self,
         name: FunctionName,
         image: &[u8],
-        isolation: Option<fjord_groundhog::IsolationMode>,
+        mode: Option<fjord_groundhog::GroundhogMode>,
     ) -> Result<DeployOutcome, DeployError> {
         let plan = validate(image, &ModuleLimits::default()).map_err(DeployError::Invalid)?;
         if plan.manifest.name != name {
@@ -167,7 +167,7 @@ impl FunctionService for RuntimeService {
         if !replaced && super::list().len() >= MAX_FUNCTIONS {
             return Err(DeployError::Full);
         }
-        match super::deploy_with(name.as_str(), image, isolation) {
+        match super::deploy_with(name.as_str(), image, mode) {
             Ok(_) => {
                 let generation = self.bump();
                 self.generations
@@ -189,13 +189,13 @@ impl FunctionService for RuntimeService {
             .filter_map(|n| {
                 let size = super::module_file(&n)?.len();
                 let generation = self.generations.get(&n).copied().unwrap_or(0);
-                let isolation = super::isolation_of(&n)?;
+                let groundhog = super::groundhog_mode_of(&n)?;
                 let name = FunctionName::new(&n).ok()?;
                 Some(FunctionInfo {
                     name,
                     size,
                     generation,
-                    isolation,
+                    groundhog,
                 })
             })
             .collect()

@@ -40,7 +40,7 @@ use fjord_faas::jbsq::RequestClass;
 use fjord_libos::abi::{Error as AbiError, Sysno, encode};
 use fjord_pd::PdId;
 use fjord_ufork::area::Area;
-use fjord_ufork::copy_mode::{CopyMode, Isolation};
+use fjord_ufork::copy_mode::{CopyMode, IsolationLevel};
 use fjord_ufork::fd::{FdTable, OpenFiles};
 use fjord_ufork::pipe::PipeTable;
 use fjord_ufork::process::{
@@ -78,7 +78,7 @@ struct Proc {
     /// How its `fork` calls copy its memory unless a call says otherwise.
     mode: CopyMode,
     /// How strongly it is isolated (inherited by its children).
-    isolation: Isolation,
+    isolation: IsolationLevel,
     /// Its precise tags: the pointers the kernel wrote into its area (shared, unchanged, with
     /// the lazy forks that read them).
     tags: Arc<ShadowTags>,
@@ -91,7 +91,7 @@ pub struct SpawnOptions {
     /// The copy mode of its `fork` calls (default: copy-on-pointer-access).
     pub mode: CopyMode,
     /// Its isolation level (default: full).
-    pub isolation: Isolation,
+    pub isolation: IsolationLevel,
 }
 
 struct Procs {
@@ -510,7 +510,7 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
         return Err(abandon(child, fds, inst.pd));
     };
     if mode == CopyMode::CopyOnWrite {
-        // Isolation is off: the child reads and writes the parent's memory through the
+        // IsolationLevel is off: the child reads and writes the parent's memory through the
         // pointers it inherited unrelocated.
         let granted = jord::with(|j| j.pcopy(parent_pd, base, inst.pd, fjord_pd::Perm::RW));
         if granted.is_err() {

@@ -30,7 +30,7 @@ pub struct OpParams {
 pub enum Group {
     /// The workloads' operations, beside Jord_NI.
     Workloads,
-    /// Groundhog's targets, beside Fjord's isolation modes.
+    /// Groundhog's targets, beside Fjord's Groundhog modes.
     Restore,
 }
 

@@ -85,7 +85,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         .as_deref()
         .is_some_and(|g| "restore".contains(g) || g.contains("restore"))
     {
-        // Groundhog's restore under its three isolation modes, on the initrd's functions
+        // Groundhog's restore under its three Groundhog modes, on the initrd's functions
         // (only when asked for: it takes long).
         boots.push((2, "mode=bench bench=restore modules=initrd".to_owned()));
     }

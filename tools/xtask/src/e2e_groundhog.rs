@@ -1,5 +1,5 @@
-//! End-to-end checks of Groundhog request isolation over HTTP: the isolation mode set at
-//! deploy time (`PUT /functions/<name>?isolation=…`) and shown by `GET /functions`, and the
+//! End-to-end checks of Groundhog request isolation over HTTP: the Groundhog mode set at
+//! deploy time (`PUT /functions/<name>?groundhog=…`) and shown by `GET /functions`, and the
 //! leak tests: one client's request leaves a secret in the heap, the stack, a fresh VMA and
 //! the registers (`leak`) or corrupts what `init` built (`leak-init`); the next request, on
 //! another connection, dumps it all and sees only the snapshot's values. Under `none`
@@ -22,11 +22,11 @@ pub fn checks(addr: SocketAddr, leak: &[u8], leak_init: &[u8], accel: Accel) -> 
         out.push((format!("http: groundhog: {label}"), result));
     };
     check(
-        "PUT with an unknown isolation mode is 400",
-        one(addr, "PUT", "/functions/leak?isolation=bogus", leak).and_then(|r| r.expect(400)),
+        "PUT with an unknown Groundhog mode is 400",
+        one(addr, "PUT", "/functions/leak?groundhog=bogus", leak).and_then(|r| r.expect(400)),
     );
     check(
-        "PUT leak is 201 and GET /functions shows isolation restore",
+        "PUT leak is 201 and GET /functions shows groundhog restore",
         deploy_in(addr, "leak", leak, None, 201),
     );
     check(
@@ -72,7 +72,7 @@ pub fn checks(addr: SocketAddr, leak: &[u8], leak_init: &[u8], accel: Accel) -> 
             .and_then(|dump| no_secret(&dump)),
     );
     check(
-        "back to restore by PUT ?isolation=restore",
+        "back to restore by PUT ?groundhog=restore",
         deploy_in(addr, "leak", leak, Some("restore"), 200)
             .and_then(|()| leak_round(addr))
             .and_then(|dump| no_secret(&dump)),
@@ -114,7 +114,7 @@ pub fn checks(addr: SocketAddr, leak: &[u8], leak_init: &[u8], accel: Accel) -> 
     out
 }
 
-/// Deploys `bytes` as `name` (with `?isolation=<mode>` when given), expects `status`, and
+/// Deploys `bytes` as `name` (with `?groundhog=<mode>` when given), expects `status`, and
 /// checks that `GET /functions` shows the mode (`restore` when none was given).
 fn deploy_in(
     addr: SocketAddr,
@@ -124,7 +124,7 @@ fn deploy_in(
     status: u16,
 ) -> Result<(), String> {
     let path = match mode {
-        Some(m) => format!("/functions/{name}?isolation={m}"),
+        Some(m) => format!("/functions/{name}?groundhog={m}"),
         None => format!("/functions/{name}"),
     };
     one(addr, "PUT", &path, bytes)?.expect(status)?;
@@ -136,11 +136,11 @@ fn deploy_in(
         .find(|e| e.contains(&format!("\"name\":\"{name}\"")))
         .ok_or_else(|| format!("{name} is not listed: {text}"))?;
     let mode = mode.unwrap_or("restore");
-    if entry.contains(&format!("\"isolation\":\"{mode}\"")) {
+    if entry.contains(&format!("\"groundhog\":\"{mode}\"")) {
         Ok(())
     } else {
         Err(format!(
-            "{name} is not listed with isolation {mode}: {entry}"
+            "{name} is not listed with groundhog {mode}: {entry}"
         ))
     }
 }

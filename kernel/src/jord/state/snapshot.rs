@@ -634,7 +634,7 @@ impl Jord {
         }
     }
 
-    /// Records `pd`'s layout after its `init` for isolation mode `none` (no snapshot): the
+    /// Records `pd`'s layout after its `init` for Groundhog mode `none` (no snapshot): the
     /// instance VMA `[base, base + len)`, the creation stack and the VMAs `init` mapped that
     /// [`Jord::scrub_instance`] keeps from now on; any other VMA `pd` owns is freed. Returns the
     /// flushes owed and the bytes of the VMAs `init` mapped that it keeps. Errors as for
@@ -657,7 +657,7 @@ impl Jord {
 
     /// Frees every VMA `pd` owns beyond its layout after `init` ([`Jord::keep_init_layout`];
     /// without one, its creation stack and the instance VMA `[base, base + len)`) and drops
-    /// every right it was given, leaving its memory as it is (isolation mode `none`: warm reuse
+    /// every right it was given, leaving its memory as it is (Groundhog mode `none`: warm reuse
     /// with no restore). Skipped, as in [`Jord::begin_restore`], when nothing the scrub would
     /// undo changed since the last one. Errors as for [`Jord::begin_restore`].
     pub fn scrub_instance(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {

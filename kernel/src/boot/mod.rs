@@ -1,7 +1,7 @@
 //! Bring-up of the bootstrap processor and the top-level modes.
 
 use crate::arch::exit::{ExitCode, exit_qemu};
-use crate::arch::{apic, cpu, percpu, serial, smp};
+use crate::arch::{cpu, percpu, platform, serial, smp};
 use crate::kprintln;
 use crate::mm::{self, frames, kernel_tables, stacks};
 pub mod probe;
@@ -96,25 +96,11 @@ extern "C" fn boot_on_stack() -> ! {
     let info = boot_info();
     let opts = options();
     let features = cpu::features();
-    // The local APIC: x2APIC where the CPU has it, otherwise xAPIC through the MMIO window.
-    let apic_mmio = if features.x2apic {
-        0
-    } else {
-        match kernel_tables::map_mmio(0xfee0_0000, PAGE_SIZE) {
-            Ok(va) => va,
-            Err(e) => fail(format_args!("mapping the local APIC: {e:?}")),
-        }
-    };
-    apic::select_mode(features.x2apic, apic_mmio);
-    crate::arch::pit::mask_legacy_pic();
     let stacks0 = STACKS0.get().expect("set before the stack switch");
-    smp::init_this_cpu(0, stacks0);
-    smp::register_bsp(apic::id());
-    if let Err(e) = apic::calibrate() {
-        fail(format_args!("timer calibration failed: {e}"));
+    let mut map_mmio = |pa, len| kernel_tables::map_mmio(pa, len).ok();
+    if let Err(e) = platform::init_boot_cpu(stacks0, &mut map_mmio) {
+        fail(format_args!("{e}"));
     }
-    apic::start_periodic_timer(crate::arch::time::TIMER_HZ);
-    cpu::enable_interrupts();
 
     let cpu_list = if info.rsdp != 0 {
         fjord_kernel::madt::find_cpus(&mm::AcpiReader, info.rsdp)
@@ -125,10 +111,10 @@ extern "C" fn boot_on_stack() -> ! {
         Ok(c) => c.apic_ids().to_vec(),
         Err(e) => {
             log::warn!("no usable ACPI MADT ({e:?}); running on the boot CPU only");
-            alloc::vec![apic::id()]
+            alloc::vec![platform::boot_cpu_id()]
         }
     };
-    smp::start_aps(&ids, apic::id(), mm::phys_to_virt(0), &mut |index| {
+    platform::start_other_cpus(&ids, mm::phys_to_virt(0), &mut |index| {
         stacks::allocate(index).ok()
     });
 
@@ -177,6 +163,7 @@ extern "C" fn boot_on_stack() -> ! {
 }
 
 fn print_banner(info: &BootInfo, f: &cpu::Features) {
+    let p = platform::describe();
     let n = smp::cpu_count();
     let mut ids = alloc::string::String::new();
     for i in 0..n {
@@ -197,9 +184,9 @@ fn print_banner(info: &BootInfo, f: &cpu::Features) {
     kprintln!(
         "fjord: {} {}, TSC {} MHz, APIC timer {} ticks/ms, PCID {}, INVPCID {}, PKU {}, 1G pages {}, invariant TSC {}, NX {}, SMEP {}, SMAP {}, UMIP {}, PVH start info v{}",
         core::str::from_utf8(&f.vendor).unwrap_or("?"),
-        if apic::is_x2apic() { "x2APIC" } else { "xAPIC" },
-        apic::tsc_hz() / 1_000_000,
-        apic::apic_ticks_per_ms(),
+        p.interrupt_controller,
+        p.clock_mhz,
+        p.timer_per_ms,
         yes_no(f.pcid),
         yes_no(f.invpcid),
         yes_no(f.pku),
@@ -213,7 +200,7 @@ fn print_banner(info: &BootInfo, f: &cpu::Features) {
     );
     kprintln!(
         "fjord: uses NX, {}{}{}; not used: PCID{} (every CR3 write flushes the TLB), PKU, 1G pages, SMAP{}",
-        if apic::is_x2apic() { "x2APIC" } else { "xAPIC" },
+        p.interrupt_controller,
         if f.smep { ", SMEP" } else { "" },
         if f.umip { ", UMIP" } else { "" },
         if f.invpcid { " and INVPCID" } else { "" },

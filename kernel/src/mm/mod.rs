@@ -3,6 +3,7 @@
 //! Physical memory is reached through the direct map (see `layout`). Before the kernel's own
 //! tables are live, the boot tables identity-map the first 1 GiB and the direct-map offset is 0.
 
+pub mod dma;
 pub mod frames;
 pub mod heap;
 pub mod kernel_tables;

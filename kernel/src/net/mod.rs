@@ -10,7 +10,6 @@
 //! Addresses come from the `ip=` and `gw=` options; the defaults are QEMU user networking's:
 //! the guest is 10.0.2.15/24, the gateway 10.0.2.2.
 
-mod hal;
 mod nic;
 mod phy;
 mod server;

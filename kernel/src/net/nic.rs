@@ -6,7 +6,7 @@
 //! 0xCF8/0xCFC, enables memory decoding and bus mastering, and hands the function to the
 //! crate's PCI transport.
 
-use super::hal::FjordHal;
+use crate::mm::dma::FjordHal;
 use crate::mm::kernel_tables;
 use core::ptr::NonNull;
 use fjord_kernel::virtio_mmio::{self, Slot};

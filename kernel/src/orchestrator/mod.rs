@@ -413,7 +413,7 @@ pub fn serve(cpu_index: usize) {
         idle_until(crate::arch::time::deadline_after_ms(10), &mut || false);
     }
     // Back to an executor's periodic tick (time limits of user code rely on it).
-    crate::arch::apic::start_periodic_timer(crate::arch::time::TIMER_HZ);
+    crate::arch::time::start_tick();
 }
 
 /// Dispatches what the orchestrator can, then halts the orchestrator core until `deadline` or
@@ -427,7 +427,7 @@ pub fn idle_until(deadline: u64, done: &mut dyn FnMut() -> bool) {
     cpu::disable_interrupts();
     let now = cpu::rdtsc();
     if now < deadline {
-        crate::arch::apic::arm_oneshot(deadline - now);
+        crate::arch::time::arm_oneshot(deadline - now);
     }
     on_poll();
     poll();

@@ -34,6 +34,10 @@ pub const ORDER: &[&str] = &[
 /// Folders above every layer: what the kernel does in `mode=test` and `mode=bench`.
 pub const ROOTS: &[&str] = &["ktests", "bench"];
 
+/// Modules of `arch/` that are one architecture's own rather than the seam: only `arch/` and the
+/// roots may name them.
+pub const ARCH_OWN: &[&str] = &["apic", "gdt", "pit", "boot"];
+
 /// Folders where `unsafe` may appear (hardware and raw memory).
 pub const UNSAFE_FOLDERS: &[&str] = &["arch", "mm"];
 
@@ -45,10 +49,6 @@ pub const KNOWN_UPWARD: &[(&str, &str, &str)] = &[];
 /// Files outside [`UNSAFE_FOLDERS`] that still hold `unsafe`, each with why; the check fails on
 /// any other, and on an entry that no longer holds any. Entries: (file, why).
 pub const KNOWN_UNSAFE: &[(&str, &str)] = &[
-    (
-        "net/hal.rs",
-        "virtio-drivers' `Hal` is an unsafe trait: DMA memory for the virtio-net card",
-    ),
     (
         "net/nic.rs",
         "the virtio-mmio slots' registers and virtio-drivers' unsafe transport constructor",
@@ -77,6 +77,13 @@ pub enum Finding {
     Unsafe(String),
     /// An entry of [`KNOWN_UPWARD`] or [`KNOWN_UNSAFE`] that no longer occurs.
     Stale(String),
+    /// `file` names `arch::<module>`, one of [`ARCH_OWN`], outside `arch/` and the roots.
+    ArchOwn {
+        /// The file, relative to `kernel/src`.
+        file: String,
+        /// The architecture's own module it names.
+        module: String,
+    },
 }
 
 impl fmt::Display for Finding {
@@ -93,6 +100,11 @@ impl fmt::Display for Finding {
                 f,
                 "{file}: `unsafe` outside {} (move the hardware access there)",
                 UNSAFE_FOLDERS.join("/, ")
+            ),
+            Finding::ArchOwn { file, module } => write!(
+                f,
+                "{file}: names `arch::{module}`, which is x86_64's own: use the seam (time, \
+                 platform, smp, cpu, …) or add what is missing to it"
             ),
             Finding::Stale(what) => write!(
                 f,
@@ -197,11 +209,17 @@ fn ident_at(s: &str) -> &str {
 /// The first names of every `crate::` path in `code` (comments already stripped): `a` for
 /// `crate::a::b`, `a` and `c` for `crate::{a::b, c}`.
 fn crate_names(code: &str) -> Vec<&str> {
+    names_after(code, "crate::")
+}
+
+/// The first names after every `<prefix>` in `code` (a path or a `{…}` group), where the
+/// prefix does not continue an identifier.
+fn names_after<'a>(code: &'a str, prefix: &str) -> Vec<&'a str> {
     let mut names = Vec::new();
     let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
+    while let Some(at) = rest.find(prefix) {
         let before = rest[..at].chars().next_back();
-        rest = &rest[at + "crate::".len()..];
+        rest = &rest[at + prefix.len()..];
         if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
             continue; // `fjord_crate::…` or the like
         }
@@ -347,6 +365,18 @@ fn check_with(
                 }),
             }
         }
+        if from != "arch" && !is_root {
+            let mut own: Vec<&str> = names_after(&code, "arch::")
+                .into_iter()
+                .filter(|n| ARCH_OWN.contains(n))
+                .collect();
+            own.sort_unstable();
+            own.dedup();
+            findings.extend(own.into_iter().map(|m| Finding::ArchOwn {
+                file: s.path.clone(),
+                module: m.to_owned(),
+            }));
+        }
         if !UNSAFE_FOLDERS.contains(&from) && !is_root && uses_unsafe(&code) {
             match known_unsafe.iter().position(|&(file, _)| file == s.path) {
                 Some(k) => seen_unsafe[k] = true,
@@ -447,6 +477,32 @@ mod tests {
         let f = check_with(&tree, &[], &[]);
         assert!(matches!(&f[0], Finding::Upward { to, .. } if to == "ktests"));
         assert_eq!(f[1], Finding::Undeclared("gizmo".into()));
+    }
+
+    #[test]
+    fn only_arch_and_the_roots_name_the_architectures_own_modules() {
+        let tree = [
+            src(
+                "orchestrator/a.rs",
+                "crate::arch::apic::arm_oneshot(1); crate::arch::time::now();",
+            ),
+            src("boot/a.rs", "use crate::arch::{cpu, gdt};"),
+            src("bench/a.rs", "crate::arch::apic::id();"),
+            src("arch/a.rs", "use crate::arch::apic;"),
+        ];
+        assert_eq!(
+            check_with(&tree, &[], &[]),
+            [
+                Finding::ArchOwn {
+                    file: "orchestrator/a.rs".into(),
+                    module: "apic".into()
+                },
+                Finding::ArchOwn {
+                    file: "boot/a.rs".into(),
+                    module: "gdt".into()
+                },
+            ]
+        );
     }
 
     #[test]

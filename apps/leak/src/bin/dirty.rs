@@ -36,4 +36,11 @@ fn dirty(req: &[u8], resp: &mut [u8]) -> Result<usize, FnError> {
     Ok(w.len())
 }
 
-fjord_libos::function!(dirty, name = "dirty", stack_size = "16K", heap_size = "64M");
+fjord_libos::function!(
+    dirty,
+    name = "dirty",
+    stack_size = "16K",
+    heap_size = "64M",
+    // Dirtying thousands of pages takes seconds where the hypervisor emulates ring 0.
+    time_limit_ms = "10000"
+);

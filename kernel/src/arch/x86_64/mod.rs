@@ -11,6 +11,7 @@ pub mod gdt;
 pub mod metrics;
 pub mod percpu;
 pub mod pit;
+pub mod platform;
 pub mod pvh;
 pub mod serial;
 pub mod smp;

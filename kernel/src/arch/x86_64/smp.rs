@@ -182,7 +182,7 @@ pub extern "C" fn ap_main() -> ! {
         .take()
         .expect("BSP published the AP's stacks");
     init_this_cpu(index, &stacks);
-    apic::start_periodic_timer(super::time::TIMER_HZ);
+    super::time::start_tick();
     ONLINE[index].store(true, Ordering::Release);
     AP_READY.store(true, Ordering::Release);
     log::debug!("cpu {index} online (APIC id {})", apic::id());

@@ -59,3 +59,14 @@ fn scale(ticks: u64, per_second: u64) -> u64 {
     let hz = u128::from(ticks_per_second().max(1));
     (u128::from(ticks) * u128::from(per_second) / hz).min(u128::from(u64::MAX)) as u64
 }
+
+/// Starts this CPU's periodic tick at [`TIMER_HZ`] (time limits of user code rely on it).
+pub fn start_tick() {
+    apic::start_periodic_timer(TIMER_HZ);
+}
+
+/// Arms this CPU's timer to interrupt once after `ticks`, replacing its periodic tick until
+/// [`start_tick`].
+pub fn arm_oneshot(ticks: u64) {
+    apic::arm_oneshot(ticks);
+}

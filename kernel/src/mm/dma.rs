@@ -1,4 +1,4 @@
-//! `virtio_drivers::Hal` over Fjord's memory management.
+//! `virtio_drivers::Hal` over Fjord's memory management: DMA memory for virtio devices.
 //!
 //! DMA memory is contiguous frames from the frame allocator, reached through the direct map.
 //! Buffers the driver shares with the device are translated in place when they live in the
@@ -7,7 +7,8 @@
 //! copied in on `share` and back on `unshare`. There is no IOMMU: the device sees guest-physical
 //! addresses.
 
-use crate::mm::{self, frames, kernel_tables};
+use super::{frames, kernel_tables};
+use crate::mm;
 use core::ptr::NonNull;
 use fjord_kernel::layout::{PAGE_SIZE, align_up};
 use virtio_drivers::{BufferDirection, Hal, PhysAddr};

@@ -46,12 +46,31 @@ mod syscalls;
 #[cfg(target_os = "none")]
 mod ufork;
 
+// What `arch/` calls in the layers above it, named here at the root (which composes the
+// layers) so that `arch/` imports no folder above it, and bound at link time, so that the
+// system-call path costs no indirect call.
+
 /// The kernel's entry from the architecture's boot code, on the bootstrap processor and its boot
-/// stack: the boot sequence (`boot/`). Named here, at the root, so that `arch/` refers to no
-/// folder above it.
+/// stack (`entry_tsc`: the clock when the architecture's code started): the boot sequence.
 #[cfg(target_os = "none")]
-pub fn kernel_entry() -> ! {
-    boot::boot_main()
+pub fn kernel_entry(entry_tsc: u64) -> ! {
+    boot::boot_main(entry_tsc)
+}
+
+/// The kernel's handler of system call `no` with `args`, for the code running on this CPU: the
+/// policy in `syscalls/`.
+#[cfg(target_os = "none")]
+#[inline]
+pub fn kernel_syscall(no: u64, args: [u64; 4]) -> arch::user::SyscallAction {
+    syscalls::dispatch(no, args)
+}
+
+/// The kernel's handler of a ring-3 page fault at `addr` (error code `error`): Jord's VLB fill;
+/// true when the access can be retried.
+#[cfg(target_os = "none")]
+#[inline]
+pub fn kernel_user_page_fault(addr: u64, error: u64) -> bool {
+    jord::vlb::on_user_page_fault(addr, error)
 }
 
 /// What the kernel does once it is up (`mode=`): serve HTTP, run the in-kernel tests, or run the

@@ -43,8 +43,8 @@ fn fail(msg: core::fmt::Arguments<'_>) -> ! {
 }
 
 /// Entry of the bootstrap processor from the long-mode stub, on the boot stack.
-pub fn boot_main() -> ! {
-    let tsc = cpu::rdtsc();
+pub fn boot_main(entry_tsc: u64) -> ! {
+    let tsc = entry_tsc;
     serial::init();
     FIRST_LINE_TSC.store(tsc, Ordering::Relaxed);
     kprintln!("Fjord {} booting", env!("CARGO_PKG_VERSION"));
@@ -118,11 +118,6 @@ extern "C" fn boot_on_stack() -> ! {
         stacks::allocate(index).ok()
     });
 
-    // What ring 3 raises: system calls go to the kernel's policy, page faults to Jord's VLB.
-    crate::arch::user::set_handlers(crate::arch::user::UserHandlers {
-        syscall: crate::syscalls::dispatch,
-        page_fault: crate::jord::vlb::on_user_page_fault,
-    });
     match probe::syscall_path() {
         Ok(path) => {
             SYSCALL_PATH.call_once(|| path);

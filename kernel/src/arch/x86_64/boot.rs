@@ -9,10 +9,11 @@ use core::arch::global_asm;
 /// The bootstrap processor's first Rust code, on the boot stack with the boot tables: records
 /// the PVH start info, then enters the kernel's boot sequence.
 extern "C" fn bsp_main(start_info: u32) -> ! {
+    let entry_tsc = super::cpu::rdtsc();
     // SAFETY: EBX carried the start-info address (the stub passes it on) and the boot tables
     // identity-map low memory.
     unsafe { super::pvh::record(u64::from(start_info)) };
-    crate::kernel_entry()
+    crate::kernel_entry(entry_tsc)
 }
 
 /// Size of the bootstrap processor's boot stack.

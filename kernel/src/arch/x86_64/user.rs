@@ -464,39 +464,19 @@ pub enum SyscallAction {
     Delegate,
 }
 
-/// The kernel's handlers of what ring 3 raises, installed once at boot ([`set_handlers`]).
-#[derive(Clone, Copy)]
-pub struct UserHandlers {
-    /// Performs system call `no` with its four arguments for the code running on this CPU.
-    pub syscall: fn(no: u64, args: [u64; 4]) -> SyscallAction,
-    /// Resolves a ring-3 page fault at `addr` with error code `error`; true when the page is
-    /// now mapped as the access needs, so the access can be retried.
-    pub page_fault: fn(addr: u64, error: u64) -> bool,
-}
-
-static HANDLERS: spin::Once<UserHandlers> = spin::Once::new();
-
-/// Installs the handlers of system calls and ring-3 page faults (the first call wins). Until
-/// then every system call fails with `NoSys` and every ring-3 page fault ends the run.
-pub fn set_handlers(handlers: UserHandlers) {
-    HANDLERS.call_once(|| handlers);
-}
-
-/// Resolves a ring-3 page fault at `addr` with error code `error` through the installed
-/// handler, as the trap path does; the kernel's checks of user memory use it to fill misses.
+/// Resolves a ring-3 page fault at `addr` with error code `error` through the kernel's handler
+/// (the crate root's `kernel_user_page_fault`: Jord's VLB fill), as the trap path does; the
+/// kernel's checks of user memory use it to fill misses. True when the page is now mapped as
+/// the access needs.
+#[inline]
 pub fn resolve_user_fault(addr: u64, error: u64) -> bool {
-    HANDLERS.get().is_some_and(|h| (h.page_fault)(addr, error))
+    crate::kernel_user_page_fault(addr, error)
 }
 
 extern "C" fn syscall_dispatch(frame: &mut TrapFrame) {
     let args = [frame.rdi, frame.rsi, frame.rdx, frame.r10];
-    let action = match HANDLERS.get() {
-        Some(h) => (h.syscall)(frame.rax, args),
-        None => SyscallAction::Return(fjord_libos::abi::encode(Err(
-            fjord_libos::abi::Error::NoSys,
-        ))),
-    };
-    match action {
+    // The kernel's system-call policy, named by the crate root (`kernel_syscall`).
+    match crate::kernel_syscall(frame.rax, args) {
         SyscallAction::Return(v) => frame.rax = v,
         SyscallAction::Exit(code) => end_run(
             frame,

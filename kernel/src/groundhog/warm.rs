@@ -1,32 +1,32 @@
-//! Warm function instances: each deployed function keeps a few idle instances (a PD with its
-//! stack and instance VMA) between requests, so a request skips `cget`, two `mmap`s, their
-//! frame allocations, the VLB misses of a new page table, the function's `init` and, at its
-//! end, `cput` with two VMA frees.
+//! When and how a function instance goes back into its pool (`crate::module::pool`) between
+//! requests: Groundhog's sequential request isolation applied to Jord's per-request PDs. A
+//! request that takes an idle instance skips `cget`, two `mmap`s, their frame allocations, the
+//! VLB misses of a new page table, the function's `init` and, at its end, `cput` with two VMA
+//! frees (the Jord paper leaves open how its per-invocation sequence fits in 120 ns; recycling
+//! is one answer).
 //!
-//! This is Groundhog's sequential request isolation applied to Jord's per-request PDs (the
-//! Jord paper leaves open how its per-invocation sequence fits in 120 ns; recycling is one
-//! answer). An instance is put back only when its function returned (a fault or a time-out
-//! destroys the PD), after its response went out ([`defer`], [`run_deferred`]), and as its
-//! function's Groundhog mode says ([`Reset`]): in mode `restore`, only after
-//! [`Jord::begin_restore`](crate::jord::state::Jord) and its steps freed every VMA and right it gained
-//! and copied back every page it dirtied from its snapshot (an instance without one is rezeroed
-//! by `Jord::restore_instance`); in mode `none` only the VMAs and rights go; in mode `fresh`
-//! none is kept. The next request cannot see what the previous one left (except in `none`), and
-//! an instance that gave its own memory to another PD is destroyed instead. What differs from a fresh instance: the
-//! PD id and the addresses of its stack and heap are the same as the last request's.
+//! An instance is put back only when its function returned (a fault or a time-out destroys the
+//! PD), after its response went out ([`defer`], [`run_deferred`]), and as its function's
+//! Groundhog mode says ([`Reset`]): in mode `restore`, only after
+//! [`Jord::begin_restore`](crate::jord::state::Jord) and its steps freed every VMA and right it
+//! gained and copied back every page it dirtied from its snapshot (an instance without one is
+//! rezeroed by `Jord::restore_instance`); in mode `none` only the VMAs and rights go; in mode
+//! `fresh` none is kept. The next request cannot see what the previous one left (except in
+//! `none`), and an instance that gave its own memory to another PD is destroyed instead. What
+//! differs from a fresh instance: the PD id and the addresses of its stack and heap are the
+//! same as the last request's.
 //!
-//! The pools are bounded: at most [`PER_FUNCTION`] idle instances per function, and over all
-//! at most [`TOTAL`] holding at most a quarter of the frames ([`MEMORY_SHARE`](pool::MEMORY_SHARE)); at a total
-//! bound, an instance given back displaces one of the function whose pool was used least
-//! recently. A request that finds no idle instance gets a new one only while the function's
-//! instances alive (serving, awaiting their restores, idle) and all of them stay within those
-//! bounds ([`take_deferred`]); beyond, it has one of its function's instances awaiting their
-//! restores restored at once: the pools grow to what the bursts of requests need, and no
-//! instance is made for one request only to be destroyed at its end. The per-function bound
-//! on idle instances is exact (checked again as an instance joins its pool); the totals are
-//! checked before the restore, so executors giving instances back at the same moment may each
-//! go one over them. [`drain`] destroys every idle instance (done before giving
-//! up on memory, when a function goes, and by leak tests).
+//! The pools are bounded ([`PER_FUNCTION`], [`TOTAL`], [`MEMORY_SHARE`](pool::MEMORY_SHARE)); at
+//! a total bound, an instance given back displaces one of the function whose pool was used
+//! least recently. A request that finds no idle instance gets a new one only while the
+//! function's instances alive (serving, awaiting their restores, idle) and all of them stay
+//! within those bounds ([`take_deferred`]); beyond, it has one of its function's instances
+//! awaiting their restores restored at once: the pools grow to what the bursts of requests
+//! need, and no instance is made for one request only to be destroyed at its end. The
+//! per-function bound on idle instances is exact (checked again as an instance joins its
+//! pool); the totals are checked before the restore, so executors giving instances back at the
+//! same moment may each go one over them. [`drain`] destroys every idle instance (done before
+//! giving up on memory, when a function goes, and by leak tests).
 
 use crate::arch::cpu;
 use crate::jord::{self, state::InstanceLayout};

@@ -219,18 +219,8 @@ impl FrameRun {
         let from = phys_to_virt(src.phys + src_page as u64 * PAGE_SIZE);
         // SAFETY: both frames lie in their runs, which the direct map maps; two runs never share
         // a frame (each owns its own), so they do not overlap; no Rust reference to them exists
-        // (see the type's documentation). `rep movsq` moves RCX words from [RSI] to [RDI] upwards
-        // (the ABI keeps the direction flag clear) and touches no other memory, no stack and no
-        // flags.
-        unsafe {
-            core::arch::asm!(
-                "rep movsq",
-                inout("rcx") PAGE_SIZE / 8 => _,
-                inout("rdi") dst => _,
-                inout("rsi") from => _,
-                options(nostack, preserves_flags),
-            );
-        }
+        // (see the type's documentation).
+        unsafe { crate::arch::cpu::copy_page(dst, from) };
         true
     }
 

@@ -118,6 +118,37 @@ pub fn kernel() -> PageTables<'static, super::DirectMap> {
     PageTables::new(kernel_root(), &DIRECT)
 }
 
+/// Device memory mapped into the MMIO window by [`map_mmio_window`]: its registers, read
+/// through bounds-checked volatile loads.
+#[derive(Clone, Copy, Debug)]
+pub struct MmioWindow {
+    base: u64,
+    len: u64,
+}
+
+impl MmioWindow {
+    /// The virtual address of the mapped device memory's start.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// The 32-bit register at byte `offset` (4-aligned); `None` beyond the window.
+    pub fn read_u32(&self, offset: u64) -> Option<u32> {
+        if !offset.is_multiple_of(4) || offset.checked_add(4)? > self.len {
+            return None;
+        }
+        // SAFETY: `[base, base + len)` is device memory mapped uncached for the kernel's
+        // lifetime (the MMIO window is never unmapped), and the load is aligned and inside it.
+        Some(unsafe { ((self.base + offset) as *const u32).read_volatile() })
+    }
+}
+
+/// Maps `size` bytes of device memory at physical `pa` into the MMIO window, for reading its
+/// registers ([`MmioWindow::read_u32`]) or handing its address to a driver.
+pub fn map_mmio_window(pa: u64, size: u64) -> Result<MmioWindow, PagingError> {
+    map_mmio(pa, size).map(|base| MmioWindow { base, len: size })
+}
+
 /// Maps `size` bytes of device memory at physical `pa` into the MMIO window; returns the
 /// virtual address of `pa`.
 pub fn map_mmio(pa: u64, size: u64) -> Result<u64, PagingError> {

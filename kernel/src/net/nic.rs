@@ -13,9 +13,8 @@ use fjord_kernel::virtio_mmio::{self, Slot};
 use virtio_drivers::device::net::VirtIONetRaw;
 use virtio_drivers::transport::mmio::{MmioTransport, VirtIOHeader};
 use virtio_drivers::transport::pci::PciTransport;
-use virtio_drivers::transport::pci::bus::{Command, ConfigurationAccess, DeviceFunction, PciRoot};
+use virtio_drivers::transport::pci::bus::{Command, PciRoot};
 use virtio_drivers::transport::{DeviceType, SomeTransport};
-use x86_64::instructions::port::Port;
 
 /// Descriptors per virtqueue: receive buffers posted, and frames in flight to the card (QEMU's
 /// virtio-net queues hold 256).
@@ -48,20 +47,19 @@ pub fn find() -> Option<(Nic, &'static str)> {
 /// Probes microvm's virtio-mmio slots for a network device.
 fn find_mmio() -> Option<MmioTransport<'static>> {
     let window = virtio_mmio::SLOT_SIZE * virtio_mmio::SLOT_COUNT as u64;
-    let base = match kernel_tables::map_mmio(virtio_mmio::MICROVM_BASE, window) {
-        Ok(va) => va,
+    let mapped = match kernel_tables::map_mmio_window(virtio_mmio::MICROVM_BASE, window) {
+        Ok(w) => w,
         Err(e) => {
             log::warn!("net: mapping the virtio-mmio window: {e:?}");
             return None;
         }
     };
     for i in virtio_mmio::probe_order() {
-        let slot = base + virtio_mmio::SLOT_SIZE * i as u64;
-        let read = |off: u64| {
-            // SAFETY: the slot's registers are mapped uncached at `slot`; reading the
-            // identification registers has no side effects (an empty address reads as zero).
-            unsafe { ((slot + off) as *const u32).read_volatile() }
-        };
+        let offset = virtio_mmio::SLOT_SIZE * i as u64;
+        let slot = mapped.base() + offset;
+        // Reading the identification registers has no side effects (an empty slot reads as
+        // zero).
+        let read = |reg: u64| mapped.read_u32(offset + reg).unwrap_or(0);
         let found = virtio_mmio::decode(
             read(virtio_mmio::reg::MAGIC),
             read(virtio_mmio::reg::VERSION),
@@ -93,50 +91,9 @@ fn find_mmio() -> Option<MmioTransport<'static>> {
     None
 }
 
-/// PCI configuration space through the legacy ports 0xCF8 (address) / 0xCFC (data).
-struct PortCam;
-
-static PCI_PORTS: spin::Mutex<()> = spin::Mutex::new(());
-
-impl PortCam {
-    fn address(df: DeviceFunction, offset: u8) -> u32 {
-        0x8000_0000
-            | u32::from(df.bus) << 16
-            | u32::from(df.device) << 11
-            | u32::from(df.function) << 8
-            | u32::from(offset & 0xfc)
-    }
-}
-
-impl ConfigurationAccess for PortCam {
-    fn read_word(&self, df: DeviceFunction, offset: u8) -> u32 {
-        let _g = PCI_PORTS.lock();
-        // SAFETY: 0xCF8/0xCFC are the PC's PCI configuration ports; the lock keeps the
-        // address/data pair atomic, and configuration reads have no side effects we rely on.
-        unsafe {
-            Port::<u32>::new(0xcf8).write(Self::address(df, offset));
-            Port::<u32>::new(0xcfc).read()
-        }
-    }
-
-    fn write_word(&mut self, df: DeviceFunction, offset: u8, data: u32) {
-        let _g = PCI_PORTS.lock();
-        // SAFETY: as for `read_word`; the caller (the PCI transport or `find_pci`) writes only
-        // registers of the device it drives.
-        unsafe {
-            Port::<u32>::new(0xcf8).write(Self::address(df, offset));
-            Port::<u32>::new(0xcfc).write(data);
-        }
-    }
-
-    unsafe fn unsafe_clone(&self) -> Self {
-        PortCam
-    }
-}
-
 /// Walks PCI bus 0 for a virtio network function.
 fn find_pci() -> Option<PciTransport> {
-    let mut root = PciRoot::new(PortCam);
+    let mut root = PciRoot::new(crate::arch::pci::ConfigPorts);
     let found = root.enumerate_bus(0).find(|(_, info)| {
         virtio_drivers::transport::pci::virtio_device_type(info) == Some(DeviceType::Network)
     });

@@ -51,7 +51,7 @@ pub const KNOWN_UPWARD: &[(&str, &str, &str)] = &[];
 pub const KNOWN_UNSAFE: &[(&str, &str)] = &[
     (
         "net/nic.rs",
-        "the virtio-mmio slots' registers and virtio-drivers' unsafe transport constructor",
+        "virtio-drivers' MMIO transport constructor is unsafe (the slot must stay mapped)",
     ),
     (
         "net/phy.rs",
@@ -77,6 +77,8 @@ pub enum Finding {
     Unsafe(String),
     /// An entry of [`KNOWN_UPWARD`] or [`KNOWN_UNSAFE`] that no longer occurs.
     Stale(String),
+    /// `file` outside `arch/` and the roots uses inline assembly or port I/O.
+    Instructions(String),
     /// `file` names `arch::<module>`, one of [`ARCH_OWN`], outside `arch/` and the roots.
     ArchOwn {
         /// The file, relative to `kernel/src`.
@@ -100,6 +102,10 @@ impl fmt::Display for Finding {
                 f,
                 "{file}: `unsafe` outside {} (move the hardware access there)",
                 UNSAFE_FOLDERS.join("/, ")
+            ),
+            Finding::Instructions(file) => write!(
+                f,
+                "{file}: inline assembly or port I/O outside arch/ (add it to the seam there)"
             ),
             Finding::ArchOwn { file, module } => write!(
                 f,
@@ -295,6 +301,20 @@ fn root_names(sources: &[Source]) -> BTreeMap<String, String> {
     names
 }
 
+/// Whether `code` has inline assembly (`asm!`, `global_asm!`) or port I/O (`Port::`,
+/// `port::Port`).
+fn machine_instructions(code: &str) -> bool {
+    [
+        "asm!",
+        "Port::",
+        "port::Port",
+        "PortWriteOnly",
+        "PortReadOnly",
+    ]
+    .iter()
+    .any(|p| code.contains(p))
+}
+
 fn uses_unsafe(code: &str) -> bool {
     let mut rest = code;
     while let Some(at) = rest.find("unsafe") {
@@ -364,6 +384,9 @@ fn check_with(
                     to: to.to_owned(),
                 }),
             }
+        }
+        if from != "arch" && !is_root && machine_instructions(&code) {
+            findings.push(Finding::Instructions(s.path.clone()));
         }
         if from != "arch" && !is_root {
             let mut own: Vec<&str> = names_after(&code, "arch::")
@@ -501,6 +524,27 @@ mod tests {
                     file: "boot/a.rs".into(),
                     module: "gdt".into()
                 },
+            ]
+        );
+    }
+
+    #[test]
+    fn assembly_and_port_io_only_in_arch() {
+        let tree = [
+            src("mm/a.rs", "unsafe { core::arch::asm!(\"rep movsq\") }"),
+            src(
+                "net/a.rs",
+                "x86_64::instructions::port::Port::<u32>::new(0xcf8)",
+            ),
+            src("arch/a.rs", "core::arch::asm!(\"hlt\")"),
+            src("ktests/a.rs", "core::arch::asm!(\"int3\")"),
+        ];
+        assert_eq!(
+            check_with(&tree, &[], &[("net/a.rs", "x")]),
+            [
+                Finding::Instructions("mm/a.rs".into()),
+                Finding::Instructions("net/a.rs".into()),
+                Finding::Stale("unsafe in net/a.rs".into()),
             ]
         );
     }

@@ -9,6 +9,7 @@ pub mod cpu;
 pub mod exit;
 pub mod gdt;
 pub mod metrics;
+pub mod pci;
 pub mod percpu;
 pub mod pit;
 pub mod platform;

@@ -72,7 +72,7 @@ impl Sample {
         name: &'static str,
         kind: SampleKind,
         help: &'static str,
-        labels: &'static [(&'static str, &'static str)],
+        labels: Labels,
         value: u64,
     ) -> Sample {
         Sample {
@@ -84,7 +84,23 @@ impl Sample {
             value: Value::from(value),
         }
     }
+
+    /// The samples of one family (`name`, `kind`, `help`): one per fixed label set and value in
+    /// `entries`.
+    pub fn family<'a>(
+        name: &'static str,
+        kind: SampleKind,
+        help: &'static str,
+        entries: &'a [(Labels, u64)],
+    ) -> impl Iterator<Item = Sample> + 'a {
+        entries
+            .iter()
+            .map(move |&(labels, value)| Sample::new(name, kind, help, labels, value))
+    }
 }
+
+/// A sample's fixed labels: `(name, value)` pairs.
+pub type Labels = &'static [(&'static str, &'static str)];
 
 /// A request whose response waits for a running invocation (see [`Gateway::answer`]).
 #[derive(Clone, Debug, PartialEq, Eq)]

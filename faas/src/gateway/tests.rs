@@ -680,14 +680,7 @@ fn chunked_framing_errors_are_answered_and_close() {
 /// interleaved the way a careless producer might, and namespaces with awkward names.
 fn realistic_kernel_samples() -> Vec<Sample> {
     use SampleKind::{Counter, Gauge};
-    let s = |name, kind, help, labels, value: u64| Sample {
-        name,
-        kind,
-        help,
-        labels,
-        runtime_label: None,
-        value: Value::from(value),
-    };
+    let s = Sample::new;
     let dispatch = "Orchestrator dispatch events.";
     let isolation = "Jord isolation events.";
     let mut v = vec![
@@ -1147,4 +1140,34 @@ fn a_waiting_connection_names_its_invocation_and_a_plain_runtime_lists_none_fini
     }
     assert_eq!(a.waiting_for(), None);
     assert_eq!(parse_response(a.output()).0, 200);
+}
+
+#[test]
+fn a_family_is_one_sample_per_label_set_in_order() {
+    let v: Vec<Sample> = Sample::family(
+        "fjord_x_total",
+        SampleKind::Counter,
+        "X events.",
+        &[(&[("kind", "a")], 1), (&[("kind", "b")], 20)],
+    )
+    .collect();
+    assert_eq!(
+        v,
+        [
+            Sample::new(
+                "fjord_x_total",
+                SampleKind::Counter,
+                "X events.",
+                &[("kind", "a")],
+                1
+            ),
+            Sample::new(
+                "fjord_x_total",
+                SampleKind::Counter,
+                "X events.",
+                &[("kind", "b")],
+                20
+            ),
+        ]
+    );
 }

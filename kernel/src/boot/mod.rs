@@ -44,9 +44,8 @@ fn fail(msg: core::fmt::Arguments<'_>) -> ! {
 
 /// Entry of the bootstrap processor from the long-mode stub, on the boot stack.
 pub fn boot_main(entry_tsc: u64) -> ! {
-    let tsc = entry_tsc;
     serial::init();
-    FIRST_LINE_TSC.store(tsc, Ordering::Relaxed);
+    FIRST_LINE_TSC.store(entry_tsc, Ordering::Relaxed);
     kprintln!("Fjord {} booting", env!("CARGO_PKG_VERSION"));
 
     let info = match pvh::boot_info() {

@@ -7,48 +7,17 @@ use fjord_faas::gateway::SampleKind::Counter;
 /// Appends this subsystem's samples to `out`.
 pub fn samples(out: &mut Vec<Sample>) {
     let o = super::stats();
-    out.extend([
-        Sample::new(
-            "fjord_dispatch_total",
-            Counter,
-            "Orchestrator dispatch events.",
-            &[("event", "submitted")],
-            o.submitted,
-        ),
-        Sample::new(
-            "fjord_dispatch_total",
-            Counter,
-            "Orchestrator dispatch events.",
-            &[("event", "dispatched")],
-            o.dispatched,
-        ),
-        Sample::new(
-            "fjord_dispatch_total",
-            Counter,
-            "Orchestrator dispatch events.",
-            &[("event", "completed")],
-            o.completed,
-        ),
-        Sample::new(
-            "fjord_dispatch_total",
-            Counter,
-            "Orchestrator dispatch events.",
-            &[("event", "rejected")],
-            o.rejected,
-        ),
-        Sample::new(
-            "fjord_dispatch_total",
-            Counter,
-            "Orchestrator dispatch events.",
-            &[("event", "suspended")],
-            o.suspended,
-        ),
-        Sample::new(
-            "fjord_dispatch_total",
-            Counter,
-            "Orchestrator dispatch events.",
-            &[("event", "resumed_locally")],
-            o.local_resumes,
-        ),
-    ]);
+    out.extend(Sample::family(
+        "fjord_dispatch_total",
+        Counter,
+        "Orchestrator dispatch events.",
+        &[
+            (&[("event", "submitted")], o.submitted),
+            (&[("event", "dispatched")], o.dispatched),
+            (&[("event", "completed")], o.completed),
+            (&[("event", "rejected")], o.rejected),
+            (&[("event", "suspended")], o.suspended),
+            (&[("event", "resumed_locally")], o.local_resumes),
+        ],
+    ));
 }

@@ -40,7 +40,7 @@ static CLOCK: AtomicU64 = AtomicU64::new(0);
 #[derive(Debug)]
 pub struct Warm {
     /// The instance.
-    pub instance: Instance,
+    instance: Instance,
     /// Bytes of memory it holds.
     bytes: usize,
     /// The Jord state it lives in (a reset destroys every PD).
@@ -67,17 +67,17 @@ impl Pool {
         self.beyond.fetch_max(bytes, Ordering::Relaxed);
     }
 
-    pub fn locked<R>(&self, f: impl FnOnce(&mut Vec<Warm>) -> R) -> R {
+    fn locked<R>(&self, f: impl FnOnce(&mut Vec<Warm>) -> R) -> R {
         cpu::without_interrupts(|| f(&mut self.idle.lock()))
     }
 
-    pub fn touch(&self) {
+    fn touch(&self) {
         let now = CLOCK.fetch_add(1, Ordering::Relaxed);
         self.last_used.store(now, Ordering::Relaxed);
     }
 
     /// Destroys one idle instance; returns whether there was one.
-    pub fn evict_one(&self) -> bool {
+    fn evict_one(&self) -> bool {
         let Some(w) = self.locked(|v| (!v.is_empty()).then(|| v.remove(0))) else {
             return false;
         };

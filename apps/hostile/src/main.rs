@@ -7,7 +7,7 @@
 //! - `panic`: panics (the panic handler reports and returns an error);
 //! - `respond-too-much`: answers one byte more than the ArgBuf holds, which is refused with
 //!   [`FnError::ResponseTooLarge`];
-//! - `alloc`: maps and touches 1 MiB after 1 MiB until `mmap` fails (the PD's memory limit, 4 MiB),
+//! - `alloc`: maps and touches 1 MiB after 1 MiB until `mmap` fails (the PD's memory limit, 2 MiB),
 //!   then returns [`FnError::OutOfMemory`];
 //! - `remember <hex value>`: writes the value 2 KiB below its stack pointer, where the next
 //!   request's `recall` looks (an instance reused for the next request starts at the same
@@ -312,6 +312,8 @@ fjord_libos::function!(
     name = "hostile",
     stack_size = "16K",
     heap_size = 0,
-    memory_limit = "4M",
+    // Small, so that `alloc` reaches it in well under the 1 s time limit where every page it
+    // touches is a fault the hypervisor emulates (KVM PVM): 512 pages.
+    memory_limit = "2M",
     log_limit = "2K"
 );

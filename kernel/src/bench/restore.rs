@@ -180,13 +180,13 @@ fn sweep(
     let capacity = hz / service as f64;
     let run_at = |pct: f64, seed: u64| -> R<Point> {
         // Every run starts with the instances of the last one back in their pools.
-        crate::groundhog::warm::settle();
+        crate::module::warm::settle();
         let rate = capacity * pct / 100.0;
         let submitter = || submit(f, &t.request);
         let mut run = LoadRun::empty();
         for j in 0..t.sequences {
             if j > 0 {
-                crate::groundhog::warm::settle();
+                crate::module::warm::settle();
             }
             let seed = open_loop::sequence_seed(seed, j);
             run.pool(run_open_loop(hz / rate, t.requests, seed, &submitter)?);
@@ -227,10 +227,10 @@ fn run_target(t: &Target) -> R<()> {
                 .map_err(|e| format!("{e}"))?;
         }
         // Restores follow their responses: count those of the measured requests only.
-        crate::groundhog::warm::settle();
+        crate::module::warm::settle();
         let before = restores(t);
         let mut lat = min_load(&f, t)?;
-        crate::groundhog::warm::settle();
+        crate::module::warm::settle();
         let after = restores(t);
         latency[i] = exact_quantile(&lat, 500).ok_or("no samples")?;
         report_unit(

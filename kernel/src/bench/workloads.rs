@@ -124,7 +124,7 @@ fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> 
     let capacity = hz / service as f64;
     let run_at = |pct: f64, seed: u64| -> R<Point> {
         // Every run starts with the instances of the last one back in their pools.
-        crate::groundhog::warm::settle();
+        crate::module::warm::settle();
         let rate = capacity * pct / 100.0;
         let submitter = || submit(f, op.request);
         let run = run_open_loop(hz / rate, REQUESTS, seed, &submitter)?;

@@ -138,7 +138,7 @@ extern "C" fn boot_on_stack() -> ! {
     crate::ufork::init();
     crate::orchestrator::init_groups(opts.jbsq_k, opts.orch_group);
     crate::runtime::task::set_hop_mode(opts.hops);
-    crate::groundhog::warm::set_enabled(opts.warm);
+    crate::module::warm::set_enabled(opts.warm);
     kprintln!(
         "fjord: {} orchestrator group(s), {} executor(s), JBSQ({}), nested calls {}, warm instances {}",
         crate::orchestrator::groups(),

@@ -5,16 +5,15 @@
 //! - [`handoff`]: `pmove` and what the kernel knows of a hand-off's two PDs ([`Handoff`]);
 //! - [`pds`]: creating and destroying PDs, their bounds and page tables;
 //! - [`shootdown`]: clearing stale leaves and the remote flushes still owed ([`Pending`]);
-//! - [`restore`]: a function instance restored for its next request;
+//! - [`reuse`]: a function instance restored for its next request, and what Groundhog's
+//!   snapshots are built on;
 //! - [`lazy`]: lazily forked VMAs, their pages copied from the parent's when first needed;
-//! - [`snapshot`]: Groundhog snapshots of instances and their dirty-page restores;
 //! - [`shared_prefix`]: VMAs whose first pages are another VMA's frames (a program's image);
 //! - [`backing`], [`stats`]: the frames behind a VMA, the event counters.
 
 use crate::arch::{cpu, percpu};
 use crate::mm::frames::{self, DIRECT, KernelFrames};
 use crate::mm::kernel_tables;
-use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 use fjord_kernel::layout::PAGE_SIZE;
@@ -32,17 +31,16 @@ mod handoff;
 mod lazy;
 mod memory;
 mod pds;
-mod restore;
+mod reuse;
 mod shared_prefix;
 mod shootdown;
-mod snapshot;
 mod stats;
 
-use backing::Backing;
+pub use backing::Backing;
 use handoff::MAX_DEFERRED;
 pub use handoff::{Handoff, POPULATE_PAGES};
 pub use lazy::{LazyFork, LazyStats};
-pub use restore::InstanceLayout;
+pub use reuse::{InstanceLayout, KeptVma};
 pub use shootdown::Pending;
 pub(super) use shootdown::leaf_table;
 use shootdown::map_leaf;
@@ -91,12 +89,11 @@ pub struct Jord {
     /// Flushes the lazy copies owe (see [`Jord::take_lazy_flushes`]).
     lazy_owed: Pending,
     lazy_stats: LazyStats,
-    /// Per PD, its Groundhog snapshot (kernel frames, mapped in no PD).
-    snapshots: Vec<Option<Box<snapshot::Snapshot>>>,
-    /// How many entries of `snapshots` hold one.
-    live_snapshots: usize,
-    /// Per PD in Groundhog mode `none`, what it keeps between requests after its `init`.
-    layouts: Vec<Option<snapshot::InitLayout>>,
+    /// Per PD, the leaves whose removal its owner wants to know of (see
+    /// [`Jord::watch_leaves`]).
+    leaf_watches: Vec<Option<reuse::LeafLossWatch>>,
+    /// How many entries of `leaf_watches` hold one.
+    live_watches: usize,
     /// VMAs whose first pages are another VMA's frames.
     shared: shared_prefix::SharedPrefixes,
 }
@@ -215,9 +212,8 @@ impl Jord {
             lazy: lazy::LazyCopies::default(),
             lazy_owed: Pending::default(),
             lazy_stats: LazyStats::default(),
-            snapshots: snapshot::empty_table(),
-            live_snapshots: 0,
-            layouts: snapshot::no_layouts(),
+            leaf_watches: reuse::no_watches(),
+            live_watches: 0,
             shared: shared_prefix::SharedPrefixes::new(),
         };
         j.backing.resize_with(slots, || Backing::NONE);

@@ -67,11 +67,11 @@ fn redeploy(name: &str, mode: GroundhogMode) -> R<()> {
 
 /// Runs `f` with warm instances on, restoring the setting after.
 fn warm(f: impl FnOnce() -> R<()>) -> R<()> {
-    let was = crate::groundhog::warm::enabled();
-    crate::groundhog::warm::set_enabled(true);
-    crate::groundhog::warm::drain();
+    let was = crate::module::warm::enabled();
+    crate::module::warm::set_enabled(true);
+    crate::module::warm::drain();
     let r = f();
-    crate::groundhog::warm::set_enabled(was);
+    crate::module::warm::set_enabled(was);
     r
 }
 
@@ -205,18 +205,18 @@ ktest! {
         needs(&["leak-init"])?;
         warm(|| {
             let f = runtime::lookup("leak-init").ok_or("leak-init")?;
-            kassert_eq!(crate::groundhog::warm::kept_bytes(), 0);
+            kassert_eq!(crate::module::warm::kept_bytes(), 0);
             text("leak-init", "dump")?;
-            crate::groundhog::warm::settle();
-            kassert_eq!(crate::groundhog::warm::kept(), 1);
+            crate::module::warm::settle();
+            kassert_eq!(crate::module::warm::kept(), 1);
             let m = &f.manifest;
             let own = (m.stack_size + m.heap_size + crate::jord::state::PD_STACK_SIZE) as usize;
             // Thirteen pages init mapped (two, one read-only, ten scattered), and at least as
             // many copied into the snapshot, beside the heap's.
-            let held = crate::groundhog::warm::kept_bytes();
+            let held = crate::module::warm::kept_bytes();
             kassert!(held >= own + 2 * 13 * 4096, "{held} bytes for {own} of its own");
-            crate::groundhog::warm::drain();
-            kassert_eq!(crate::groundhog::warm::kept_bytes(), 0);
+            crate::module::warm::drain();
+            kassert_eq!(crate::module::warm::kept_bytes(), 0);
             Ok(())
         })
     }
@@ -308,7 +308,7 @@ fn queued(name: &str, reqs: [&str; 2]) -> R<[String; 2]> {
     let f = runtime::lookup(name).ok_or("not deployed")?;
     let tickets = [submit(&f, reqs[0])?, submit(&f, reqs[1])?];
     let out = tickets.map(|t| orchestrator::wait(t).result);
-    crate::groundhog::warm::settle();
+    crate::module::warm::settle();
     let [a, b] = out;
     Ok([as_text(name, reqs[0], a)?, as_text(name, reqs[1], b)?])
 }
@@ -331,7 +331,7 @@ ktest! {
             let idle = f.warm.idle();
             kassert!(idle == 2 || (!one && idle == 1), "{idle} idle");
             kassert_eq!(f.restore_stats().restores - before, 2);
-            kassert_eq!(crate::groundhog::warm::deferred(), 0);
+            kassert_eq!(crate::module::warm::deferred(), 0);
             // Two queued dumps, on both instances when there are two: every one was restored.
             for dump in queued_pair("leak", "dump")? {
                 for k in ["heap", "stack", "vma"] {
@@ -350,7 +350,7 @@ ktest! {
         warm(|| {
             let f = runtime::lookup("leak").ok_or("leak")?;
             kassert_eq!(f.warm.instances(), 0);
-            let all = crate::groundhog::warm::instances();
+            let all = crate::module::warm::instances();
             text("leak", "dump")?;
             kassert_eq!((f.warm.instances(), f.warm.idle()), (1, 1));
             // The second request of a pair takes a new instance (there is room for it), and
@@ -359,12 +359,12 @@ ktest! {
             kassert_eq!(f.warm.instances(), f.warm.idle());
             let two = f.warm.instances();
             kassert!(two == 1 || two == 2, "{two} instances");
-            kassert_eq!(crate::groundhog::warm::instances(), all + two);
+            kassert_eq!(crate::module::warm::instances(), all + two);
             kassert!(text("leak", "peek 0").is_err());
-            crate::groundhog::warm::settle();
+            crate::module::warm::settle();
             kassert_eq!(f.warm.instances(), two - 1);
-            crate::groundhog::warm::drain();
-            kassert_eq!((f.warm.instances(), crate::groundhog::warm::instances()), (0, all));
+            crate::module::warm::drain();
+            kassert_eq!((f.warm.instances(), crate::module::warm::instances()), (0, all));
             Ok(())
         })
     }
@@ -399,7 +399,7 @@ ktest! {
                 let before = f.restore_stats();
                 kassert_eq!(response(&format!("{n}"))?, format!("{n}"));
                 kassert_eq!(response(&format!("check {low}"))?, "0");
-                crate::groundhog::warm::settle();
+                crate::module::warm::settle();
                 let after = f.restore_stats();
                 stopped += after.interrupted - before.interrupted;
                 if !one {
@@ -411,7 +411,7 @@ ktest! {
                 kassert_eq!(after.replaced, before.replaced);
                 kassert_eq!(after.restores - before.restores, 2);
                 kassert!(after.pages - before.pages >= n, "{} pages", after.pages);
-                kassert_eq!(crate::groundhog::warm::deferred(), 0);
+                kassert_eq!(crate::module::warm::deferred(), 0);
             }
             kassert!(stopped > 0 || !one, "no restore stopped for the waiting check");
             // Every instance is whole again: two queued checks take one each when there are two.
@@ -452,8 +452,8 @@ ktest! {
         warm(|| {
             kassert_eq!(invoke("hostile", b"recall").as_deref(), Ok(&[0u8; 8][..]));
             let f = runtime::lookup("hostile").ok_or("hostile")?;
-            let pd = *f.warm.idle_pds().first().ok_or("no idle hostile instance")?;
-            let frame = jord::with(|j| j.snapshot_frame(pd)).ok_or("no snapshot")?;
+            let frames = f.warm.idle_snapshot_frames();
+            let frame = frames.first().ok_or("no idle hostile instance")?.ok_or("no snapshot")?;
             // The snapshot is reachable only through the kernel's direct map.
             let va = crate::mm::phys_to_virt(frame);
             for (op, access) in [("write", Access::Write), ("read", Access::Read)] {

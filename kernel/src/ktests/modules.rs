@@ -190,9 +190,9 @@ ktest! {
 ktest! {
     fn reused_instances_keep_nothing_of_the_last_request() {
         needs_modules()?;
-        let was = crate::groundhog::warm::enabled();
-        crate::groundhog::warm::set_enabled(true);
-        crate::groundhog::warm::drain();
+        let was = crate::module::warm::enabled();
+        crate::module::warm::set_enabled(true);
+        crate::module::warm::drain();
         let restored = || jord::with(|j| j.stats.instances_restored);
         let before = restored();
         kassert_eq!(hostile("remember 5eedf00d").as_deref(), Ok(&[][..]));
@@ -210,12 +210,12 @@ ktest! {
         kassert_eq!(runtime::lookup("hostile").ok_or("hostile")?.warm.idle(), 0);
         kassert_eq!(restored(), before + 2);
         // Off, every instance is destroyed after its request.
-        crate::groundhog::warm::set_enabled(false);
+        crate::module::warm::set_enabled(false);
         let pds = jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed);
         kassert_eq!(call("hello", b"x").as_deref(), Ok(b"hello, x!".as_slice()));
         kassert_eq!(jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed), pds);
-        kassert_eq!(crate::groundhog::warm::kept(), 0);
-        crate::groundhog::warm::set_enabled(was);
+        kassert_eq!(crate::module::warm::kept(), 0);
+        crate::module::warm::set_enabled(was);
         Ok(())
     }
 }

@@ -140,7 +140,7 @@ ktest! {
         }
         // Idle instances kept for reuse hold frames and PDs; how many depends on how the
         // calls overlapped. Count without them.
-        crate::groundhog::warm::drain();
+        crate::module::warm::drain();
         let before = crate::mm::frames::free_frames();
         let pds = jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed);
         const ROUNDS: usize = 30;
@@ -150,7 +150,7 @@ ktest! {
         // Callees run in parallel on several executors, so how many recycled PD root tables
         // (with their page-table pages) sit in the reuse cache varies by a few frames from run
         // to run; a leak of even one frame per round would show as at least ROUNDS.
-        crate::groundhog::warm::drain();
+        crate::module::warm::drain();
         let after = crate::mm::frames::free_frames();
         kassert!(after + ROUNDS / 2 > before, "free frames {before} -> {after} over {ROUNDS} rounds");
         kassert_eq!(jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed), pds);

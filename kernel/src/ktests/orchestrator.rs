@@ -193,7 +193,7 @@ ktest! {
         kassert!(orchestrator::orchestrator_at_work(1));
         kassert!(!orchestrator::orchestrator_at_work(0));
         // A restore on CPU 0 (its own orchestrator) never waits.
-        kassert!(crate::groundhog::warm::wait_for_quiet(0));
+        kassert!(crate::module::warm::wait_for_quiet(0));
         Ok(())
     }
 }

@@ -69,7 +69,7 @@ ktest! {
 ktest! {
     fn privlib_calls_get_error_codes_for_any_argument() {
         // An mmap the memory cannot cover drains the idle instances: count without them.
-        crate::groundhog::warm::drain();
+        crate::module::warm::drain();
         let before = live_pds();
         let p = new_pd(PdId::KERNEL)?;
         let q = new_pd(PdId::KERNEL)?;
@@ -182,12 +182,12 @@ ktest! {
     fn pds_an_invocation_creates_go_with_it_and_are_bounded() {
         needs_hostile()?;
         let limit = runtime::lookup("hostile").ok_or("hostile")?.manifest.max_pds;
-        crate::groundhog::warm::drain();
+        crate::module::warm::drain();
         let before = live_pds();
         for _ in 0..3 {
             let w = words(invoke("hostile", b"cget-flood"))?;
             kassert_eq!(w, [u64::from(limit), Error::LimitReached.to_ret() as u64]);
-            crate::groundhog::warm::drain();
+            crate::module::warm::drain();
             kassert!(live_pds() == before, "PDs outlived their invocation");
         }
         // Others still create PDs and run.

@@ -26,7 +26,7 @@ fn needs_forktest() -> R<()> {
 ktest! {
     fn forked_children_see_their_own_relocated_memory() {
         needs_forktest()?;
-        crate::groundhog::warm::drain();
+        crate::module::warm::drain();
         let run = || -> R<()> {
             let (pid, ticket) = ufork::spawn("forktest").map_err(|e| format!("{e:?}"))?;
             kassert!(pid > 1);
@@ -81,7 +81,7 @@ ktest! {
 ktest! {
     fn running_out_of_memory_mid_fork_leaves_the_parent_intact_and_frees_the_child() {
         kassert!(runtime::lookup("forkoom").is_some(), "forkoom is not deployed");
-        crate::groundhog::warm::drain();
+        crate::module::warm::drain();
         crate::jord::with(|j| j.trim_root_cache());
         let (pds, frames) = (
             crate::jord::with(|j| j.live_pds()),

@@ -4,7 +4,7 @@
 //! An [`Instance`] is a PD with its creation stack and its *instance VMA* (the manifest's stack,
 //! then its heap, with the heap allocator's header at the top of the stack region). For a
 //! request it is taken from the function's pool of idle instances ([`super::pool`]) or made new,
-//! and given back when the request ends (`crate::groundhog::warm`): restored into the pool if the
+//! and given back when the request ends (`crate::module::warm`): restored into the pool if the
 //! function returned and the pool has room, destroyed otherwise (with every PD the request
 //! created). An [`ArgBuf`] is the request's
 //! buffer: a kernel-owned VMA the kernel fills (an external request, a copied hop) or the
@@ -25,6 +25,8 @@ pub struct Instance {
     pub pd: PdId,
     /// The memory boundary: stack below, heap above.
     pub boundary: u64,
+    /// What it holds for its reuse (its Groundhog snapshot or layout), freed with it.
+    pub saved: crate::groundhog::Saved,
 }
 
 impl Instance {
@@ -63,7 +65,14 @@ impl Instance {
             // Cannot fail: the kernel just made `pd`.
             let _ = j.set_pd_limit(pd, m.max_pds);
             match map_instance(j, pd, f, header) {
-                Ok(boundary) => (None, Ok(Instance { pd, boundary })),
+                Ok(boundary) => (
+                    None,
+                    Ok(Instance {
+                        pd,
+                        boundary,
+                        saved: crate::groundhog::Saved::Nothing,
+                    }),
+                ),
                 Err(e) => (j.cput(PdId::KERNEL, pd).ok(), Err(e)),
             }
         });
@@ -150,7 +159,7 @@ pub struct ArgBuf {
 
 impl ArgBuf {
     /// A kernel-owned ArgBuf of `capacity` bytes holding `request` at its start, the rest
-    /// zeroed (`crate::groundhog::warm::map_argbuf` drains idle instances once if memory is
+    /// zeroed (`crate::module::warm::map_argbuf` drains idle instances once if memory is
     /// short).
     pub fn map(capacity: u64, request: &[u8]) -> Result<ArgBuf, PdError> {
         jord::settled(|j| {

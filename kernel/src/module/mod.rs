@@ -5,15 +5,18 @@
 //! - [`loader`]: one Global read-execute code VMA per module, relocated once;
 //! - [`instance`]: an instance of a module and the ArgBuf a request runs on;
 //! - [`pool`]: a function's idle instances and the bounds over all pools (Groundhog's
-//!   `crate::groundhog::warm` decides what enters them and restores them).
+//!   `crate::module::warm` decides what enters them and restores them).
 //!
 //! The registry keeps each module's ELF bytes and its [`LoadPlan`] so that it can map the code
 //! again after `jord::state::reset` (switching between full isolation and Jord_NI) released it;
 //! each state has its own generation, so a stale mapping is never mistaken for a live one.
 
 pub mod instance;
+pub mod lifecycle;
 pub mod loader;
+pub mod metrics;
 pub mod pool;
+pub mod warm;
 
 use crate::kprintln;
 use alloc::string::String;

@@ -2,7 +2,7 @@
 //!
 //! The pools are bounded: at most [`PER_FUNCTION`] idle instances per function, and over all
 //! at most [`TOTAL`] holding at most a quarter of the frames ([`MEMORY_SHARE`]). What enters a
-//! pool, restored how, and when, is Groundhog's (`crate::groundhog::warm`); this module only
+//! pool, restored how, and when, is Groundhog's (`crate::module::warm`); this module only
 //! keeps the instances and counts them.
 
 use super::LoadedFunction;
@@ -102,9 +102,17 @@ impl Pool {
         INSTANCES.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// The PDs of the idle instances (for tests).
-    pub fn idle_pds(&self) -> Vec<PdId> {
-        self.locked(|v| v.iter().map(|w| w.instance.pd).collect())
+    /// The first frame of each idle instance's Groundhog snapshot of its instance VMA, if it has
+    /// one (for tests that check no PD can reach it).
+    pub fn idle_snapshot_frames(&self) -> Vec<Option<u64>> {
+        self.locked(|v| {
+            v.iter()
+                .map(|w| match &w.instance.saved {
+                    crate::groundhog::Saved::Snapshot(s) => s.first_frame(),
+                    _ => None,
+                })
+                .collect()
+        })
     }
 
     /// How many idle instances this pool holds.
@@ -137,7 +145,7 @@ pub fn memory_budget() -> usize {
     crate::mm::frames::total_frames() * PAGE_SIZE as usize / MEMORY_SHARE
 }
 
-/// Keeps instances from now on (`true`) or not (`crate::groundhog::warm::set_enabled` also destroys
+/// Keeps instances from now on (`true`) or not (`crate::module::warm::set_enabled` also destroys
 /// the idle ones when turning it off).
 pub fn set_enabled(on: bool) {
     ENABLED.store(on, Ordering::Relaxed);

@@ -57,7 +57,7 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
     crate::jord::metrics::samples(&mut v);
     crate::orchestrator::metrics::samples(&mut v);
     crate::kv::metrics::samples(&mut v);
-    crate::groundhog::metrics::samples(&mut v);
+    crate::module::metrics::samples(&mut v);
     crate::ufork::metrics::samples(&mut v);
     crate::runtime::metrics::samples(&mut v);
     crate::syscalls::metrics::samples(&mut v);

@@ -11,7 +11,7 @@
 //! 3. `ccall` the entry (`exec::call`) with a deadline;
 //! 4. `pmove` the ArgBuf back to the kernel, read the response;
 //! 5. give the instance back: restored into its pool if the function returned (see
-//!    [`crate::groundhog::warm`]), else `cput` (its stack and instance VMA go with it); `munmap` the
+//!    [`crate::module::warm`]), else `cput` (its stack and instance VMA go with it); `munmap` the
 //!    ArgBuf.
 //!
 //! The instance is given back and the ArgBuf freed whatever happened; every failure is typed.
@@ -57,7 +57,7 @@ pub fn invoke(name: &str, request: &[u8]) -> Result<Vec<u8>, InvokeFailure> {
     };
     // The instance is given back after the response; callers here (tests, benchmarks) see
     // it back in its pool.
-    crate::groundhog::warm::settle();
+    crate::module::warm::settle();
     r
 }
 

@@ -16,8 +16,8 @@ pub mod metrics;
 pub mod service;
 pub mod task;
 
-use crate::groundhog::warm;
 use crate::kprintln;
+use crate::module::warm;
 
 pub use crate::module::{
     LoadedFunction, deploy, deploy_with, groundhog_mode_of, list, load_initrd, loaded, lookup,

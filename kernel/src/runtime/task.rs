@@ -427,7 +427,7 @@ fn finish(
                 invoke::response(&inv.argbuf, task.request_len, v)
             });
             // The response goes out first; the instance is restored after (`run_deferred`).
-            crate::groundhog::warm::defer(task.func.clone(), inv, reusable);
+            crate::module::warm::defer(task.func.clone(), inv, reusable);
             Some(r)
         }
         Origin::Child {
@@ -452,7 +452,7 @@ fn finish(
                 }
             };
             deliver(handle, value);
-            crate::groundhog::warm::defer(task.func.clone(), inv, reusable);
+            crate::module::warm::defer(task.func.clone(), inv, reusable);
             None
         }
     }

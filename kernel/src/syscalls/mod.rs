@@ -103,10 +103,8 @@ fn privlib(call: Sysno, a: [u64; 4]) -> Result<u64, Error> {
                 return Err(Error::InvalidArgs);
             }
             // Idle function instances may hold the memory this needs.
-            let r = crate::groundhog::warm::or_drain(
-                || map_own(me, a[0], prot),
-                |e| *e == Short::Memory,
-            );
+            let r =
+                crate::module::warm::or_drain(|| map_own(me, a[0], prot), |e| *e == Short::Memory);
             let r = r.map_err(|e| match e {
                 Short::Memory => PdError::NoMemory,
                 Short::Other(e) => e,

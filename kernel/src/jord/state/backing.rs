@@ -20,7 +20,7 @@ fn next_stamp() -> u64 {
 /// The frames behind one VMA and which of its pages have been initialised. Pages are zeroed
 /// on their first fill rather than at `mmap`, so memory a function never touches costs nothing.
 /// `pages == 0` marks a VMA slot without backing.
-pub(super) struct Backing {
+pub struct Backing {
     pub(super) base: u64,
     /// The frames (physically contiguous).
     pub(super) frames: frames::FrameRun,
@@ -58,8 +58,23 @@ impl Backing {
     /// A stamp of its set of initialised pages, unique to that set of this backing: it
     /// changes whenever the set does (the set only grows, and a shrink changes it too), and no
     /// other backing's set has it. 0 for [`Backing::NONE`].
-    pub(super) fn stamp(&self) -> u64 {
+    pub fn stamp(&self) -> u64 {
         self.stamp
+    }
+
+    /// Its length in pages.
+    pub fn pages(&self) -> usize {
+        self.pages
+    }
+
+    /// The frames (physically contiguous, one per page).
+    pub fn frames(&self) -> &frames::FrameRun {
+        &self.frames
+    }
+
+    /// The frames, to write.
+    pub fn frames_mut(&mut self) -> &mut frames::FrameRun {
+        &mut self.frames
     }
 
     /// Zeroes page `i` unless it was initialised before; marks it initialised.
@@ -80,7 +95,7 @@ impl Backing {
     }
 
     /// Marks page `i` initialised without zeroing it: for a caller about to write all of it.
-    pub(super) fn set_initialised(&mut self, i: usize) {
+    pub fn set_initialised(&mut self, i: usize) {
         if i >= self.pages {
             return;
         }
@@ -97,7 +112,7 @@ impl Backing {
 
     /// The initialised bits, 64 pages a word (bit `i % 64` of word `i / 64` for page `i`), and
     /// the frames to write.
-    pub(super) fn initialised_and_frames(&mut self) -> (&[u64], &mut frames::FrameRun) {
+    pub fn initialised_and_frames(&mut self) -> (&[u64], &mut frames::FrameRun) {
         let words = match &self.initialised {
             InitBits::Inline(w) => core::slice::from_ref(w),
             InitBits::Heap(ws) => ws.as_slice(),
@@ -106,7 +121,7 @@ impl Backing {
     }
 
     /// Whether page `i` has been initialised.
-    pub(super) fn is_initialised(&self, i: usize) -> bool {
+    pub fn is_initialised(&self, i: usize) -> bool {
         let (w, b) = (i / 64, 1u64 << (i % 64));
         let word = match &self.initialised {
             InitBits::Inline(word) => Some(*word),
@@ -116,7 +131,7 @@ impl Backing {
     }
 
     /// The initialised pages, in order (one step per set bit, not per page).
-    pub(super) fn initialised_indices(&self) -> Vec<usize> {
+    pub fn initialised_indices(&self) -> Vec<usize> {
         let words: &[u64] = match &self.initialised {
             InitBits::Inline(w) => core::slice::from_ref(w),
             InitBits::Heap(ws) => ws,

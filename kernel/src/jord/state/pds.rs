@@ -160,8 +160,7 @@ impl Jord {
         p.absorb(core::mem::take(&mut self.lazy_owed));
         self.stacks[cid.index()] = (0, 0);
         self.quotas[cid.index()] = (0, u64::MAX);
-        self.drop_snapshot(cid);
-        self.layouts[cid.index()] = None;
+        self.unwatch_leaves(cid);
         self.stats.pds_destroyed += 1;
         Ok(p)
     }

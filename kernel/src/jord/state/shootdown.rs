@@ -27,7 +27,7 @@ impl Jord {
         if s.is_empty() {
             return pending;
         }
-        if self.any_snapshot() {
+        if self.any_leaf_watch() {
             for leaf in s.leaves() {
                 if let fjord_pd::Target::Pd(pd) = leaf.target {
                     self.note_leaves_removed(pd, leaf.base, leaf.len);
@@ -196,7 +196,7 @@ impl Pending {
     }
 
     /// Adds the flushes `other` owes to these.
-    pub(super) fn absorb(&mut self, other: Pending) {
+    pub fn absorb(&mut self, other: Pending) {
         self.cpus = self.cpus.union(&other.cpus);
         self.reload_local |= other.reload_local;
     }

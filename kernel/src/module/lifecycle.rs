@@ -3,6 +3,7 @@
 //! function's Groundhog mode says, or destroyed).
 
 use super::warm;
+use crate::groundhog::{InitLayout, Saved, Snapshot};
 use crate::jord;
 use crate::module::LoadedFunction;
 use crate::module::instance::{
@@ -50,28 +51,37 @@ impl Instance {
     /// between requests, or its layout after `init` recorded when they are reused as they are
     /// (mode `none`). Destroyed again on any failure.
     fn create_for_requests(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
-        let inst = Instance::create(f)?;
+        let mut inst = Instance::create(f)?;
         begin_tenant(f, inst.pd);
         let ready = (|| {
             if f.manifest.init {
                 inst.run_init(f)?;
             }
             let (base, len) = inst.vma(f);
+            let pd = inst.pd;
             if f.groundhog_mode().restores() {
-                let info =
-                    jord::settled(|j| j.take_snapshot(inst.pd, base, len)).map_err(pd_failure)?;
+                let (snapshot, info) = jord::settled(|j| match Snapshot::take(j, pd, base, len) {
+                    Ok((p, s, info)) => (Some(p), Ok((s, info))),
+                    Err(e) => (None, Err(e)),
+                })
+                .map_err(pd_failure)?;
+                inst.saved = Saved::Snapshot(alloc::boxed::Box::new(snapshot));
                 f.warm
                     .note_held_beyond(info.mapped as usize + info.pages * PAGE_SIZE as usize);
                 log::debug!(
                     "groundhog: snapshot of {} in {:?}: {} pages",
                     f.manifest.name.as_str(),
-                    inst.pd,
+                    pd,
                     info.pages
                 );
             } else if f.groundhog_mode() == fjord_groundhog::GroundhogMode::None {
-                let mapped = jord::settled(|j| j.keep_init_layout(inst.pd, base, len))
-                    .map_err(pd_failure)?;
-                f.warm.note_held_beyond(mapped as usize);
+                let layout = jord::settled(|j| match InitLayout::keep(j, pd, base, len) {
+                    Ok((p, layout)) => (Some(p), Ok(layout)),
+                    Err(e) => (None, Err(e)),
+                })
+                .map_err(pd_failure)?;
+                f.warm.note_held_beyond(layout.mapped() as usize);
+                inst.saved = Saved::Layout(layout);
             }
             Ok(())
         })();

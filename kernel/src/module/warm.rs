@@ -8,9 +8,9 @@
 //! An instance is put back only when its function returned (a fault or a time-out destroys the
 //! PD), after its response went out ([`defer`], [`run_deferred`]), and as its function's
 //! Groundhog mode says ([`Reset`]): in mode `restore`, only after
-//! [`Jord::begin_restore`](crate::jord::state::Jord) and its steps freed every VMA and right it
-//! gained and copied back every page it dirtied from its snapshot (an instance without one is
-//! rezeroed by `Jord::restore_instance`); in mode `none` only the VMAs and rights go; in mode
+//! [`Snapshot::begin_restore`](groundhog::Snapshot::begin_restore) and its steps freed every VMA
+//! and right it gained and copied back every page it dirtied from its snapshot, which the
+//! instance owns (an instance without one is rezeroed by `Jord::restore_instance`); in mode `none` only the VMAs and rights go; in mode
 //! `fresh` none is kept. The next request cannot see what the previous one left (except in
 //! `none`), and an instance that gave its own memory to another PD is destroyed instead. What
 //! differs from a fresh instance: the PD id and the addresses of its stack and heap are the
@@ -29,6 +29,7 @@
 //! giving up on memory, when a function goes, and by leak tests).
 
 use crate::arch::cpu;
+use crate::groundhog::{self, Saved};
 use crate::jord::{self, state::InstanceLayout};
 use crate::module::LoadedFunction;
 use crate::module::instance::{ArgBuf, Instance, Invocation};
@@ -440,18 +441,22 @@ pub fn keep(f: &LoadedFunction, instance: Instance, how: Reset<'_>, finish: Fini
     let mut report = fjord_groundhog::RestoreReport::default();
     // Written in place too, rather than moved out of the critical section with its result.
     let (mut generation, mut stepped) = (0, Stepped::Reset);
+    let mut instance = instance;
+    let saved = &mut instance.saved;
     let restored = jord::settled(|j| {
         generation = j.generation();
-        match how {
-            Reset::Snapshot { fresh } if !j.has_snapshot(pd) => j.restore_instance(pd, &fresh),
-            Reset::Snapshot { .. } => {
-                j.begin_restore(pd, RESTORE_STEP_PAGES, &mut report)
-                    .map(|(p, done)| {
-                        stepped = if done { Stepped::Done } else { Stepped::Begun };
-                        p
-                    })
+        match (how, saved) {
+            (Reset::Snapshot { .. }, Saved::Snapshot(snap)) => snap
+                .begin_restore(j, pd, RESTORE_STEP_PAGES, &mut report)
+                .map(|(p, done)| {
+                    stepped = if done { Stepped::Done } else { Stepped::Begun };
+                    p
+                }),
+            (Reset::Snapshot { fresh }, _) => j.restore_instance(pd, &fresh),
+            (Reset::LayoutOnly { .. }, Saved::Layout(layout)) => layout.scrub(j, pd),
+            (Reset::LayoutOnly { base, len }, _) => {
+                groundhog::snapshot::scrub_fresh(j, pd, base, len)
             }
-            Reset::LayoutOnly { base, len } => j.scrub_instance(pd, base, len),
         }
     });
     if restored.is_err() {
@@ -545,7 +550,10 @@ fn restore_steps(
     let mut report = fjord_groundhog::RestoreReport::default();
     loop {
         let t0 = cpu::rdtsc();
-        let step = jord::settled(|j| j.restore_step(pd, RESTORE_STEP_PAGES, &mut report));
+        let Saved::Snapshot(snap) = &mut instance.saved else {
+            return Kept::Refused(instance);
+        };
+        let step = jord::settled(|j| snap.restore_step(j, pd, RESTORE_STEP_PAGES, &mut report));
         match step {
             Err(_) => return Kept::Refused(instance),
             Ok(Some(())) => {

@@ -13,7 +13,7 @@ pub fn samples(out: &mut Vec<Sample>) {
         Gauge,
         "Idle function instances kept for reuse.",
         &[],
-        crate::groundhog::warm::kept() as u64,
+        crate::module::warm::kept() as u64,
     ));
     restore_samples(out);
 }

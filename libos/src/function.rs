@@ -334,7 +334,8 @@ pub const fn manifest_bytes<const N: usize>(text: &str) -> [u8; N] {
 /// The manifest text for `name` and further `key = value` pairs, as a `&'static str`:
 /// `fjord-manifest=1`, then one `key=value` line each. Only the keys of manifest version 1 are
 /// accepted (`entry`, `stack_size`, `heap_size`, `groundhog`, `time_limit_ms`,
-/// `memory_limit`, `max_pds`, `app`, `kv_quota`, `log_limit`, `warmup`, `kind`); values are
+/// `memory_limit`, `max_pds`, `app`, `kv_quota`, `log_limit`, `warmup`, `kind`,
+/// `max_processes`); values are
 /// literals (`stack_size = "128K"`, `heap_size = 65536`, `groundhog = "restore"`). `init` is
 /// written by [`function!`](crate::function!) when it is given one.
 #[macro_export]
@@ -386,6 +387,9 @@ macro_rules! __manifest_key {
     };
     (kind) => {
         "kind"
+    };
+    (max_processes) => {
+        "max_processes"
     };
 }
 

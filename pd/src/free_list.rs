@@ -36,6 +36,23 @@ impl FreeList {
         None
     }
 
+    /// Takes a free slot for which `ok` holds: the most recently freed such slot, else the
+    /// first fresh one (fresh slots skipped over stay free, for [`FreeList::pop`]).
+    pub fn pop_where(&mut self, ok: impl Fn(u32) -> bool) -> Option<u32> {
+        if let Some(at) = self.freed.iter().rposition(|&s| ok(s)) {
+            return Some(self.freed.remove(at));
+        }
+        while self.next_fresh < self.capacity {
+            let slot = self.next_fresh;
+            self.next_fresh += 1;
+            if ok(slot) {
+                return Some(slot);
+            }
+            self.freed.push(slot);
+        }
+        None
+    }
+
     /// Returns a slot. The caller guarantees it was taken with [`FreeList::pop`] and is not
     /// already free.
     pub fn push(&mut self, slot: u32) {

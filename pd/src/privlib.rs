@@ -223,6 +223,24 @@ impl PrivLib {
     /// POSIX arguments that have no meaning here (the address hint is ignored: Jord places VMAs
     /// by size class; only anonymous memory exists).
     pub fn mmap(&mut self, caller: PdId, len: u64, prot: Perm, flags: MapFlags) -> Result<u64> {
+        self.mmap_placed(caller, len, prot, flags, false)
+    }
+
+    /// [`PrivLib::mmap`] of a μprocess area, placed clear of every 4 GiB edge
+    /// ([`crate::vaddr::clear_of_4g_edges`]) when its size allows (up to 1 GiB).
+    pub fn mmap_area(&mut self, caller: PdId, len: u64, prot: Perm) -> Result<u64> {
+        self.mmap_placed(caller, len, prot, MapFlags::default(), true)
+    }
+
+    #[inline(always)]
+    fn mmap_placed(
+        &mut self,
+        caller: PdId,
+        len: u64,
+        prot: Perm,
+        flags: MapFlags,
+        clear_of_edges: bool,
+    ) -> Result<u64> {
         self.pds.check_live(caller)?;
         if !prot.may_request(caller == PdId::KERNEL) {
             return Err(Error::AccessDenied);
@@ -233,7 +251,12 @@ impl PrivLib {
         if (flags.global || flags.privileged) && caller != PdId::KERNEL {
             return Err(Error::AccessDenied);
         }
-        let id = self.vmas.alloc(caller, len, prot, flags)?;
+        let id = if clear_of_edges {
+            self.vmas
+                .alloc_clear_of_4g_edges(caller, len, prot, flags)?
+        } else {
+            self.vmas.alloc(caller, len, prot, flags)?
+        };
         self.pds.note_owned(caller, id, true);
         self.pds.touch_vma(caller, id);
         if !(flags.global || flags.privileged || prot.is_empty()) {

@@ -111,6 +111,33 @@ pub fn decode(addr: u64) -> Result<Decoded> {
     })
 }
 
+/// How far a μprocess area keeps from every multiple of 4 GiB (see [`clear_of_4g_edges`]).
+pub const EDGE_MARGIN: u64 = 16 << 20;
+
+/// True when no byte of the `size`-aligned range `[base, base + size)` lies within
+/// [`EDGE_MARGIN`] of a multiple of 4 GiB: then no word made of the upper half of an address in
+/// it and a lower half below `EDGE_MARGIN` or above `2^32 - EDGE_MARGIN` (a small 32-bit integer,
+/// negative or not, stored over a stale pointer's upper half) is an address in it. μFork's
+/// inferred tags rest on this (see `fjord_ufork::source`).
+pub const fn clear_of_4g_edges(base: u64, size: u64) -> bool {
+    let low = base & 0xFFFF_FFFF;
+    size <= (1 << 32) - 2 * EDGE_MARGIN
+        && low >= EDGE_MARGIN
+        && low + size <= (1 << 32) - EDGE_MARGIN
+}
+
+/// True when some VMA of class `sc` is [`clear_of_4g_edges`] (classes up to 1 GiB).
+pub const fn class_clears_4g_edges(sc: SizeClass) -> bool {
+    let size = sc.size();
+    // Size-aligned slots: the first clear one starts at the margin rounded up to the size.
+    let first = if EDGE_MARGIN.is_multiple_of(size) {
+        EDGE_MARGIN
+    } else {
+        (EDGE_MARGIN / size + 1) * size
+    };
+    size < (1 << 32) && first + size <= (1 << 32) - EDGE_MARGIN
+}
+
 /// True when `addr` lies in the Jord region (whatever its SC field holds).
 pub const fn in_region(addr: u64) -> bool {
     addr >= REGION_START && addr < REGION_END
@@ -129,6 +156,28 @@ mod tests {
         assert!(last <= REGION_END);
         for sc in SizeClass::all() {
             assert_eq!(class_start(sc) % CLASS_SPAN, 0);
+        }
+    }
+
+    #[test]
+    fn areas_clear_of_4g_edges_hold_no_small_integer_over_their_upper_half() {
+        let c = class_start(SizeClass::for_len(1 << 20).unwrap());
+        // A 1 MiB slot at a 4 GiB boundary, one just below the next, and one in between.
+        assert!(!clear_of_4g_edges(c, 1 << 20));
+        assert!(!clear_of_4g_edges(c + (1 << 32) - (1 << 20), 1 << 20));
+        assert!(!clear_of_4g_edges(c + EDGE_MARGIN - (1 << 20), 1 << 20));
+        assert!(clear_of_4g_edges(c + EDGE_MARGIN, 1 << 20));
+        let base = c + (5 << 28);
+        assert!(clear_of_4g_edges(base, 1 << 20));
+        for v in [0u64, 3, 6, 1 << 20, EDGE_MARGIN - 1] {
+            let stale = (base & !0xFFFF_FFFF) | v;
+            assert!(!(base..base + (1 << 20)).contains(&stale));
+            let negative = (base & !0xFFFF_FFFF) | (0xFFFF_FFFF - v);
+            assert!(!(base..base + (1 << 20)).contains(&negative));
+        }
+        // Up to 1 GiB a class has clear slots; 2 and 4 GiB slots always touch an edge.
+        for sc in SizeClass::all() {
+            assert_eq!(class_clears_4g_edges(sc), sc.size() <= 1 << 30, "{sc:?}");
         }
     }
 

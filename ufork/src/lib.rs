@@ -49,6 +49,8 @@
 //! - [`source`]: the [`TagSource`] interface and its emulated sources (precise, inferred,
 //!   their union); a CHERI backend plugs in here.
 //! - [`relocate`]: relocation of one page's tagged words and of the saved registers.
+//! - [`accuracy`]: memory images with known pointers and adversarial integers, and each
+//!   source's false positives and negatives on them.
 //! - [`copy_mode`]: copy modes (full, CoW, CoA, CoPA), isolation levels and the per-page
 //!   decisions at fork and on later faults.
 //! - [`process`]: the μprocess table (PIDs, parents, children, states, exit, kill, waitpid).
@@ -61,6 +63,7 @@
 
 extern crate alloc;
 
+pub mod accuracy;
 pub mod area;
 pub mod cap;
 pub mod copy_mode;
@@ -84,6 +87,8 @@ pub use process::{
     BlockReason, ExitStatus, Pid, ProcError, Process, ProcessTable, Signal, State, WaitOptions,
     WaitOutcome, WaitStatus, WaitTarget,
 };
-pub use relocate::{Gpr, RegTags, Registers, RelocError, relocate_page, relocate_word};
-pub use source::{Inferred, Precise, TagSource, Union};
+pub use relocate::{
+    Gpr, RegTags, Registers, RelocError, relocate_page, relocate_page_tallied, relocate_word,
+};
+pub use source::{BySource, Emulated, Inferred, Precise, TagChoice, TagSource, Tally, Union};
 pub use tags::{PageWords, SLOT_SIZE, SLOTS_PER_PAGE, ShadowTags, SlotMask, TagError};

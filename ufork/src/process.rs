@@ -30,6 +30,9 @@ pub enum ProcError {
     NoChild,
     /// The table is full or no PID is free (`EAGAIN`).
     TableFull,
+    /// The owner (the program that started the caller's tree) has as many μprocesses as its
+    /// bound allows (`EAGAIN`).
+    OwnerLimit,
     /// The operation targets init (`EPERM`).
     NotPermitted,
     /// A malformed argument: an unknown signal, option bit or wait target (`EINVAL`).
@@ -44,7 +47,7 @@ impl ProcError {
         match self {
             ProcError::NoSuchProcess => 3,
             ProcError::NoChild => 10,
-            ProcError::TableFull => 11,
+            ProcError::TableFull | ProcError::OwnerLimit => 11,
             ProcError::NotPermitted => 1,
             ProcError::InvalidArgument | ProcError::WrongState => 22,
         }
@@ -255,9 +258,16 @@ pub struct Process {
     children: Vec<Pid>,
     state: State,
     pending_kill: Option<Signal>,
+    owner: u64,
 }
 
 impl Process {
+    /// Its owner: the program that started its tree (a child inherits its parent's; init's is
+    /// 0). Its μprocesses count against that program's bound, and only they may signal it.
+    pub const fn owner(&self) -> u64 {
+        self.owner
+    }
+
     /// Its PID.
     pub const fn pid(&self) -> Pid {
         self.pid
@@ -299,6 +309,8 @@ pub struct ProcessTable {
     next: u32,
     max_pid: u32,
     limit: usize,
+    /// μprocesses (zombies included) per owner.
+    owned: BTreeMap<u64, usize>,
 }
 
 impl ProcessTable {
@@ -317,6 +329,7 @@ impl ProcessTable {
                 children: Vec::new(),
                 state: State::Runnable,
                 pending_kill: None,
+                owner: 0,
             },
         );
         Ok(ProcessTable {
@@ -324,6 +337,7 @@ impl ProcessTable {
             next: 2,
             max_pid,
             limit,
+            owned: BTreeMap::new(),
         })
     }
 
@@ -375,11 +389,38 @@ impl ProcessTable {
             .find(|&n| !self.procs.contains_key(&Pid(n)))
     }
 
-    /// `fork`: a new Runnable child of `parent` (which must be live). Returns its PID.
+    /// `fork`: a new Runnable child of `parent` (which must be live), of its owner, with no
+    /// bound but the table's. Returns its PID.
     pub fn fork(&mut self, parent: Pid) -> Result<Pid, ProcError> {
+        self.fork_bounded(parent, usize::MAX)
+    }
+
+    /// A new tree: a Runnable child of init owned by `owner`, refused with
+    /// [`ProcError::OwnerLimit`] when `owner` already has `bound` μprocesses.
+    pub fn start(&mut self, owner: u64, bound: usize) -> Result<Pid, ProcError> {
+        self.fork_as(Pid::INIT, owner, bound)
+    }
+
+    /// [`ProcessTable::fork`] refused with [`ProcError::OwnerLimit`] when `parent`'s owner
+    /// already has `bound` μprocesses (zombies included): one program's fork bomb stops at its
+    /// own bound and leaves the rest of the table to the others.
+    pub fn fork_bounded(&mut self, parent: Pid, bound: usize) -> Result<Pid, ProcError> {
+        let owner = self.live_mut(parent)?.owner;
+        self.fork_as(parent, owner, bound)
+    }
+
+    /// How many μprocesses (zombies included) `owner` has.
+    pub fn owned(&self, owner: u64) -> usize {
+        self.owned.get(&owner).copied().unwrap_or(0)
+    }
+
+    fn fork_as(&mut self, parent: Pid, owner: u64, bound: usize) -> Result<Pid, ProcError> {
         self.live_mut(parent)?;
         if self.procs.len() >= self.limit {
             return Err(ProcError::TableFull);
+        }
+        if self.owned(owner) >= bound {
+            return Err(ProcError::OwnerLimit);
         }
         let n = self.alloc_pid().ok_or(ProcError::TableFull)?;
         self.next = if n >= self.max_pid { 2 } else { n + 1 };
@@ -392,8 +433,10 @@ impl ProcessTable {
                 children: Vec::new(),
                 state: State::Runnable,
                 pending_kill: None,
+                owner,
             },
         );
+        *self.owned.entry(owner).or_default() += 1;
         if let Some(p) = self.procs.get_mut(&parent) {
             p.children.push(pid);
         }
@@ -409,7 +452,7 @@ impl ProcessTable {
             return Err(ProcError::NotPermitted);
         }
         let parent = p.parent;
-        self.procs.remove(&pid);
+        self.remove(pid);
         if let Some(pp) = self.procs.get_mut(&parent) {
             pp.children.retain(|&c| c != pid);
         }
@@ -464,6 +507,30 @@ impl ProcessTable {
                 _ => false,
             },
             None => false,
+        }
+    }
+
+    /// Takes `pid` out of the table and its owner's count.
+    fn remove(&mut self, pid: Pid) {
+        if let Some(p) = self.procs.remove(&pid)
+            && let Some(n) = self.owned.get_mut(&p.owner)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.owned.remove(&p.owner);
+            }
+        }
+    }
+
+    /// `kill(target, sig)` from the μprocess `caller`: [`ProcessTable::kill`] when both have
+    /// the same owner (the program that started their trees), [`ProcError::NotPermitted`]
+    /// otherwise, as for init.
+    pub fn kill_from(&mut self, caller: Pid, target: Pid, sig: u64) -> Result<bool, ProcError> {
+        let owner = |pid| self.procs.get(&pid).map(|p: &Process| p.owner);
+        match (owner(caller), owner(target)) {
+            (_, None) => Err(ProcError::NoSuchProcess),
+            (Some(a), Some(b)) if a == b => self.kill(target, sig),
+            _ => Err(ProcError::NotPermitted),
         }
     }
 
@@ -524,7 +591,7 @@ impl ProcessTable {
             _ => None,
         });
         if let Some((pid, status)) = zombie {
-            self.procs.remove(&pid);
+            self.remove(pid);
             if let Some(me) = self.procs.get_mut(&caller) {
                 me.children.retain(|&c| c != pid);
             }
@@ -829,6 +896,53 @@ mod tests {
             Err(ProcError::NoChild)
         );
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn an_owner_bound_stops_one_programs_fork_bomb_and_leaves_room_to_the_others() {
+        let mut t = ProcessTable::new(16, 1000).unwrap();
+        let a = t.start(7, 4).unwrap();
+        // a's tree grows to its bound, zombies included, then stops.
+        let mut tree = alloc::vec![a];
+        while let Ok(c) = t.fork_bounded(*tree.last().unwrap(), 4) {
+            tree.push(c);
+        }
+        assert_eq!(tree.len(), 4);
+        assert_eq!(t.fork_bounded(a, 4), Err(ProcError::OwnerLimit));
+        assert_eq!(t.owned(7), 4);
+        // Another program still starts, and forks.
+        let b = t.start(9, 4).unwrap();
+        assert!(t.fork_bounded(b, 4).is_ok());
+        assert_eq!(t.start(7, 4), Err(ProcError::OwnerLimit));
+        // Reaping one of a's frees a place in its bound.
+        let last = *tree.last().unwrap();
+        t.exit(last, 0).unwrap();
+        assert_eq!(t.fork_bounded(a, 4), Err(ProcError::OwnerLimit));
+        let parent = tree[tree.len() - 2];
+        assert!(matches!(
+            t.waitpid(parent, WaitTarget::Child(last), WaitOptions::default()),
+            Ok(WaitOutcome::Reaped { .. })
+        ));
+        assert_eq!(t.owned(7), 3);
+        assert!(t.fork_bounded(a, 4).is_ok());
+        assert_eq!(ProcError::OwnerLimit.errno(), 11);
+    }
+
+    #[test]
+    fn only_the_same_owner_may_signal() {
+        let mut t = table();
+        let a = t.start(1, 10).unwrap();
+        let a2 = t.fork_bounded(a, 10).unwrap();
+        let b = t.start(2, 10).unwrap();
+        assert_eq!(t.get(a2).map(Process::owner), Some(1));
+        assert_eq!(t.kill_from(a, b, 9), Err(ProcError::NotPermitted));
+        assert_eq!(t.kill_from(b, a2, 9), Err(ProcError::NotPermitted));
+        assert_eq!(t.get(b).unwrap().pending_kill(), None);
+        assert_eq!(t.kill_from(a2, a, 0), Ok(false));
+        assert_eq!(t.kill_from(a2, a, 9), Ok(false));
+        assert_eq!(t.get(a).unwrap().pending_kill(), Signal::new(9).ok());
+        assert_eq!(t.kill_from(a, Pid(999), 9), Err(ProcError::NoSuchProcess));
+        assert_eq!(t.kill_from(a, Pid::INIT, 9), Err(ProcError::NotPermitted));
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! as [`crate::source::Inferred`]) and a CHERI backend reads from the register tags.
 
 use crate::area::{Area, PAGE_SIZE};
-use crate::source::TagSource;
+use crate::source::{TagSource, Tally};
 use crate::tags::PageWords;
 
 /// Why a relocation was refused; nothing was changed.
@@ -56,8 +56,29 @@ pub fn relocate_page<S: TagSource + ?Sized>(
     if !page.is_multiple_of(PAGE_SIZE) || !(from.contains(page) || to.contains(page)) {
         return Err(RelocError::BadPage);
     }
-    let mut changed = 0;
-    for slot in source.tagged_slots(page, words).iter() {
+    let mut tally = Tally::default();
+    relocate_page_tallied(source, from, to, page, words, &mut tally)?;
+    Ok(tally.total() as usize)
+}
+
+/// [`relocate_page`], adding the words it changed to `tally` by the source that tagged them
+/// ([`TagSource::tagged_slots_by_source`]).
+pub fn relocate_page_tallied<S: TagSource + ?Sized>(
+    source: &S,
+    from: &Area,
+    to: &Area,
+    page: u64,
+    words: &mut PageWords,
+    tally: &mut Tally,
+) -> Result<(), RelocError> {
+    if from.size() != to.size() {
+        return Err(RelocError::AreaMismatch);
+    }
+    if !page.is_multiple_of(PAGE_SIZE) || !(from.contains(page) || to.contains(page)) {
+        return Err(RelocError::BadPage);
+    }
+    let by = source.tagged_slots_by_source(page, words);
+    for slot in by.precise.union(by.inferred).union(by.other).iter() {
         let old = words[slot];
         // A tagged word at the area's end is a one-past-the-end pointer (a heap's limit, as a
         // capability's top may be): it moves with the area. Inferred tags never mark one.
@@ -68,10 +89,15 @@ pub fn relocate_page<S: TagSource + ?Sized>(
         };
         if new != old {
             words[slot] = new;
-            changed += 1;
+            match (by.precise.test(slot), by.inferred.test(slot)) {
+                (true, true) => tally.both += 1,
+                (true, false) => tally.precise += 1,
+                (false, true) => tally.inferred += 1,
+                (false, false) => tally.other += 1,
+            }
         }
     }
-    Ok(changed)
+    Ok(())
 }
 
 /// The fifteen general registers other than rsp, in this order.
@@ -148,6 +174,11 @@ impl RegTags {
     /// The mask with `r` added.
     pub const fn with(self, r: Gpr) -> RegTags {
         RegTags(self.0 | 1 << r.index())
+    }
+
+    /// The registers in either mask.
+    pub const fn union(self, other: RegTags) -> RegTags {
+        RegTags(self.0 | other.0)
     }
 
     /// True when `r` is in the mask.

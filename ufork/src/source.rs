@@ -33,12 +33,24 @@
 //! child's own integer. With isolation off (see [`crate::copy_mode`]) a missed pointer does
 //! reach the parent: that mode is for trusted programs only.
 //!
-//! A CHERI backend implements [`TagSource`] by reading the page's hardware tags (CLoadTags or
-//! one tag test per granule) and reports the address slot of each tagged granule; nothing in
-//! the fork code changes.
+//! Where areas sit makes the inferred source safe for small integers: the kernel places every
+//! μprocess area (up to 1 GiB) clear of every 4 GiB edge (`fjord_pd::vaddr::clear_of_4g_edges`,
+//! 16 MiB), so a word whose upper half is a stale pointer's and whose lower half is a 32-bit
+//! integer in `(-16 Mi, 16 Mi)` (a descriptor, a count, a length, an error code) never lies in
+//! an area. [`crate::accuracy`] measures each source's false positives and negatives on images
+//! with known pointers and adversarial integers.
+//!
+//! The kernel reads tags only through one [`TagSource`] object per μprocess, chosen at boot
+//! ([`TagChoice`], the `tags=` option) and built by [`Emulated`]: the fork copy, the lazy copy
+//! and the saved registers ([`TagSource::register_tags`]) all go through it. A CHERI backend
+//! implements [`TagSource`] by reading the page's hardware tags (CLoadTags or one tag test per
+//! granule) and the register tags, and reports the address slot of each tagged granule; nothing
+//! in the fork code changes.
 
 use crate::area::Area;
+use crate::relocate::{RegTags, Registers};
 use crate::tags::{PageWords, SLOTS_PER_PAGE, ShadowTags, SlotMask};
+use alloc::sync::Arc;
 
 /// Tells which slots of a page hold pointers that fork must relocate.
 pub trait TagSource {
@@ -52,6 +64,22 @@ pub trait TagSource {
     fn page_has_tags(&self, page: u64, words: &PageWords) -> bool {
         !self.tagged_slots(page, words).is_empty()
     }
+
+    /// [`TagSource::tagged_slots`], split by the source that tagged each slot (a slot may be in
+    /// both `precise` and `inferred`). The default puts them all in `other`.
+    fn tagged_slots_by_source(&self, page: u64, words: &PageWords) -> BySource {
+        BySource {
+            other: self.tagged_slots(page, words),
+            ..BySource::default()
+        }
+    }
+
+    /// Which general registers of `regs`, saved at `fork` by a μprocess in `area`, hold
+    /// pointers. The instruction, stack and thread pointers are known to be pointers and are
+    /// relocated whatever this says. The default infers from values ([`RegTags::inferred`]).
+    fn register_tags(&self, regs: &Registers, area: &Area) -> RegTags {
+        RegTags::inferred(regs, area)
+    }
 }
 
 impl<T: TagSource + ?Sized> TagSource for &T {
@@ -61,6 +89,170 @@ impl<T: TagSource + ?Sized> TagSource for &T {
 
     fn page_has_tags(&self, page: u64, words: &PageWords) -> bool {
         (**self).page_has_tags(page, words)
+    }
+
+    fn tagged_slots_by_source(&self, page: u64, words: &PageWords) -> BySource {
+        (**self).tagged_slots_by_source(page, words)
+    }
+
+    fn register_tags(&self, regs: &Registers, area: &Area) -> RegTags {
+        (**self).register_tags(regs, area)
+    }
+}
+
+/// A page's tagged slots by the source that tagged them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BySource {
+    /// Tagged by the precise tags (the shadow table).
+    pub precise: SlotMask,
+    /// Tagged by inference from their values.
+    pub inferred: SlotMask,
+    /// Tagged by a source that does not tell (a hardware backend).
+    pub other: SlotMask,
+}
+
+/// Relocated words (or registers), by the source that tagged them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// By the precise tags only.
+    pub precise: u64,
+    /// By inference only.
+    pub inferred: u64,
+    /// By both.
+    pub both: u64,
+    /// By a source that does not tell (a hardware backend).
+    pub other: u64,
+}
+
+impl Tally {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &Tally) {
+        self.precise += other.precise;
+        self.inferred += other.inferred;
+        self.both += other.both;
+        self.other += other.other;
+    }
+
+    /// Every word counted.
+    pub fn total(&self) -> u64 {
+        self.precise + self.inferred + self.both + self.other
+    }
+}
+
+/// Which emulated tags fork reads: chosen at boot with `tags=precise|inferred|both`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TagChoice {
+    /// Only what the kernel and loader tagged: never relocates an integer the program wrote
+    /// over an untagged slot, but misses every pointer the program made itself (the child
+    /// faults when it uses one) and relocates an integer written over a tagged slot.
+    Precise,
+    /// Only words whose value points into the area: finds every aligned pointer, and takes an
+    /// integer that lies in the area for one.
+    Inferred,
+    /// Their union (the default).
+    #[default]
+    Both,
+}
+
+impl TagChoice {
+    /// Every choice, in the order of their names.
+    pub const ALL: [TagChoice; 3] = [TagChoice::Precise, TagChoice::Inferred, TagChoice::Both];
+
+    /// The choice named `name` (`precise`, `inferred`, `both`).
+    pub fn parse(name: &str) -> Option<TagChoice> {
+        TagChoice::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// The choice's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TagChoice::Precise => "precise",
+            TagChoice::Inferred => "inferred",
+            TagChoice::Both => "both",
+        }
+    }
+}
+
+/// A μprocess's emulated tag source: its shadow table and its area read as a [`TagChoice`]
+/// says. The kernel holds one per μprocess and reads tags only through it.
+#[derive(Clone, Debug)]
+pub struct Emulated {
+    choice: TagChoice,
+    tags: Arc<ShadowTags>,
+}
+
+impl Emulated {
+    /// The source `choice` over `tags` (whose area is the μprocess's).
+    pub fn new(choice: TagChoice, tags: Arc<ShadowTags>) -> Emulated {
+        Emulated { choice, tags }
+    }
+
+    /// The choice.
+    pub fn choice(&self) -> TagChoice {
+        self.choice
+    }
+
+    /// The shadow table.
+    pub fn tags(&self) -> &Arc<ShadowTags> {
+        &self.tags
+    }
+
+    fn inferred(&self) -> Inferred {
+        Inferred::new(*self.tags.area())
+    }
+}
+
+impl TagSource for Emulated {
+    fn tagged_slots(&self, page: u64, words: &PageWords) -> SlotMask {
+        match self.choice {
+            TagChoice::Precise => self.tags.page_mask(page),
+            TagChoice::Inferred => self.inferred().tagged_slots(page, words),
+            TagChoice::Both => self
+                .tags
+                .page_mask(page)
+                .union(self.inferred().tagged_slots(page, words)),
+        }
+    }
+
+    fn page_has_tags(&self, page: u64, words: &PageWords) -> bool {
+        match self.choice {
+            TagChoice::Precise => self.tags.page_has_tags(page),
+            TagChoice::Inferred => self.inferred().page_has_tags(page, words),
+            TagChoice::Both => {
+                self.tags.page_has_tags(page) || self.inferred().page_has_tags(page, words)
+            }
+        }
+    }
+
+    fn tagged_slots_by_source(&self, page: u64, words: &PageWords) -> BySource {
+        let precise = if self.choice == TagChoice::Inferred || !self.tags.page_has_tags(page) {
+            SlotMask::default()
+        } else {
+            self.tags.page_mask(page)
+        };
+        let inferred = if self.choice == TagChoice::Precise {
+            SlotMask::default()
+        } else {
+            self.inferred().tagged_slots(page, words)
+        };
+        BySource {
+            precise,
+            inferred,
+            other: SlotMask::default(),
+        }
+    }
+
+    /// Precise: the frame pointer (programs are built with frame pointers, so at a system call
+    /// it is the caller's frame, on the stack). Inferred: each register whose value points into
+    /// the area. Both: their union.
+    fn register_tags(&self, regs: &Registers, area: &Area) -> RegTags {
+        use crate::relocate::Gpr;
+        let precise = RegTags::NONE.with(Gpr::Rbp);
+        match self.choice {
+            TagChoice::Precise => precise,
+            TagChoice::Inferred => RegTags::inferred(regs, area),
+            TagChoice::Both => RegTags::inferred(regs, area).union(precise),
+        }
     }
 }
 

@@ -9,7 +9,7 @@
 //! of a sleeping child, a parent's writes after `fork` that its child must not see, and `write`
 //! to the console; heap structures (`Vec<String>`, `BTreeMap`,
 //! `Box<dyn Trait>`) and function pointers across `fork`, a grandchild, 100 children, a child
-//! that faults on its parent's memory, and a fork bomb that hits the process limit; writable
+//! that faults on its parent's memory, and a fork bomb that hits its program's bound; writable
 //! statics and tables of function pointers, its own copy in each child, with the child's code
 //! at its own address, and a child that writes its code killed.
 #![cfg_attr(target_os = "none", no_std, no_main)]
@@ -19,6 +19,9 @@ extern crate alloc;
 
 #[cfg(target_os = "none")]
 mod sleepers;
+
+#[cfg(target_os = "none")]
+mod stale;
 
 #[cfg(target_os = "none")]
 mod statics;
@@ -106,6 +109,9 @@ mod program {
             return code;
         }
         if let Err(code) = crate::statics::statics_and_code_in_the_area() {
+            return code;
+        }
+        if let Err(code) = crate::stale::integers_over_stale_pointers() {
             return code;
         }
         let _ = process::write(1, b"forktest: pipes, kill and the console work\n");
@@ -344,7 +350,8 @@ mod more {
             },
             Err(_) => return Err(67),
         }
-        // A fork bomb: children that sleep until the table is full; fork then fails.
+        // A fork bomb: children that sleep until the program's bound (`max_processes`) is
+        // reached; fork then fails.
         let Some((kids, refused)) = crate::sleepers::fork_until_refused(1000) else {
             return Err(68);
         };
@@ -361,7 +368,8 @@ fjord_libos::program!(
     program::main,
     name = "forktest",
     stack_size = "64K",
-    heap_size = "256K"
+    heap_size = "256K",
+    max_processes = "160"
 );
 
 #[cfg(not(target_os = "none"))]

@@ -315,6 +315,12 @@ impl<S: FunctionService> Gateway<S> {
                     Err(ProcessError::Full) => {
                         Response::text(Status::ServiceUnavailable, "no room for a process\n")
                     }
+                    Err(ProcessError::ProgramLimit(n)) => Response::text(
+                        Status::TooManyRequests,
+                        &alloc::format!(
+                            "the program's μprocesses are at its bound (max_processes = {n}); wait for some to end\n"
+                        ),
+                    ),
                     Err(ProcessError::Unsupported) => {
                         Response::text(Status::NotImplemented, "no processes here\n")
                     }

@@ -151,6 +151,8 @@ pub enum ProcessError {
     NotAProgram,
     /// No room: the process table or memory is full (503).
     Full,
+    /// The program's trees hold as many μprocesses as its manifest's `max_processes` (429).
+    ProgramLimit(u16),
     /// The runtime has no μprocesses (501).
     Unsupported,
     /// The options are refused: copy-on-write with isolation on (400).

@@ -21,6 +21,7 @@
 //! | `kv_quota` | bytes the key-value namespace may hold (each entry counts its key, value and 64 bytes); at most 16 MiB | 256 KiB |
 //! | `log_limit` | bytes one invocation may write to the console (0 to 1 MiB) | 16 KiB |
 //! | `kind` | `function` (serves requests) or `program` (a μprocess with a `main`) | `function` |
+//! | `max_processes` | μprocesses (zombies included) the trees a program starts may hold at once, every descendant counted against the program at the root (1 to 256) | 64 |
 //!
 //! Numbers are decimal or `0x` hexadecimal, optionally followed by `K` or `M` (KiB, MiB).
 //! A module embeds the manifest with a static such as
@@ -49,6 +50,10 @@ pub const MAX_TIME_LIMIT_MS: u64 = 600_000;
 pub const DEFAULT_MAX_PDS: u16 = 16;
 /// Largest `max_pds` a manifest may ask for.
 pub const MAX_MAX_PDS: u16 = 256;
+/// Default bound on the μprocesses a program's trees hold at once.
+pub const DEFAULT_MAX_PROCESSES: u16 = 64;
+/// Largest `max_processes` a manifest may ask for (the kernel's process table).
+pub const MAX_MAX_PROCESSES: u16 = 256;
 /// Default size of a function's key-value namespace (256 KiB).
 pub const DEFAULT_KV_QUOTA: u64 = 256 << 10;
 /// Largest `kv_quota` a manifest may ask for (16 MiB).
@@ -102,6 +107,8 @@ pub struct Manifest {
     pub log_limit: u64,
     /// Function or program.
     pub kind: ModuleKind,
+    /// For a program: μprocesses its trees may hold at once (zombies included).
+    pub max_processes: u16,
 }
 
 /// Why a manifest was rejected; `line` numbers count from 1.
@@ -228,6 +235,7 @@ impl Manifest {
             kv_quota: DEFAULT_KV_QUOTA,
             log_limit: DEFAULT_LOG_LIMIT,
             kind: ModuleKind::Function,
+            max_processes: DEFAULT_MAX_PROCESSES,
         }
     }
 
@@ -272,6 +280,7 @@ impl Manifest {
         let (mut max_pds, mut app, mut app_line) = (DEFAULT_MAX_PDS, None, 0);
         let (mut kv_quota, mut log_limit) = (DEFAULT_KV_QUOTA, DEFAULT_LOG_LIMIT);
         let mut kind = ModuleKind::Function;
+        let mut max_processes = DEFAULT_MAX_PROCESSES;
         let mut seen = [false; 15];
         for (line, l) in lines {
             let (key, value) = l
@@ -284,6 +293,7 @@ impl Manifest {
                 "stack_size" => 2,
                 "heap_size" => 3,
                 "groundhog" => 4,
+                "max_processes" => 5,
                 "time_limit_ms" => 6,
                 "memory_limit" => 7,
                 "max_pds" => 8,
@@ -322,6 +332,11 @@ impl Manifest {
                         return Err(bad);
                     }
                     warmup = String::from(value);
+                }
+                5 => {
+                    max_processes = parse_number(value)
+                        .filter(|n| (1..=u64::from(MAX_MAX_PROCESSES)).contains(n))
+                        .ok_or(bad)? as u16
                 }
                 7 => memory_limit = parse_size(value, line, 0)?,
                 8 => {
@@ -389,6 +404,7 @@ impl Manifest {
             kv_quota,
             log_limit,
             kind,
+            max_processes,
         })
     }
 
@@ -421,6 +437,9 @@ impl Manifest {
         let _ = writeln!(s, "log_limit={:#x}", self.log_limit);
         if self.kind == ModuleKind::Program {
             let _ = writeln!(s, "kind=program");
+        }
+        if self.max_processes != DEFAULT_MAX_PROCESSES {
+            let _ = writeln!(s, "max_processes={}", self.max_processes);
         }
         s
     }
@@ -542,6 +561,14 @@ mod tests {
                 BadValue { line: 3 },
             ),
             (
+                b"fjord-manifest=1\nname=f\nmax_processes=0",
+                BadValue { line: 3 },
+            ),
+            (
+                b"fjord-manifest=1\nname=f\nmax_processes=257",
+                BadValue { line: 3 },
+            ),
+            (
                 b"fjord-manifest=1\nname=f\nkv_quota=17M",
                 BadValue { line: 3 },
             ),
@@ -590,7 +617,8 @@ mod tests {
                        init in any::<bool>(), warmup in "[a-z0-9=&]{0,20}",
                        limit in 1u64..=MAX_TIME_LIMIT_MS, mem in 0u64..=(1 << 18),
                        max_pds in 0..=MAX_MAX_PDS, in_app in any::<bool>(),
-                       kv_quota in 0..=MAX_KV_QUOTA, log_limit in 0..=MAX_LOG_LIMIT) {
+                       kv_quota in 0..=MAX_KV_QUOTA, log_limit in 0..=MAX_LOG_LIMIT,
+                       max_processes in 1..=MAX_MAX_PROCESSES) {
             let (name, app) = if in_app {
                 (alloc::format!("app-{}", &name[..name.len().min(60)]), Some(String::from("app")))
             } else {
@@ -611,6 +639,7 @@ mod tests {
                 kv_quota,
                 log_limit,
                 kind: if in_app { ModuleKind::Program } else { ModuleKind::Function },
+                max_processes,
             };
             prop_assert_eq!(Manifest::parse(m.to_text().as_bytes()), Ok(m));
         }

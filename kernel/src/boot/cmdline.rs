@@ -15,6 +15,7 @@
 //! | `orch_group` | 0 (default: one group of every CPU), or 2 to 256 | CPUs per orchestrator group (the first of each group orchestrates, the others execute) |
 //! | `hops` | `move` (default), `copy` | nested calls move ArgBufs (Jord) or copy them through a kernel channel (the NightCore-like baseline) |
 //! | `warm` | `on` (default), `off` | keep idle function instances between requests, restored to a fresh state, or destroy each after its request |
+//! | `tags` | `both` (default), `inferred`, `precise` | which emulated capability tags μFork's `fork` relocates by: the kernel's shadow table, inference from values, or their union |
 //! | `http_head_timeout_ms` | 100 to 3600000 (default 10000) | time a client has to send a request's head |
 //! | `http_body_timeout_ms` | 100 to 3600000 (default 30000) | time a client has to send a request's body once its head is in |
 //! | `http_idle_timeout_ms` | 100 to 3600000 (default 60000) | time a keep-alive connection may stay idle between requests |
@@ -196,6 +197,8 @@ pub struct BootOptions<'a> {
     pub warm: bool,
     /// A program to start as a μprocess once the kernel is up (`init=<name>`, `mode=run`).
     pub init: Option<&'a str>,
+    /// Which emulated tags μFork's `fork` relocates by (`tags=`).
+    pub tags: fjord_ufork::source::TagChoice,
     /// The HTTP gateway's deadlines and connection limit.
     pub http: HttpOptions,
 }
@@ -217,13 +220,14 @@ impl Default for BootOptions<'_> {
             orch_group: 0,
             warm: true,
             init: None,
+            tags: fjord_ufork::source::TagChoice::Both,
             http: HttpOptions::default(),
         }
     }
 }
 
 /// The option names the parser knows, for error messages.
-pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, bench_clock, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, \
+pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, bench_clock, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, tags, \
      http_head_timeout_ms, http_body_timeout_ms, http_idle_timeout_ms, http_send_timeout_ms, http_max_conns";
 
 /// Why a command line was rejected.
@@ -289,6 +293,7 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             "orch_group",
             "warm",
             "init",
+            "tags",
             "http_head_timeout_ms",
             "http_body_timeout_ms",
             "http_idle_timeout_ms",
@@ -375,6 +380,10 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
                     _ => return Err(bad("tsc, ns")),
                 }
             }
+            "tags" => {
+                opts.tags = fjord_ufork::source::TagChoice::parse(value)
+                    .ok_or(bad("both, inferred, precise"))?;
+            }
             "warm" => {
                 opts.warm = match value {
                     "on" => true,
@@ -426,6 +435,14 @@ mod tests {
             (4, Hops::Copy, 2, false)
         );
         assert!(parse("").unwrap().warm);
+        assert_eq!(
+            parse("tags=precise").unwrap().tags,
+            fjord_ufork::source::TagChoice::Precise
+        );
+        assert_eq!(
+            parse("").unwrap().tags,
+            fjord_ufork::source::TagChoice::Both
+        );
         assert!(!parse("").unwrap().bench_ns);
         assert!(parse("bench_clock=ns").unwrap().bench_ns);
         assert!(!parse("bench_clock=tsc").unwrap().bench_ns);
@@ -436,6 +453,7 @@ mod tests {
             "jbsq_k=x",
             "hops=share",
             "warm=maybe",
+            "tags=cheri",
             "bench_clock=cycles",
             "orch_group=1",
         ] {

@@ -136,11 +136,12 @@ extern "C" fn boot_on_stack() -> ! {
     check_initrd(info, &opts);
     crate::runtime::boot(initrd(info), &opts);
     crate::ufork::init();
+    crate::ufork::tags::set_choice(opts.tags);
     crate::orchestrator::init_groups(opts.jbsq_k, opts.orch_group);
     crate::runtime::task::set_hop_mode(opts.hops);
     crate::module::warm::set_enabled(opts.warm);
     kprintln!(
-        "fjord: {} orchestrator group(s), {} executor(s), JBSQ({}), nested calls {}, warm instances {}",
+        "fjord: {} orchestrator group(s), {} executor(s), JBSQ({}), nested calls {}, warm instances {}, μFork tags {}",
         crate::orchestrator::groups(),
         crate::orchestrator::executors(),
         opts.jbsq_k,
@@ -148,7 +149,8 @@ extern "C" fn boot_on_stack() -> ! {
             fjord_kernel::cmdline::Hops::Move => "move ArgBufs",
             fjord_kernel::cmdline::Hops::Copy => "copy ArgBufs (baseline)",
         },
-        if opts.warm { "on" } else { "off" }
+        if opts.warm { "on" } else { "off" },
+        opts.tags.name()
     );
     if let Some(crash) = opts.crash {
         crash_on_purpose(crash);

@@ -134,3 +134,90 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    fn every_tag_source_forks_and_counts_what_it_relocated() {
+        needs_forktest()?;
+        use crate::ufork::tags;
+        use fjord_ufork::copy_mode::{CopyMode, IsolationLevel};
+        use fjord_ufork::source::TagChoice;
+        let was = tags::choice();
+        let run = |program: &str, choice: TagChoice| -> R<Option<u8>> {
+            tags::set_choice(choice);
+            let options = ufork::SpawnOptions { mode: CopyMode::Full, isolation: IsolationLevel::Full };
+            let (_, ticket) = ufork::spawn_with(program, options).map_err(|e| format!("{e:?}"))?;
+            let status = ufork::status_of(&orchestrator::wait(ticket).result);
+            tags::set_choice(was);
+            Ok(status)
+        };
+        // Inference alone finds every pointer forktest's children use (its heap ends inside
+        // its area, so no one-past-the-end pointer needs the shadow table).
+        let before = tags::words_relocated();
+        kassert_eq!(run("forktest", TagChoice::Inferred)?, Some(0));
+        let after = tags::words_relocated();
+        kassert!(after.inferred > before.inferred, "{before:?} {after:?}");
+        kassert_eq!((after.precise, after.both), (before.precise, before.both));
+        // The union finds the same, and says which source found each word.
+        let before = tags::words_relocated();
+        kassert_eq!(run("forktest", TagChoice::Both)?, Some(0));
+        let after = tags::words_relocated();
+        kassert!(after.both > before.both && after.inferred > before.inferred, "{after:?}");
+        // The shadow table alone (the loader's pointers: GOT, statics; the heap header) and the
+        // registers the kernel knows: forkhello's children need no other.
+        let before = tags::words_relocated();
+        kassert_eq!(run("forkhello", TagChoice::Precise)?, Some(0));
+        let after = tags::words_relocated();
+        kassert!(after.precise > before.precise, "{before:?} {after:?}");
+        kassert_eq!((after.inferred, after.both), (before.inferred, before.both));
+        kassert_eq!(ufork::count(), 0);
+        Ok(())
+    }
+}
+
+ktest! {
+    fn a_fork_bomb_stops_at_its_programs_bound_and_another_program_still_starts() {
+        for p in ["forkbomb", "sleeper"] {
+            kassert!(runtime::lookup(p).is_some(), "{p} is not deployed");
+        }
+        let of = |program: &str| ufork::list().into_iter().filter(|p| p.program == program).count();
+        let (bomb, bomb_ticket) = ufork::spawn("forkbomb").map_err(|e| format!("{e:?}"))?;
+        let bound = usize::from(fjord_faas::module::manifest::DEFAULT_MAX_PROCESSES);
+        // The bomb holds its bound (itself and 63 sleeping children) and sleeps.
+        let deadline = crate::arch::time::deadline_after_ms(60_000);
+        let held = orchestrator::wait_until(
+            || {
+                ufork::list()
+                    .iter()
+                    .any(|p| p.pid == bomb && p.state == "blocked" && of("forkbomb") == bound)
+            },
+            deadline,
+        );
+        kassert!(held, "forkbomb holds {} μprocesses, not {bound}", of("forkbomb"));
+        kassert!(ufork::count() < ufork::MAX_PROCESSES);
+        // Its program may start no more; another program starts, and may not kill the bomb's.
+        kassert_eq!(
+            ufork::spawn("forkbomb").err(),
+            Some(ufork::SpawnError::ProgramLimit(bound as u16))
+        );
+        let (sleeper, sleeper_ticket) = ufork::spawn("sleeper").map_err(|e| format!("{e:?}"))?;
+        kassert_eq!(ufork::kill_as(sleeper, bomb, 9), Err(Error::AccessDenied));
+        kassert_eq!(ufork::kill_as(bomb, sleeper, 9), Err(Error::AccessDenied));
+        // Within its own tree, the bomb's children may signal it (signal 0: a check only).
+        let child = ufork::list()
+            .into_iter()
+            .find(|p| p.program == "forkbomb" && p.ppid == bomb)
+            .ok_or("no child of the bomb")?;
+        kassert_eq!(ufork::kill_as(child.pid, bomb, 0), Ok(0));
+        // The operator ends them all; every μprocess is gone and reaped.
+        kassert!(ufork::kill_pid(sleeper));
+        kassert!(ufork::kill_pid(bomb));
+        let _ = orchestrator::wait(sleeper_ticket);
+        let _ = orchestrator::wait(bomb_ticket);
+        for p in ufork::list() {
+            ufork::kill_pid(p.pid);
+        }
+        let gone = orchestrator::wait_until(|| ufork::count() == 0, crate::arch::time::deadline_after_ms(60_000));
+        kassert!(gone, "{} μprocesses left", ufork::count());
+        Ok(())
+    }
+}

@@ -104,12 +104,14 @@ fn map_instance(
 ) -> Result<u64, PdError> {
     let m = &f.manifest;
     let image = f.image_in_area();
-    let instance = j.mmap(
-        pd,
-        image + m.stack_size + m.heap_size,
-        Perm::RW,
-        MapFlags::default(),
-    )?;
+    let len = image + m.stack_size + m.heap_size;
+    // A program's instance VMA is a μprocess area: placed so that μFork's inferred tags never
+    // take a small integer over a stale pointer's upper half for one of its addresses.
+    let instance = if f.program.is_some() {
+        j.mmap_area(pd, len)?
+    } else {
+        j.mmap(pd, len, Perm::RW, MapFlags::default())?
+    };
     if let Some(p) = &f.program {
         j.share_prefix(instance, f.image.base, p.shared.clone())?;
     }

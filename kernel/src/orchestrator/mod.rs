@@ -754,6 +754,23 @@ pub fn take_range(tickets: core::ops::Range<Ticket>, out: &mut Vec<(Ticket, Done
     });
 }
 
+/// Dispatches until `done()` holds or `deadline` (a [`crate::arch::time`] deadline) passes;
+/// whether it held (the orchestrator core's blocking path, for a condition other than a
+/// ticket's end).
+pub fn wait_until(done: impl Fn() -> bool, deadline: u64) -> bool {
+    loop {
+        if done() {
+            return true;
+        }
+        if crate::arch::time::now() > deadline {
+            return false;
+        }
+        on_poll();
+        poll();
+        core::hint::spin_loop();
+    }
+}
+
 /// Dispatches and waits until `ticket` has finished (the orchestrator core's blocking path).
 pub fn wait(ticket: Ticket) -> Done {
     loop {

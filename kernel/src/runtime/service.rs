@@ -220,6 +220,7 @@ impl FunctionService for RuntimeService {
             SpawnError::NoSuchProgram => ProcessError::NotFound,
             SpawnError::NotAProgram => ProcessError::NotAProgram,
             SpawnError::TableFull | SpawnError::NoMemory => ProcessError::Full,
+            SpawnError::ProgramLimit(n) => ProcessError::ProgramLimit(n),
             SpawnError::CowNeedsIsolationOff => ProcessError::BadOptions,
         })
     }

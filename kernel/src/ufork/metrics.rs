@@ -1,4 +1,5 @@
-//! μFork's families in `/metrics`: μprocesses and the pages of lazy forks.
+//! μFork's families in `/metrics`: μprocesses, the pages of lazy forks, and the words and
+//! registers `fork` relocated by the tag source that tagged them.
 
 use alloc::vec::Vec;
 use fjord_faas::gateway::Sample;
@@ -24,4 +25,31 @@ pub fn samples(out: &mut Vec<Sample>) {
             (&[("event", "shared")], lazy.pages_shared),
         ],
     ));
+    let mut words = super::tags::words_relocated();
+    words.add(&lazy.relocated);
+    let regs = super::tags::registers_relocated();
+    for (name, help, t) in [
+        (
+            "fjord_ufork_words_relocated_total",
+            "Words of forked memory relocated (full and lazy copies), by the tag source that tagged them: the shadow table only, inference only, both.",
+            words,
+        ),
+        (
+            "fjord_ufork_registers_relocated_total",
+            "Saved registers relocated at fork, by the source that tagged them: known to the kernel (instruction, stack, thread pointer; the frame pointer under precise tags) or inferred from their values.",
+            regs,
+        ),
+    ] {
+        out.extend(Sample::family(
+            name,
+            Counter,
+            help,
+            &[
+                (&[("source", "precise")], t.precise),
+                (&[("source", "inferred")], t.inferred),
+                (&[("source", "both")], t.both),
+                (&[("source", "other")], t.other),
+            ],
+        ));
+    }
 }

@@ -25,6 +25,7 @@
 //! look like an address in the area is relocated too).
 
 pub mod metrics;
+pub mod tags;
 
 use crate::arch::cpu;
 use crate::arch::user::{self, UserContext, UserExit};
@@ -47,8 +48,8 @@ use fjord_ufork::process::{
     BlockReason, ExitStatus, Pid, ProcError, ProcessTable, Signal, WaitOptions, WaitOutcome,
     WaitTarget,
 };
-use fjord_ufork::relocate::relocate_page;
-use fjord_ufork::source::emulated;
+use fjord_ufork::relocate::{Gpr, Registers, relocate_page_tallied};
+use fjord_ufork::source::Tally;
 use fjord_ufork::tags::{PageWords, SLOTS_PER_PAGE, ShadowTags};
 use spin::Mutex;
 
@@ -82,6 +83,8 @@ struct Proc {
     /// Its precise tags: the pointers the kernel wrote into its area (shared, unchanged, with
     /// the lazy forks that read them).
     tags: Arc<ShadowTags>,
+    /// The bound on its tree's μprocesses: the `max_processes` of the program at its root.
+    bound: u16,
 }
 
 /// How a μprocess started by the kernel runs: its default copy mode and its isolation level
@@ -138,6 +141,8 @@ pub enum SpawnError {
     NotAProgram,
     /// The process table is full.
     TableFull,
+    /// The program's trees hold as many μprocesses as its `max_processes` allows.
+    ProgramLimit(u16),
     /// No memory (or PD) for its area.
     NoMemory,
     /// Copy-on-write asked for with isolation on.
@@ -165,15 +170,20 @@ pub fn spawn_with(name: &str, options: SpawnOptions) -> Result<(u64, Ticket), Sp
         instance::destroy(inst.pd);
         return Err(SpawnError::NoMemory);
     };
-    let pid = match with(|p| p.table.fork(Pid::INIT)) {
+    let bound = f.manifest.max_processes;
+    let owner = owner_of(f.manifest.name.as_str());
+    let pid = match with(|p| p.table.start(owner, usize::from(bound))) {
         Ok(pid) => pid,
-        Err(_) => {
+        Err(e) => {
             instance::destroy(inst.pd);
-            return Err(SpawnError::TableFull);
+            return Err(match e {
+                ProcError::OwnerLimit => SpawnError::ProgramLimit(bound),
+                _ => SpawnError::TableFull,
+            });
         }
     };
     let fds = with(files::console_fds);
-    let ticket = start(pid, f, inst, area, ctx, fds, (options, tags))?;
+    let ticket = start(pid, f, inst, area, ctx, fds, (options, tags, bound))?;
     Ok((u64::from(pid.raw()), ticket))
 }
 
@@ -185,7 +195,7 @@ fn start(
     area: (u64, u64),
     ctx: UserContext,
     fds: FdTable,
-    (options, tags): (SpawnOptions, Arc<ShadowTags>),
+    (options, tags, bound): (SpawnOptions, Arc<ShadowTags>, u16),
 ) -> Result<Ticket, SpawnError> {
     with(|p| {
         p.procs.insert(
@@ -202,6 +212,7 @@ fn start(
                 mode: options.mode,
                 isolation: options.isolation,
                 tags,
+                bound,
             },
         )
     });
@@ -220,6 +231,15 @@ fn start(
             Err(SpawnError::TableFull)
         }
     }
+}
+
+/// The owner of the μprocess trees a program starts: its name's hash (a program replaced by
+/// another of the same name keeps it).
+fn owner_of(program: &str) -> u64 {
+    use core::hash::Hasher;
+    let mut h = fjord_kernel::fnv::Fnv1a::default();
+    h.write(program.as_bytes());
+    h.finish()
 }
 
 fn log_limit(f: &LoadedFunction) -> u32 {
@@ -319,7 +339,7 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
                 }
                 Some(Sysno::Close) => Next::Continue(encode(files::close(pid, args[0]))),
                 Some(Sysno::Dup2) => Next::Continue(encode(files::dup2(pid, args[0], args[1]))),
-                Some(Sysno::Kill) => Next::Continue(encode(kill(args[0], args[1]))),
+                Some(Sysno::Kill) => Next::Continue(encode(kill(Some(pid), args[0], args[1]))),
                 Some(Sysno::Sleep) => sleep(pid, args[0], &mut ctx, info),
                 _ => Next::Continue(encode(Err(AbiError::NoSys))),
             },
@@ -388,36 +408,41 @@ fn spawn_child(parent: Pid, name: u64, len: u64) -> Result<u64, AbiError> {
     if f.manifest.kind != fjord_faas::module::ModuleKind::Program {
         return Err(AbiError::NoSuchFunction);
     }
-    let options = with(|p| {
-        p.procs.get(&parent).map(|pr| SpawnOptions {
-            mode: pr.mode,
-            isolation: pr.isolation,
+    let (options, bound) = with(|p| {
+        p.procs.get(&parent).map(|pr| {
+            let options = SpawnOptions {
+                mode: pr.mode,
+                isolation: pr.isolation,
+            };
+            (options, pr.bound)
         })
     })
     .ok_or(AbiError::InvalidArgs)?;
-    let (child, fds, inst) = new_child(parent, &f, false)?;
+    let (child, fds, inst) = new_child(parent, &f, false, bound)?;
     let Some((area, ctx, tags)) = fresh_start(&f, &inst) else {
         return Err(abandon(child, fds, inst.pd));
     };
-    start(child, f, inst, area, ctx, fds, (options, tags)).map_err(|_| AbiError::Busy)?;
+    start(child, f, inst, area, ctx, fds, (options, tags, bound)).map_err(|_| AbiError::Busy)?;
     Ok(u64::from(child.raw()))
 }
 
 /// A child of `parent` for `fork` (when `forked`: its instance has no heap header, the parent's
 /// is copied) or `spawn` that has not run yet: its PID, its descriptors (the parent's, whose
 /// open files gain a reference each) and a new instance of `func`, acting for `func`'s tenant.
-/// On failure nothing of it is left.
+/// [`AbiError::LimitReached`] when the table is full or the tree's owner has `bound`
+/// μprocesses. On failure nothing of it is left.
 fn new_child(
     parent: Pid,
     func: &LoadedFunction,
     forked: bool,
+    bound: u16,
 ) -> Result<(Pid, FdTable, Instance), AbiError> {
     let fds = with(|p| {
         let pr = p.procs.get(&parent)?;
         pr.fds.fork(&mut p.files).ok()
     })
     .ok_or(AbiError::BadFd)?;
-    let child = match with(|p| p.table.fork(parent)) {
+    let child = match with(|p| p.table.fork_bounded(parent, usize::from(bound))) {
         Ok(c) => c,
         Err(_) => {
             files::close_all(fds);
@@ -465,7 +490,7 @@ fn set_fork_mode(pid: Pid, raw: u64) -> Result<u64, AbiError> {
 /// `fork` from `parent`, whose context is `ctx` (stopped at the system call), in the copy mode
 /// `raw_mode` names (0: the parent's default, else 1 + the mode's code): the child's PID.
 fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> {
-    let (func, (base, len), parent_pd, options, default_mode, tags) = with(|p| {
+    let (func, (base, len), parent_pd, options, default_mode, (tags, bound)) = with(|p| {
         let pr = p.procs.get(&parent)?;
         let options = SpawnOptions {
             mode: pr.mode,
@@ -478,7 +503,7 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
             pr.instance.pd,
             options,
             pr.mode,
-            tags,
+            (tags, pr.bound),
         ))
     })
     .ok_or(AbiError::InvalidArgs)?;
@@ -488,16 +513,16 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
     };
     let mode = CopyMode::for_call(default_mode, call, options.isolation)
         .map_err(|_| AbiError::AccessDenied)?;
-    let (child, fds, inst) = new_child(parent, &func, true)?;
+    let (child, fds, inst) = new_child(parent, &func, true, bound)?;
     let (child_base, _) = area_of_instance(&func, &inst);
     let image = func.image_in_area();
     let stack_pages = (func.manifest.stack_size / 4096) as usize;
     let copied = match mode {
-        CopyMode::Full => copy_area(base, child_base, len, &tags),
+        CopyMode::Full => copy_area(base, child_base, len, &tags::source(&tags)),
         _ => fork_lazily(
             (parent_pd, base),
             (inst.pd, child_base),
-            (len, mode, &tags),
+            (len, mode, tags::source(&tags)),
             eager_pages(
                 ctx.frame.rsp,
                 base + image,
@@ -518,7 +543,7 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
         }
     }
     let mut child_ctx = *ctx;
-    relocate_registers(&mut child_ctx, &from, &to);
+    relocate_registers(&mut child_ctx, &from, &to, &*tags::source(&tags));
     child_ctx.frame.rax = 0;
     start(
         child,
@@ -530,6 +555,7 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
         (
             options,
             Arc::new(tags.copy_for(&to).unwrap_or_else(|_| ShadowTags::new(to))),
+            bound,
         ),
     )
     .map_err(|_| AbiError::Busy)?;
@@ -558,7 +584,7 @@ fn eager_pages(
 fn fork_lazily(
     parent: (PdId, u64),
     child: (PdId, u64),
-    (len, mode, tags): (u64, CopyMode, &Arc<ShadowTags>),
+    (len, mode, source): (u64, CopyMode, tags::Source),
     eager: core::ops::Range<usize>,
 ) -> Result<(Area, Area), ()> {
     let (src, dst) = (
@@ -573,7 +599,7 @@ fn fork_lazily(
         from: src,
         to: dst,
         mode,
-        tags: tags.clone(),
+        source,
     };
     jord::settled(|j| {
         let (pending, _) = j.fork_lazily(&f)?;
@@ -641,9 +667,9 @@ fn area_of(base: u64, len: u64) -> Option<Area> {
 /// Copies the pages of the area at `from` that the parent ever touched (the others are zero in
 /// both) to the area at `to`, relocating every aligned word that points into the source area;
 /// returns the two areas.
-fn copy_area(from: u64, to: u64, len: u64, tags: &ShadowTags) -> Result<(Area, Area), ()> {
+fn copy_area(from: u64, to: u64, len: u64, source: &tags::Source) -> Result<(Area, Area), ()> {
     let (src, dst) = (area_of(from, len).ok_or(())?, area_of(to, len).ok_or(())?);
-    let source = emulated(tags);
+    let mut tally = Tally::default();
     let pages = jord::with(|j| j.initialised_pages(from));
     let mut bytes = [0u8; 4096];
     // A batch of pages per Jord lock: few round trips, and other CPUs are not held up long.
@@ -661,7 +687,8 @@ fn copy_area(from: u64, to: u64, len: u64, tags: &ShadowTags) -> Result<(Area, A
             Ok::<(), ()>(())
         })?;
         for (i, w) in &mut words {
-            relocate_page(&source, &src, &dst, from + *i as u64 * 4096, w).map_err(|_| ())?;
+            let page = from + *i as u64 * 4096;
+            relocate_page_tallied(&**source, &src, &dst, page, w, &mut tally).map_err(|_| ())?;
         }
         jord::with(|j| {
             for (i, w) in &words {
@@ -673,31 +700,55 @@ fn copy_area(from: u64, to: u64, len: u64, tags: &ShadowTags) -> Result<(Area, A
             Ok::<(), ()>(())
         })?;
     }
+    tags::count_words(&tally);
     Ok((src, dst))
 }
 
 /// Pages copied per Jord lock by `fork`.
 const COPY_BATCH: usize = 16;
 
-/// Relocates the registers of a context that point into `from` (the instruction pointer, into
-/// the area's image; the stack pointer, the frame pointer, the thread pointer, any general
-/// register) to `to`.
-fn relocate_registers(ctx: &mut UserContext, from: &Area, to: &Area) {
+/// Relocates the registers of a context from `from` to `to`: the instruction pointer (into the
+/// area's image), the stack pointer and the thread pointer when they point into `from` (the
+/// kernel knows what they are), and each general register the tag source tags
+/// ([`TagSource::register_tags`](fjord_ufork::source::TagSource::register_tags)) that points into
+/// `from`.
+fn relocate_registers(
+    ctx: &mut UserContext,
+    from: &Area,
+    to: &Area,
+    source: &dyn fjord_ufork::source::TagSource,
+) {
     let delta = from.delta_to(to);
-    let moved = |v: &mut u64| {
+    let f = &mut ctx.frame;
+    let gprs = [
+        &mut f.rax, &mut f.rbx, &mut f.rcx, &mut f.rdx, &mut f.rsi, &mut f.rdi, &mut f.rbp,
+        &mut f.r8, &mut f.r9, &mut f.r10, &mut f.r11, &mut f.r12, &mut f.r13, &mut f.r14,
+        &mut f.r15,
+    ];
+    let mut regs = Registers::default();
+    for (r, v) in Gpr::ALL.into_iter().zip(gprs.iter()) {
+        regs.set(r, **v);
+    }
+    let tagged = source.register_tags(&regs, from);
+    let inferred = fjord_ufork::relocate::RegTags::inferred(&regs, from);
+    let mut tally = Tally::default();
+    for (r, v) in Gpr::ALL.into_iter().zip(gprs) {
+        if tagged.test(r) && from.contains(*v) {
+            *v = v.wrapping_add(delta);
+            if inferred.test(r) {
+                tally.inferred += 1;
+            } else {
+                tally.precise += 1;
+            }
+        }
+    }
+    for v in [&mut f.rip, &mut f.rsp, &mut ctx.fs_base] {
         if from.contains_range(*v, 0) {
             *v = v.wrapping_add(delta);
+            tally.precise += 1;
         }
-    };
-    let f = &mut ctx.frame;
-    for r in [
-        &mut f.rip, &mut f.rsp, &mut f.rbp, &mut f.rax, &mut f.rbx, &mut f.rcx, &mut f.rdx,
-        &mut f.rsi, &mut f.rdi, &mut f.r8, &mut f.r9, &mut f.r10, &mut f.r11, &mut f.r12,
-        &mut f.r13, &mut f.r14, &mut f.r15,
-    ] {
-        moved(r);
     }
-    moved(&mut ctx.fs_base);
+    tags::count_registers(&tally);
 }
 
 /// `pid` ended with `status`: it becomes a zombie, its memory goes, a parent blocked in
@@ -811,16 +862,23 @@ fn park_locked(
     }
 }
 
-/// `kill(pid, signal)`: a blocked target is woken to die; a running or runnable one dies at
+/// `kill(pid, signal)` from `caller` (a μprocess: only one of its own program's trees, see
+/// [`ProcessTable::kill_from`]; `None`: the operator, any μprocess): a blocked target is woken
+/// to die; a running or runnable one dies at
 /// its next system call or slice.
-fn kill(target: u64, sig: u64) -> Result<u64, AbiError> {
+fn kill(caller: Option<Pid>, target: u64, sig: u64) -> Result<u64, AbiError> {
     let woken = with(|p| {
         let pid = u32::try_from(target)
             .ok()
             .and_then(|t| p.table.lookup(u64::from(t)))
             .ok_or(AbiError::NoSuchProcess)?;
-        let woken = p.table.kill(pid, sig).map_err(|e| match e {
+        let killed = match caller {
+            Some(caller) => p.table.kill_from(caller, pid, sig),
+            None => p.table.kill(pid, sig),
+        };
+        let woken = killed.map_err(|e| match e {
             ProcError::InvalidArgument => AbiError::InvalidArgs,
+            ProcError::NotPermitted => AbiError::AccessDenied,
             _ => AbiError::NoSuchProcess,
         })?;
         forget_sleeper(&mut p.sleepers, pid);
@@ -960,7 +1018,15 @@ pub fn list() -> Vec<Info> {
     v
 }
 
-/// Kills the μprocess `pid` with signal 9 (as `kill` does); false if there is none.
+/// `kill(target, sig)` as the μprocess `caller` calls it: [`AbiError::AccessDenied`] for a
+/// target another program's tree holds (for tests and tools that act for a μprocess).
+pub fn kill_as(caller: u64, target: u64, sig: u64) -> Result<u64, AbiError> {
+    let caller = with(|p| p.table.lookup(caller)).ok_or(AbiError::NoSuchProcess)?;
+    kill(Some(caller), target, sig)
+}
+
+/// Kills the μprocess `pid` with signal 9 (as `kill` does, for the operator:
+/// `DELETE /processes/<pid>`); false if there is none.
 pub fn kill_pid(pid: u64) -> bool {
-    kill(pid, 9).is_ok()
+    kill(None, pid, 9).is_ok()
 }

@@ -22,6 +22,7 @@ pub const APPS: &[(&str, &str)] = &[
     ("fjord-app-hello", "hello"),
     ("fjord-app-forktest", "forktest"),
     ("fjord-app-forktest", "forkoom"),
+    ("fjord-app-forktest", "forkbomb"),
     ("fjord-app-forkbench", "forkbench"),
     ("fjord-app-forkbench", "forkhello"),
     ("fjord-app-forkbench", "nop"),

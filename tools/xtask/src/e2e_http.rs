@@ -127,7 +127,12 @@ pub fn run(kernel: &Path, machine: Machine, accel: Accel) -> Result<Vec<Outcome>
     outcomes.extend(nested_checks(addr, &apps));
     outcomes.extend(workload_checks(addr, &apps));
     outcomes.extend(tenant_checks(addr, &app("hostile")?, accel));
-    outcomes.extend(process_checks(addr, &app("sleeper")?, &app("forktest")?));
+    outcomes.extend(process_checks(
+        addr,
+        &app("sleeper")?,
+        &app("forktest")?,
+        &app("forkbomb")?,
+    ));
     outcomes.extend(framing_checks(addr, &app("echo")?));
     outcomes.extend(crate::e2e_groundhog::checks(
         addr,
@@ -938,8 +943,14 @@ fn tenant_checks(addr: SocketAddr, hostile: &[u8], accel: Accel) -> Vec<Outcome>
     out
 }
 
-/// The μprocess API: start a program, list it, kill it; functions and unknown names refused.
-fn process_checks(addr: SocketAddr, sleeper: &[u8], forktest: &[u8]) -> Vec<Outcome> {
+/// The μprocess API: start a program, list it, kill it; functions and unknown names refused;
+/// a fork bomb held at its program's bound while another program starts.
+fn process_checks(
+    addr: SocketAddr,
+    sleeper: &[u8],
+    forktest: &[u8],
+    forkbomb: &[u8],
+) -> Vec<Outcome> {
     let mut out = Vec::new();
     let mut check = |label: &str, result: Result<(), String>| {
         out.push((format!("http: processes: {label}"), result));
@@ -949,13 +960,17 @@ fn process_checks(addr: SocketAddr, sleeper: &[u8], forktest: &[u8]) -> Vec<Outc
         r.expect(200)?;
         Ok(r.text().contains(&format!("\"pid\":{pid},")))
     };
-    check("PUT the sleeper and forktest programs", {
-        [("sleeper", sleeper), ("forktest", forktest)]
-            .into_iter()
-            .try_for_each(|(name, bytes)| match deploy(addr, name, bytes)? {
-                200 | 201 => Ok(()),
-                s => Err(format!("deploying {name} answered {s}")),
-            })
+    check("PUT the sleeper, forktest and forkbomb programs", {
+        [
+            ("sleeper", sleeper),
+            ("forktest", forktest),
+            ("forkbomb", forkbomb),
+        ]
+        .into_iter()
+        .try_for_each(|(name, bytes)| match deploy(addr, name, bytes)? {
+            200 | 201 => Ok(()),
+            s => Err(format!("deploying {name} answered {s}")),
+        })
     });
     let mut pid = String::new();
     check("POST /processes/sleeper starts it (201, its pid)", {
@@ -1059,6 +1074,67 @@ fn process_checks(addr: SocketAddr, sleeper: &[u8], forktest: &[u8]) -> Vec<Outc
                 .and_then(|()| one(addr, "POST", "/processes/sleeper?fork=quick", b""))
                 .and_then(|r| r.expect(400))
         },
+    );
+    check(
+        "a fork bomb stops at its program's bound (429 for one more), another program starts, and the operator ends them",
+        (|| -> Result<(), String> {
+            let pids_of = |program: &str| -> Result<Vec<String>, String> {
+                let r = one(addr, "GET", "/processes", b"")?;
+                r.expect(200)?;
+                let tag = format!(",\"program\":\"{program}\"");
+                Ok(r.text()
+                    .split("{\"pid\":")
+                    .filter(|e| e.contains(&tag))
+                    .filter_map(|e| e.split(',').next().map(str::to_owned))
+                    .collect())
+            };
+            // The forktests started above end first (their own fork bombs fill their bound).
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while !pids_of("forktest")?.is_empty() {
+                if Instant::now() > deadline {
+                    return Err("forktest still running".into());
+                }
+                thread::sleep(Duration::from_millis(200));
+            }
+            one(addr, "POST", "/processes/forkbomb", b"")?.expect(201)?;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while pids_of("forkbomb")?.len() < 64 {
+                if Instant::now() > deadline {
+                    return Err(format!(
+                        "forkbomb holds {} μprocesses",
+                        pids_of("forkbomb")?.len()
+                    ));
+                }
+                thread::sleep(Duration::from_millis(200));
+            }
+            thread::sleep(Duration::from_millis(500));
+            let held = pids_of("forkbomb")?.len();
+            if held != 64 {
+                return Err(format!(
+                    "forkbomb holds {held} μprocesses, not its bound of 64"
+                ));
+            }
+            let more = one(addr, "POST", "/processes/forkbomb", b"")?;
+            more.expect(429)?;
+            more.expect_body_contains("max_processes = 64")?;
+            one(addr, "POST", "/processes/sleeper", b"")?.expect(201)?;
+            for program in ["forkbomb", "sleeper"] {
+                for pid in pids_of(program)? {
+                    let _ = one(addr, "DELETE", &format!("/processes/{pid}"), b"")?;
+                }
+            }
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let left = pids_of("forkbomb")?.len() + pids_of("sleeper")?.len();
+                if left == 0 {
+                    break Ok(());
+                }
+                if Instant::now() > deadline {
+                    break Err(format!("{left} μprocesses left after the kills"));
+                }
+                thread::sleep(Duration::from_millis(200));
+            }
+        })(),
     );
     check("a function is not a program (400), an unknown name 404", {
         one(addr, "POST", "/processes/echo", b"")

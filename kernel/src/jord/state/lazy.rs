@@ -16,8 +16,9 @@
 //!   settle the page the same way first;
 //! - before the parent's area is freed, every page a child still lacks is copied.
 //!
-//! Tags: the parent's shadow table (precise tags the kernel set) read together with inferred
-//! ones ([`fjord_ufork::source::emulated`]), as for a full copy.
+//! Tags: the parent's tag source, which μFork chose at fork ([`LazyFork::source`]; emulated
+//! tags as the boot option `tags=` says), as for a full copy. Jord only asks it which words of
+//! a page are pointers.
 //!
 //! A chain of forks (a child forking before it has all its pages) settles from the top: a
 //! grandchild's copy first settles the child's page.
@@ -29,13 +30,12 @@ use core::mem::MaybeUninit;
 use fjord_ufork::area::Area;
 use fjord_ufork::copy_mode::{Access, CopyMode};
 use fjord_ufork::lazy::{FirstTouch, LazyPages, on_first_touch};
-use fjord_ufork::relocate::relocate_page;
-use fjord_ufork::source::{TagSource, emulated};
-use fjord_ufork::tags::ShadowTags;
+use fjord_ufork::relocate::relocate_page_tallied;
+use fjord_ufork::source::{TagSource, Tally};
 use fjord_ufork::tags::{PageWords, SLOTS_PER_PAGE};
 
 /// A lazy fork to set up: the parent's area VMA and the child's, of the same length.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct LazyFork {
     /// The parent's PD.
     pub parent_pd: PdId,
@@ -51,8 +51,8 @@ pub struct LazyFork {
     pub to: Area,
     /// How the child gets its pages (not [`CopyMode::Full`]).
     pub mode: CopyMode,
-    /// The parent's precise tags (the shadow table), read with inferred ones.
-    pub tags: Arc<ShadowTags>,
+    /// The parent's tag source (μFork's, as chosen at boot): what its pages' pointers are.
+    pub source: Arc<dyn TagSource + Send + Sync>,
 }
 
 /// One lazily forked VMA: where its pending pages come from.
@@ -63,8 +63,8 @@ pub(super) struct Link {
     to: Area,
     mode: CopyMode,
     pages: LazyPages,
-    /// The source's precise tags as of the fork.
-    tags: Arc<ShadowTags>,
+    /// The source VMA's tag source as of the fork.
+    tags: Arc<dyn TagSource + Send + Sync>,
 }
 
 /// Every lazily forked VMA, by base, and for each source VMA the VMAs that still lack pages
@@ -91,6 +91,8 @@ pub struct LazyStats {
     pub pages_shared: u64,
     /// Pages left pending at fork.
     pub pages_deferred: u64,
+    /// Words relocated in the pages copied, by the tag source that tagged them.
+    pub relocated: Tally,
 }
 
 /// `perm` without write.
@@ -127,7 +129,7 @@ impl Jord {
                 to: f.to,
                 mode: f.mode,
                 pages: lazy,
-                tags: f.tags.clone(),
+                tags: f.source.clone(),
             },
         );
         self.lazy
@@ -227,7 +229,14 @@ impl Jord {
             && let Some(l) = self.lazy.links.get(&base)
         {
             let page = from.base() + i as u64 * PAGE_SIZE;
-            let _ = relocate_page(&emulated(&l.tags), &from, &to, page, words);
+            let _ = relocate_page_tallied(
+                &*l.tags,
+                &from,
+                &to,
+                page,
+                words,
+                &mut self.lazy_stats.relocated,
+            );
         }
         if let Some(b) = self.backing_mut(base) {
             // The whole page is written: no need to zero it first.
@@ -345,7 +354,7 @@ impl Jord {
             let mut buf = MaybeUninit::uninit();
             let words = self.source_words(source, i, &mut buf);
             let page = from.base() + i as u64 * PAGE_SIZE;
-            let has_tags = emulated(&self.lazy.links.get(&base)?.tags).page_has_tags(page, words);
+            let has_tags = self.lazy.links.get(&base)?.tags.page_has_tags(page, words);
             let touch = on_first_touch(mode, has_tags, Access::Read);
             if touch == FirstTouch::Share {
                 if let Some(l) = self.lazy.links.get_mut(&base) {

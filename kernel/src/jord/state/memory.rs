@@ -201,6 +201,18 @@ impl Jord {
         Ok(base)
     }
 
+    /// [`Jord::mmap`] of a μprocess area (read-write, for `caller`), placed clear of every
+    /// 4 GiB edge when its size allows ([`fjord_pd::vaddr::clear_of_4g_edges`]): no small
+    /// 32-bit integer stored over a stale upper half of one of its addresses points into it.
+    pub fn mmap_area(&mut self, caller: PdId, len: u64) -> Result<u64, Error> {
+        let base = self.privlib.mmap_area(caller, len, Perm::RW)?;
+        if let Err(e) = self.back_vma(base, len) {
+            let _ = self.privlib.munmap(PdId::KERNEL, base, len);
+            return Err(e);
+        }
+        Ok(base)
+    }
+
     /// Gives the new VMA at `base` (`len` bytes) its frames, physically contiguous and zeroed
     /// page by page on first use.
     pub(super) fn back_vma(&mut self, base: u64, len: u64) -> Result<(), Error> {

@@ -15,6 +15,8 @@
 //! Cargo features: none.
 #![no_std]
 
+extern crate alloc;
+
 pub mod abi;
 pub mod call;
 pub mod function;

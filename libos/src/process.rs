@@ -168,6 +168,43 @@ pub fn print(msg: &str) {
     let _ = syscall4(Sysno::Log, msg.as_ptr() as u64, msg.len() as u64, 0, 0);
 }
 
+/// One page of memory a μprocess mapped (see [`map`]).
+#[derive(Clone)]
+#[repr(C, align(4096))]
+pub struct Page(pub [u8; 4096]);
+
+/// Page-aligned, zeroed memory a μprocess mapped with [`map`]: it lies in the μprocess's area
+/// (it comes from its heap), so a child forked later gets its own copy of it as of the fork,
+/// like the rest of the heap. Dropping it gives the pages back to the heap.
+pub struct Mapping(alloc::vec::Vec<Page>);
+
+impl Mapping {
+    /// The address of its first byte (page-aligned).
+    pub fn address(&self) -> u64 {
+        self.0.as_ptr() as u64
+    }
+
+    /// Its pages.
+    pub fn pages(&self) -> &[Page] {
+        &self.0
+    }
+
+    /// Its pages, to write.
+    pub fn pages_mut(&mut self) -> &mut [Page] {
+        &mut self.0
+    }
+}
+
+/// Maps `pages` zeroed pages for a μprocess, in its area: `None` when its heap has no room. A
+/// μprocess has no other way to map memory: everything it can point to is in its area, and the
+/// kernel's `mmap` ([`crate::privlib::mmap`]) refuses it with `AccessDenied`.
+pub fn map(pages: usize) -> Option<Mapping> {
+    let mut v = alloc::vec::Vec::new();
+    v.try_reserve_exact(pages).ok()?;
+    v.resize(pages, Page([0; 4096]));
+    Some(Mapping(v))
+}
+
 /// Declares the crate a Fjord program whose `main` (a `fn() -> u8`, the exit code) runs when
 /// the kernel starts it.
 ///

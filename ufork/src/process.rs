@@ -75,8 +75,12 @@ pub struct Signal(u8);
 impl Signal {
     /// Illegal instruction.
     pub const ILL: Signal = Signal(4);
+    /// Trace or breakpoint trap.
+    pub const TRAP: Signal = Signal(5);
     /// Bus error.
     pub const BUS: Signal = Signal(7);
+    /// Arithmetic error.
+    pub const FPE: Signal = Signal(8);
     /// Kill.
     pub const KILL: Signal = Signal(9);
     /// Invalid memory reference (what a fault outside the area, or a write to code, reports).
@@ -96,6 +100,21 @@ impl Signal {
     /// The number.
     pub const fn raw(self) -> u8 {
         self.0
+    }
+
+    /// The signal an x86-64 POSIX system (Linux) sends a process for a CPU exception with
+    /// `vector` in user mode: divide error and x87/SIMD errors SIGFPE; debug and breakpoint
+    /// SIGTRAP; invalid opcode SIGILL, as is a floating-point or vector instruction (no PD has
+    /// those registers: device-not-available); stack-segment and alignment faults SIGBUS;
+    /// page faults, general protection and the rest SIGSEGV.
+    pub const fn for_exception(vector: u64) -> Signal {
+        match vector {
+            0 | 16 | 19 => Signal::FPE,
+            1 | 3 => Signal::TRAP,
+            6 | 7 => Signal::ILL,
+            12 | 17 => Signal::BUS,
+            _ => Signal::SEGV,
+        }
     }
 }
 
@@ -943,6 +962,31 @@ mod tests {
         assert_eq!(t.get(a).unwrap().pending_kill(), Signal::new(9).ok());
         assert_eq!(t.kill_from(a, Pid(999), 9), Err(ProcError::NoSuchProcess));
         assert_eq!(t.kill_from(a, Pid::INIT, 9), Err(ProcError::NotPermitted));
+    }
+
+    #[test]
+    fn exceptions_map_to_the_signals_linux_sends() {
+        let cases = [
+            (0, 8),
+            (1, 5),
+            (3, 5),
+            (4, 11),
+            (6, 4),
+            (7, 4),
+            (12, 7),
+            (13, 11),
+            (14, 11),
+            (16, 8),
+            (17, 7),
+            (19, 8),
+        ];
+        for (vector, signal) in cases {
+            assert_eq!(
+                Signal::for_exception(vector).raw(),
+                signal,
+                "vector {vector}"
+            );
+        }
     }
 
     #[test]

@@ -21,6 +21,9 @@ extern crate alloc;
 mod sleepers;
 
 #[cfg(target_os = "none")]
+mod signals;
+
+#[cfg(target_os = "none")]
 mod stale;
 
 #[cfg(target_os = "none")]
@@ -112,6 +115,9 @@ mod program {
             return code;
         }
         if let Err(code) = crate::stale::integers_over_stale_pointers() {
+            return code;
+        }
+        if let Err(code) = crate::signals::faults_and_memory() {
             return code;
         }
         let _ = process::write(1, b"forktest: pipes, kill and the console work\n");

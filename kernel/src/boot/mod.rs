@@ -163,7 +163,7 @@ fn print_banner(info: &BootInfo, f: &cpu::Features) {
     let n = smp::cpu_count();
     let mut ids = alloc::string::String::new();
     for i in 0..n {
-        if let Some(id) = smp::apic_id_of(i) {
+        if let Some(id) = smp::hardware_id_of(i) {
             if !ids.is_empty() {
                 ids.push(',');
             }
@@ -171,17 +171,19 @@ fn print_banner(info: &BootInfo, f: &cpu::Features) {
         }
     }
     kprintln!(
-        "fjord: {n} CPU{} (APIC ids {ids}), {} MiB RAM ({} MiB free, heap {} MiB)",
+        "fjord: {n} CPU{} ({}s {ids}), {} MiB RAM ({} MiB free, heap {} MiB)",
         if n == 1 { "" } else { "s" },
+        smp::HARDWARE_ID,
         info.usable.total() >> 20,
         (frames::free_frames() as u64 * PAGE_SIZE) >> 20,
         mm::heap::total() >> 20,
     );
     kprintln!(
-        "fjord: {} {}, TSC {} MHz, APIC timer {} ticks/ms, PCID {}, INVPCID {}, PKU {}, 1G pages {}, invariant TSC {}, NX {}, SMEP {}, SMAP {}, UMIP {}, PVH start info v{}",
+        "fjord: {} {}, TSC {} MHz, {} {} ticks/ms, PCID {}, INVPCID {}, PKU {}, 1G pages {}, invariant TSC {}, NX {}, SMEP {}, SMAP {}, UMIP {}, PVH start info v{}",
         core::str::from_utf8(&f.vendor).unwrap_or("?"),
         p.interrupt_controller,
         p.clock_mhz,
+        p.timer,
         p.timer_per_ms,
         yes_no(f.pcid),
         yes_no(f.invpcid),

@@ -8,7 +8,7 @@
 //! read without the Jord lock: system calls look their caller up with one atomic load.
 
 use super::state::MAX_LIVE_PDS;
-use core::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
 use fjord_pd::PdId;
 
 /// Per PD: its tenant's key-value namespace id (0: none).
@@ -17,17 +17,38 @@ static NAMESPACE: [AtomicU32; MAX_LIVE_PDS] = [const { AtomicU32::new(0) }; MAX_
 static INSTANCE: [AtomicU16; MAX_LIVE_PDS] = [const { AtomicU16::new(0) }; MAX_LIVE_PDS];
 /// Per instance PD: console bytes its current invocation may still write.
 static LOG_LEFT: [AtomicU32; MAX_LIVE_PDS] = [const { AtomicU32::new(0) }; MAX_LIVE_PDS];
+/// Per PD: whether it is a μprocess (whose memory is its one area: it may not `mmap` or
+/// `cget`).
+static UPROCESS: [AtomicBool; MAX_LIVE_PDS] = [const { AtomicBool::new(false) }; MAX_LIVE_PDS];
 
 /// `pd`, an instance of a function acting in key-value namespace `namespace`, starts serving a
 /// request: it and the PDs it creates may write `log_limit` bytes to the console until the next
 /// request.
 pub fn begin(pd: PdId, namespace: u32, log_limit: u32) {
+    begin_as(pd, namespace, log_limit, false);
+}
+
+/// [`begin`] for a μprocess: `pd` is one, and so may not map memory outside its area or
+/// create PDs ([`is_uprocess`]).
+pub fn begin_uprocess(pd: PdId, namespace: u32, log_limit: u32) {
+    begin_as(pd, namespace, log_limit, true);
+}
+
+fn begin_as(pd: PdId, namespace: u32, log_limit: u32, uprocess: bool) {
     let i = pd.index();
     if i < MAX_LIVE_PDS {
         NAMESPACE[i].store(namespace, Ordering::Relaxed);
         INSTANCE[i].store(pd.raw(), Ordering::Relaxed);
         LOG_LEFT[i].store(log_limit, Ordering::Relaxed);
+        UPROCESS[i].store(uprocess, Ordering::Relaxed);
     }
+}
+
+/// Whether `pd` is a μprocess.
+pub fn is_uprocess(pd: PdId) -> bool {
+    UPROCESS
+        .get(pd.index())
+        .is_some_and(|u| u.load(Ordering::Relaxed))
 }
 
 /// `child` was just created by `parent`: it acts for `parent`'s tenant (for none when the
@@ -47,6 +68,7 @@ pub fn adopt(child: PdId, parent: PdId) {
     };
     NAMESPACE[c].store(ns, Ordering::Relaxed);
     INSTANCE[c].store(instance, Ordering::Relaxed);
+    UPROCESS[c].store(false, Ordering::Relaxed);
 }
 
 /// The key-value namespace `pd` acts in, if it acts for a tenant.

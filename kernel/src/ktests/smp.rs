@@ -15,7 +15,7 @@ ktest! {
                 (percpu::cpu_index(), crate::arch::apic::id())
             }).map_err(|e| alloc::format!("{e:?}"))?;
             kassert_eq!(idx, c);
-            kassert_eq!(Some(apic), smp::apic_id_of(c));
+            kassert_eq!(Some(apic), smp::hardware_id_of(c));
             seen.push(apic);
         }
         seen.dedup();

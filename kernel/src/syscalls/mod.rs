@@ -96,6 +96,11 @@ fn privlib(call: Sysno, a: [u64; 4]) -> Result<u64, Error> {
     let me = PdId::from_raw(me).map_err(abi_error)?;
     let perm = |raw: u64| Perm::from_raw(raw).map_err(abi_error);
     let pd = |raw: u64| jord::state::pd_arg(raw).map_err(abi_error);
+    // A μprocess's memory is its one area: it maps from its heap (libos `process::map`) and
+    // creates no PD.
+    if matches!(call, Sysno::Mmap | Sysno::Cget) && jord::tenant::is_uprocess(me) {
+        return Err(Error::AccessDenied);
+    }
     let owed = match call {
         Sysno::Mmap => {
             let prot = perm(a[1])?;

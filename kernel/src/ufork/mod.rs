@@ -165,7 +165,7 @@ pub fn spawn_with(name: &str, options: SpawnOptions) -> Result<(u64, Ticket), Sp
         return Err(SpawnError::NotAProgram);
     }
     let inst = Instance::create(&f).map_err(|_| SpawnError::NoMemory)?;
-    jord::tenant::begin(inst.pd, f.namespace, log_limit(&f));
+    jord::tenant::begin_uprocess(inst.pd, f.namespace, log_limit(&f));
     let Some((area, ctx, tags)) = fresh_start(&f, &inst) else {
         instance::destroy(inst.pd);
         return Err(SpawnError::NoMemory);
@@ -298,15 +298,17 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
         let next = match exit {
             UserExit::Exited(code) => return finish(pid, ExitStatus::Exited(code as u8)),
             UserExit::Fault(fault) => {
+                let signal = Signal::for_exception(fault.vector);
                 log::warn!(
-                    "μprocess {}: fault, vector {} {:?} at {:#x} (rip {:#x})",
+                    "μprocess {}: fault, vector {} {:?} at {:#x} (rip {:#x}): killed by signal {}",
                     pid.raw(),
                     fault.vector,
                     fault.access,
                     fault.addr,
-                    fault.rip
+                    fault.rip,
+                    signal.raw()
                 );
-                return finish(pid, ExitStatus::Signaled(Signal::SEGV));
+                return finish(pid, ExitStatus::Signaled(signal));
             }
             UserExit::TimedOut => yield_now(pid, ctx, info),
             UserExit::Request { no, args } => match Sysno::from_raw(no) {
@@ -456,7 +458,7 @@ fn new_child(
     };
     match inst {
         Ok(inst) => {
-            jord::tenant::begin(inst.pd, func.namespace, log_limit(func));
+            jord::tenant::begin_uprocess(inst.pd, func.namespace, log_limit(func));
             Ok((child, fds, inst))
         }
         Err(_) => {

@@ -77,6 +77,8 @@ pub struct Description {
     pub interrupt_controller: &'static str,
     /// The clock's rate in MHz.
     pub clock_mhz: u64,
+    /// The tick timer's name.
+    pub timer: &'static str,
     /// The tick timer's counts per millisecond.
     pub timer_per_ms: u64,
 }
@@ -86,6 +88,7 @@ pub fn describe() -> Description {
     Description {
         interrupt_controller: if apic::is_x2apic() { "x2APIC" } else { "xAPIC" },
         clock_mhz: time::ticks_per_second() / 1_000_000,
+        timer: "APIC timer",
         timer_per_ms: apic::apic_ticks_per_ms(),
     }
 }

@@ -57,13 +57,17 @@ pub fn cpu_count() -> usize {
     CPU_COUNT.load(Ordering::Acquire)
 }
 
+/// What this architecture calls a CPU's [`hardware_id_of`].
+pub const HARDWARE_ID: &str = "APIC id";
+
 /// True when CPU `index` is online.
 pub fn is_online(index: usize) -> bool {
     index < MAX_CPUS && ONLINE[index].load(Ordering::Acquire)
 }
 
-/// APIC id of CPU `index`.
-pub fn apic_id_of(index: usize) -> Option<u32> {
+/// The interrupt controller's id of CPU `index` (on x86_64 its APIC id; the name the banner
+/// gives it is [`HARDWARE_ID`]).
+pub fn hardware_id_of(index: usize) -> Option<u32> {
     if index < MAX_CPUS {
         let v = APIC_IDS[index].load(Ordering::Acquire);
         (v != u64::MAX).then_some(v as u32)
@@ -254,7 +258,7 @@ pub fn wake(index: usize) -> Result<(), SmpError> {
     if !is_online(index) {
         return Err(SmpError::NoSuchCpu(index));
     }
-    let id = apic_id_of(index).ok_or(SmpError::NoSuchCpu(index))?;
+    let id = hardware_id_of(index).ok_or(SmpError::NoSuchCpu(index))?;
     apic::send_ipi(id, trap::WORK_IPI_VECTOR);
     Ok(())
 }
@@ -302,7 +306,7 @@ pub fn tlb_shootdown(cpus: impl Iterator<Item = usize>) -> usize {
     let mut sent = 0;
     for c in cpus.filter(|&c| c != me && is_online(c)) {
         waits[c] = Some(TLB_GENERATION[c].load(Ordering::Acquire));
-        if let Some(id) = apic_id_of(c) {
+        if let Some(id) = hardware_id_of(c) {
             apic::send_ipi(id, trap::TLB_IPI_VECTOR);
             sent += 1;
         }

@@ -109,11 +109,14 @@ pub enum Sysno {
     /// `spawn(name, len)`: starts the deployed program `name` as a child of the caller (its
     /// descriptors inherited, as `posix_spawn` does); returns the child's PID.
     Spawn = 54,
+    /// `isolation()`: the calling μprocess's isolation level (0 none, 1 non-adversarial,
+    /// 2 full).
+    Isolation = 55,
 }
 
 impl Sysno {
     /// Every defined system call, in number order.
-    pub const ALL: [Sysno; 39] = [
+    pub const ALL: [Sysno; 40] = [
         Sysno::Null,
         Sysno::Exit,
         Sysno::Log,
@@ -153,6 +156,7 @@ impl Sysno {
         Sysno::SetForkMode,
         Sysno::MemInfo,
         Sysno::Spawn,
+        Sysno::Isolation,
     ];
 
     /// The call with number `n`, if one is defined.

@@ -52,6 +52,26 @@ pub enum ForkMode {
     CopyOnPointerAccess = 3,
 }
 
+/// How strongly the calling μprocess is isolated (μFork's levels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// None: trusted programs; copy-on-write `fork` is allowed.
+    None,
+    /// Non-adversarial: memory isolation and argument checks.
+    NonAdversarial,
+    /// Full: also copies every system-call buffer in and out.
+    Full,
+}
+
+/// The calling μprocess's isolation level.
+pub fn isolation() -> Isolation {
+    match syscall3(Sysno::Isolation, 0, 0, 0) {
+        Ok(0) => Isolation::None,
+        Ok(1) => Isolation::NonAdversarial,
+        _ => Isolation::Full,
+    }
+}
+
 /// Creates a child μprocess with the caller's default copy mode (see [`set_fork_mode`]);
 /// returns its PID in the parent and 0 in the child.
 pub fn fork() -> Result<u64, Option<Error>> {

@@ -8,7 +8,6 @@
 use fjord_ufork::Area;
 use fjord_ufork::accuracy::{Pattern, measure_many};
 use fjord_ufork::source::{Emulated, TagChoice};
-use std::sync::Arc;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -28,11 +27,7 @@ fn main() {
         println!("|---|---|---:|---:|---:|");
         let results: Vec<_> = TagChoice::ALL
             .iter()
-            .map(|&c| {
-                measure_many(area, per_pattern, seed, |t| {
-                    Emulated::new(c, Arc::new(t.clone()))
-                })
-            })
+            .map(|&c| measure_many(area, per_pattern, seed, |t| Emulated::new(c, t.clone())))
             .collect();
         for (i, p) in Pattern::ALL.iter().enumerate() {
             let cells: Vec<String> = results

@@ -307,7 +307,6 @@ pub fn measure_many<S: TagSource>(
 mod tests {
     use super::*;
     use crate::source::{Emulated, TagChoice};
-    use alloc::sync::Arc;
 
     /// A 1 MiB area placed as the kernel places μprocess areas (clear of the 4 GiB edges), and
     /// one at an edge.
@@ -321,7 +320,7 @@ mod tests {
 
     fn rows(choice: TagChoice, area: Area) -> Vec<Row> {
         let image = Image::build(area, 2000, 7);
-        let source = Emulated::new(choice, Arc::new(image.tags().clone()));
+        let source = Emulated::new(choice, image.tags().clone());
         measure(&source, &image)
     }
 
@@ -329,9 +328,7 @@ mod tests {
     fn many_images_hold_more_words_than_one_area() {
         let (clear, _) = areas();
         let per = Image::capacity(&clear) * 2 + 5;
-        let rows = measure_many(clear, per, 1, |t| {
-            Emulated::new(TagChoice::Both, Arc::new(t.clone()))
-        });
+        let rows = measure_many(clear, per, 1, |t| Emulated::new(TagChoice::Both, t.clone()));
         for r in &rows {
             assert_eq!(r.words, per);
             if r.pattern.is_pointer() && r.pattern != Pattern::EncodedPointer {

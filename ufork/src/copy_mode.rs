@@ -115,6 +115,15 @@ impl IsolationLevel {
         }
     }
 
+    /// The raw code ([`IsolationLevel::from_raw`]'s).
+    pub const fn raw(self) -> u64 {
+        match self {
+            IsolationLevel::None => 0,
+            IsolationLevel::NonAdversarial => 1,
+            IsolationLevel::Full => 2,
+        }
+    }
+
     /// True when the μprocess's PD maps its own area only.
     pub const fn isolates_memory(self) -> bool {
         !matches!(self, IsolationLevel::None)
@@ -410,6 +419,13 @@ mod tests {
         assert_eq!(CopyMode::from_raw(4), Err(ModeError::Unknown));
         assert_eq!(IsolationLevel::from_raw(2), Ok(IsolationLevel::Full));
         assert_eq!(IsolationLevel::from_raw(3), Err(ModeError::Unknown));
+        for l in [
+            IsolationLevel::None,
+            IsolationLevel::NonAdversarial,
+            IsolationLevel::Full,
+        ] {
+            assert_eq!(IsolationLevel::from_raw(l.raw()), Ok(l));
+        }
         assert_eq!(CopyMode::default(), CopyMode::CopyOnPointerAccess);
         assert!(IsolationLevel::Full.copies_buffers());
         assert!(!IsolationLevel::NonAdversarial.copies_buffers());

@@ -176,6 +176,35 @@ impl Pipe {
         Ok(n)
     }
 
+    /// The bytes a [`Pipe::read`] of up to `max` bytes would return, as the two parts of the ring
+    /// they lie in, without taking them ([`Pipe::consume`] does): for a reader that copies
+    /// them straight to their destination. Empty parts are end of file (or `max == 0`).
+    pub fn peek(&self, max: usize) -> Result<(&[u8], &[u8]), PipeError> {
+        if max == 0 {
+            return Ok((&[], &[]));
+        }
+        if self.len == 0 {
+            return if self.writers == 0 {
+                Ok((&[], &[]))
+            } else {
+                Err(PipeError::WouldBlock)
+            };
+        }
+        let n = max.min(self.len);
+        let first = n.min(self.capacity() - self.head);
+        Ok((
+            &self.buf[self.head..self.head + first],
+            &self.buf[..n - first],
+        ))
+    }
+
+    /// Takes the first `n` bytes a [`Pipe::peek`] showed (at most what the pipe holds).
+    pub fn consume(&mut self, n: usize) {
+        let n = n.min(self.len);
+        self.head = (self.head + n) % self.capacity();
+        self.len -= n;
+    }
+
     /// Writes `data`, all of it or (beyond `PIPE_BUF`) as much as fits; returns how much.
     pub fn write(&mut self, data: &[u8]) -> Result<usize, PipeError> {
         if self.readers == 0 {
@@ -283,6 +312,32 @@ impl PipeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peek_and_consume_read_what_read_would_across_the_wrap() {
+        let mut a = Pipe::new(8).unwrap();
+        let mut b = Pipe::new(8).unwrap();
+        for p in [&mut a, &mut b] {
+            assert_eq!(p.peek(4), Err(PipeError::WouldBlock));
+            p.write(b"abcdef").unwrap();
+            let mut out = [0u8; 5];
+            p.read(&mut out).unwrap();
+            p.write(b"ghijk").unwrap();
+        }
+        let (x, y) = a.peek(5).unwrap();
+        assert_eq!((x, y), (&b"fgh"[..], &b"ij"[..]));
+        a.consume(5);
+        let mut out = [0u8; 5];
+        assert_eq!(b.read(&mut out), Ok(5));
+        assert_eq!(&out, b"fghij");
+        assert_eq!(
+            a.peek(8).map(|(x, y)| (x.to_vec(), y.to_vec())),
+            Ok((b"k".to_vec(), alloc::vec::Vec::new()))
+        );
+        a.consume(1);
+        a.close_end(End::Write).unwrap();
+        assert_eq!(a.peek(8), Ok((&[][..], &[][..])));
+    }
     use crate::fd::{FdError, FdTable, OpenFiles};
 
     #[test]

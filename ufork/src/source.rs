@@ -50,7 +50,6 @@
 use crate::area::Area;
 use crate::relocate::{RegTags, Registers};
 use crate::tags::{PageWords, SLOTS_PER_PAGE, ShadowTags, SlotMask};
-use alloc::sync::Arc;
 
 /// Tells which slots of a page hold pointers that fork must relocate.
 pub trait TagSource {
@@ -178,12 +177,12 @@ impl TagChoice {
 #[derive(Clone, Debug)]
 pub struct Emulated {
     choice: TagChoice,
-    tags: Arc<ShadowTags>,
+    tags: ShadowTags,
 }
 
 impl Emulated {
     /// The source `choice` over `tags` (whose area is the μprocess's).
-    pub fn new(choice: TagChoice, tags: Arc<ShadowTags>) -> Emulated {
+    pub fn new(choice: TagChoice, tags: ShadowTags) -> Emulated {
         Emulated { choice, tags }
     }
 
@@ -193,7 +192,7 @@ impl Emulated {
     }
 
     /// The shadow table.
-    pub fn tags(&self) -> &Arc<ShadowTags> {
+    pub fn tags(&self) -> &ShadowTags {
         &self.tags
     }
 

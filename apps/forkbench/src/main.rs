@@ -69,7 +69,11 @@ mod program {
                     continue;
                 }
                 let mut metric = StackText::<64>::new();
-                let _ = write!(metric, "fork_exit_wait_{mib}mb{suffix}");
+                let _ = write!(
+                    metric,
+                    "fork_exit_wait_{mib}mb{suffix}{}",
+                    crate::measure::level_suffix()
+                );
                 report("fork", metric.as_str(), "insns", &mut samples[..runs]);
             }
         }

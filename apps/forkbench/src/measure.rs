@@ -45,3 +45,15 @@ pub fn report(group: &str, metric: &str, unit: &str, samples: &mut [u64]) {
     );
     process::print(line.as_str());
 }
+
+/// The suffix of this μprocess's metric names for its isolation level: none for isolation off
+/// (the rows measured since the first `fork` benchmark), `_iso_nonadv` and `_iso_full` for the
+/// others.
+pub fn level_suffix() -> &'static str {
+    use fjord_libos::process::{Isolation, isolation};
+    match isolation() {
+        Isolation::None => "",
+        Isolation::NonAdversarial => "_iso_nonadv",
+        Isolation::Full => "_iso_full",
+    }
+}

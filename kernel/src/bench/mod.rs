@@ -223,16 +223,12 @@ pub fn run_all(filter: Option<&str>, nanoseconds: bool, first_line_tsc: u64) -> 
 
 /// The `fork` group: the `forkhello` and `forkbench` programs measure `fork` + `exit` +
 /// `waitpid` (in every copy mode), `spawn`, a pipe round trip and a forked child's memory
-/// themselves, in ring 3, and print their records; this runs each to its end. They run with
-/// isolation off, so that copy-on-write is measured too (isolation changes nothing else they
-/// measure: none of their calls passes a buffer but the pipe round trip's one byte).
+/// themselves, in ring 3, and print their records; this runs each to its end, once with
+/// isolation off (so that copy-on-write is measured too; the metric names carry no suffix) and
+/// once at isolation full (`_iso_full`: system-call buffers copied, copy-on-write refused).
 fn fork_group() -> Result<(), &'static str> {
     use crate::ufork::{SpawnOptions, spawn_with};
     use fjord_ufork::copy_mode::IsolationLevel;
-    let options = SpawnOptions {
-        isolation: IsolationLevel::None,
-        ..SpawnOptions::default()
-    };
     // Where the hypervisor emulates ring 0 (KVM's PVM backend), copying 100 MiB takes longer
     // than a benchmark boot may: only `forkhello` runs there.
     let programs: &[&str] = if crate::boot::ring0_emulated() {
@@ -241,7 +237,15 @@ fn fork_group() -> Result<(), &'static str> {
     } else {
         &["forkhello", "forkbench"]
     };
-    for &program in programs {
+    let levels = [IsolationLevel::None, IsolationLevel::Full];
+    for (&program, isolation) in programs
+        .iter()
+        .flat_map(|p| levels.iter().map(move |&l| (p, l)))
+    {
+        let options = SpawnOptions {
+            isolation,
+            ..SpawnOptions::default()
+        };
         let (_, ticket) =
             spawn_with(program, options).map_err(|_| "forkhello or forkbench is not deployed")?;
         let done = crate::orchestrator::wait(ticket);

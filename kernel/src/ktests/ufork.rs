@@ -221,3 +221,25 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    fn full_isolation_copies_system_call_buffers_and_lesser_levels_do_not() {
+        kassert!(runtime::lookup("forkhello").is_some(), "forkhello is not deployed");
+        use fjord_ufork::copy_mode::{CopyMode, IsolationLevel};
+        // forkhello passes bytes back and forth through two pipes (read, write, pipe).
+        let run = |isolation| -> R<u64> {
+            let before = ufork::files::bytes_copied();
+            let options = ufork::SpawnOptions { mode: CopyMode::CopyOnPointerAccess, isolation };
+            let (_, ticket) = ufork::spawn_with("forkhello", options).map_err(|e| format!("{e:?}"))?;
+            let status = ufork::status_of(&orchestrator::wait(ticket).result);
+            kassert!(status == Some(0), "forkhello at {isolation:?} ended with {status:?}");
+            Ok(ufork::files::bytes_copied() - before)
+        };
+        let full = run(IsolationLevel::Full)?;
+        // 201 one-byte round trips each way, at least, went through kernel buffers.
+        kassert!(full >= 2 * 201, "{full} bytes copied at full isolation");
+        kassert_eq!(run(IsolationLevel::NonAdversarial)?, 0);
+        kassert_eq!(run(IsolationLevel::None)?, 0);
+        Ok(())
+    }
+}

@@ -52,7 +52,8 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         | Sysno::Sleep
         | Sysno::SetForkMode
         | Sysno::MemInfo
-        | Sysno::Spawn => {
+        | Sysno::Spawn
+        | Sysno::Isolation => {
             if percpu::current().current_pd == 0 {
                 Err(Error::AccessDenied)
             } else {

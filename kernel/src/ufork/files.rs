@@ -2,11 +2,16 @@
 //! over `fjord_ufork::fd` (descriptor tables, reference-counted open files) and
 //! `fjord_ufork::pipe` (bounded pipes).
 //!
-//! What a μprocess writes is read through its own page tables (its area, its code and
-//! read-only data); what it reads lands in its area, copied through Jord
-//! (`Jord::read_page`/`write_page`), and a destination outside the area is refused with
-//! [`AbiError::BadAddress`]. A read from an empty pipe that still has a writer, and a write to a
-//! full pipe, block the caller (no step is queued) until the other side acts.
+//! Buffers follow the μprocess's isolation level (μFork §3): at `full`, every buffer a system
+//! call reads or writes is copied through a kernel buffer (`write` copies the caller's bytes in
+//! before acting on them, so a sibling sharing the memory cannot change them halfway; `read`
+//! and `pipe` build their result in the kernel and copy it out through Jord's frames); at
+//! `non-adversarial` and `none` the arguments are checked the same way but the bytes go
+//! straight between the caller's pages, read and written through its own page tables, and the
+//! pipe's ring. [`bytes_copied`] counts what went through kernel buffers. A destination
+//! outside the area is refused with [`AbiError::BadAddress`]. A read from an empty pipe that
+//! still has a writer, and a write to a full pipe, block the caller (no step is queued) until
+//! the other side acts.
 
 use super::{Blocked, Next, Pid, Procs, park_locked, wake, with};
 use crate::arch::user::UserContext;
@@ -29,6 +34,39 @@ pub const MAX_FDS: u32 = 64;
 pub const PIPE_CAPACITY: usize = 16 * 1024;
 /// Most bytes one `read` or `write` moves.
 const MAX_IO: u64 = 64 * 1024;
+
+/// Bytes of system-call buffers copied through kernel buffers (isolation `full`).
+static BYTES_COPIED: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+fn count_copied(n: usize) {
+    BYTES_COPIED.fetch_add(n as u64, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// Bytes of system-call buffers μprocesses at isolation `full` had copied through kernel
+/// buffers since boot.
+pub fn bytes_copied() -> u64 {
+    BYTES_COPIED.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether `pid` runs at an isolation level that copies system-call buffers, and its PD.
+fn copies(pid: Pid) -> Option<(bool, fjord_pd::PdId)> {
+    with(|p| {
+        p.procs
+            .get(&pid)
+            .map(|pr| (pr.isolation.copies_buffers(), pr.instance.pd))
+    })
+}
+
+/// Runs `f` with `pd`'s address space loaded (for reading and writing its memory through its
+/// own page tables), interrupts off.
+fn in_space<R>(pd: fjord_pd::PdId, f: impl FnOnce() -> R) -> R {
+    crate::arch::cpu::without_interrupts(|| {
+        jord::with(|j| j.switch_to(pd));
+        let r = f();
+        jord::with(|j| j.switch_to(fjord_pd::PdId::KERNEL));
+        r
+    })
+}
 
 /// What a descriptor names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,7 +171,16 @@ pub(super) fn pipe(pid: Pid, out: u64) -> Result<u64, AbiError> {
     let mut bytes = [0u8; 8];
     bytes[..4].copy_from_slice(&r.to_le_bytes());
     bytes[4..].copy_from_slice(&w.to_le_bytes());
-    copy_out(pid, out, &bytes)?;
+    match copies(pid) {
+        Some((true, _)) => {
+            copy_out(pid, out, &bytes)?;
+            count_copied(bytes.len());
+        }
+        Some((false, pd)) => {
+            in_space(pd, || crate::mm::user_memory::copy_to(out, &bytes))?;
+        }
+        None => return Err(AbiError::InvalidArgs),
+    }
     Ok(0)
 }
 
@@ -170,6 +217,11 @@ pub(super) fn read(
     info: JobInfo,
 ) -> Next {
     let len = len.min(MAX_IO);
+    match copies(pid) {
+        Some((true, _)) => {}
+        Some((false, pd)) => return in_space(pd, || read_direct(pid, fd, (buf, len), ctx, info)),
+        None => return Next::Continue(fjord_libos::abi::encode(Err(AbiError::InvalidArgs))),
+    }
     let r = with(|p| {
         area_offset(p, pid, buf, len)?;
         match file_of(p, pid, fd)? {
@@ -202,9 +254,62 @@ pub(super) fn read(
     });
     match r {
         Ok(Some(data)) => match copy_out(pid, buf, &data) {
-            Ok(()) => Next::Continue(data.len() as u64),
+            Ok(()) => {
+                count_copied(data.len());
+                Next::Continue(data.len() as u64)
+            }
             Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
         },
+        // Parked already, under the lock that saw the pipe empty.
+        Ok(None) => Next::Stop,
+        Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
+    }
+}
+
+/// `read` below isolation `full`, with the caller's address space loaded: the pipe's bytes go
+/// straight into the caller's buffer, through its own page tables.
+fn read_direct(
+    pid: Pid,
+    fd: u32,
+    (buf, len): (u64, u64),
+    ctx: &mut UserContext,
+    info: JobInfo,
+) -> Next {
+    let r = with(|p| {
+        area_offset(p, pid, buf, len)?;
+        match file_of(p, pid, fd)? {
+            File::Console => Ok(Some((0, Vec::new()))),
+            File::PipeWrite(_) => Err(AbiError::BadFd),
+            File::PipeRead(id) => {
+                let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
+                match pipe.peek(len as usize) {
+                    Ok((a, b)) => {
+                        crate::mm::user_memory::copy_to(buf, a)?;
+                        crate::mm::user_memory::copy_to(buf + a.len() as u64, b)?;
+                        let n = a.len() + b.len();
+                        pipe.consume(n);
+                        // Room was made: writers blocked on this pipe may go on.
+                        let woken = if n > 0 {
+                            p.table.wake_all(BlockReason::Write(id.raw()))
+                        } else {
+                            Vec::new()
+                        };
+                        Ok(Some((n, woken)))
+                    }
+                    Err(PipeError::WouldBlock) => {
+                        park_on(p, pid, id, Blocked::Read { fd, buf, len }, (ctx, info));
+                        Ok(None)
+                    }
+                    Err(_) => Err(AbiError::InvalidArgs),
+                }
+            }
+        }
+    });
+    match r {
+        Ok(Some((n, woken))) => {
+            wake(woken);
+            Next::Continue(n as u64)
+        }
         // Parked already, under the lock that saw the pipe empty.
         Ok(None) => Next::Stop,
         Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
@@ -230,7 +335,10 @@ pub(super) fn write(
         // Full isolation: the bytes are copied into the kernel first, so a sibling changing
         // them meanwhile cannot make the kernel act on two versions.
         return match copy_in(pid, buf, len) {
-            Ok(data) => write_from(pid, fd, &data, (buf, len), ctx, info),
+            Ok(data) => {
+                count_copied(data.len());
+                write_from(pid, fd, &data, (buf, len), ctx, info)
+            }
             Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
         };
     }

@@ -25,6 +25,13 @@ pub fn samples(out: &mut Vec<Sample>) {
             (&[("event", "shared")], lazy.pages_shared),
         ],
     ));
+    out.push(Sample::new(
+        "fjord_ufork_syscall_bytes_copied_total",
+        Counter,
+        "Bytes of system-call buffers (read, write, pipe) μprocesses at isolation full had copied through kernel buffers.",
+        &[],
+        super::files::bytes_copied(),
+    ));
     let mut words = super::tags::words_relocated();
     words.add(&lazy.relocated);
     let regs = super::tags::registers_relocated();

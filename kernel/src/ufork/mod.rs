@@ -53,7 +53,7 @@ use fjord_ufork::source::Tally;
 use fjord_ufork::tags::{PageWords, SLOTS_PER_PAGE, ShadowTags};
 use spin::Mutex;
 
-mod files;
+pub mod files;
 
 /// Most μprocesses at once (zombies included).
 pub const MAX_PROCESSES: usize = 256;
@@ -80,9 +80,9 @@ struct Proc {
     mode: CopyMode,
     /// How strongly it is isolated (inherited by its children).
     isolation: IsolationLevel,
-    /// Its precise tags: the pointers the kernel wrote into its area (shared, unchanged, with
-    /// the lazy forks that read them).
-    tags: Arc<ShadowTags>,
+    /// Its tag source: its precise tags (the pointers the kernel wrote into its area) read as
+    /// the boot option `tags=` chose (shared, unchanged, with the lazy forks that read them).
+    source: tags::Source,
     /// The bound on its tree's μprocesses: the `max_processes` of the program at its root.
     bound: u16,
 }
@@ -195,7 +195,7 @@ fn start(
     area: (u64, u64),
     ctx: UserContext,
     fds: FdTable,
-    (options, tags, bound): (SpawnOptions, Arc<ShadowTags>, u16),
+    (options, source, bound): (SpawnOptions, tags::Source, u16),
 ) -> Result<Ticket, SpawnError> {
     with(|p| {
         p.procs.insert(
@@ -211,7 +211,7 @@ fn start(
                 ticket: 0,
                 mode: options.mode,
                 isolation: options.isolation,
-                tags,
+                source,
                 bound,
             },
         )
@@ -315,6 +315,9 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
                 Some(Sysno::Fork) => Next::Continue(encode(fork(pid, &ctx, args[0]))),
                 Some(Sysno::SetForkMode) => Next::Continue(encode(set_fork_mode(pid, args[0]))),
                 Some(Sysno::Spawn) => Next::Continue(encode(spawn_child(pid, args[0], args[1]))),
+                Some(Sysno::Isolation) => Next::Continue(
+                    with(|p| p.procs.get(&pid).map(|pr| pr.isolation.raw())).unwrap_or(0),
+                ),
                 Some(Sysno::MemInfo) => {
                     Next::Continue((crate::mm::frames::free_frames() as u64).saturating_mul(4096))
                 }
@@ -498,7 +501,7 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
             mode: pr.mode,
             isolation: pr.isolation,
         };
-        let tags = pr.tags.clone();
+        let tags = pr.source.clone();
         Some((
             pr.func.clone(),
             pr.area,
@@ -520,11 +523,11 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
     let image = func.image_in_area();
     let stack_pages = (func.manifest.stack_size / 4096) as usize;
     let copied = match mode {
-        CopyMode::Full => copy_area(base, child_base, len, &tags::source(&tags)),
+        CopyMode::Full => copy_area(base, child_base, len, &*tags),
         _ => fork_lazily(
             (parent_pd, base),
             (inst.pd, child_base),
-            (len, mode, tags::source(&tags)),
+            (len, mode, tags.clone()),
             eager_pages(
                 ctx.frame.rsp,
                 base + image,
@@ -545,7 +548,7 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
         }
     }
     let mut child_ctx = *ctx;
-    relocate_registers(&mut child_ctx, &from, &to, &*tags::source(&tags));
+    relocate_registers(&mut child_ctx, &from, &to, &*tags);
     child_ctx.frame.rax = 0;
     start(
         child,
@@ -556,7 +559,11 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
         fds,
         (
             options,
-            Arc::new(tags.copy_for(&to).unwrap_or_else(|_| ShadowTags::new(to))),
+            tags::source(
+                tags.tags()
+                    .copy_for(&to)
+                    .unwrap_or_else(|_| ShadowTags::new(to)),
+            ),
             bound,
         ),
     )
@@ -632,7 +639,7 @@ fn area_of_instance(f: &LoadedFunction, inst: &Instance) -> (u64, u64) {
 fn fresh_start(
     f: &LoadedFunction,
     inst: &Instance,
-) -> Option<((u64, u64), UserContext, Arc<ShadowTags>)> {
+) -> Option<((u64, u64), UserContext, tags::Source)> {
     let area = area_of_instance(f, inst);
     let mut tags = ShadowTags::new(area_of(area.0, area.1)?);
     let header = inst.thread_pointer();
@@ -657,7 +664,7 @@ fn fresh_start(
         fs_base: header,
         ..UserContext::new(entry, inst.boundary, [0, 0, 0, inst.boundary])
     };
-    Some((area, ctx, Arc::new(tags)))
+    Some((area, ctx, tags::source(tags)))
 }
 
 /// The area of a VMA of `len` bytes at `base`: its size class, to which Jord aligns it.
@@ -669,7 +676,12 @@ fn area_of(base: u64, len: u64) -> Option<Area> {
 /// Copies the pages of the area at `from` that the parent ever touched (the others are zero in
 /// both) to the area at `to`, relocating every aligned word that points into the source area;
 /// returns the two areas.
-fn copy_area(from: u64, to: u64, len: u64, source: &tags::Source) -> Result<(Area, Area), ()> {
+fn copy_area(
+    from: u64,
+    to: u64,
+    len: u64,
+    source: &dyn fjord_ufork::source::TagSource,
+) -> Result<(Area, Area), ()> {
     let (src, dst) = (area_of(from, len).ok_or(())?, area_of(to, len).ok_or(())?);
     let mut tally = Tally::default();
     let pages = jord::with(|j| j.initialised_pages(from));
@@ -690,7 +702,7 @@ fn copy_area(from: u64, to: u64, len: u64, source: &tags::Source) -> Result<(Are
         })?;
         for (i, w) in &mut words {
             let page = from + *i as u64 * 4096;
-            relocate_page_tallied(&**source, &src, &dst, page, w, &mut tally).map_err(|_| ())?;
+            relocate_page_tallied(source, &src, &dst, page, w, &mut tally).map_err(|_| ())?;
         }
         jord::with(|j| {
             for (i, w) in &words {

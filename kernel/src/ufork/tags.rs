@@ -9,11 +9,12 @@
 
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use fjord_ufork::source::{Emulated, TagChoice, TagSource, Tally};
+use fjord_ufork::source::{Emulated, TagChoice, Tally};
 use fjord_ufork::tags::ShadowTags;
 
-/// A μprocess's tag source as the kernel's fork paths hold it.
-pub type Source = Arc<dyn TagSource + Send + Sync>;
+/// A μprocess's tag source as the kernel holds it: made once per μprocess, shared with the
+/// lazy forks that read it.
+pub type Source = Arc<Emulated>;
 
 /// The boot choice, as its index in [`TagChoice::ALL`].
 static CHOICE: AtomicU8 = AtomicU8::new(2);
@@ -39,8 +40,8 @@ pub fn choice() -> TagChoice {
 }
 
 /// The tag source of a μprocess whose shadow table is `tags`.
-pub fn source(tags: &Arc<ShadowTags>) -> Source {
-    Arc::new(Emulated::new(choice(), tags.clone()))
+pub fn source(tags: ShadowTags) -> Source {
+    Arc::new(Emulated::new(choice(), tags))
 }
 
 fn add(counters: &[AtomicU64; 4], t: &Tally) {

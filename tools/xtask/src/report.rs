@@ -101,12 +101,17 @@ pub const HEADLINES: &[&str] = &[
     "work20k_throughput_at_slo",
 ];
 
-/// The Linux metric that measures the same thing as Fjord's `metric`.
+/// The Linux metric that measures the same thing as Fjord's `metric` (a μprocess metric
+/// measured at an isolation level, `…_iso_full` or `…_iso_nonadv`, has its base's counterpart).
 pub fn linux_counterpart(metric: &str) -> &str {
+    let base = ["_iso_full", "_iso_nonadv"]
+        .iter()
+        .find_map(|s| metric.strip_suffix(s))
+        .unwrap_or(metric);
     COUNTERPARTS
         .iter()
-        .find(|(f, _)| *f == metric)
-        .map_or(metric, |(_, l)| l)
+        .find(|(f, _)| *f == base)
+        .map_or(base, |(_, l)| l)
 }
 
 /// Groups the measurements into rows, groups in order of first appearance and metrics in order

@@ -14,7 +14,9 @@ mod measure;
 
 #[cfg(target_os = "none")]
 mod program {
-    use crate::measure::{fork_exit_wait, rdtsc, report, waited};
+    use crate::measure::{fork_exit_wait, level_suffix, rdtsc, report, waited};
+    use core::fmt::Write;
+    use fjord_libos::function::StackText;
     use fjord_libos::process::{self, ForkMode};
 
     const RUNS: usize = 31;
@@ -95,6 +97,13 @@ mod program {
         Some(())
     }
 
+    /// `metric` with this μprocess's isolation level's suffix.
+    fn named(metric: &str) -> StackText<64> {
+        let mut name = StackText::<64>::new();
+        let _ = write!(name, "{metric}{}", level_suffix());
+        name
+    }
+
     pub fn main() -> u8 {
         let mut samples = [0u64; RUNS];
         for (metric, mode) in [
@@ -110,21 +119,31 @@ mod program {
                 }
                 return 1;
             }
-            report("fork", metric, "insns", &mut samples);
+            report("fork", named(metric).as_str(), "insns", &mut samples);
         }
         if measure(&mut samples, spawn_wait).is_none() {
             return 2;
         }
-        report("fork", "spawn_wait", "insns", &mut samples);
+        report("fork", named("spawn_wait").as_str(), "insns", &mut samples);
         if measure(&mut samples, child_memory).is_none() {
             return 3;
         }
-        report("fork", "fork_hello_memory", "bytes", &mut samples);
+        report(
+            "fork",
+            named("fork_hello_memory").as_str(),
+            "bytes",
+            &mut samples,
+        );
         let mut rt = [0u64; 201];
         if pingpong(&mut rt).is_none() {
             return 4;
         }
-        report("ctxswitch", "pipe_pingpong_roundtrip", "insns", &mut rt);
+        report(
+            "ctxswitch",
+            named("pipe_pingpong_roundtrip").as_str(),
+            "insns",
+            &mut rt,
+        );
         0
     }
 }

@@ -11,7 +11,7 @@
 //!   layout, four-level page tables over an abstract physical memory, finding the pages of
 //!   VMAs written since the last look, the frame allocator's bitmap;
 //! - [`kv_store`] (`kv/`): the key-value namespaces behind the `kv_*` system calls;
-//! - [`virtio_mmio`], [`steer`] (`net/`): decoding probes of the microvm board's virtio-mmio
+//! - [`virtio_mmio`] (`drivers/`), [`steer`] (`net/`): decoding probes of the microvm board's virtio-mmio
 //!   slots, steering received frames among the HTTP server's socket sets;
 //! - [`stats`] (`bench/`): medians and extremes of benchmark samples;
 //! - [`ktest`] (`ktests/`): the in-kernel test descriptor and assertion macros;
@@ -48,5 +48,5 @@ pub mod paging;
 pub mod stats;
 #[path = "net/steer.rs"]
 pub mod steer;
-#[path = "net/virtio_mmio.rs"]
+#[path = "drivers/virtio_mmio.rs"]
 pub mod virtio_mmio;

@@ -1,4 +1,5 @@
-//! Networking: the virtio-net driver, the smoltcp TCP/IP stack over it, and the HTTP gateway.
+//! Networking: the smoltcp TCP/IP stack over the virtio-net card (`crate::drivers::virtio_net`),
+//! and the HTTP gateway.
 //!
 //! [`run`] is the boot CPU's network poll loop in `mode=run`. Nothing is interrupt-driven: the
 //! loop polls the card and the stack (a bounded batch of received frames per pass, so the
@@ -10,7 +11,6 @@
 //! Addresses come from the `ip=` and `gw=` options; the defaults are QEMU user networking's:
 //! the guest is 10.0.2.15/24, the gateway 10.0.2.2.
 
-mod nic;
 mod phy;
 mod server;
 mod sockets;
@@ -209,7 +209,7 @@ fn admission(max_conns: usize) -> Admission {
 /// Brings up the network and serves HTTP forever; returns (after a warning) only if there is no
 /// usable network card.
 pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
-    let Some((nic, bus)) = nic::find() else {
+    let Some((nic, bus)) = crate::drivers::virtio_net::find() else {
         log::warn!("net: no virtio-net card found; the HTTP gateway is off");
         return;
     };

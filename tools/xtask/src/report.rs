@@ -318,7 +318,8 @@ pub const README_END: &str = "<!-- bench-report:end -->";
 /// The README's summary rows: in report order, every row with a Fjord/Linux ratio and every
 /// [`HEADLINES`] row, each Fjord metric once (a metric measured in two groups appears in the
 /// first). Of the workloads, only the throughput at the SLO (their service times are in the
-/// report).
+/// report); of the μprocess rows measured at an isolation level (`…_iso_full`), only the hello
+/// fork the targets name (the others are in the report).
 pub fn readme_rows<'a>(groups: &[(&'a str, Vec<Row<'a>>)]) -> Vec<Row<'a>> {
     let mut shown: Vec<&str> = Vec::new();
     let mut out = Vec::new();
@@ -326,7 +327,9 @@ pub fn readme_rows<'a>(groups: &[(&'a str, Vec<Row<'a>>)]) -> Vec<Row<'a>> {
         for row in rows {
             let Some(fjord) = row.fjord else { continue };
             let service_time = row.group == "workloads" && row.metric.ends_with("_service");
-            let keep = (ratio(row.fjord, row.linux).is_some() && !service_time)
+            let other_level =
+                fjord.metric.contains("_iso_") && fjord.metric != "fork_exit_wait_hello_iso_full";
+            let keep = (ratio(row.fjord, row.linux).is_some() && !service_time && !other_level)
                 || HEADLINES.contains(&row.metric);
             if keep && !shown.contains(&fjord.metric.as_str()) {
                 shown.push(&fjord.metric);
@@ -610,6 +613,46 @@ mod tests {
         );
         // `fork_exec_wait` borrowed Fjord's counterpart, `spawn_wait`, so it is not shown twice.
         assert_eq!(readme_rows(&groups)[1].fjord.unwrap().metric, "spawn_wait");
+    }
+
+    #[test]
+    fn isolation_rows_compare_with_the_same_linux_row_and_only_hello_reaches_the_readme() {
+        let measurements = vec![
+            m("fork", "fork_exit_wait_hello", System::Linux, 240_000.0),
+            m("fork", "fork_exit_wait_1mb", System::Linux, 360_000.0),
+            m(
+                "fork",
+                "fork_exit_wait_hello_iso_full",
+                System::Fjord,
+                24_000.0,
+            ),
+            m(
+                "fork",
+                "fork_exit_wait_1mb_iso_full",
+                System::Fjord,
+                100_000.0,
+            ),
+        ];
+        assert_eq!(
+            linux_counterpart("fork_exit_wait_1mb_iso_full"),
+            "fork_exit_wait_1mb"
+        );
+        assert_eq!(
+            linux_counterpart("pd_switch_roundtrip_iso_nonadv"),
+            "pipe_pingpong_roundtrip"
+        );
+        let groups = rows(&measurements);
+        let iso = groups[0]
+            .1
+            .iter()
+            .find(|r| r.metric == "fork_exit_wait_1mb_iso_full")
+            .unwrap();
+        assert_eq!(ratio(iso.fjord, iso.linux), Some(100_000.0 / 360_000.0));
+        let kept: Vec<&str> = readme_rows(&groups)
+            .iter()
+            .filter_map(|r| r.fjord.map(|f| f.metric.as_str()))
+            .collect();
+        assert_eq!(kept, ["fork_exit_wait_hello_iso_full"]);
     }
 
     #[test]

@@ -239,20 +239,25 @@ impl Row {
     }
 }
 
-/// Relocates a copy of `image` to an area of the same size elsewhere with `source` reading it
-/// (as the parent's), as `fork` does, and reports per pattern how many words changed.
-pub fn measure<S: TagSource + ?Sized>(source: &S, image: &Image) -> Vec<Row> {
-    let from = image.area;
-    // The child's area: the next one of its size (any other would do).
-    let to = Area::new(from.base() ^ from.size(), from.size()).unwrap_or(from);
-    let mut rows: Vec<Row> = Pattern::ALL
+/// One row per pattern, nothing counted.
+fn no_rows() -> Vec<Row> {
+    Pattern::ALL
         .iter()
         .map(|&pattern| Row {
             pattern,
             words: 0,
             relocated: 0,
         })
-        .collect();
+        .collect()
+}
+
+/// Relocates a copy of `image` to an area of the same size elsewhere with `source` reading it
+/// (as the parent's), as `fork` does, and reports per pattern how many words changed.
+pub fn measure<S: TagSource + ?Sized>(source: &S, image: &Image) -> Vec<Row> {
+    let from = image.area;
+    // The child's area: the next one of its size (any other would do).
+    let to = Area::new(from.base() ^ from.size(), from.size()).unwrap_or(from);
+    let mut rows = no_rows();
     for (p, words) in image.pages.iter().enumerate() {
         let page = from.base() + p as u64 * PAGE_SIZE;
         let mut moved = *words;
@@ -279,14 +284,7 @@ pub fn measure_many<S: TagSource>(
     seed: u64,
     source_of: impl Fn(&ShadowTags) -> S,
 ) -> Vec<Row> {
-    let mut total: Vec<Row> = Pattern::ALL
-        .iter()
-        .map(|&pattern| Row {
-            pattern,
-            words: 0,
-            relocated: 0,
-        })
-        .collect();
+    let mut total = no_rows();
     let mut left = per_pattern;
     let mut seed = seed;
     while left > 0 {

@@ -68,8 +68,12 @@ pub enum ModuleError {
     InterpreterRequested,
     /// `DT_NEEDED`: the module wants shared libraries.
     NeedsSharedLibraries,
-    /// `PT_TLS`: thread-local storage is not supported in function modules.
+    /// `PT_TLS` in a function module: thread-local storage is for programs only.
     TlsUnsupported,
+    /// A program's `PT_TLS` is malformed: more than one, larger in file than in memory, an
+    /// alignment that is not a power of two up to 256, over 64 KiB, or its initial bytes
+    /// outside a writable segment.
+    BadTls,
     /// More than one `PT_DYNAMIC`.
     MultipleDynamic,
     /// Text relocations (`DT_TEXTREL`): relocations into code.
@@ -124,7 +128,12 @@ impl fmt::Display for ModuleError {
             RelroOutsideSegment => f.write_str("PT_GNU_RELRO is not inside a writable segment"),
             InterpreterRequested => f.write_str("module requests a dynamic linker (PT_INTERP)"),
             NeedsSharedLibraries => f.write_str("module needs shared libraries (DT_NEEDED)"),
-            TlsUnsupported => f.write_str("thread-local storage (PT_TLS) is not supported"),
+            TlsUnsupported => {
+                f.write_str("thread-local storage (PT_TLS) is supported in programs only")
+            }
+            BadTls => f.write_str(
+                "malformed PT_TLS: at most one, at most 64 KiB, alignment a power of two up to 256, its initial bytes in a writable segment",
+            ),
             MultipleDynamic => f.write_str("more than one PT_DYNAMIC"),
             TextRelocations => f.write_str("module has text relocations"),
             UnsupportedRelocationTable => f.write_str("REL or PLT relocations are not supported"),

@@ -117,8 +117,39 @@ pub struct LoadPlan {
     pub image_size: u64,
     /// Range to make read-only after relocation (`PT_GNU_RELRO`), if any.
     pub relro: Option<Range<u64>>,
+    /// A program's thread-local storage template (`PT_TLS`), if it has one.
+    pub tls: Option<TlsTemplate>,
     /// The module's manifest.
     pub manifest: Manifest,
+}
+
+/// Largest thread-local storage block a program may ask for.
+pub const MAX_TLS_BYTES: u64 = 64 << 10;
+/// Largest alignment of a program's thread-local storage block: that of the thread pointer
+/// (the heap header, 256-byte aligned).
+pub const MAX_TLS_ALIGN: u64 = 256;
+
+/// A program's `PT_TLS`: the template each μprocess's thread-local storage block starts as (its
+/// first `file_size` bytes from the image, the rest zero), laid out below the thread pointer
+/// as the x86-64 ABI's variant II says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TlsTemplate {
+    /// Offset of the initial bytes from the image base (`.tdata`).
+    pub vaddr: u64,
+    /// Bytes with an initial value.
+    pub file_size: u64,
+    /// Bytes of the block (`.tdata` and `.tbss`).
+    pub mem_size: u64,
+    /// Alignment of the block (a power of two).
+    pub align: u64,
+}
+
+impl TlsTemplate {
+    /// Bytes from the block's start to the thread pointer: the size rounded up to the
+    /// alignment, as the linker computed every `@tpoff` offset.
+    pub const fn span(&self) -> u64 {
+        self.mem_size.next_multiple_of(self.align)
+    }
 }
 
 fn page_down(x: u64) -> u64 {
@@ -170,6 +201,7 @@ struct Segments {
     loads: Vec<SegmentPlan>,
     dynamic: Option<ProgramHeader>,
     relro: Option<Range<u64>>,
+    tls: Option<TlsTemplate>,
 }
 
 fn check_segments(
@@ -191,13 +223,30 @@ fn check_segments(
         loads: Vec::new(),
         dynamic: None,
         relro: None,
+        tls: None,
     };
     for i in 0..u64::from(h.phnum) {
         let ph = ProgramHeader::read(Bytes(file), h.phoff + i * PHDR_SIZE as u64)
             .ok_or(ModuleError::Truncated(FilePart::ProgramHeaders))?;
         match ph.kind {
             PT_INTERP => return Err(ModuleError::InterpreterRequested),
-            PT_TLS => return Err(ModuleError::TlsUnsupported),
+            PT_TLS if out.tls.is_some() => return Err(ModuleError::BadTls),
+            PT_TLS => {
+                let align = ph.align.max(1);
+                if ph.filesz > ph.memsz
+                    || ph.memsz > MAX_TLS_BYTES
+                    || !align.is_power_of_two()
+                    || align > MAX_TLS_ALIGN
+                {
+                    return Err(ModuleError::BadTls);
+                }
+                out.tls = Some(TlsTemplate {
+                    vaddr: ph.vaddr,
+                    file_size: ph.filesz,
+                    mem_size: ph.memsz,
+                    align,
+                });
+            }
             PT_DYNAMIC if out.dynamic.is_some() => return Err(ModuleError::MultipleDynamic),
             PT_DYNAMIC => out.dynamic = Some(ph),
             PT_GNU_RELRO => out.relro = Some(ph.vaddr..checked_end(ph.vaddr, ph.memsz)?),
@@ -240,6 +289,16 @@ fn check_segments(
     for pair in out.loads.windows(2) {
         if pair[0].page_range().end > pair[1].page_range().start {
             return Err(ModuleError::SegmentsOverlap);
+        }
+    }
+    if let Some(tls) = &out.tls {
+        let end = checked_end(tls.vaddr, tls.file_size)?;
+        let inside = out
+            .loads
+            .iter()
+            .any(|s| s.perms.write && s.vaddr <= tls.vaddr && end <= s.vaddr + s.file_size);
+        if tls.file_size > 0 && !inside {
+            return Err(ModuleError::BadTls);
         }
     }
     if let Some(relro) = &out.relro
@@ -517,6 +576,9 @@ pub fn validate(file: &[u8], limits: &ModuleLimits) -> Result<LoadPlan, ModuleEr
         None => Vec::new(),
     };
     let manifest = find_manifest(file, &h, limits)?;
+    if segs.tls.is_some() && manifest.kind != crate::module::manifest::ModuleKind::Program {
+        return Err(ModuleError::TlsUnsupported);
+    }
     let entry = manifest.entry.unwrap_or(h.entry);
     if !segs
         .loads
@@ -531,6 +593,7 @@ pub fn validate(file: &[u8], limits: &ModuleLimits) -> Result<LoadPlan, ModuleEr
         entry,
         image_size,
         relro: segs.relro,
+        tls: segs.tls,
         manifest,
     })
 }

@@ -19,7 +19,9 @@ pub mod shared_image;
 mod tests;
 
 pub use error::{FilePart, ModuleError};
-pub use load_plan::{LoadPlan, ModuleLimits, Perms, Relocation, SegmentPlan, validate};
+pub use load_plan::{
+    LoadPlan, ModuleLimits, Perms, Relocation, SegmentPlan, TlsTemplate, validate,
+};
 pub use manifest::{GroundhogMode, Manifest, ManifestError, ModuleKind};
 pub use program_image::ProgramImage;
 pub use relocate::{RelocateError, apply_relocations};

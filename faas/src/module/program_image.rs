@@ -15,6 +15,7 @@
 //! Unlike a function's shared image, a program may have writable statics: each μprocess has its
 //! own copy. RELRO stays writable in the area (page rights come from the segment split only).
 
+use super::load_plan::TlsTemplate;
 use super::load_plan::{LoadPlan, PAGE_SIZE, Perms, Relocation};
 use super::relocate::RelocateError;
 use alloc::vec;
@@ -33,6 +34,9 @@ pub struct ProgramImage {
     pub relocations: Vec<Relocation>,
     /// Bytes of address space the image takes (whole pages).
     pub size: u64,
+    /// Its thread-local storage template (`PT_TLS`), whose initial bytes lie in the private
+    /// part.
+    pub tls: Option<TlsTemplate>,
 }
 
 impl ProgramImage {
@@ -90,7 +94,20 @@ impl ProgramImage {
             data,
             relocations: plan.relocations.clone(),
             size: plan.image_size,
+            tls: plan.tls,
         })
+    }
+
+    /// The initial bytes of the thread-local storage block (its first `file_size` bytes; the
+    /// rest is zero) in `relocated`, the private part as [`ProgramImage::relocated_data`] gave
+    /// it; `None` without a template or when they lie outside the private part.
+    pub fn tls_init<'a>(&self, relocated: &'a [u8]) -> Option<&'a [u8]> {
+        let tls = self.tls?;
+        if tls.file_size == 0 {
+            return Some(&[]);
+        }
+        let start = usize::try_from(tls.vaddr.checked_sub(self.private_offset())?).ok()?;
+        relocated.get(start..start + usize::try_from(tls.file_size).ok()?)
     }
 
     /// Offset from the image base of the first private byte (a page boundary).

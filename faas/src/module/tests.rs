@@ -319,6 +319,35 @@ fn segment_rejections() {
         ),
         (
             |f| {
+                // A 128 KiB block: over the limit.
+                let o = phdr(f, 0x6474_e551, 0);
+                put32(f, o, PT_TLS);
+                put64(f, o + 40, 128 << 10)
+            },
+            BadTls,
+        ),
+        (
+            |f| {
+                // Aligned beyond the thread pointer's 256 bytes.
+                let o = phdr(f, 0x6474_e551, 0);
+                put32(f, o, PT_TLS);
+                put64(f, o + 48, 512)
+            },
+            BadTls,
+        ),
+        (
+            |f| {
+                // Initial bytes outside every segment's file part.
+                let o = phdr(f, 0x6474_e551, 0);
+                put32(f, o, PT_TLS);
+                put64(f, o + 16, 0x10_0000);
+                put64(f, o + 32, 8);
+                put64(f, o + 40, 8)
+            },
+            BadTls,
+        ),
+        (
+            |f| {
                 let (o, d) = (phdr(f, 0x6474_e551, 0), phdr(f, PT_DYNAMIC, 0));
                 f.copy_within(d..d + 56, o)
             },

@@ -211,7 +211,7 @@ impl Snapshot {
             Left::None => Some(self.finish_restore(j, pd, done)),
             // It cannot fail: a restore was just begun. It puts back what the scan left, up to
             // the rest of the first step's pages.
-            Left::Some(pages) => self.step(j, pd, pages, done).ok().flatten(),
+            Left::Some(pages) => self.restore_step(j, pd, pages, done).ok().flatten(),
         };
         let last = finished.is_some();
         if let Some(p) = finished {
@@ -321,16 +321,6 @@ impl Snapshot {
     ///
     /// [`Error::InvalidArgs`] when no restore is under way.
     pub fn restore_step(
-        &mut self,
-        j: &mut Jord,
-        pd: PdId,
-        max_pages: usize,
-        done: &mut RestoreReport,
-    ) -> Result<Option<Pending>, Error> {
-        self.step(j, pd, max_pages, done)
-    }
-
-    fn step(
         &mut self,
         j: &mut Jord,
         pd: PdId,

@@ -243,3 +243,18 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    fn a_programs_thread_local_storage_is_its_own_in_each_uprocess() {
+        kassert!(runtime::lookup("tlstest").is_some(), "tlstest is not deployed");
+        // tlstest reads its `.tdata` and `.tbss` through `fs` at the linker's `@tpoff` offsets,
+        // forks, and checks that the child starts with its values and then has its own.
+        for mode in [fjord_ufork::copy_mode::CopyMode::Full, fjord_ufork::copy_mode::CopyMode::CopyOnPointerAccess] {
+            let options = ufork::SpawnOptions { mode, ..ufork::SpawnOptions::default() };
+            let (_, ticket) = ufork::spawn_with("tlstest", options).map_err(|e| format!("{e:?}"))?;
+            let status = ufork::status_of(&orchestrator::wait(ticket).result);
+            kassert!(status == Some(0), "tlstest in {mode:?} ended with {status:?}");
+        }
+        Ok(())
+    }
+}

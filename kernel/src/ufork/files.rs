@@ -121,22 +121,7 @@ pub(super) fn copy_in(pid: Pid, addr: u64, len: u64) -> Result<Vec<u8>, AbiError
 /// Copies `data` into `pid`'s area at `addr`.
 fn copy_out(pid: Pid, addr: u64, data: &[u8]) -> Result<(), AbiError> {
     let (base, offset) = with(|p| area_offset(p, pid, addr, data.len() as u64))?;
-    let mut page = [0u8; 4096];
-    let mut done = 0usize;
-    jord::with(|j| {
-        while done < data.len() {
-            let at = offset as usize + done;
-            let (index, within) = (at / 4096, at % 4096);
-            let n = (4096 - within).min(data.len() - done);
-            j.read_page(base, index, &mut page)
-                .map_err(|_| AbiError::BadAddress)?;
-            page[within..within + n].copy_from_slice(&data[done..done + n]);
-            j.write_page(base, index, &page)
-                .map_err(|_| AbiError::BadAddress)?;
-            done += n;
-        }
-        Ok(())
-    })
+    super::write_area(base, offset, data).map_err(|_| AbiError::BadAddress)
 }
 
 /// `pipe(fds)`: two descriptors, written as two `u32` at `fds`.

@@ -659,12 +659,71 @@ fn fresh_start(
     for offset in program.image.pointer_offsets() {
         let _ = tags.set(area.0 + offset);
     }
+    // The libos entry puts the stack `HEADER_BYTES` below the address it is given: the memory
+    // boundary, or the thread-local storage block's start.
+    let stack_from = match program.image.tls {
+        Some(tls) => {
+            let block = thread_local_block(f, inst, &data, &mut tags, tls)?;
+            block + fjord_libos::heap::HEADER_BYTES
+        }
+        None => inst.boundary,
+    };
     let entry = area.0 + (f.entry - f.image.base);
     let ctx = UserContext {
         fs_base: header,
-        ..UserContext::new(entry, inst.boundary, [0, 0, 0, inst.boundary])
+        ..UserContext::new(entry, inst.boundary, [0, 0, 0, stack_from])
     };
     Some((area, ctx, tags::source(tags)))
+}
+
+/// Writes a new μprocess's thread-local storage block (x86-64 variant II): right below its
+/// thread pointer (the heap header, whose first word is its own address, as the ABI's thread
+/// control block's is), the template's initial bytes, taken from `data` (the image's private
+/// part, relocated), then zeros; its pointers' slots are tagged in `tags`. Returns the block's
+/// start; `None` when the block would take more than half the stack region.
+fn thread_local_block(
+    f: &LoadedFunction,
+    inst: &Instance,
+    data: &[u8],
+    tags: &mut ShadowTags,
+    tls: fjord_faas::module::TlsTemplate,
+) -> Option<u64> {
+    let program = f.program.as_ref()?;
+    if tls.span() > f.manifest.stack_size / 2 {
+        return None;
+    }
+    let tp = inst.thread_pointer();
+    let block = tp - tls.span();
+    let mut bytes = vec![0u8; tls.span() as usize];
+    let init = program.image.tls_init(data)?;
+    bytes[..init.len()].copy_from_slice(init);
+    let (base, _) = area_of_instance(f, inst);
+    write_area(base, block - base, &bytes).ok()?;
+    for offset in program.image.pointer_offsets() {
+        if (tls.vaddr..tls.vaddr + tls.file_size).contains(&offset) {
+            let _ = tags.set(block + (offset - tls.vaddr));
+        }
+    }
+    Some(block)
+}
+
+/// Writes `bytes` at byte `offset` of the area VMA at `base`, page by page (touching only the
+/// pages written).
+fn write_area(base: u64, offset: u64, bytes: &[u8]) -> Result<(), fjord_pd::Error> {
+    let mut page = [0u8; 4096];
+    let mut done = 0usize;
+    jord::with(|j| {
+        while done < bytes.len() {
+            let at = offset as usize + done;
+            let (index, within) = (at / 4096, at % 4096);
+            let n = (4096 - within).min(bytes.len() - done);
+            j.read_page(base, index, &mut page)?;
+            page[within..within + n].copy_from_slice(&bytes[done..done + n]);
+            j.write_page(base, index, &page)?;
+            done += n;
+        }
+        Ok(())
+    })
 }
 
 /// The area of a VMA of `len` bytes at `base`: its size class, to which Jord aligns it.

@@ -23,6 +23,7 @@ pub const APPS: &[(&str, &str)] = &[
     ("fjord-app-forktest", "forktest"),
     ("fjord-app-forktest", "forkoom"),
     ("fjord-app-forktest", "forkbomb"),
+    ("fjord-app-forktest", "tlstest"),
     ("fjord-app-forkbench", "forkbench"),
     ("fjord-app-forkbench", "forkhello"),
     ("fjord-app-forkbench", "nop"),

@@ -99,7 +99,10 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
     }
 
     /// [`FrameBitmap::first_fit_small`] for any `count` and `align`: candidate starts one at a
-    /// time, skipping words of used frames and past the used frame that ends each attempt.
+    /// time, skipping words of used frames and past the last used frame of each failed
+    /// attempt (no start at or before it can hold `count` free frames, since every such run
+    /// would cover it), which it finds scanning the attempt's range from its end: with used
+    /// frames scattered through free memory, an attempt reads a few words, not the whole run.
     fn first_fit_large(&self, from: usize, count: usize, align: usize) -> Option<usize> {
         let mut f = from.next_multiple_of(align);
         while f + count <= self.frames {
@@ -108,10 +111,34 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
                 f = ((f / 64 + 1) * 64).next_multiple_of(align);
                 continue;
             }
-            match self.first_in_range(f, count, false) {
+            match self.last_used_in_range(f, count) {
                 None => return Some(f),
                 Some(used) => f = (used + 1).next_multiple_of(align),
             }
+        }
+        None
+    }
+
+    /// The last used frame of `[first, first + count)`, scanning from its end a word at a time.
+    fn last_used_in_range(&self, first: usize, count: usize) -> Option<usize> {
+        let words = self.storage.as_ref();
+        let end = first + count;
+        let mut f = end;
+        while f > first {
+            let w = (f - 1) / 64;
+            let lo = first.max(w * 64);
+            // Bits [lo % 64, f - w * 64) of word `w`.
+            let n = f - lo;
+            let mask = if n == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << n) - 1) << (lo % 64)
+            };
+            let used = !words[w] & mask;
+            if used != 0 {
+                return Some(w * 64 + 63 - used.leading_zeros() as usize);
+            }
+            f = lo;
         }
         None
     }
@@ -317,6 +344,28 @@ mod tests {
         got.dedup();
         assert_eq!(got.len(), 100);
         assert_eq!(a.free_frames(), 0);
+    }
+
+    #[test]
+    fn large_runs_skip_past_the_last_used_frame_and_find_the_same_first_fit() {
+        // Used frames scattered through free memory: one in every 1,000.
+        let frames = 300_000;
+        let mut a = alloc_with(frames);
+        for f in (500..frames).step_by(1000) {
+            a.set(f, false);
+            a.free -= 1;
+        }
+        for (count, align) in [(65, 1), (999, 1), (2000, 1), (999, 64), (30_000, 1)] {
+            let fast = a.first_fit_large(0, count, align);
+            // The plain definition: the first aligned start whose range holds no used frame.
+            let slow = (0..=frames - count)
+                .filter(|s| s % align == 0)
+                .find(|&s| (s..s + count).all(|f| a.is_free(f)));
+            assert_eq!(fast, slow, "count {count} align {align}");
+        }
+        assert_eq!(a.last_used_in_range(400, 200), Some(500));
+        assert_eq!(a.last_used_in_range(501, 499), None);
+        assert_eq!(a.last_used_in_range(0, 2600), Some(2500));
     }
 
     #[test]

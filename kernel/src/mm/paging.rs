@@ -515,6 +515,52 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
         removed
     }
 
+    /// [`PageTables::unmap_range`], and also frees every level-1 table whose whole 2 MiB the
+    /// range covers (its level-2 entry cleared): for a page table kept for reuse after a large
+    /// VMA left it, whose empty tables would otherwise be walked again by every later unmap of
+    /// that range. The caller guarantees that no CPU has this table loaded. Returns the leaves
+    /// removed.
+    pub fn unmap_range_freeing(
+        &mut self,
+        base: u64,
+        len: u64,
+        alloc: &mut impl TableAllocator,
+    ) -> usize {
+        const SPAN: u64 = 1 << 21;
+        let end = base.saturating_add(len);
+        let first = base.next_multiple_of(SPAN);
+        let last = end & !(SPAN - 1);
+        if first >= last {
+            return self.unmap_range(base, len);
+        }
+        let mut removed = self.unmap_range(base, first - base);
+        removed += self.unmap_range(last, end - last);
+        let mut va = first;
+        while va < last && is_canonical(va) {
+            match self.level2_table(va) {
+                Some(t2) => {
+                    let i = index(va, 2);
+                    let e = self.mem.read_entry(t2, i);
+                    if e & Flags::PRESENT.0 != 0 && e & Flags::HUGE.0 == 0 {
+                        let leaves = e & ADDR_MASK;
+                        removed += (0..512)
+                            .filter(|&j| self.mem.read_entry(leaves, j) & Flags::PRESENT.0 != 0)
+                            .count();
+                        self.mem.write_entry(t2, i, 0);
+                        alloc.free_table(leaves);
+                    } else if e & Flags::HUGE.0 != 0 {
+                        self.mem.write_entry(t2, i, 0);
+                        removed += 1;
+                    }
+                    va += SPAN;
+                }
+                // No level-2 table: the whole 1 GiB it would cover is empty.
+                None => va = (va | ((1 << 30) - 1)) + 1,
+            }
+        }
+        removed
+    }
+
     /// Replaces the flags of the page containing `va` (PRESENT is kept; HUGE follows the page).
     pub fn protect(&mut self, va: u64, flags: Flags) -> Result<(), PagingError> {
         let (table, i, e, size) = self.leaf(va)?;
@@ -758,6 +804,43 @@ mod tests {
         assert_eq!(pt.unmap(UVA), Ok(0x5000));
         assert_eq!(pt.translate(UVA), None);
         assert_eq!(pt.unmap(UVA), Err(PagingError::NotMapped));
+    }
+
+    #[test]
+    fn unmap_range_freeing_drops_the_tables_the_range_covers_whole() {
+        let mem = SimMem::default();
+        let mut fa = frames();
+        let mut pt = PageTables::create(&mem, &mut fa).unwrap();
+        let f = Flags::USER | Flags::WRITABLE;
+        let base = 0x0000_1000_0000_0000u64;
+        // Leaves in three 2 MiB chunks: the range covers the second whole, the others in part.
+        for va in [
+            base + 0x1f_f000,
+            base + 0x20_0000,
+            base + 0x3f_f000,
+            base + 0x40_0000,
+        ] {
+            pt.map(va, 0x5000, f, &mut fa).unwrap();
+        }
+        let t_second = pt.level1_table(base + 0x20_0000).unwrap();
+        let removed = pt.unmap_range_freeing(base + 0x1f_f000, 0x20_2000, &mut fa);
+        assert_eq!(removed, 4);
+        for va in [
+            base + 0x1f_f000,
+            base + 0x20_0000,
+            base + 0x3f_f000,
+            base + 0x40_0000,
+        ] {
+            assert_eq!(pt.translate(va), None);
+        }
+        // The covered chunk's table is gone and freed; the partly covered ones stay.
+        assert_eq!(pt.level1_table(base + 0x20_0000), None);
+        assert_eq!(fa.freed, [t_second]);
+        assert!(pt.level1_table(base).is_some() && pt.level1_table(base + 0x40_0000).is_some());
+        // A range under 2 MiB frees nothing.
+        pt.map(base + 0x40_1000, 0x5000, f, &mut fa).unwrap();
+        assert_eq!(pt.unmap_range_freeing(base + 0x40_1000, 0x1000, &mut fa), 1);
+        assert_eq!(fa.freed.len(), 1);
     }
 
     #[test]

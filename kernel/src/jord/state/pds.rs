@@ -141,8 +141,16 @@ impl Jord {
             if owned {
                 scratch.push(id.base());
             }
-            if root != 0 {
-                pt.unmap_range(id.base(), len.next_multiple_of(PAGE_SIZE));
+            if root == 0 {
+                return;
+            }
+            let len = len.next_multiple_of(PAGE_SIZE);
+            if len >= 2 << 20 {
+                // The root is kept for reuse: drop the tables a large VMA (a μprocess area)
+                // filled, or every later unmap of that range walks them again.
+                pt.unmap_range_freeing(id.base(), len, &mut KernelFrames);
+            } else {
+                pt.unmap_range(id.base(), len);
             }
         })?;
         self.roots[cid.index()] = 0;

@@ -93,13 +93,24 @@ fn fd_error(_: FdError) -> AbiError {
     AbiError::BadFd
 }
 
-/// The area of `pid` and whether `[addr, addr + len)` lies in it: the byte offset.
+/// The area of `pid` and the byte offset in it of `[addr, addr + len)`, which the kernel is
+/// about to write: checked as μFork checks a pointer a μprocess passes (SOSP '25 §4), against the
+/// capability its plain pointers carry (its area's root capability with data permissions,
+/// `fjord_ufork::cap`) for a store, and against the area VMA's length. An area over the 256 MiB
+/// the capability format represents is checked against its bounds alone.
 fn area_offset(p: &Procs, pid: Pid, addr: u64, len: u64) -> Result<(u64, u64), AbiError> {
+    use fjord_ufork::cap::{Cap, CapPerms};
     let pr = p.procs.get(&pid).ok_or(AbiError::InvalidArgs)?;
     let (base, size) = pr.area;
     let end = addr.checked_add(len).ok_or(AbiError::BadAddress)?;
     if addr < base || end > base + size {
         return Err(AbiError::BadAddress);
+    }
+    if let Some(area) = super::area_of(base, size)
+        && let Ok(cap) = Cap::root(&area, CapPerms::DATA)
+    {
+        cap.check_range(&area, addr, len, CapPerms::W)
+            .map_err(|_| AbiError::BadAddress)?;
     }
     Ok((base, addr - base))
 }

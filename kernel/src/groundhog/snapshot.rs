@@ -38,7 +38,7 @@ struct Region {
     slot: Option<usize>,
     /// The instance's right on it.
     perm: Perm,
-    saved: Saved,
+    saved: PageCopies,
     /// The pages a restore under way has still to put back (ascending; kept allocated between
     /// restores).
     dirty: Vec<u32>,
@@ -55,13 +55,13 @@ struct Region {
 const WATCH_MAX: u32 = 64;
 
 /// The copies of a region's pages that held data when the snapshot was taken.
-struct Saved {
+struct PageCopies {
     index: SnapshotIndex,
     /// Slot `i` holds page `index.pages()[i]`.
     frames: frames::FrameRun,
 }
 
-impl Saved {
+impl PageCopies {
     /// Puts back page `page` of the region into `to`, its VMA's frames: the snapshot's copy,
     /// or zeros where the snapshot has none.
     fn put_back(&self, to: &mut frames::FrameRun, page: u32) {
@@ -74,7 +74,7 @@ impl Saved {
     }
 }
 
-impl Drop for Saved {
+impl Drop for PageCopies {
     fn drop(&mut self) {
         core::mem::replace(&mut self.frames, frames::FrameRun::EMPTY).free();
     }
@@ -447,7 +447,7 @@ fn copy_region(j: &mut Jord, base: u64) -> Result<Region, Error> {
         len,
         slot: Some(slot),
         perm: Perm::RW,
-        saved: Saved { index, frames },
+        saved: PageCopies { index, frames },
         dirty: Vec::new(),
         watch: LeafWatch::new(),
         watched: (0, false),

@@ -10,8 +10,8 @@
 //! Groundhog mode says ([`Reset`]): in mode `restore`, only after
 //! [`Snapshot::begin_restore`](groundhog::Snapshot::begin_restore) and its steps freed every VMA
 //! and right it gained and copied back every page it dirtied from its snapshot, which the
-//! instance owns (an instance without one is rezeroed by `Jord::restore_instance`); in mode `none` only the VMAs and rights go; in mode
-//! `fresh` none is kept. The next request cannot see what the previous one left (except in
+//! instance owns (an instance without one is rezeroed by `Jord::restore_instance`); in mode
+//! `none` only the VMAs and rights go; in mode `fresh` none is kept. The next request cannot see what the previous one left (except in
 //! `none`), and an instance that gave its own memory to another PD is destroyed instead. What
 //! differs from a fresh instance: the PD id and the addresses of its stack and heap are the
 //! same as the last request's.
@@ -90,7 +90,7 @@ impl Deferred {
     }
 }
 
-/// A restore that stopped between two steps (`Jord::restore_step`) for a request.
+/// A restore that stopped between two steps (`Snapshot::restore_step`) for a request.
 struct Restoring {
     f: Arc<LoadedFunction>,
     instance: Instance,

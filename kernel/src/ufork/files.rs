@@ -95,22 +95,21 @@ fn fd_error(_: FdError) -> AbiError {
 
 /// The area of `pid` and the byte offset in it of `[addr, addr + len)`, which the kernel is
 /// about to write: checked as μFork checks a pointer a μprocess passes (SOSP '25 §4), against the
-/// capability its plain pointers carry (its area's root capability with data permissions,
-/// `fjord_ufork::cap`) for a store, and against the area VMA's length. An area over the 256 MiB
-/// the capability format represents is checked against its bounds alone.
+/// capability its plain pointers carry (data permissions over its area VMA,
+/// `fjord_ufork::cap`), for a store. An area over the 256 MiB the capability format represents
+/// is checked against the VMA's bounds directly.
 fn area_offset(p: &Procs, pid: Pid, addr: u64, len: u64) -> Result<(u64, u64), AbiError> {
     use fjord_ufork::cap::{Cap, CapPerms};
     let pr = p.procs.get(&pid).ok_or(AbiError::InvalidArgs)?;
     let (base, size) = pr.area;
-    let end = addr.checked_add(len).ok_or(AbiError::BadAddress)?;
-    if addr < base || end > base + size {
+    let cap = super::area_of(base, size)
+        .and_then(|area| Some((area, Cap::new(&area, base, size, CapPerms::DATA).ok()?)));
+    let fits = match cap {
+        Some((area, cap)) => cap.check_range(&area, addr, len, CapPerms::W).is_ok(),
+        None => addr >= base && addr.checked_add(len).is_some_and(|end| end <= base + size),
+    };
+    if !fits {
         return Err(AbiError::BadAddress);
-    }
-    if let Some(area) = super::area_of(base, size)
-        && let Ok(cap) = Cap::root(&area, CapPerms::DATA)
-    {
-        cap.check_range(&area, addr, len, CapPerms::W)
-            .map_err(|_| AbiError::BadAddress)?;
     }
     Ok((base, addr - base))
 }
@@ -119,13 +118,16 @@ fn area_offset(p: &Procs, pid: Pid, addr: u64, len: u64) -> Result<(u64, u64), A
 /// through its own page tables, loaded for the copy, so it reads only what it could itself.
 pub(super) fn copy_in(pid: Pid, addr: u64, len: u64) -> Result<Vec<u8>, AbiError> {
     let pd = with(|p| p.procs.get(&pid).map(|pr| pr.instance.pd)).ok_or(AbiError::InvalidArgs)?;
-    crate::arch::cpu::without_interrupts(|| {
-        jord::with(|j| j.switch_to(pd));
-        let bytes = crate::mm::user_memory::bytes(addr, len)
+    read_into_kernel(pd, addr, len)
+}
+
+/// The `len` bytes at `addr` as `pd` may read them (through its own page tables), copied into
+/// the kernel.
+fn read_into_kernel(pd: fjord_pd::PdId, addr: u64, len: u64) -> Result<Vec<u8>, AbiError> {
+    in_space(pd, || {
+        crate::mm::user_memory::bytes(addr, len)
             .map(<[u8]>::to_vec)
-            .map_err(AbiError::from);
-        jord::with(|j| j.switch_to(fjord_pd::PdId::KERNEL));
-        bytes
+            .map_err(AbiError::from)
     })
 }
 
@@ -322,15 +324,13 @@ pub(super) fn write(
     info: JobInfo,
 ) -> Next {
     let len = len.min(MAX_IO);
-    let Some((pd, isolation)) =
-        with(|p| p.procs.get(&pid).map(|pr| (pr.instance.pd, pr.isolation)))
-    else {
+    let Some((copy, pd)) = copies(pid) else {
         return Next::Continue(fjord_libos::abi::encode(Err(AbiError::InvalidArgs)));
     };
-    if isolation.copies_buffers() {
+    if copy {
         // Full isolation: the bytes are copied into the kernel first, so a sibling changing
         // them meanwhile cannot make the kernel act on two versions.
-        return match copy_in(pid, buf, len) {
+        return match read_into_kernel(pd, buf, len) {
             Ok(data) => {
                 count_copied(data.len());
                 write_from(pid, fd, &data, (buf, len), ctx, info)
@@ -339,14 +339,9 @@ pub(super) fn write(
         };
     }
     // Lesser isolation: straight from the caller's pages (checked, through its own tables).
-    crate::arch::cpu::without_interrupts(|| {
-        jord::with(|j| j.switch_to(pd));
-        let next = match crate::mm::user_memory::bytes(buf, len) {
-            Ok(data) => write_from(pid, fd, data, (buf, len), ctx, info),
-            Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e.into()))),
-        };
-        jord::with(|j| j.switch_to(fjord_pd::PdId::KERNEL));
-        next
+    in_space(pd, || match crate::mm::user_memory::bytes(buf, len) {
+        Ok(data) => write_from(pid, fd, data, (buf, len), ctx, info),
+        Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e.into()))),
     })
 }
 

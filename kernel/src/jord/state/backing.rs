@@ -62,6 +62,12 @@ impl Backing {
         self.stamp
     }
 
+    /// Whether it holds the frames of the VMA based at `base`.
+    #[inline]
+    pub(super) fn backs(&self, base: u64) -> bool {
+        self.pages != 0 && self.base == base
+    }
+
     /// Its length in pages.
     pub fn pages(&self) -> usize {
         self.pages

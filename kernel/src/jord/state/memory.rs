@@ -27,9 +27,7 @@ impl Jord {
 
     pub(super) fn backing_mut(&mut self, base: u64) -> Option<&mut Backing> {
         let slot = self.slot_of(base)?;
-        self.backing
-            .get_mut(slot)
-            .filter(|b| b.pages != 0 && b.base == base)
+        self.backing.get_mut(slot).filter(|b| b.backs(base))
     }
 
     /// Copies `data` to byte `offset` of the VMA at `base`, every page of the VMA initialised
@@ -194,11 +192,7 @@ impl Jord {
         flags: MapFlags,
     ) -> Result<u64, Error> {
         let base = self.privlib.mmap(caller, len, prot, flags)?;
-        if let Err(e) = self.back_vma(base, len) {
-            let _ = self.privlib.munmap(PdId::KERNEL, base, len);
-            return Err(e);
-        }
-        Ok(base)
+        self.back_new(base, len)
     }
 
     /// [`Jord::mmap`] of a μprocess area (read-write, for `caller`), placed clear of every
@@ -206,6 +200,13 @@ impl Jord {
     /// 32-bit integer stored over a stale upper half of one of its addresses points into it.
     pub fn mmap_area(&mut self, caller: PdId, len: u64) -> Result<u64, Error> {
         let base = self.privlib.mmap_area(caller, len, Perm::RW)?;
+        self.back_new(base, len)
+    }
+
+    /// Backs the VMA PrivLib just made at `base` ([`Jord::back_vma`]); without frames for it,
+    /// frees it again. Returns `base`.
+    #[inline]
+    fn back_new(&mut self, base: u64, len: u64) -> Result<u64, Error> {
         if let Err(e) = self.back_vma(base, len) {
             let _ = self.privlib.munmap(PdId::KERNEL, base, len);
             return Err(e);

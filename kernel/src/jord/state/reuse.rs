@@ -57,26 +57,10 @@ impl Jord {
         layout: &InstanceLayout<'_>,
     ) -> Result<Pending, Error> {
         self.check_instance_pd(pd)?;
-        let (stack, stack_len) = self.stacks[pd.index()];
-        let keep = [
-            (stack, stack_len, Perm::RW),
-            (layout.base, layout.len, Perm::RW),
-        ];
-        if self.held_back.holds(pd) {
-            self.settle_pd(pd);
-        }
-        self.scratch.clear();
-        let scratch = &mut self.scratch;
-        let s = self
-            .privlib
-            .scrub_with(PdId::KERNEL, pd, &keep, |id, _, owned| {
-                if owned {
-                    scratch.push(id.base());
-                }
-            })?;
-        let pending = self.apply(&s);
-        self.free_scratch_backings();
-        for base in [stack, layout.base] {
+        let keep = self.fresh_layout(pd, layout.base, layout.len);
+        // A fresh restore's freed VMAs are not counted as a scrub's.
+        let (pending, _) = self.scrub_to(pd, &keep)?;
+        for (base, _, _) in keep {
             if let Some(b) = self.backing_mut(base) {
                 b.rezero_initialised();
             }
@@ -133,6 +117,13 @@ impl Jord {
 
     /// Frees every VMA `pd` owns beyond those of `keep` and drops every right it was given.
     pub fn scrub_keeping(&mut self, pd: PdId, keep: &[KeptVma]) -> Result<Pending, Error> {
+        let (pending, freed) = self.scrub_to(pd, keep)?;
+        self.stats.vmas_scrubbed += freed;
+        Ok(pending)
+    }
+
+    /// [`Jord::scrub_keeping`] without counting: the flushes owed and the VMAs freed.
+    fn scrub_to(&mut self, pd: PdId, keep: &[KeptVma]) -> Result<(Pending, u64), Error> {
         if self.held_back.holds(pd) {
             self.settle_pd(pd);
         }
@@ -154,8 +145,7 @@ impl Jord {
         };
         let pending = self.apply(s);
         self.free_scratch_backings();
-        self.stats.vmas_scrubbed += freed;
-        Ok(pending)
+        Ok((pending, freed))
     }
 
     /// Whether a scrub of `pd` keeping `kept` VMAs would change nothing, PrivLib's change
@@ -228,7 +218,7 @@ impl Jord {
         let slot = self.slot_of(base)?;
         self.backing
             .get(slot)
-            .is_some_and(|b| b.pages != 0 && b.base == base)
+            .is_some_and(|b| b.backs(base))
             .then_some(slot)
     }
 

@@ -7,7 +7,7 @@
 //! - [`shootdown`]: clearing stale leaves and the remote flushes still owed ([`Pending`]);
 //! - [`reuse`]: a function instance restored for its next request, and what Groundhog's
 //!   snapshots are built on;
-//! - [`lazy`]: lazily forked VMAs, their pages copied from the parent's when first needed;
+//! - [`pager`]: VMAs whose pages a subsystem above Jord provides (μFork's lazy copies);
 //! - [`shared_prefix`]: VMAs whose first pages are another VMA's frames (a program's image);
 //! - [`backing`], [`stats`]: the frames behind a VMA, the event counters.
 
@@ -28,8 +28,8 @@ use spin::Mutex;
 
 mod backing;
 mod handoff;
-mod lazy;
 mod memory;
+mod pager;
 mod pds;
 mod reuse;
 mod shared_prefix;
@@ -39,7 +39,7 @@ mod stats;
 pub use backing::Backing;
 use handoff::MAX_DEFERRED;
 pub use handoff::{Handoff, POPULATE_PAGES};
-pub use lazy::{LazyFork, LazyStats};
+pub use pager::{Frames, PageWords, Pager};
 pub use reuse::{InstanceLayout, KeptVma};
 pub use shootdown::Pending;
 pub(super) use shootdown::leaf_table;
@@ -84,11 +84,10 @@ pub struct Jord {
     pub(super) held_back: HeldBack,
     /// Per PD, the level-1 tables of its last single-leaf edits (see [`LeafHints`]).
     pub(super) leaf_hints: LeafHints,
-    /// Lazily forked VMAs (μFork's lazy copy modes).
-    lazy: lazy::LazyCopies,
-    /// Flushes the lazy copies owe (see [`Jord::take_lazy_flushes`]).
-    lazy_owed: Pending,
-    lazy_stats: LazyStats,
+    /// How many VMAs have a pager (μFork's lazy copies): none, and no path asks.
+    paged: usize,
+    /// Flushes the pagers owe (see [`Jord::take_pager_flushes`]).
+    pager_owed: Pending,
     /// Per PD, the leaves whose removal its owner wants to know of (see
     /// [`Jord::watch_leaves`]).
     leaf_watches: Vec<Option<reuse::LeafLossWatch>>,
@@ -209,9 +208,8 @@ impl Jord {
             stats: JordStats::default(),
             held_back: HeldBack::new(MAX_DEFERRED, MAX_LIVE_PDS),
             leaf_hints: LeafHints::new(MAX_LIVE_PDS),
-            lazy: lazy::LazyCopies::default(),
-            lazy_owed: Pending::default(),
-            lazy_stats: LazyStats::default(),
+            paged: 0,
+            pager_owed: Pending::default(),
             leaf_watches: reuse::no_watches(),
             live_watches: 0,
             shared: shared_prefix::SharedPrefixes::new(),

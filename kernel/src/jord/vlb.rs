@@ -61,8 +61,8 @@ impl Jord {
                 self.stats.protection_faults += 1;
                 return false;
             }
-            match self.lazy_fill(grant.base, index, access, grant.perm) {
-                Some(lazy) => lazy,
+            match self.pager_fill(grant.base, index, access, grant.perm) {
+                Some(paged) => paged,
                 None => {
                     self.initialise_page(grant.base, index);
                     (phys + (page - grant.base), grant.perm)
@@ -122,7 +122,7 @@ pub fn on_user_page_fault(addr: u64, error: u64) -> bool {
     }
     match PdId::from_raw(pd) {
         Ok(pd) => {
-            let (filled, owed) = with(|j| (j.fill(pd, addr, error), j.take_lazy_flushes()));
+            let (filled, owed) = with(|j| (j.fill(pd, addr, error), j.take_pager_flushes()));
             if let Some(owed) = owed {
                 owed.finish();
             }

@@ -64,7 +64,7 @@ ktest! {
         }
         // Lazy forks copied pages on access, and children of the copa run read pages without
         // pointers (strings, numbers) from their parent's frames.
-        let lazy = crate::jord::with(|j| j.lazy_stats());
+        let lazy = ufork::lazy::stats();
         kassert!(lazy.pages_copied > 0 && lazy.pages_shared > 0, "{lazy:?}");
         for isolation in [IsolationLevel::Full, IsolationLevel::NonAdversarial] {
             let options = ufork::SpawnOptions { mode: CopyMode::CopyOnWrite, isolation };

@@ -7,7 +7,7 @@ use fjord_faas::gateway::SampleKind::{Counter, Gauge};
 
 /// Appends this subsystem's samples to `out`.
 pub fn samples(out: &mut Vec<Sample>) {
-    let lazy = crate::jord::with(|j| j.lazy_stats());
+    let lazy = super::lazy::stats();
     out.push(Sample::new(
         "fjord_uprocesses",
         Gauge,

@@ -20,10 +20,11 @@
 //! every general register that points into the area. The child's PD has no right on the
 //! parent's area: a pointer the relocation missed faults in the child instead of reaching the
 //! parent's memory. The lazy modes (copy-on-access, copy-on-pointer-access, copy-on-write) defer
-//! the pages to the child's first access (`jord::state::LazyFork`). What differs from μFork on
+//! the pages to the child's first access ([`lazy`]). What differs from μFork on
 //! CHERI: tags the kernel did not write are inferred from values (an integer that happens to
 //! look like an address in the area is relocated too).
 
+pub mod lazy;
 pub mod metrics;
 pub mod tags;
 
@@ -600,7 +601,7 @@ fn fork_lazily(
         area_of(parent.1, len).ok_or(())?,
         area_of(child.1, len).ok_or(())?,
     );
-    let f = jord::state::LazyFork {
+    let f = lazy::LazyFork {
         parent_pd: parent.0,
         parent_base: parent.1,
         child_pd: child.0,
@@ -611,8 +612,7 @@ fn fork_lazily(
         source,
     };
     jord::settled(|j| {
-        let (pending, _) = j.fork_lazily(&f)?;
-        j.settle_eagerly(child.1, eager);
+        let (pending, _) = lazy::fork(j, &f, eager)?;
         Ok::<_, fjord_pd::Error>(pending)
     })
     .map_err(|_| ())?;
@@ -1084,7 +1084,7 @@ pub fn list() -> Vec<Info> {
         // Pages of its own: those it lacks still (a lazy fork's) are its parent's frames.
         info.touched = jord::with(|j| {
             let base = info.area.0;
-            let own = j.initialised_pages(base).len() - j.lazy_pending(base);
+            let own = j.initialised_pages(base).len() - lazy::pending(j, base);
             own as u64 * 4096
         });
     }

@@ -76,8 +76,8 @@ pub fn count_registers(t: &Tally) {
     add(&REGISTERS, t);
 }
 
-/// Words relocated by full copies since boot (the lazy copies count theirs in Jord's
-/// `LazyStats`).
+/// Words relocated by full copies since boot (the lazy copies count theirs in
+/// [`super::lazy::LazyStats`]).
 pub fn words_relocated() -> Tally {
     read(&RELOCATED)
 }

@@ -28,6 +28,8 @@ pub struct Backing {
     initialised: InitBits,
     /// Stamp of the set of initialised pages: see [`Backing::stamp`].
     stamp: u64,
+    /// The pager of the VMA, if it has one (see [`super::pager`]).
+    pub(super) pager: Option<&'static dyn super::Pager>,
 }
 
 impl Backing {
@@ -37,6 +39,7 @@ impl Backing {
         pages: 0,
         initialised: InitBits::Inline(0),
         stamp: 0,
+        pager: None,
     };
 
     pub(super) fn new(base: u64, frames: frames::FrameRun) -> Backing {
@@ -52,6 +55,7 @@ impl Backing {
             pages,
             initialised,
             stamp: next_stamp(),
+            pager: None,
         }
     }
 

@@ -34,7 +34,7 @@ impl Jord {
     /// first (the kernel never exposes what the frames held before the VMA). [`Error::NotMapped`]
     /// for a VMA without frames, [`Error::InvalidArgs`] beyond its end.
     pub fn vma_write(&mut self, base: u64, offset: u64, data: &[u8]) -> Result<(), Error> {
-        self.settle_all(base);
+        self.vma_before_whole(base);
         let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
         b.initialise_all();
         let offset = usize::try_from(offset).map_err(|_| Error::InvalidArgs)?;
@@ -47,7 +47,7 @@ impl Jord {
 
     /// Copies bytes from byte `offset` of the VMA at `base` into `buf`, as [`Jord::vma_write`].
     pub fn vma_read(&mut self, base: u64, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
-        self.settle_all(base);
+        self.vma_before_whole(base);
         let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
         b.initialise_all();
         let offset = usize::try_from(offset).map_err(|_| Error::InvalidArgs)?;
@@ -69,10 +69,13 @@ impl Jord {
             return Vec::new();
         };
         let mut held = b.initialised_indices();
-        // A lazily forked VMA holds its pending pages too (they are its parent's as of the fork).
-        let lazy = self.lazy_held(base);
-        if !lazy.is_empty() {
-            held.extend(lazy);
+        // A paged VMA holds what its pager says too (a lazy fork's pages still its parent's).
+        let paged = self
+            .pager_of(base)
+            .map(|p| p.held(base))
+            .unwrap_or_default();
+        if !paged.is_empty() {
+            held.extend(paged);
             held.sort_unstable();
             held.dedup();
         }
@@ -85,9 +88,7 @@ impl Jord {
         if buf.len() <= PAGE_SIZE as usize && self.read_shared_page(base, index, buf).is_some() {
             return Ok(());
         }
-        if !self.lazy.is_empty() {
-            self.settle_page(base, index);
-        }
+        self.page_before_read(base, index);
         let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
         if index >= b.pages || buf.len() > PAGE_SIZE as usize {
             return Err(Error::InvalidArgs);
@@ -104,7 +105,7 @@ impl Jord {
         if self.in_shared_prefix(base, index) {
             return Err(Error::AccessDenied);
         }
-        self.before_write(base, index);
+        self.page_before_write(base, index);
         let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
         if index >= b.pages || data.len() > PAGE_SIZE as usize {
             return Err(Error::InvalidArgs);
@@ -130,7 +131,7 @@ impl Jord {
         if !offset.is_multiple_of(8) || (offset + bytes).div_ceil(PAGE_SIZE) > page + 1 {
             return Err(Error::InvalidArgs);
         }
-        self.before_write(base, page as usize);
+        self.page_before_write(base, page as usize);
         let b = self.backing_mut(base).ok_or(Error::NotMapped)?;
         if page as usize >= b.pages {
             return Err(Error::InvalidArgs);
@@ -233,7 +234,7 @@ impl Jord {
     pub(super) fn free_backing(&mut self, base: u64) {
         self.drop_shared_prefix(base);
         self.settle_vma(base);
-        self.detach_lazy(base);
+        self.detach_pager(base);
         if let Some(b) = self.backing_mut(base) {
             let b = core::mem::replace(b, Backing::NONE);
             b.frames.free();
@@ -252,7 +253,7 @@ impl Jord {
         match still {
             None => self.free_backing(base),
             Some(len) => {
-                self.settle_all(base);
+                self.vma_before_whole(base);
                 let keep = len.div_ceil(PAGE_SIZE) as usize;
                 if let Some(b) = self.backing_mut(base) {
                     b.shrink(keep);

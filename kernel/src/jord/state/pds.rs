@@ -165,7 +165,7 @@ impl Jord {
         }
         self.free_scratch_backings();
         let mut p = p;
-        p.absorb(core::mem::take(&mut self.lazy_owed));
+        p.absorb(core::mem::take(&mut self.pager_owed));
         self.stacks[cid.index()] = (0, 0);
         self.quotas[cid.index()] = (0, u64::MAX);
         self.unwatch_leaves(cid);

@@ -1,0 +1,216 @@
+//! Pagers: owners of VMAs whose pages Jord does not provide by itself.
+//!
+//! A subsystem above Jord (μFork's lazy copies, `crate::ufork::lazy`) registers a [`Pager`] for
+//! each VMA whose pages it provides or watches ([`Frames::set_pager`]). Jord calls it, under
+//! Jord's lock, whenever a page of such a VMA is about to be mapped by a VLB miss, read or
+//! written by the kernel, or freed. The pager answers through [`Frames`], Jord's view of frames
+//! and leaves, which never calls a pager back: a pager is never re-entered, and its own lock
+//! nests inside Jord's (lock order: Jord, then the pager).
+//!
+//! Leaves a pager revokes while settling a page may be cached by another CPU; the flushes they
+//! owe are collected ([`Frames::owe`]) and finished by whoever releases Jord's lock after the
+//! operation (the VLB-miss path, `cput`).
+
+use super::*;
+
+/// The words of one page.
+pub type PageWords = [u64; (PAGE_SIZE / 8) as usize];
+
+/// The owner of paged VMAs; every method runs under Jord's lock.
+pub trait Pager: Sync {
+    /// A VLB miss: an `access` to page `i` of the paged VMA at `base` by a PD the VMA table
+    /// grants `perm`. Returns the frame to map and the leaf's rights, or `None` when nothing
+    /// about the page is the pager's (Jord then maps the VMA's own frame).
+    fn fill(
+        &self,
+        f: &mut Frames<'_>,
+        base: u64,
+        i: usize,
+        access: Perm,
+        perm: Perm,
+    ) -> Option<(u64, Perm)>;
+    /// Page `i` of the VMA at `base` is about to be read by the kernel.
+    fn before_read(&self, f: &mut Frames<'_>, base: u64, i: usize);
+    /// Page `i` of the VMA at `base` is about to be written (by the kernel).
+    fn before_write(&self, f: &mut Frames<'_>, base: u64, i: usize);
+    /// The VMA at `base` is about to be read or written as a whole, or to shrink.
+    fn before_whole(&self, f: &mut Frames<'_>, base: u64);
+    /// Pages of the VMA at `base` that count as held although Jord has not initialised them
+    /// (they read as the pager says, not as zero).
+    fn held(&self, base: u64) -> Vec<usize>;
+    /// The VMA at `base` is about to lose its frames.
+    fn detach(&self, f: &mut Frames<'_>, base: u64);
+}
+
+/// Jord's frames and leaves as a pager uses them: nothing here calls a pager.
+pub struct Frames<'a>(&'a mut Jord);
+
+impl Jord {
+    /// The pager view of this state: what a subsystem that pages VMAs works through.
+    pub fn frames(&mut self) -> Frames<'_> {
+        Frames(self)
+    }
+
+    /// The pager of the VMA at `base`, if it has one.
+    #[inline]
+    pub(super) fn pager_of(&self, base: u64) -> Option<&'static dyn Pager> {
+        if self.paged == 0 {
+            return None;
+        }
+        let slot = self.slot_of(base)?;
+        self.backing
+            .get(slot)
+            .filter(|b| b.backs(base))
+            .and_then(|b| b.pager)
+    }
+
+    /// The flushes pagers owe since the last call (leaves revoked while settling a page that
+    /// another CPU may cache); `None` when none are owed.
+    #[inline]
+    pub fn take_pager_flushes(&mut self) -> Option<Pending> {
+        if self.pager_owed.is_empty() {
+            None
+        } else {
+            Some(core::mem::take(&mut self.pager_owed))
+        }
+    }
+
+    /// Lets the pager of the VMA at `base` see page `i` before the kernel reads it.
+    pub(super) fn page_before_read(&mut self, base: u64, i: usize) {
+        if let Some(p) = self.pager_of(base) {
+            p.before_read(&mut self.frames(), base, i);
+        }
+    }
+
+    /// Lets the pager of the VMA at `base` see page `i` before it is written.
+    pub(super) fn page_before_write(&mut self, base: u64, i: usize) {
+        if let Some(p) = self.pager_of(base) {
+            p.before_write(&mut self.frames(), base, i);
+        }
+    }
+
+    /// Lets the pager of the VMA at `base` settle it before it is used as a whole.
+    pub(super) fn vma_before_whole(&mut self, base: u64) {
+        if let Some(p) = self.pager_of(base) {
+            p.before_whole(&mut self.frames(), base);
+        }
+    }
+
+    /// Tells the pager of the VMA at `base` that its frames go, and forgets it.
+    pub(super) fn detach_pager(&mut self, base: u64) {
+        if let Some(p) = self.pager_of(base) {
+            p.detach(&mut self.frames(), base);
+            self.frames().set_pager(base, None);
+        }
+    }
+
+    /// The VLB miss of a paged VMA (see [`Pager::fill`]).
+    #[inline]
+    pub(in crate::jord) fn pager_fill(
+        &mut self,
+        base: u64,
+        i: usize,
+        access: Perm,
+        perm: Perm,
+    ) -> Option<(u64, Perm)> {
+        let p = self.pager_of(base)?;
+        p.fill(&mut self.frames(), base, i, access, perm)
+    }
+}
+
+impl Frames<'_> {
+    /// The generation of the Jord state (a pager's records of an older one are stale).
+    pub fn generation(&self) -> u64 {
+        self.0.generation
+    }
+
+    /// Makes `pager` the pager of the VMA at `base` (`None`: it has none any more); nothing for
+    /// a VMA without frames.
+    pub fn set_pager(&mut self, base: u64, pager: Option<&'static dyn Pager>) {
+        let Some(b) = self.0.backing_mut(base) else {
+            return;
+        };
+        let had = b.pager.is_some();
+        b.pager = pager;
+        match (had, pager.is_some()) {
+            (false, true) => self.0.paged += 1,
+            (true, false) => self.0.paged -= 1,
+            _ => {}
+        }
+    }
+
+    /// Pages of the VMA at `base` (`None` without frames).
+    pub fn pages(&mut self, base: u64) -> Option<usize> {
+        self.0.backing_mut(base).map(|b| b.pages)
+    }
+
+    /// The pages of the VMA at `base` Jord has initialised (what its pager holds aside).
+    pub fn initialised(&mut self, base: u64) -> Vec<usize> {
+        self.0
+            .backing_mut(base)
+            .map(|b| b.initialised_indices())
+            .unwrap_or_default()
+    }
+
+    /// Page `i` of the VMA at `base` as its frame holds it (zero for a page never initialised
+    /// or beyond the VMA), written into `out`, which it returns.
+    pub fn read_words<'o>(
+        &mut self,
+        base: u64,
+        i: usize,
+        out: &'o mut core::mem::MaybeUninit<PageWords>,
+    ) -> &'o mut PageWords {
+        match self.0.backing_mut(base) {
+            Some(b) if b.is_initialised(i) => b.frames.read_words(i * PAGE_SIZE as usize, out),
+            _ => out.write([0; (PAGE_SIZE / 8) as usize]),
+        }
+    }
+
+    /// Writes all of page `i` of the VMA at `base`, which counts as initialised from then on.
+    pub fn write_words(&mut self, base: u64, i: usize, words: &PageWords) {
+        if let Some(b) = self.0.backing_mut(base)
+            && i < b.pages
+        {
+            b.set_initialised(i);
+            b.frames.write_words(i * PAGE_SIZE as usize, words);
+        }
+    }
+
+    /// The physical address of page `i` of the VMA at `base`, initialised (zeroed) first if it
+    /// never was; `None` beyond the VMA.
+    pub fn frame(&mut self, base: u64, i: usize) -> Option<u64> {
+        let b = self.0.backing_mut(base)?;
+        if i >= b.pages {
+            return None;
+        }
+        b.initialise(i);
+        Some(b.phys() + i as u64 * PAGE_SIZE)
+    }
+
+    /// Clears `pd`'s leaves over `len` bytes at `va`; returns the remote flushes owed.
+    pub fn revoke(&mut self, pd: PdId, va: u64, len: u64) -> Pending {
+        self.0.revoke_leaves(pd, va, len)
+    }
+
+    /// Adds `p` to the flushes the pagers owe (finished once Jord's lock is released).
+    pub fn owe(&mut self, p: Pending) {
+        self.0.pager_owed.absorb(p);
+    }
+
+    /// Installs `pd`'s leaf `va` → `pa` with `perm` before it runs (no leaf there yet, so
+    /// nothing to flush); returns whether it installed it.
+    pub fn prefill(&mut self, pd: PdId, va: u64, pa: u64, perm: Perm) -> bool {
+        let root = self.0.root_of(pd);
+        let flags = crate::jord::vlb::leaf_flags(perm);
+        let added = map_leaf(&mut self.0.leaf_hints, pd, root, va, pa, flags);
+        if added {
+            self.0.stats.prefills += 1;
+        }
+        added
+    }
+
+    /// Bytes at the start of the VMA at `base` in a shared prefix (never written).
+    pub fn shared_prefix_len(&self, base: u64) -> u64 {
+        self.0.shared_prefix_len(base)
+    }
+}

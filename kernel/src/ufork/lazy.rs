@@ -1,0 +1,445 @@
+//! Lazily forked areas (μFork's copy-on-access, copy-on-pointer-access and copy-on-write
+//! modes): a child μprocess's area whose pages are copied from its parent's area when first
+//! needed instead of during `fork`.
+//!
+//! μFork is the [`Pager`] of both areas of a lazy fork: Jord calls it, under Jord's lock,
+//! before a page of either is mapped, read, written or freed, and it works through Jord's
+//! [`Frames`] view. Its state (which pages each child still lacks) is its own, under its own
+//! lock, taken inside Jord's.
+//!
+//! At fork every page the parent holds becomes *pending* in the child
+//! ([`fjord_ufork::lazy::LazyPages`]) and the parent's leaves over its area are cleared. From
+//! then on:
+//!
+//! - the child's first access to a pending page copies it from the parent into the child's own
+//!   frame, relocating the words that point into the parent's area, or (sharing modes, a page
+//!   without tags, a read) maps the parent's frame read-only in the child
+//!   ([`fjord_ufork::lazy::on_first_touch`]);
+//! - the parent's read of a page some child still lacks is mapped read-only, so that its first
+//!   write faults; that write first copies the page to every child that lacks it (and takes
+//!   away a child's read-only mapping of the parent's frame);
+//! - the kernel's own reads and writes of either area settle the page the same way first;
+//! - before the parent's area is freed, every page a child still lacks is copied.
+//!
+//! Tags: the parent's tag source, which μFork chose at fork ([`LazyFork::source`]; emulated
+//! tags as the boot option `tags=` says), as for a full copy.
+//!
+//! A chain of forks (a child forking before it has all its pages) settles from the top: a
+//! grandchild's copy first settles the child's page.
+
+use crate::jord::state::{Frames, Jord, PageWords, Pager, Pending};
+use alloc::collections::BTreeMap;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::mem::MaybeUninit;
+use fjord_kernel::layout::PAGE_SIZE;
+use fjord_pd::{Error, PdId, Perm};
+use fjord_ufork::area::Area;
+use fjord_ufork::copy_mode::{Access, CopyMode};
+use fjord_ufork::lazy::{FirstTouch, LazyPages, on_first_touch};
+use fjord_ufork::relocate::relocate_page_tallied;
+use fjord_ufork::source::{TagSource, Tally};
+use spin::Mutex;
+
+/// A lazy fork to set up: the parent's area VMA and the child's, of the same length.
+#[derive(Clone)]
+pub struct LazyFork {
+    /// The parent's PD.
+    pub parent_pd: PdId,
+    /// Base of the parent's area VMA.
+    pub parent_base: u64,
+    /// The child's PD.
+    pub child_pd: PdId,
+    /// Base of the child's area VMA (fresh: nothing touched yet).
+    pub child_base: u64,
+    /// The parent's area (its size class), for telling pointers.
+    pub from: Area,
+    /// The child's area.
+    pub to: Area,
+    /// How the child gets its pages (not [`CopyMode::Full`]).
+    pub mode: CopyMode,
+    /// The parent's tag source (μFork's, as chosen at boot): what its pages' pointers are.
+    pub source: Arc<dyn TagSource + Send + Sync>,
+}
+
+/// Counters of lazy forks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LazyStats {
+    /// Pages copied for a child (on its access, its parent's write, or its parent's end).
+    pub pages_copied: u64,
+    /// Pages a child reads from its parent's frame.
+    pub pages_shared: u64,
+    /// Pages left pending at fork.
+    pub pages_deferred: u64,
+    /// Words relocated in the pages copied, by the tag source that tagged them.
+    pub relocated: Tally,
+}
+
+/// One lazily forked area: where its pending pages come from.
+struct Link {
+    child_pd: PdId,
+    source: u64,
+    from: Area,
+    to: Area,
+    mode: CopyMode,
+    pages: LazyPages,
+    /// The source area's tag source as of the fork.
+    tags: Arc<dyn TagSource + Send + Sync>,
+}
+
+/// Every lazily forked area, by base, and for each source area the areas that still lack
+/// pages of it.
+struct LazyCopies {
+    /// The Jord state the bases below belong to.
+    generation: u64,
+    links: BTreeMap<u64, Link>,
+    dependents: BTreeMap<u64, Vec<u64>>,
+    stats: LazyStats,
+}
+
+static LAZY: Mutex<LazyCopies> = Mutex::new(LazyCopies {
+    generation: 0,
+    links: BTreeMap::new(),
+    dependents: BTreeMap::new(),
+    stats: LazyStats {
+        pages_copied: 0,
+        pages_shared: 0,
+        pages_deferred: 0,
+        relocated: Tally {
+            precise: 0,
+            inferred: 0,
+            both: 0,
+            other: 0,
+        },
+    },
+});
+
+/// μFork's pager of lazily forked areas and the areas they were forked from.
+struct LazyPager;
+
+static PAGER: LazyPager = LazyPager;
+
+/// The lazy-copy state for an operation on `f`'s Jord state (emptied first if it belonged to
+/// an earlier one: a reset Jord reuses VMA bases).
+fn state<'a>(
+    f: &Frames<'_>,
+    g: &'a mut spin::MutexGuard<'static, LazyCopies>,
+) -> &'a mut LazyCopies {
+    if g.generation != f.generation() {
+        g.generation = f.generation();
+        g.links.clear();
+        g.dependents.clear();
+    }
+    g
+}
+
+impl Pager for LazyPager {
+    fn fill(
+        &self,
+        f: &mut Frames<'_>,
+        base: u64,
+        i: usize,
+        access: Perm,
+        perm: Perm,
+    ) -> Option<(u64, Perm)> {
+        let mut g = LAZY.lock();
+        state(f, &mut g).fill(f, base, i, access, perm)
+    }
+
+    fn before_read(&self, f: &mut Frames<'_>, base: u64, i: usize) {
+        let mut g = LAZY.lock();
+        state(f, &mut g).settle_page(f, base, i, false);
+    }
+
+    fn before_write(&self, f: &mut Frames<'_>, base: u64, i: usize) {
+        let mut g = LAZY.lock();
+        state(f, &mut g).before_write(f, base, i);
+    }
+
+    fn before_whole(&self, f: &mut Frames<'_>, base: u64) {
+        let mut g = LAZY.lock();
+        state(f, &mut g).settle_all(f, base);
+    }
+
+    fn held(&self, base: u64) -> Vec<usize> {
+        LAZY.lock().held(base)
+    }
+
+    fn detach(&self, f: &mut Frames<'_>, base: u64) {
+        let mut g = LAZY.lock();
+        state(f, &mut g).detach(f, base);
+    }
+}
+
+/// Makes the area at `l.child_base` a lazy copy of the one at `l.parent_base` (see the module
+/// documentation), with pages `eager` of the child copied and relocated now whatever the mode
+/// (what it needs from its first instruction: the top of its stack) and its leaves for them
+/// installed. Returns the flushes owed and the number of pages left pending.
+pub fn fork(
+    j: &mut Jord,
+    l: &LazyFork,
+    eager: core::ops::Range<usize>,
+) -> Result<(Pending, usize), Error> {
+    let f = &mut j.frames();
+    let mut g = LAZY.lock();
+    let s = state(f, &mut g);
+    let result = s.fork(f, l)?;
+    s.settle_eagerly(f, l.child_base, eager);
+    Ok(result)
+}
+
+/// Counters of lazy forks.
+pub fn stats() -> LazyStats {
+    crate::jord::with(|_| LAZY.lock().stats)
+}
+
+/// Pages the lazily forked area at `base` still lacks (0 for any other VMA); called under
+/// Jord's lock (`j`), which orders the two locks.
+pub fn pending(_j: &mut Jord, base: u64) -> usize {
+    LAZY.lock()
+        .links
+        .get(&base)
+        .map_or(0, |l| l.pages.pending_count())
+}
+
+/// `perm` without write.
+fn read_only(perm: Perm) -> Perm {
+    Perm::from_bits_truncate(perm.bits() & !Perm::W.bits())
+}
+
+impl LazyCopies {
+    fn fork(&mut self, f: &mut Frames<'_>, l: &LazyFork) -> Result<(Pending, usize), Error> {
+        let pages = f.pages(l.parent_base).ok_or(Error::NotMapped)?;
+        let child_pages = f.pages(l.child_base).ok_or(Error::NotMapped)?;
+        if child_pages != pages || l.mode == CopyMode::Full {
+            return Err(Error::InvalidArgs);
+        }
+        let mut lazy = LazyPages::new(pages);
+        // What the parent holds: its own pages and those it still lacks of its own parent.
+        for i in f.initialised(l.parent_base) {
+            lazy.mark_pending(i);
+        }
+        for i in self.held(l.parent_base) {
+            lazy.mark_pending(i);
+        }
+        let deferred = lazy.pending_count();
+        self.links.insert(
+            l.child_base,
+            Link {
+                child_pd: l.child_pd,
+                source: l.parent_base,
+                from: l.from,
+                to: l.to,
+                mode: l.mode,
+                pages: lazy,
+                tags: l.source.clone(),
+            },
+        );
+        self.dependents
+            .entry(l.parent_base)
+            .or_default()
+            .push(l.child_base);
+        f.set_pager(l.parent_base, Some(&PAGER));
+        f.set_pager(l.child_base, Some(&PAGER));
+        self.stats.pages_deferred += deferred as u64;
+        // A shared prefix (a program's code) is never written: its leaves stay.
+        let keep = f.shared_prefix_len(l.parent_base);
+        let len = pages as u64 * PAGE_SIZE - keep;
+        Ok((f.revoke(l.parent_pd, l.parent_base + keep, len), deferred))
+    }
+
+    /// Pending or shared pages of the lazily forked area at `base` (they count as held).
+    fn held(&self, base: u64) -> Vec<usize> {
+        self.links
+            .get(&base)
+            .map(|l| l.pages.pending_pages().collect())
+            .unwrap_or_default()
+    }
+
+    /// Copies pages `pages` of the child area at `base` now, relocated whatever the mode, and
+    /// installs its leaves for them (read-write: they are its own) instead of one VLB miss
+    /// each: the child has not run yet.
+    fn settle_eagerly(&mut self, f: &mut Frames<'_>, base: u64, pages: core::ops::Range<usize>) {
+        let Some(pd) = self.links.get(&base).map(|l| l.child_pd) else {
+            return;
+        };
+        for i in pages.clone() {
+            self.settle_page(f, base, i, true);
+        }
+        for i in pages {
+            let Some(pa) = f.frame(base, i) else {
+                break;
+            };
+            f.prefill(pd, base + i as u64 * PAGE_SIZE, pa, Perm::RW);
+        }
+    }
+
+    /// Copies page `i` of the lazily forked area at `base` from its source if it is pending
+    /// (the source's page settled first), relocating even in copy-on-write mode when
+    /// `relocate`; nothing for a page it has or an area that is not lazily forked.
+    fn settle_page(&mut self, f: &mut Frames<'_>, base: u64, i: usize, relocate: bool) {
+        let Some(link) = self.links.get(&base) else {
+            return;
+        };
+        if !link.pages.is_pending(i) {
+            return;
+        }
+        let (source, from, to, mode) = (link.source, link.from, link.to, link.mode);
+        let mut buf = MaybeUninit::uninit();
+        let words = self.source_words(f, source, i, &mut buf);
+        // Copy-on-write never relocates; the other modes relocate what points into the
+        // source's area (inferred tags), which leaves a page without tags as it is.
+        if (relocate || mode != CopyMode::CopyOnWrite)
+            && let Some(l) = self.links.get(&base)
+        {
+            let page = from.base() + i as u64 * PAGE_SIZE;
+            let _ =
+                relocate_page_tallied(&*l.tags, &from, &to, page, words, &mut self.stats.relocated);
+        }
+        f.write_words(base, i, words);
+        self.stats.pages_copied += 1;
+        let (shared, pd) = match self.links.get_mut(&base) {
+            Some(l) => (l.pages.settle(i), l.child_pd),
+            None => return,
+        };
+        if shared {
+            let p = f.revoke(pd, base + i as u64 * PAGE_SIZE, PAGE_SIZE);
+            f.owe(p);
+        }
+        self.unlink_if_settled(f, base);
+    }
+
+    /// The contents of page `i` of the area at `base` as its holder sees them, settling it
+    /// first if it is itself lazily forked, written into `out`, which it returns.
+    fn source_words<'a>(
+        &mut self,
+        f: &mut Frames<'_>,
+        base: u64,
+        i: usize,
+        out: &'a mut MaybeUninit<PageWords>,
+    ) -> &'a mut PageWords {
+        self.settle_page(f, base, i, false);
+        f.read_words(base, i, out)
+    }
+
+    /// Forgets the link of `base` once it lacks nothing.
+    fn unlink_if_settled(&mut self, f: &mut Frames<'_>, base: u64) {
+        if self.links.get(&base).is_some_and(|l| l.pages.is_settled())
+            && let Some(l) = self.links.remove(&base)
+        {
+            self.forget_dependent(f, l.source, base);
+            self.release_if_unused(f, base);
+        }
+    }
+
+    fn forget_dependent(&mut self, f: &mut Frames<'_>, source: u64, child: u64) {
+        if let Some(d) = self.dependents.get_mut(&source) {
+            d.retain(|&c| c != child);
+            if d.is_empty() {
+                self.dependents.remove(&source);
+                self.release_if_unused(f, source);
+            }
+        }
+    }
+
+    /// Stops paging the area at `base` once no lazy fork involves it.
+    fn release_if_unused(&mut self, f: &mut Frames<'_>, base: u64) {
+        if !self.links.contains_key(&base) && !self.dependents.contains_key(&base) {
+            f.set_pager(base, None);
+        }
+    }
+
+    /// Before page `i` of the area at `base` is written (by its PD or the kernel): settles it if
+    /// it is pending, and copies it to every area forked from this one that still lacks it.
+    fn before_write(&mut self, f: &mut Frames<'_>, base: u64, i: usize) {
+        self.settle_page(f, base, i, false);
+        let deps: Vec<u64> = self.dependents.get(&base).cloned().unwrap_or_default();
+        for d in deps {
+            self.settle_page(f, d, i, false);
+        }
+    }
+
+    /// True when some area forked from the one at `base` still lacks its page `i`.
+    fn lacked_by_dependents(&self, base: u64, i: usize) -> bool {
+        self.dependents.get(&base).is_some_and(|d| {
+            d.iter()
+                .any(|c| self.links.get(c).is_some_and(|l| l.pages.is_pending(i)))
+        })
+    }
+
+    /// The VLB-miss path (see [`Pager::fill`]).
+    fn fill(
+        &mut self,
+        f: &mut Frames<'_>,
+        base: u64,
+        i: usize,
+        access: Perm,
+        perm: Perm,
+    ) -> Option<(u64, Perm)> {
+        let write = access.contains(Perm::W);
+        let pending = self.links.get(&base).is_some_and(|l| l.pages.is_pending(i));
+        let lacked = self.lacked_by_dependents(base, i);
+        if !pending && !lacked {
+            return None;
+        }
+        if write {
+            self.before_write(f, base, i);
+            return Some((f.frame(base, i)?, perm));
+        }
+        if pending {
+            let (source, from, mode) = {
+                let l = self.links.get(&base)?;
+                (l.source, l.from, l.mode)
+            };
+            let mut buf = MaybeUninit::uninit();
+            let words = self.source_words(f, source, i, &mut buf);
+            let page = from.base() + i as u64 * PAGE_SIZE;
+            let has_tags = self.links.get(&base)?.tags.page_has_tags(page, words);
+            let touch = on_first_touch(mode, has_tags, Access::Read);
+            if touch == FirstTouch::Share {
+                if let Some(l) = self.links.get_mut(&base) {
+                    l.pages.share(i);
+                }
+                self.stats.pages_shared += 1;
+                // The source's frame, read-only: nothing in it points anywhere relocation
+                // would have changed, and the source's first write settles the page.
+                return Some((f.frame(source, i)?, read_only(perm)));
+            }
+            self.settle_page(f, base, i, false);
+        }
+        // Settling this area's own page changed nothing its dependents lack.
+        let perm = if lacked { read_only(perm) } else { perm };
+        Some((f.frame(base, i)?, perm))
+    }
+
+    /// Settles every page of the area at `base` it lacks and every page areas forked from it
+    /// lack: before the kernel reads or writes the area as a whole, or it shrinks.
+    fn settle_all(&mut self, f: &mut Frames<'_>, base: u64) {
+        for i in self.held(base) {
+            self.settle_page(f, base, i, false);
+        }
+        self.settle_dependents(f, base);
+    }
+
+    /// Settles every page the areas forked from the one at `base` still lack.
+    fn settle_dependents(&mut self, f: &mut Frames<'_>, base: u64) {
+        if let Some(deps) = self.dependents.get(&base).cloned() {
+            for d in deps {
+                for i in self.held(d) {
+                    self.settle_page(f, d, i, false);
+                }
+            }
+        }
+    }
+
+    /// Before the area at `base` loses its frames: every area forked from it gets its pending
+    /// pages now, and if it was lazily forked itself it leaves its source's dependents.
+    fn detach(&mut self, f: &mut Frames<'_>, base: u64) {
+        self.settle_dependents(f, base);
+        self.dependents.remove(&base);
+        if let Some(l) = self.links.remove(&base) {
+            self.forget_dependent(f, l.source, base);
+            // Its own dependents were settled above; what it lacked dies with it.
+        }
+    }
+}

@@ -56,6 +56,27 @@ impl LazyPages {
         true
     }
 
+    /// Marks pending every page whose bit is set in `words` (bit `i % 64` of word `i / 64` for
+    /// page `i`, as a VMA's initialised bits), a word at a time; bits beyond the area are
+    /// ignored.
+    pub fn mark_pending_words(&mut self, words: &[u64]) {
+        let full = self.pages / 64;
+        for (w, (mine, &theirs)) in self.pending.iter_mut().zip(words).enumerate() {
+            let theirs = if w < full {
+                theirs
+            } else {
+                theirs & ((1u64 << (self.pages % 64)) - 1)
+            };
+            self.count += (theirs & !*mine).count_ones() as usize;
+            *mine |= theirs;
+        }
+    }
+
+    /// The pending bits, 64 pages a word (the form [`LazyPages::mark_pending_words`] takes).
+    pub fn pending_words(&self) -> &[u64] {
+        &self.pending
+    }
+
     /// True when page `i` is pending.
     pub fn is_pending(&self, i: usize) -> bool {
         let (w, b) = Self::bit(i);
@@ -181,6 +202,23 @@ mod tests {
     }
 
     #[test]
+    fn marking_by_words_counts_each_page_once_and_ignores_bits_beyond_the_area() {
+        let mut p = LazyPages::new(130);
+        p.mark_pending(3);
+        p.mark_pending(64);
+        p.mark_pending_words(&[0b1010, 1, u64::MAX, 7]);
+        let expected: Vec<usize> = [1, 3, 64, 128, 129].into();
+        assert_eq!(p.pending_pages().collect::<Vec<_>>(), expected);
+        assert_eq!(p.pending_count(), 5);
+        let mut q = LazyPages::new(130);
+        q.mark_pending_words(p.pending_words());
+        assert_eq!(q, p);
+        let mut whole = LazyPages::new(128);
+        whole.mark_pending_words(&[u64::MAX, u64::MAX]);
+        assert_eq!(whole.pending_count(), 128);
+    }
+
+    #[test]
     fn first_touch_by_mode() {
         use Access::*;
         use CopyMode::*;
@@ -232,6 +270,25 @@ mod tests {
             for s in p.shared_pages() {
                 prop_assert!(p.is_pending(s));
             }
+        }
+
+        #[test]
+        fn marking_by_words_is_marking_each_set_bit(
+            pages in 1usize..300,
+            before in proptest::collection::vec(0usize..300, 0..40),
+            words in proptest::collection::vec(any::<u64>(), 0..6),
+        ) {
+            let mut by_words = LazyPages::new(pages);
+            let mut by_bits = LazyPages::new(pages);
+            for &i in &before {
+                by_words.mark_pending(i);
+                by_bits.mark_pending(i);
+            }
+            by_words.mark_pending_words(&words);
+            for i in crate::tags::set_bits(words.iter().copied()) {
+                by_bits.mark_pending(i);
+            }
+            prop_assert_eq!(by_words, by_bits);
         }
     }
 }

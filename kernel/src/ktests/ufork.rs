@@ -245,6 +245,28 @@ ktest! {
 }
 
 ktest! {
+    fn forks_of_megabytes_across_many_page_tables_keep_each_copy_apart_and_free_everything() {
+        kassert!(runtime::lookup("forkbig").is_some(), "forkbig is not deployed");
+        // A lazy fork of a large area drops the parent's level-1 tables instead of clearing
+        // its leaves one by one; the parent's and the children's later accesses rebuild them.
+        crate::module::warm::drain();
+        crate::jord::with(|j| j.trim_root_cache());
+        let (pds, frames) = (
+            crate::jord::with(|j| j.live_pds()),
+            crate::mm::frames::free_frames(),
+        );
+        let (_, ticket) = ufork::spawn("forkbig").map_err(|e| format!("{e:?}"))?;
+        let status = ufork::status_of(&orchestrator::wait(ticket).result);
+        kassert!(status == Some(0), "forkbig ended with {status:?}");
+        kassert_eq!(ufork::count(), 0);
+        kassert_eq!(crate::jord::with(|j| j.live_pds()), pds);
+        crate::jord::with(|j| j.trim_root_cache());
+        kassert_eq!(crate::mm::frames::free_frames(), frames);
+        Ok(())
+    }
+}
+
+ktest! {
     fn a_programs_thread_local_storage_is_its_own_in_each_uprocess() {
         kassert!(runtime::lookup("tlstest").is_some(), "tlstest is not deployed");
         // tlstest reads its `.tdata` and `.tbss` through `fs` at the linker's `@tpoff` offsets,

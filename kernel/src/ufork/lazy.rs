@@ -183,9 +183,9 @@ pub fn fork(
     let f = &mut j.frames();
     let mut g = LAZY.lock();
     let s = state(f, &mut g);
-    let result = s.fork(f, l)?;
+    let forked = s.fork(f, l)?;
     s.settle_eagerly(f, l.child_base, eager);
-    Ok(result)
+    Ok(forked)
 }
 
 /// Counters of lazy forks.
@@ -216,11 +216,9 @@ impl LazyCopies {
         }
         let mut lazy = LazyPages::new(pages);
         // What the parent holds: its own pages and those it still lacks of its own parent.
-        for i in f.initialised(l.parent_base) {
-            lazy.mark_pending(i);
-        }
-        for i in self.held(l.parent_base) {
-            lazy.mark_pending(i);
+        lazy.mark_pending_words(f.initialised_bits(l.parent_base));
+        if let Some(p) = self.links.get(&l.parent_base) {
+            lazy.mark_pending_words(p.pages.pending_words());
         }
         let deferred = lazy.pending_count();
         self.links.insert(
@@ -245,7 +243,10 @@ impl LazyCopies {
         // A shared prefix (a program's code) is never written: its leaves stay.
         let keep = f.shared_prefix_len(l.parent_base);
         let len = pages as u64 * PAGE_SIZE - keep;
-        Ok((f.revoke(l.parent_pd, l.parent_base + keep, len), deferred))
+        Ok((
+            f.revoke_area(l.parent_pd, l.parent_base + keep, len),
+            deferred,
+        ))
     }
 
     /// Pending or shared pages of the lazily forked area at `base` (they count as held).

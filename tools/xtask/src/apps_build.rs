@@ -24,6 +24,7 @@ pub const APPS: &[(&str, &str)] = &[
     ("fjord-app-forktest", "forkoom"),
     ("fjord-app-forktest", "forkbomb"),
     ("fjord-app-forktest", "tlstest"),
+    ("fjord-app-forktest", "forkbig"),
     ("fjord-app-forkbench", "forkbench"),
     ("fjord-app-forkbench", "forkhello"),
     ("fjord-app-forkbench", "nop"),

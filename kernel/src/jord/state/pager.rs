@@ -144,14 +144,6 @@ impl Frames<'_> {
         self.0.backing_mut(base).map(|b| b.pages)
     }
 
-    /// The pages of the VMA at `base` Jord has initialised (what its pager holds aside).
-    pub fn initialised(&mut self, base: u64) -> Vec<usize> {
-        self.0
-            .backing_mut(base)
-            .map(|b| b.initialised_indices())
-            .unwrap_or_default()
-    }
-
     /// Page `i` of the VMA at `base` as its frame holds it (zero for a page never initialised
     /// or beyond the VMA), written into `out`, which it returns.
     pub fn read_words<'o>(
@@ -185,6 +177,22 @@ impl Frames<'_> {
         }
         b.initialise(i);
         Some(b.phys() + i as u64 * PAGE_SIZE)
+    }
+
+    /// The initialised bits of the VMA at `base`, 64 pages a word (bit `i % 64` of word
+    /// `i / 64` for page `i`); empty without frames.
+    pub fn initialised_bits(&mut self, base: u64) -> &[u64] {
+        match self.0.backing_mut(base) {
+            Some(b) => b.initialised_and_frames().0,
+            None => &[],
+        }
+    }
+
+    /// Clears `pd`'s leaves over a whole area of `len` bytes at `va`, freeing the level-1
+    /// tables of every 2 MiB it covers (the PD's later misses there make new ones): cheaper
+    /// than [`Frames::revoke`] for a large area. Returns the remote flushes owed.
+    pub fn revoke_area(&mut self, pd: PdId, va: u64, len: u64) -> Pending {
+        self.0.revoke_leaves_freeing(pd, va, len)
     }
 
     /// Clears `pd`'s leaves over `len` bytes at `va`; returns the remote flushes owed.

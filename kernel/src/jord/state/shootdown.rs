@@ -22,6 +22,31 @@ impl Jord {
         pending
     }
 
+    /// [`Jord::revoke_leaves`] for a large range of `pd`'s, also freeing every level-1 table
+    /// whose whole 2 MiB the range covers (its level-2 entry cleared): a few hundred entries
+    /// cleared instead of one per page, and the PD's later VLB misses there make new tables.
+    /// The PD's leaf hints go (they may name a freed table), and this CPU reloads its whole
+    /// TLB if the PD is loaded; CPUs in the PD's sharer mask are owed a flush as ever.
+    pub(super) fn revoke_leaves_freeing(&mut self, pd: PdId, base: u64, len: u64) -> Pending {
+        let root = self.root_of(pd);
+        if root == 0 || self.shared_root != 0 || len < 1 << 21 {
+            return self.revoke_leaves(pd, base, len);
+        }
+        self.note_leaves_removed(pd, base, len);
+        self.leaf_hints.forget(pd.index());
+        let removed =
+            PageTables::new(root, &DIRECT).unmap_range_freeing(base, len, &mut KernelFrames);
+        let mut pending = Pending::default();
+        if removed != 0 {
+            if cpu::read_cr3() & !0xfff == root {
+                pending.reload_local = true;
+            }
+            pending.cpus = self.sharers.take_targets(pd, percpu::cpu_index() as u32);
+        }
+        self.stats.count_shootdown(removed, false, &pending);
+        pending
+    }
+
     pub(super) fn apply(&mut self, s: &Shootdown) -> Pending {
         let mut pending = Pending::default();
         if s.is_empty() {

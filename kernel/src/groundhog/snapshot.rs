@@ -260,7 +260,10 @@ impl Snapshot {
                 continue;
             };
             let stamp = backing.stamp();
-            let (initialised, frames) = backing.initialised_and_frames();
+            // A snapshot covers VMAs backed by one run of frames (no μprocess area is one).
+            let (initialised, Some(frames)) = backing.initialised_and_frames() else {
+                continue;
+            };
             let mut found = |page| {
                 if budget == 0 {
                     dirty.push(page);
@@ -353,17 +356,21 @@ impl Snapshot {
             for a in plan.actions() {
                 match *a {
                     Action::Copy { page, slot, count } => {
-                        backing.frames_mut().copy_from(
-                            page as usize,
-                            &r.saved.frames,
-                            slot as usize,
-                            count as usize,
-                        );
+                        if let Some(run) = backing.frames_mut() {
+                            run.copy_from(
+                                page as usize,
+                                &r.saved.frames,
+                                slot as usize,
+                                count as usize,
+                            );
+                        }
                         // A remade VMA's pages are new: now they hold data.
                         (page..page + count).for_each(|p| backing.set_initialised(p as usize));
                     }
                     Action::Zero { page, count } => {
-                        backing.frames_mut().zero(page as usize, count as usize)
+                        if let Some(run) = backing.frames_mut() {
+                            run.zero(page as usize, count as usize)
+                        }
                     }
                 }
             }
@@ -427,6 +434,7 @@ impl Snapshot {
 fn copy_region(j: &mut Jord, base: u64) -> Result<Region, Error> {
     let slot = j.backed_slot(base).ok_or(Error::NotMapped)?;
     let backing = j.backing_at(slot).ok_or(Error::NotMapped)?;
+    let run = backing.frames().ok_or(Error::InvalidArgs)?;
     let len = backing.pages() as u64 * PAGE_SIZE;
     let held: Vec<u32> = backing
         .initialised_indices()
@@ -440,7 +448,7 @@ fn copy_region(j: &mut Jord, base: u64) -> Result<Region, Error> {
         frames::FrameRun::alloc(index.len()).map_err(|_| Error::NoMemory)?
     };
     for (slot, &page) in index.pages().iter().enumerate() {
-        frames.copy_from(slot, backing.frames(), page as usize, 1);
+        frames.copy_from(slot, run, page as usize, 1);
     }
     Ok(Region {
         base,

@@ -37,6 +37,7 @@ mod shootdown;
 mod stats;
 
 pub use backing::Backing;
+use backing::Store;
 use handoff::MAX_DEFERRED;
 pub use handoff::{Handoff, POPULATE_PAGES};
 pub use pager::{Frames, PageWords, Pager};

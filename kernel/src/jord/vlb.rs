@@ -63,10 +63,15 @@ impl Jord {
             }
             match self.pager_fill(grant.base, index, access, grant.perm) {
                 Some(paged) => paged,
-                None => {
-                    self.initialise_page(grant.base, index);
-                    (phys + (page - grant.base), grant.perm)
-                }
+                None => match self.initialise_page(grant.base, index) {
+                    Some(Some(pa)) => (pa, grant.perm),
+                    // A VMA whose frames the kernel recorded without a backing of Jord's.
+                    Some(None) => (phys + (page - grant.base), grant.perm),
+                    None => {
+                        self.stats.protection_faults += 1;
+                        return false;
+                    }
+                },
             }
         };
         let flags = leaf_flags(perm);

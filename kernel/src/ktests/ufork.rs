@@ -47,6 +47,7 @@ ktest! {
         kassert_eq!(crate::jord::with(|j| j.live_pds()), pds);
         crate::jord::with(|j| j.trim_root_cache());
         kassert_eq!(crate::mm::frames::free_frames(), frames);
+        kassert_eq!(crate::mm::frames::committed_frames(), 0);
         Ok(())
     }
 }
@@ -95,6 +96,7 @@ ktest! {
         kassert_eq!(crate::jord::with(|j| j.live_pds()), pds);
         crate::jord::with(|j| j.trim_root_cache());
         kassert_eq!(crate::mm::frames::free_frames(), frames);
+        kassert_eq!(crate::mm::frames::committed_frames(), 0);
         Ok(())
     }
 }
@@ -262,6 +264,7 @@ ktest! {
         kassert_eq!(crate::jord::with(|j| j.live_pds()), pds);
         crate::jord::with(|j| j.trim_root_cache());
         kassert_eq!(crate::mm::frames::free_frames(), frames);
+        kassert_eq!(crate::mm::frames::committed_frames(), 0);
         Ok(())
     }
 }

@@ -2,6 +2,11 @@
 //!
 //! The storage is any `[u64]` the owner provides (a static array in the kernel, a `Vec` in host
 //! tests), so the allocator needs no heap and can run before the heap exists.
+//!
+//! Frames may also be *committed*: promised to an owner that takes them one at a time later
+//! ([`FrameBitmap::commit`], [`FrameBitmap::alloc_committed`]), as a VMA backed page by page
+//! on first use is. Committed frames stay free in the bitmap, but no other allocation may take
+//! them, so a committed page is always there when its owner asks.
 
 use crate::layout::PAGE_SIZE;
 
@@ -22,6 +27,7 @@ pub struct FrameBitmap<S> {
     frames: usize,
     free: usize,
     hint: usize,
+    committed: usize,
 }
 
 impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
@@ -32,6 +38,7 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
             frames: 0,
             free: 0,
             hint: 0,
+            committed: 0,
         }
     }
 
@@ -62,6 +69,44 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
         self.free
     }
 
+    /// Number of free frames promised to owners who have not taken them yet.
+    pub fn committed(&self) -> usize {
+        self.committed
+    }
+
+    /// Free frames not committed.
+    fn uncommitted(&self) -> usize {
+        self.free - self.committed
+    }
+
+    /// Promises `count` frames to a caller that takes them later with
+    /// [`FrameBitmap::alloc_committed`], keeping at least `reserve` other frames free for
+    /// allocations that cannot wait (page tables); [`FrameError::OutOfFrames`] if there are
+    /// not that many.
+    pub fn commit(&mut self, count: usize, reserve: usize) -> Result<(), FrameError> {
+        if self.uncommitted() < count.saturating_add(reserve) {
+            return Err(FrameError::OutOfFrames);
+        }
+        self.committed += count;
+        Ok(())
+    }
+
+    /// Takes back a promise of `count` frames never taken.
+    pub fn uncommit(&mut self, count: usize) {
+        self.committed = self.committed.saturating_sub(count);
+    }
+
+    /// Allocates one committed frame (which cannot fail while a commitment is left) and returns
+    /// its physical address; [`FrameError::OutOfFrames`] when nothing is committed.
+    pub fn alloc_committed(&mut self) -> Result<u64, FrameError> {
+        if self.committed == 0 {
+            return Err(FrameError::OutOfFrames);
+        }
+        let pa = self.alloc_one()?;
+        self.committed -= 1;
+        Ok(pa)
+    }
+
     /// Allocates one frame and returns its physical address.
     pub fn alloc(&mut self) -> Result<u64, FrameError> {
         self.alloc_contiguous(1, 1)
@@ -70,7 +115,7 @@ impl<S: AsRef<[u64]> + AsMut<[u64]>> FrameBitmap<S> {
     /// Allocates `count` contiguous frames whose first frame number is a multiple of `align`
     /// frames (a power of two), returning the physical address of the first.
     pub fn alloc_contiguous(&mut self, count: usize, align: usize) -> Result<u64, FrameError> {
-        if count == 0 || !align.is_power_of_two() || count > self.free {
+        if count == 0 || !align.is_power_of_two() || count > self.uncommitted() {
             return Err(FrameError::OutOfFrames);
         }
         if count == 1 && align == 1 {
@@ -325,6 +370,37 @@ fn run_starts(window: u128, n: usize) -> u128 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn committed_frames_are_kept_for_their_owner() {
+        let mut b = FrameBitmap::new(vec![0u64; 1]);
+        b.add_free_range(0, 10 * PAGE_SIZE);
+        assert_eq!(
+            b.commit(8, 3),
+            Err(FrameError::OutOfFrames),
+            "8 + a reserve of 3 > 10"
+        );
+        b.commit(6, 2).unwrap();
+        assert_eq!(b.committed(), 6);
+        // Four frames are not promised: a run of five cannot be had, four can.
+        assert_eq!(b.alloc_contiguous(5, 1), Err(FrameError::OutOfFrames));
+        let four = b.alloc_contiguous(4, 1).unwrap();
+        assert_eq!(b.alloc(), Err(FrameError::OutOfFrames));
+        // The owner still gets all six, and no more.
+        let mut taken = Vec::new();
+        for _ in 0..6 {
+            taken.push(b.alloc_committed().unwrap());
+        }
+        assert_eq!(b.alloc_committed(), Err(FrameError::OutOfFrames));
+        assert_eq!((b.free_frames(), b.committed()), (0, 0));
+        b.free_contiguous(four, 4).unwrap();
+        for pa in taken {
+            b.free(pa).unwrap();
+        }
+        b.commit(3, 0).unwrap();
+        b.uncommit(5);
+        assert_eq!((b.free_frames(), b.committed()), (10, 0));
+    }
+
     use super::*;
     use alloc::vec;
     use alloc::vec::Vec;

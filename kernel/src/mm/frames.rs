@@ -50,6 +50,24 @@ pub fn alloc_contiguous(count: usize, align: usize) -> Result<u64, FrameError> {
     FRAMES.lock().alloc_contiguous(count, align)
 }
 
+/// Frames kept out of every commitment, for allocations that cannot wait (page tables): 4 MiB.
+pub const COMMIT_RESERVE: usize = 1024;
+
+/// Promises `count` frames to a caller that takes them later ([`alloc_committed`]).
+pub fn commit(count: usize) -> Result<(), FrameError> {
+    FRAMES.lock().commit(count, COMMIT_RESERVE)
+}
+
+/// Allocates one committed frame (contents undefined).
+pub fn alloc_committed() -> Result<u64, FrameError> {
+    FRAMES.lock().alloc_committed()
+}
+
+/// Frames promised and not yet taken.
+pub fn committed_frames() -> usize {
+    FRAMES.lock().committed()
+}
+
 /// Frees one frame.
 pub fn free(pa: u64) -> Result<(), FrameError> {
     FRAMES.lock().free(pa)
@@ -271,5 +289,189 @@ impl FrameRun {
         {
             log::error!("freeing frames at {:#x}: {e:?}", self.phys);
         }
+    }
+}
+
+/// The frames of a VMA taken one page at a time on first use, from a commitment made for all
+/// its pages when it was created: the backing of a μprocess's area, whose pages a program
+/// mostly never touches. Like a [`FrameRun`], it owns its frames and the kernel only copies in
+/// and out of them; a page never taken reads as zero.
+#[derive(Debug)]
+pub struct SparseFrames {
+    pages: usize,
+    /// Per 512 pages, the frame of each (0: not taken yet); a block of 512 is made on the
+    /// first page taken in it.
+    blocks: alloc::vec::Vec<Option<alloc::boxed::Box<[u64]>>>,
+}
+
+/// Pages per block of [`SparseFrames`].
+const BLOCK: usize = 512;
+
+impl SparseFrames {
+    /// Commits `pages` frames for a VMA of that many pages, none taken yet.
+    pub fn new(pages: usize) -> Result<SparseFrames, FrameError> {
+        commit(pages)?;
+        let mut blocks = alloc::vec::Vec::new();
+        blocks.resize_with(pages.div_ceil(BLOCK), || None);
+        Ok(SparseFrames { pages, blocks })
+    }
+
+    /// The number of pages.
+    pub fn pages(&self) -> usize {
+        self.pages
+    }
+
+    /// The frame of page `i`, if taken.
+    #[inline]
+    pub fn frame(&self, i: usize) -> Option<u64> {
+        let block = self.blocks.get(i / BLOCK)?.as_ref()?;
+        block.get(i % BLOCK).copied().filter(|&pa| pa != 0)
+    }
+
+    /// The frame of page `i`, taken from the commitment if it was not yet (contents undefined);
+    /// `None` beyond the VMA.
+    pub fn take(&mut self, i: usize) -> Option<u64> {
+        if i >= self.pages {
+            return None;
+        }
+        if let Some(pa) = self.frame(i) {
+            return Some(pa);
+        }
+        let len = BLOCK.min(self.pages - i / BLOCK * BLOCK);
+        let block =
+            self.blocks[i / BLOCK].get_or_insert_with(|| alloc::vec![0; len].into_boxed_slice());
+        let pa = match alloc_committed() {
+            Ok(pa) => pa,
+            Err(e) => {
+                log::error!("a committed frame was not there: {e:?}");
+                return None;
+            }
+        };
+        block[i % BLOCK] = pa;
+        Some(pa)
+    }
+
+    /// One page, as a run of one frame (never freed as a run).
+    fn page(pa: u64) -> FrameRun {
+        FrameRun { phys: pa, pages: 1 }
+    }
+
+    /// Zeroes `count` pages from page `first`, taking their frames; nothing beyond the VMA.
+    pub fn zero(&mut self, first: usize, count: usize) {
+        for i in first..(first + count).min(self.pages) {
+            if let Some(pa) = self.take(i) {
+                zero(pa, 1);
+            }
+        }
+    }
+
+    /// The pieces of `[offset, offset + len)` within pages of a VMA of `pages` pages: (page,
+    /// offset in it, offset in the caller's buffer, length); `None` beyond the VMA.
+    fn pieces(
+        pages: usize,
+        offset: usize,
+        len: usize,
+    ) -> Option<impl Iterator<Item = (usize, usize, usize, usize)>> {
+        let page = PAGE_SIZE as usize;
+        let end = offset.checked_add(len)?;
+        if end > pages * page {
+            return None;
+        }
+        let mut at = offset;
+        Some(core::iter::from_fn(move || {
+            if at >= end {
+                return None;
+            }
+            let n = (page - at % page).min(end - at);
+            let piece = (at / page, at % page, at - offset, n);
+            at += n;
+            Some(piece)
+        }))
+    }
+
+    /// Copies `data` to byte `offset`, taking the frames of the pages it reaches; false
+    /// (nothing written) beyond the VMA.
+    pub fn write_at(&mut self, offset: usize, data: &[u8]) -> bool {
+        let Some(pieces) = Self::pieces(self.pages, offset, data.len()) else {
+            return false;
+        };
+        for (i, at, from, n) in pieces {
+            if let Some(pa) = self.take(i) {
+                Self::page(pa).write_at(at, &data[from..from + n]);
+            }
+        }
+        true
+    }
+
+    /// Copies bytes from byte `offset` into `buf` (zeros from pages never taken); false
+    /// (nothing read) beyond the VMA.
+    pub fn read_at(&self, offset: usize, buf: &mut [u8]) -> bool {
+        let Some(pieces) = Self::pieces(self.pages, offset, buf.len()) else {
+            return false;
+        };
+        for (i, at, to, n) in pieces {
+            match self.frame(i) {
+                Some(pa) => {
+                    Self::page(pa).read_at(at, &mut buf[to..to + n]);
+                }
+                None => buf[to..to + n].fill(0),
+            }
+        }
+        true
+    }
+
+    /// [`FrameRun::read_words`] within one page (zeros from a page never taken or beyond).
+    pub fn read_words<'o, const N: usize>(
+        &self,
+        offset: usize,
+        out: &'o mut core::mem::MaybeUninit<[u64; N]>,
+    ) -> &'o mut [u64; N] {
+        let page = PAGE_SIZE as usize;
+        match self.frame(offset / page) {
+            Some(pa) => Self::page(pa).read_words(offset % page, out),
+            None => out.write([0; N]),
+        }
+    }
+
+    /// [`FrameRun::write_words`] within one page, taking its frame; false (nothing written)
+    /// beyond the page or the VMA.
+    pub fn write_words(&mut self, offset: usize, words: &[u64]) -> bool {
+        let page = PAGE_SIZE as usize;
+        match self.take(offset / page) {
+            Some(pa) => Self::page(pa).write_words(offset % page, words),
+            None => false,
+        }
+    }
+
+    /// Keeps the first `keep` pages: frees the frames taken beyond and takes back the rest of
+    /// their commitment (one pass over the blocks made, under one lock).
+    pub fn shrink(&mut self, keep: usize) {
+        if keep >= self.pages {
+            return;
+        }
+        let mut freed = 0;
+        let mut f = FRAMES.lock();
+        for (n, block) in self.blocks.iter_mut().enumerate() {
+            let Some(block) = block else {
+                continue;
+            };
+            let first = keep.saturating_sub(n * BLOCK).min(block.len());
+            for pa in block[first..].iter_mut().filter(|pa| **pa != 0) {
+                if let Err(e) = f.free(*pa) {
+                    log::error!("freeing frame {:#x}: {e:?}", *pa);
+                }
+                *pa = 0;
+                freed += 1;
+            }
+        }
+        f.uncommit(self.pages - keep - freed);
+        drop(f);
+        self.pages = keep;
+        self.blocks.truncate(keep.div_ceil(BLOCK));
+    }
+
+    /// Gives the frames taken back to the allocator and takes back the rest of the commitment.
+    pub fn free(mut self) {
+        self.shrink(0);
     }
 }

@@ -1,4 +1,4 @@
-//! Memory's families in `/metrics`: free frames, the kernel heap.
+//! Memory's families in `/metrics`: free and committed frames, the kernel heap.
 
 use super::{frames, heap};
 use alloc::vec::Vec;
@@ -14,6 +14,13 @@ pub fn samples(out: &mut Vec<Sample>) {
             "Free 4 KiB physical frames.",
             &[],
             frames::free_frames() as u64,
+        ),
+        Sample::new(
+            "fjord_kernel_committed_frames",
+            Gauge,
+            "Free frames promised to μprocess areas, taken page by page on first use.",
+            &[],
+            frames::committed_frames() as u64,
         ),
         Sample::new(
             "fjord_kernel_heap_used_bytes",

@@ -17,13 +17,93 @@ fn next_stamp() -> u64 {
     STAMPS.fetch_add(1, core::sync::atomic::Ordering::Relaxed) + 1
 }
 
+/// The frames behind a VMA: one physically contiguous run, as Jord's VMA hardware translates a
+/// VMA (every VMA but a μprocess's area), or frames taken page by page on first use from a
+/// commitment made for the whole VMA (a μprocess's area: see [`Jord::mmap_area`]).
+#[derive(Debug)]
+pub(super) enum Store {
+    Run(frames::FrameRun),
+    Sparse(frames::SparseFrames),
+}
+
+impl Store {
+    fn pages(&self) -> usize {
+        match self {
+            Store::Run(r) => r.pages(),
+            Store::Sparse(s) => s.pages(),
+        }
+    }
+
+    /// The frame of page `i`, if it has one (a run's always does).
+    #[inline]
+    pub(super) fn frame(&self, i: usize) -> Option<u64> {
+        match self {
+            Store::Run(r) => (i < r.pages()).then(|| r.phys() + i as u64 * PAGE_SIZE),
+            Store::Sparse(s) => s.frame(i),
+        }
+    }
+
+    pub(super) fn zero(&mut self, first: usize, count: usize) {
+        match self {
+            Store::Run(r) => r.zero(first, count),
+            Store::Sparse(s) => s.zero(first, count),
+        }
+    }
+
+    pub(super) fn write_at(&mut self, offset: usize, data: &[u8]) -> bool {
+        match self {
+            Store::Run(r) => r.write_at(offset, data),
+            Store::Sparse(s) => s.write_at(offset, data),
+        }
+    }
+
+    pub(super) fn read_at(&self, offset: usize, buf: &mut [u8]) -> bool {
+        match self {
+            Store::Run(r) => r.read_at(offset, buf),
+            Store::Sparse(s) => s.read_at(offset, buf),
+        }
+    }
+
+    pub(super) fn read_words<'o, const N: usize>(
+        &self,
+        offset: usize,
+        out: &'o mut core::mem::MaybeUninit<[u64; N]>,
+    ) -> &'o mut [u64; N] {
+        match self {
+            Store::Run(r) => r.read_words(offset, out),
+            Store::Sparse(s) => s.read_words(offset, out),
+        }
+    }
+
+    pub(super) fn write_words(&mut self, offset: usize, words: &[u64]) -> bool {
+        match self {
+            Store::Run(r) => r.write_words(offset, words),
+            Store::Sparse(s) => s.write_words(offset, words),
+        }
+    }
+
+    fn shrink(&mut self, keep: usize) {
+        match self {
+            Store::Run(r) => r.shrink(keep),
+            Store::Sparse(s) => s.shrink(keep),
+        }
+    }
+
+    pub(super) fn free(self) {
+        match self {
+            Store::Run(r) => r.free(),
+            Store::Sparse(s) => s.free(),
+        }
+    }
+}
+
 /// The frames behind one VMA and which of its pages have been initialised. Pages are zeroed
 /// on their first fill rather than at `mmap`, so memory a function never touches costs nothing.
 /// `pages == 0` marks a VMA slot without backing.
 pub struct Backing {
     pub(super) base: u64,
-    /// The frames (physically contiguous).
-    pub(super) frames: frames::FrameRun,
+    /// The frames.
+    pub(super) frames: Store,
     pub(super) pages: usize,
     initialised: InitBits,
     /// Stamp of the set of initialised pages: see [`Backing::stamp`].
@@ -35,14 +115,14 @@ pub struct Backing {
 impl Backing {
     pub(super) const NONE: Backing = Backing {
         base: 0,
-        frames: frames::FrameRun::EMPTY,
+        frames: Store::Run(frames::FrameRun::EMPTY),
         pages: 0,
         initialised: InitBits::Inline(0),
         stamp: 0,
         pager: None,
     };
 
-    pub(super) fn new(base: u64, frames: frames::FrameRun) -> Backing {
+    pub(super) fn new(base: u64, frames: Store) -> Backing {
         let pages = frames.pages();
         let initialised = if pages <= 64 {
             InitBits::Inline(0)
@@ -77,14 +157,28 @@ impl Backing {
         self.pages
     }
 
-    /// The frames (physically contiguous, one per page).
-    pub fn frames(&self) -> &frames::FrameRun {
-        &self.frames
+    /// The frames, when they are one physically contiguous run (every VMA but a μprocess's
+    /// area).
+    pub fn frames(&self) -> Option<&frames::FrameRun> {
+        match &self.frames {
+            Store::Run(r) => Some(r),
+            Store::Sparse(_) => None,
+        }
     }
 
-    /// The frames, to write.
-    pub fn frames_mut(&mut self) -> &mut frames::FrameRun {
-        &mut self.frames
+    /// [`Backing::frames`], to write.
+    pub fn frames_mut(&mut self) -> Option<&mut frames::FrameRun> {
+        match &mut self.frames {
+            Store::Run(r) => Some(r),
+            Store::Sparse(_) => None,
+        }
+    }
+
+    /// The frame of page `i`, if it has one (a page of a μprocess's area gets its frame when
+    /// first initialised).
+    #[inline]
+    pub fn frame_of(&self, i: usize) -> Option<u64> {
+        self.frames.frame(i)
     }
 
     /// Zeroes page `i` unless it was initialised before; marks it initialised.
@@ -120,14 +214,26 @@ impl Backing {
         }
     }
 
-    /// The initialised bits, 64 pages a word (bit `i % 64` of word `i / 64` for page `i`), and
-    /// the frames to write.
-    pub fn initialised_and_frames(&mut self) -> (&[u64], &mut frames::FrameRun) {
+    /// The initialised bits, 64 pages a word (bit `i % 64` of word `i / 64` for page `i`).
+    pub fn initialised_words(&self) -> &[u64] {
+        match &self.initialised {
+            InitBits::Inline(w) => core::slice::from_ref(w),
+            InitBits::Heap(ws) => ws.as_slice(),
+        }
+    }
+
+    /// The initialised bits (as [`Backing::initialised_words`]) and the frames to write, when
+    /// they are one run ([`Backing::frames`]).
+    pub fn initialised_and_frames(&mut self) -> (&[u64], Option<&mut frames::FrameRun>) {
         let words = match &self.initialised {
             InitBits::Inline(w) => core::slice::from_ref(w),
             InitBits::Heap(ws) => ws.as_slice(),
         };
-        (words, &mut self.frames)
+        let run = match &mut self.frames {
+            Store::Run(r) => Some(r),
+            Store::Sparse(_) => None,
+        };
+        (words, run)
     }
 
     /// Whether page `i` has been initialised.
@@ -179,11 +285,6 @@ impl Backing {
                 bits &= !(((1u128 << run) - 1) << first) as u64;
             }
         }
-    }
-
-    /// The physical address of the first frame.
-    pub(super) fn phys(&self) -> u64 {
-        self.frames.phys()
     }
 
     /// Keeps the first `keep` pages and frees the frames beyond.

@@ -207,14 +207,8 @@ impl Jord {
             // anywhere when it appears.
             let off = i as u64 * PAGE_SIZE;
             if b.is_initialised(i)
-                && map_leaf(
-                    &mut self.leaf_hints,
-                    pd,
-                    root,
-                    base + off,
-                    b.phys() + off,
-                    flags,
-                )
+                && let Some(pa) = b.frame_of(i)
+                && map_leaf(&mut self.leaf_hints, pd, root, base + off, pa, flags)
             {
                 installed += 1;
             }

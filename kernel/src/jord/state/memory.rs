@@ -176,10 +176,20 @@ impl Jord {
         Ok(v.len().next_multiple_of(PAGE_SIZE))
     }
 
-    /// Initialises (zeroes on first use) page `index` of the VMA at `base` before it is mapped.
-    pub(in crate::jord) fn initialise_page(&mut self, base: u64, index: usize) {
-        if let Some(b) = self.backing_mut(base) {
-            b.initialise(index);
+    /// Initialises (zeroes on first use) page `index` of the VMA at `base` before it is mapped;
+    /// its frame. `None` beyond the VMA; `Some(None)` for a VMA without a backing here.
+    #[inline]
+    pub(in crate::jord) fn initialise_page(
+        &mut self,
+        base: u64,
+        index: usize,
+    ) -> Option<Option<u64>> {
+        match self.backing_mut(base) {
+            Some(b) => {
+                b.initialise(index);
+                b.frame_of(index).map(Some)
+            }
+            None => Some(None),
         }
     }
 
@@ -193,22 +203,32 @@ impl Jord {
         flags: MapFlags,
     ) -> Result<u64, Error> {
         let base = self.privlib.mmap(caller, len, prot, flags)?;
-        self.back_new(base, len)
+        self.back_new(base, len, Sparse::No)
     }
 
     /// [`Jord::mmap`] of a μprocess area (read-write, for `caller`), placed clear of every
     /// 4 GiB edge when its size allows ([`fjord_pd::vaddr::clear_of_4g_edges`]): no small
     /// 32-bit integer stored over a stale upper half of one of its addresses points into it.
+    ///
+    /// Its frames are taken page by page on first use, from a commitment of all its pages made
+    /// now ([`frames::SparseFrames`]): a program touches little of its area, and a forked
+    /// child's area holds only what it copies. This departs from Jord's VMA hardware, which
+    /// translates a VMA as one physically contiguous chunk (there an area would take all its
+    /// frames at creation); the emulated VLB fills a leaf per page either way.
     pub fn mmap_area(&mut self, caller: PdId, len: u64) -> Result<u64, Error> {
         let base = self.privlib.mmap_area(caller, len, Perm::RW)?;
-        self.back_new(base, len)
+        self.back_new(base, len, Sparse::Yes)
     }
 
     /// Backs the VMA PrivLib just made at `base` ([`Jord::back_vma`]); without frames for it,
     /// frees it again. Returns `base`.
     #[inline]
-    fn back_new(&mut self, base: u64, len: u64) -> Result<u64, Error> {
-        if let Err(e) = self.back_vma(base, len) {
+    fn back_new(&mut self, base: u64, len: u64, sparse: Sparse) -> Result<u64, Error> {
+        let backed = match sparse {
+            Sparse::No => self.back_vma(base, len),
+            Sparse::Yes => self.back_vma_sparse(base, len),
+        };
+        if let Err(e) = backed {
             let _ = self.privlib.munmap(PdId::KERNEL, base, len);
             return Err(e);
         }
@@ -225,8 +245,25 @@ impl Jord {
             return Err(e);
         }
         match self.slot_of(base) {
-            Some(slot) => self.backing[slot] = Backing::new(base, run),
+            Some(slot) => self.backing[slot] = Backing::new(base, Store::Run(run)),
             None => run.free(),
+        }
+        Ok(())
+    }
+
+    /// Gives the new VMA at `base` (`len` bytes) frames taken page by page on first use, from
+    /// a commitment of all of them made now. Its VMA-table entry is marked backed at physical
+    /// 0: the fill takes each page's frame from the backing, not from the entry.
+    fn back_vma_sparse(&mut self, base: u64, len: u64) -> Result<(), Error> {
+        let pages = len.div_ceil(PAGE_SIZE) as usize;
+        let sparse = frames::SparseFrames::new(pages).map_err(|_| Error::NoMemory)?;
+        if let Err(e) = self.privlib.set_backing(PdId::KERNEL, base, 0) {
+            sparse.free();
+            return Err(e);
+        }
+        match self.slot_of(base) {
+            Some(slot) => self.backing[slot] = Backing::new(base, Store::Sparse(sparse)),
+            None => sparse.free(),
         }
         Ok(())
     }
@@ -301,19 +338,12 @@ impl Jord {
             return;
         };
         b.initialise_all();
-        let (phys, pages) = (b.phys(), b.pages);
+        let frames: Vec<u64> = (0..b.pages).map_while(|i| b.frame_of(i)).collect();
         let flags = crate::jord::vlb::leaf_flags(perm);
-        for i in 0..pages as u64 {
+        for (i, pa) in frames.into_iter().enumerate() {
             // A new VMA has no leaf anywhere yet, so one appearing needs no TLB flush.
-            let off = i * PAGE_SIZE;
-            if map_leaf(
-                &mut self.leaf_hints,
-                pd,
-                root,
-                base + off,
-                phys + off,
-                flags,
-            ) {
+            let va = base + i as u64 * PAGE_SIZE;
+            if map_leaf(&mut self.leaf_hints, pd, root, va, pa, flags) {
                 self.stats.fills += 1;
             }
         }
@@ -329,4 +359,11 @@ impl Jord {
         let s = self.privlib.revoke(caller, addr, cid)?;
         Ok(self.apply(&s))
     }
+}
+
+/// Whether a new VMA's frames are taken page by page on first use.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sparse {
+    No,
+    Yes,
 }

@@ -176,14 +176,14 @@ impl Frames<'_> {
             return None;
         }
         b.initialise(i);
-        Some(b.phys() + i as u64 * PAGE_SIZE)
+        b.frame_of(i)
     }
 
     /// The initialised bits of the VMA at `base`, 64 pages a word (bit `i % 64` of word
     /// `i / 64` for page `i`); empty without frames.
     pub fn initialised_bits(&mut self, base: u64) -> &[u64] {
         match self.0.backing_mut(base) {
-            Some(b) => b.initialised_and_frames().0,
+            Some(b) => b.initialised_words(),
             None => &[],
         }
     }

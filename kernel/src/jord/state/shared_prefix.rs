@@ -60,8 +60,7 @@ impl Jord {
         let p = self.shared.get(&base)?;
         let perm = *p.perms.get(index)?;
         let source = p.source;
-        let phys = self.backing_mut(source)?.phys();
-        Some((phys + index as u64 * PAGE_SIZE, perm))
+        Some((self.backing_mut(source)?.frame_of(index)?, perm))
     }
 
     /// Copies page `index` of a shared prefix of the VMA at `base` into `buf`; `None` when the

@@ -25,6 +25,9 @@ pub const HEADER_BYTES: u64 = 256;
 
 /// Words of the header before the free lists.
 const FIXED_WORDS: usize = 4;
+/// Byte offset in the header of the free lists' heads ([`CLASSES`] words, one per size class;
+/// each free block's first word links to the next): what μFork's `fork` walks for tags.
+pub const FREE_LIST_HEADS: u64 = FIXED_WORDS as u64 * 8;
 /// The header word holding what a function's `init` built: 0 before (or without) `init`,
 /// [`INIT_PENDING`] while the executor asks for `init` to run, then the address of its state.
 pub const INIT_WORD: usize = 3;

@@ -68,6 +68,7 @@ pub mod area;
 pub mod cap;
 pub mod copy_mode;
 pub mod fd;
+pub mod known;
 pub mod lazy;
 pub mod pipe;
 pub mod process;

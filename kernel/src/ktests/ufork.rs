@@ -177,6 +177,39 @@ ktest! {
 }
 
 ktest! {
+    fn precise_tags_alone_carry_a_child_back_through_the_frames_of_its_fork() {
+        kassert!(runtime::lookup("forkframes").is_some(), "forkframes is not deployed");
+        use crate::ufork::tags;
+        use fjord_ufork::copy_mode::{CopyMode, IsolationLevel};
+        use fjord_ufork::source::TagChoice;
+        // The child returns through twelve frames whose return addresses and saved frame
+        // pointers only the frame-pointer chain tags (no inference): unrelocated, they point
+        // into the parent's area and the child faults.
+        let was = tags::choice();
+        tags::set_choice(TagChoice::Precise);
+        let mut result = Ok(());
+        for mode in [CopyMode::Full, CopyMode::CopyOnAccess, CopyMode::CopyOnPointerAccess] {
+            let options = ufork::SpawnOptions { mode, isolation: IsolationLevel::Full };
+            let status = match ufork::spawn_with("forkframes", options) {
+                Ok((_, ticket)) => ufork::status_of(&orchestrator::wait(ticket).result),
+                Err(e) => {
+                    result = Err(format!("{e:?}"));
+                    break;
+                }
+            };
+            if status != Some(0) {
+                result = Err(format!("forkframes in {mode:?} under precise tags: {status:?}"));
+                break;
+            }
+        }
+        tags::set_choice(was);
+        result?;
+        kassert_eq!(ufork::count(), 0);
+        Ok(())
+    }
+}
+
+ktest! {
     fn a_fork_bomb_stops_at_its_programs_bound_and_another_program_still_starts() {
         for p in ["forkbomb", "sleeper"] {
             kassert!(runtime::lookup(p).is_some(), "{p} is not deployed");

@@ -523,12 +523,14 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
     let (child_base, _) = area_of_instance(&func, &inst);
     let image = func.image_in_area();
     let stack_pages = (func.manifest.stack_size / 4096) as usize;
+    let stack = base + image..base + image + func.manifest.stack_size;
+    let by = at_fork(&tags, (base, len), stack, ctx);
     let copied = match mode {
-        CopyMode::Full => copy_area(base, child_base, len, &*tags),
+        CopyMode::Full => copy_area(base, child_base, len, &*by),
         _ => fork_lazily(
             (parent_pd, base),
             (inst.pd, child_base),
-            (len, mode, tags.clone()),
+            (len, mode, by.clone()),
             eager_pages(
                 ctx.frame.rsp,
                 base + image,
@@ -549,7 +551,7 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
         }
     }
     let mut child_ctx = *ctx;
-    relocate_registers(&mut child_ctx, &from, &to, &*tags);
+    relocate_registers(&mut child_ctx, &from, &to, &*by);
     child_ctx.frame.rax = 0;
     start(
         child,
@@ -570,6 +572,52 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
     )
     .map_err(|_| AbiError::Busy)?;
     Ok(u64::from(child.raw()))
+}
+
+/// The tag source `fork` relocates the parent's area (`area`: base, length) by: the parent's
+/// own, and, under precise tags alone, the transient tags of this moment
+/// (`fjord_ufork::known`): the frame-pointer chain from the saved frame pointer through
+/// `stack`, and the heap allocator's free lists from the header the thread pointer names.
+/// They serve this fork only; the child's own table is a copy of the parent's. Under `both`
+/// the walk would change nothing: every slot it tags holds a value in the area, which
+/// inference tags already.
+fn at_fork(
+    tags: &tags::Source,
+    (base, len): (u64, u64),
+    stack: core::ops::Range<u64>,
+    ctx: &UserContext,
+) -> tags::Source {
+    use fjord_ufork::known::{frame_chain, free_lists};
+    use fjord_ufork::source::TagChoice;
+    let Some(area) = area_of(base, len) else {
+        return tags.clone();
+    };
+    if tags.choice() != TagChoice::Precise {
+        return tags.clone();
+    }
+    let (fp, header) = (ctx.frame.rbp, ctx.fs_base);
+    let heads = header.wrapping_add(fjord_libos::heap::FREE_LIST_HEADS);
+    let slots = jord::with(|j| {
+        let mut read = |a: u64| j.read_word(base, a.checked_sub(base)?);
+        let mut slots = frame_chain(fp, stack, &area, &mut read);
+        if area.contains_range(heads, 8 * fjord_libos::heap::CLASSES as u64) {
+            slots.extend(free_lists(
+                heads,
+                fjord_libos::heap::CLASSES,
+                &area,
+                &mut read,
+            ));
+        }
+        slots
+    });
+    if slots.is_empty() {
+        return tags.clone();
+    }
+    let mut table = tags.tags().clone();
+    for s in slots {
+        let _ = table.set(s);
+    }
+    tags::source(table)
 }
 
 /// The pages a lazily forked child gets during `fork`: its stack from the page holding the

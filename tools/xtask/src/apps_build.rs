@@ -25,6 +25,7 @@ pub const APPS: &[(&str, &str)] = &[
     ("fjord-app-forktest", "forkbomb"),
     ("fjord-app-forktest", "tlstest"),
     ("fjord-app-forktest", "forkbig"),
+    ("fjord-app-forktest", "forkframes"),
     ("fjord-app-forkbench", "forkbench"),
     ("fjord-app-forkbench", "forkhello"),
     ("fjord-app-forkbench", "nop"),
@@ -74,8 +75,11 @@ pub const APPS: &[(&str, &str)] = &[
     ("fjord-app-hipster", "hipster-checkout"),
 ];
 
-/// Compiler flags of a function module.
-pub const APP_RUSTFLAGS: &str = "-C relocation-model=pie -C strip=debuginfo";
+/// Compiler flags of a function module: position-independent, and with frame pointers (as
+/// Fedora and Ubuntu now build their packages), so that μFork's `fork` can tag each frame's
+/// saved frame pointer and return address and a profiler can walk the stack.
+pub const APP_RUSTFLAGS: &str =
+    "-C relocation-model=pie -C strip=debuginfo -C force-frame-pointers=yes";
 
 /// One built and validated function module.
 #[derive(Clone, Debug)]

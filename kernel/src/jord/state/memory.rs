@@ -98,6 +98,29 @@ impl Jord {
         Ok(())
     }
 
+    /// The word at byte `offset` (8-aligned) of the VMA at `base` as its PD sees it: a page its
+    /// pager holds is settled first, a page never initialised reads as zero (and stays so);
+    /// `None` beyond the VMA or in a shared prefix.
+    pub fn read_word(&mut self, base: u64, offset: u64) -> Option<u64> {
+        if !offset.is_multiple_of(8) {
+            return None;
+        }
+        let index = usize::try_from(offset / PAGE_SIZE).ok()?;
+        if self.in_shared_prefix(base, index) {
+            return None;
+        }
+        self.page_before_read(base, index);
+        let b = self.backing_mut(base)?;
+        if index >= b.pages {
+            return None;
+        }
+        if !b.is_initialised(index) {
+            return Some(0);
+        }
+        let mut out = core::mem::MaybeUninit::<[u64; 1]>::uninit();
+        Some(b.frames.read_words(offset as usize, &mut out)[0])
+    }
+
     /// Copies `data` (at most a page) to page `index` of the VMA at `base`, which counts as
     /// initialised from then on (the rest of the page is zeroed the first time);
     /// [`Error::AccessDenied`] for a page of a shared prefix.

@@ -133,6 +133,9 @@ extern "C" fn boot_on_stack() -> ! {
         Err(e) => fail(format_args!("probing the FPU: {e:?}")),
     }
     print_banner(info, &features);
+    if let Some((bytes, bus)) = crate::drivers::virtio_blk::init() {
+        kprintln!("fjord: disk: {} MiB on {bus}", bytes >> 20);
+    }
     check_initrd(info, &opts);
     crate::runtime::boot(initrd(info), &opts);
     crate::ufork::init();

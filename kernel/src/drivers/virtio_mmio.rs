@@ -21,6 +21,8 @@ pub const SLOT_COUNT: usize = 24;
 pub const MAGIC: u32 = 0x7472_6976;
 /// Virtio device id of a network card.
 pub const DEVICE_NET: u32 = 1;
+/// Virtio device id of a block device.
+pub const DEVICE_BLOCK: u32 = 2;
 
 /// Register offsets read by a probe.
 pub mod reg {

@@ -4,6 +4,7 @@
 //! prints `ktest <name> ... ok` or `ktest <name> ... FAILED: <reason>` for each test, then
 //! `ktest: N passed, M failed`, and exits QEMU with the success or failure code.
 
+mod disk;
 mod groundhog;
 mod jord;
 mod memory;

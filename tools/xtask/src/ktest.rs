@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::qemu::{Machine, QemuConfig};
+use crate::qemu::{Device, Machine, QemuConfig};
 use crate::qemu_run::{QemuExit, QemuRun};
 use crate::serial_log::KtestLine;
 use crate::test_runner::{BootSetup, Tally};
@@ -109,6 +109,17 @@ fn boot_once(setup: &BootSetup, machine: Machine, smp: u32, filter: Option<&str>
         Some(filter) => format!("mode=test modules=initrd test={filter}"),
         None => "mode=test modules=initrd".to_owned(),
     };
+    // A scratch disk of its own (the disk tests leave its sectors as they found them).
+    match crate::disk::scratch_image(&format!("ktest-{machine}-{}", setup.accel)) {
+        Ok(image) => config.devices.push(Device::Disk { image }),
+        Err(error) => {
+            println!("{label} ... FAILED ({error:#})");
+            return Tally {
+                passed: 0,
+                failed: 1,
+            };
+        }
+    }
     let echo = setup.verbose.then(|| format!("[{machine}] "));
     let mut run = match QemuRun::spawn(&config, echo) {
         Ok(run) => run,

@@ -17,6 +17,7 @@ pub mod bench;
 pub mod bench_results;
 pub mod cli;
 pub mod cpio;
+pub mod disk;
 pub mod e2e;
 pub mod e2e_cli;
 pub mod e2e_conns;

@@ -224,6 +224,11 @@ pub enum Device {
         /// The host interface's name.
         ifname: String,
     },
+    /// A virtio-blk disk backed by a raw host image file.
+    Disk {
+        /// The image file (its size is the disk's).
+        image: PathBuf,
+    },
     /// An `ivshmem-plain` PCI device backed by a shared host file (emulated CXL memory; q35 only).
     Ivshmem {
         /// The host file shared between VMs (e.g. under `/dev/shm`).
@@ -427,6 +432,16 @@ impl QemuConfig {
                 );
                 args.pair("-device", self.nic_arg(index));
             }
+            Device::Disk { image } => {
+                let mut drive = OsString::from(format!("if=none,id=disk{index},format=raw,file="));
+                drive.push(image);
+                args.pair("-drive", drive);
+                let blk = match self.machine {
+                    Machine::Microvm => "virtio-blk-device",
+                    Machine::Q35 => "virtio-blk-pci",
+                };
+                args.pair("-device", format!("{blk},drive=disk{index}"));
+            }
             Device::Ivshmem { mem_path, size_mib } => {
                 if self.machine != Machine::Q35 {
                     return Err(ConfigError::DeviceNeedsPci("ivshmem"));
@@ -570,6 +585,24 @@ mod tests {
         );
         config.machine = Machine::Q35;
         assert!(rendered(&config).contains("-device virtio-net-pci,netdev=net0"));
+    }
+
+    #[test]
+    fn a_disk_is_a_raw_drive_on_the_machines_virtio_blk() {
+        let mut config = QemuConfig::new("k");
+        config.devices.push(Device::Disk {
+            image: "/tmp/d.img".into(),
+        });
+        let line = rendered(&config);
+        assert!(
+            line.contains(
+                "-drive if=none,id=disk0,format=raw,file=/tmp/d.img \
+                 -device virtio-blk-device,drive=disk0"
+            ),
+            "{line}"
+        );
+        config.machine = Machine::Q35;
+        assert!(rendered(&config).contains("-device virtio-blk-pci,drive=disk0"));
     }
 
     #[test]

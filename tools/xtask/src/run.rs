@@ -55,6 +55,10 @@ pub fn run(options: &RunOptions) -> Result<()> {
     if accel == Accel::Kvm {
         config.cpu = "host".to_owned();
     }
+    let disk = crate::disk::run_image()?;
+    config.devices.push(Device::Disk {
+        image: disk.clone(),
+    });
     let port = gateway_port();
     config.devices.push(Device::UserNet {
         hostfwd: vec![HostForward {
@@ -66,6 +70,11 @@ pub fn run(options: &RunOptions) -> Result<()> {
     println!(
         "xtask: booting Fjord on {} ({}) with {} CPUs, {} MiB ({}); Ctrl-A X quits",
         options.machine, accel, options.smp, options.memory_mib, config.append
+    );
+    println!(
+        "xtask: disk {} ({} MiB, kept between boots)",
+        disk.display(),
+        std::fs::metadata(&disk).map_or(0, |m| m.len() >> 20)
     );
     let url = format!("http://127.0.0.1:{port}/");
     let url_file = fn_cli::url_file();

@@ -26,6 +26,8 @@ mod console;
 #[cfg(target_os = "none")]
 mod drivers;
 #[cfg(target_os = "none")]
+mod fs;
+#[cfg(target_os = "none")]
 mod groundhog;
 #[cfg(target_os = "none")]
 mod jord;

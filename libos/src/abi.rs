@@ -112,11 +112,25 @@ pub enum Sysno {
     /// `isolation()`: the calling μprocess's isolation level (0 none, 1 non-adversarial,
     /// 2 full).
     Isolation = 55,
+    /// `open(name, len, flags)`: opens the disk file `name` (of the caller's namespace) for
+    /// reading (`flags` 0) or, created or emptied, for writing (`flags` 1); returns its
+    /// descriptor. What is written reaches the disk, whole and atomically, at `fsync` or at the
+    /// last `close`.
+    Open = 56,
+    /// `fsync(fd)`: makes the file open for writing on `fd` durable on the disk as written so
+    /// far (replacing its previous contents atomically).
+    Fsync = 57,
+    /// `rename(names, from_len, to_len)`: renames the disk file whose name is the first
+    /// `from_len` bytes at `names` to the `to_len` bytes after them, atomically, replacing a
+    /// file of that name.
+    Rename = 58,
+    /// `unlink(name, len)`: removes the disk file `name`.
+    Unlink = 59,
 }
 
 impl Sysno {
     /// Every defined system call, in number order.
-    pub const ALL: [Sysno; 40] = [
+    pub const ALL: [Sysno; 44] = [
         Sysno::Null,
         Sysno::Exit,
         Sysno::Log,
@@ -157,6 +171,10 @@ impl Sysno {
         Sysno::MemInfo,
         Sysno::Spawn,
         Sysno::Isolation,
+        Sysno::Open,
+        Sysno::Fsync,
+        Sysno::Rename,
+        Sysno::Unlink,
     ];
 
     /// The call with number `n`, if one is defined.
@@ -223,11 +241,15 @@ pub enum Error {
     BrokenPipe = 17,
     /// No μprocess has this PID (`ESRCH`), or it may not be signalled.
     NoSuchProcess = 18,
+    /// The disk failed, or a file on it does not match its checksum (`EIO`).
+    Io = 19,
+    /// The disk, or its directory, has no room left (`ENOSPC`).
+    NoSpace = 20,
 }
 
 impl Error {
     /// Every defined error, in code order.
-    pub const ALL: [Error; 18] = [
+    pub const ALL: [Error; 20] = [
         Error::NoSys,
         Error::InvalidArgs,
         Error::BadAddress,
@@ -246,6 +268,8 @@ impl Error {
         Error::BadFd,
         Error::BrokenPipe,
         Error::NoSuchProcess,
+        Error::Io,
+        Error::NoSpace,
     ];
 
     /// The value placed in `rax` for this error.

@@ -168,6 +168,59 @@ pub fn close(fd: Fd) -> Result<(), Option<Error>> {
     syscall3(Sysno::Close, u64::from(fd), 0, 0).map(drop)
 }
 
+/// How [`open`] opens a disk file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// For reading: the file's contents as they are now.
+    Read = 0,
+    /// For writing: created or emptied; what is written is saved, whole and atomically, at
+    /// [`fsync`] or when the last descriptor closes.
+    Write = 1,
+}
+
+/// `open(name, mode)`: a descriptor for the disk file `name` of the caller's namespace (1 to 32
+/// bytes of letters, digits, `.`, `_`, `-`). [`Error::NotFound`] for a file to read that does
+/// not exist, [`Error::InvalidArgs`] for a bad name.
+pub fn open(name: &str, mode: OpenMode) -> Result<Fd, Option<Error>> {
+    syscall3(
+        Sysno::Open,
+        name.as_ptr() as u64,
+        name.len() as u64,
+        mode as u64,
+    )
+    .map(|fd| fd as Fd)
+}
+
+/// `fsync(fd)`: saves the file open for writing on `fd` as written so far, replacing its
+/// previous contents atomically, and returns once it is on the disk. Does nothing for other
+/// descriptors.
+pub fn fsync(fd: Fd) -> Result<(), Option<Error>> {
+    syscall3(Sysno::Fsync, u64::from(fd), 0, 0).map(drop)
+}
+
+/// `rename(from, to)`: renames the disk file `from` to `to` atomically, replacing `to`.
+pub fn rename(from: &str, to: &str) -> Result<(), Option<Error>> {
+    let mut names = [0u8; 64];
+    let (f, t) = (from.as_bytes(), to.as_bytes());
+    if f.len() + t.len() > names.len() {
+        return Err(Some(Error::InvalidArgs));
+    }
+    names[..f.len()].copy_from_slice(f);
+    names[f.len()..f.len() + t.len()].copy_from_slice(t);
+    syscall3(
+        Sysno::Rename,
+        names.as_ptr() as u64,
+        f.len() as u64,
+        t.len() as u64,
+    )
+    .map(drop)
+}
+
+/// `unlink(name)`: removes the disk file `name`.
+pub fn unlink(name: &str) -> Result<(), Option<Error>> {
+    syscall3(Sysno::Unlink, name.as_ptr() as u64, name.len() as u64, 0).map(drop)
+}
+
 /// `dup2(old, new)`: `new` names what `old` names.
 pub fn dup2(old: Fd, new: Fd) -> Result<Fd, Option<Error>> {
     syscall3(Sysno::Dup2, u64::from(old), u64::from(new), 0).map(|fd| fd as Fd)

@@ -15,6 +15,7 @@
 //! | `orch_group` | 0 (default: one group of every CPU), or 2 to 256 | CPUs per orchestrator group (the first of each group orchestrates, the others execute) |
 //! | `hops` | `move` (default), `copy` | nested calls move ArgBufs (Jord) or copy them through a kernel channel (the NightCore-like baseline) |
 //! | `warm` | `on` (default), `off` | keep idle function instances between requests, restored to a fresh state, or destroy each after its request |
+//! | `disk` | `keep` (default), `scratch` | whether the disk is the user's (tests leave it as they found it) or a scratch disk xtask made for one test boot (tests leave files there for the host to check) |
 //! | `tags` | `both` (default), `inferred`, `precise` | which emulated capability tags μFork's `fork` relocates by: the kernel's shadow table, inference from values, or their union |
 //! | `http_head_timeout_ms` | 100 to 3600000 (default 10000) | time a client has to send a request's head |
 //! | `http_body_timeout_ms` | 100 to 3600000 (default 30000) | time a client has to send a request's body once its head is in |
@@ -199,6 +200,8 @@ pub struct BootOptions<'a> {
     pub init: Option<&'a str>,
     /// Which emulated tags μFork's `fork` relocates by (`tags=`).
     pub tags: fjord_ufork::source::TagChoice,
+    /// The disk is a scratch disk of this boot (`disk=scratch`): tests may leave files on it.
+    pub scratch_disk: bool,
     /// The HTTP gateway's deadlines and connection limit.
     pub http: HttpOptions,
 }
@@ -219,6 +222,7 @@ impl Default for BootOptions<'_> {
             hops: Hops::Move,
             orch_group: 0,
             warm: true,
+            scratch_disk: false,
             init: None,
             tags: fjord_ufork::source::TagChoice::Both,
             http: HttpOptions::default(),
@@ -227,7 +231,7 @@ impl Default for BootOptions<'_> {
 }
 
 /// The option names the parser knows, for error messages.
-pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, bench_clock, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, tags, \
+pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, bench_clock, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, tags, disk, \
      http_head_timeout_ms, http_body_timeout_ms, http_idle_timeout_ms, http_send_timeout_ms, http_max_conns";
 
 /// Why a command line was rejected.
@@ -294,6 +298,7 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             "warm",
             "init",
             "tags",
+            "disk",
             "http_head_timeout_ms",
             "http_body_timeout_ms",
             "http_idle_timeout_ms",
@@ -384,6 +389,13 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
                 opts.tags = fjord_ufork::source::TagChoice::parse(value)
                     .ok_or(bad("both, inferred, precise"))?;
             }
+            "disk" => {
+                opts.scratch_disk = match value {
+                    "keep" => false,
+                    "scratch" => true,
+                    _ => return Err(bad("keep, scratch")),
+                }
+            }
             "warm" => {
                 opts.warm = match value {
                     "on" => true,
@@ -429,6 +441,9 @@ mod tests {
 
     #[test]
     fn runtime_options() {
+        assert!(parse("disk=scratch").unwrap().scratch_disk);
+        assert!(!parse("disk=keep").unwrap().scratch_disk && !parse("").unwrap().scratch_disk);
+        assert!(parse("disk=maybe").is_err());
         let o = parse("jbsq_k=4 hops=copy orch_group=2 warm=off").unwrap();
         assert_eq!(
             (o.jbsq_k, o.hops, o.orch_group, o.warm),

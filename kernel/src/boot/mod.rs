@@ -134,7 +134,20 @@ extern "C" fn boot_on_stack() -> ! {
     }
     print_banner(info, &features);
     if let Some((bytes, bus)) = crate::drivers::virtio_blk::init() {
-        kprintln!("fjord: disk: {} MiB on {bus}", bytes >> 20);
+        match crate::fs::mount() {
+            Ok((blocks, crate::fs::Mounted::Existing(files))) => kprintln!(
+                "fjord: disk: {} MiB on {bus}, {files} file(s) in {blocks} blocks",
+                bytes >> 20
+            ),
+            Ok((blocks, crate::fs::Mounted::Formatted)) => kprintln!(
+                "fjord: disk: {} MiB on {bus}, empty: formatted ({blocks} blocks)",
+                bytes >> 20
+            ),
+            Err(e) => kprintln!(
+                "fjord: disk: {} MiB on {bus}, not mounted: {e:?}",
+                bytes >> 20
+            ),
+        }
     }
     check_initrd(info, &opts);
     crate::runtime::boot(initrd(info), &opts);

@@ -44,3 +44,30 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    fn a_program_writes_saves_renames_shares_and_removes_its_disk_files() {
+        use crate::ufork;
+        kassert!(crate::runtime::lookup("filetest").is_some(), "filetest is not deployed");
+        let (_, ticket) = ufork::spawn("filetest").map_err(|e| format!("{e:?}"))?;
+        let status = ufork::status_of(&crate::orchestrator::wait(ticket).result);
+        kassert!(status == Some(0), "filetest ended with {status:?}");
+        // What it left, in its own namespace, and nothing else of its.
+        let files = crate::fs::list().map_err(|e| format!("{e:?}"))?;
+        let mine: alloc::vec::Vec<_> =
+            files.iter().filter(|(n, _)| n.starts_with("filetest/")).collect();
+        kassert!(mine.len() == 1, "{files:?}");
+        kassert_eq!(mine[0].0.as_str(), "filetest/dump.dat");
+        kassert_eq!(mine[0].1, 100_000);
+        let data = crate::fs::read("filetest/dump.dat").map_err(|e| format!("{e:?}"))?;
+        kassert!(
+            data.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8 ^ 2),
+            "dump.dat holds the second save"
+        );
+        // A scratch disk keeps it for the host to read; the user's disk gets it back clean.
+        if !crate::boot::options().scratch_disk {
+            crate::fs::remove("filetest/dump.dat").map_err(|e| format!("{e:?}"))?;
+        }
+        Ok(())
+    }
+}

@@ -53,7 +53,11 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         | Sysno::SetForkMode
         | Sysno::MemInfo
         | Sysno::Spawn
-        | Sysno::Isolation => {
+        | Sysno::Isolation
+        | Sysno::Open
+        | Sysno::Fsync
+        | Sysno::Rename
+        | Sysno::Unlink => {
             if percpu::current().current_pd == 0 {
                 Err(Error::AccessDenied)
             } else {

@@ -1,6 +1,13 @@
-//! μprocesses' descriptors: the console and pipes (`pipe`, `read`, `write`, `close`, `dup2`),
-//! over `fjord_ufork::fd` (descriptor tables, reference-counted open files) and
-//! `fjord_ufork::pipe` (bounded pipes).
+//! μprocesses' descriptors: the console, pipes (`pipe`, `read`, `write`, `close`, `dup2`) and
+//! disk files (`open`, `fsync`, `rename`, `unlink`), over `fjord_ufork::fd` (descriptor tables,
+//! reference-counted open files), `fjord_ufork::pipe` (bounded pipes) and `crate::fs` (the
+//! disk's file store).
+//!
+//! Disk files follow the store: a file is read whole when opened for reading and written whole
+//! when the writer calls `fsync` or closes its last descriptor, replacing the previous contents
+//! atomically (a crash leaves the old file or the new one). A program names files in its own
+//! key-value namespace: the store holds `<namespace>/<name>`, so programs of other namespaces
+//! neither see nor change them.
 //!
 //! Buffers follow the μprocess's isolation level (μFork §3): at `full`, every buffer a system
 //! call reads or writes is copied through a kernel buffer (`write` copies the caller's bytes in
@@ -77,6 +84,57 @@ pub enum File {
     PipeRead(PipeId),
     /// A pipe's write end.
     PipeWrite(PipeId),
+    /// A disk file, by its slot in [`DiskFiles`].
+    Disk(u32),
+}
+
+/// Longest name a program gives a disk file.
+pub const MAX_NAME: usize = 32;
+/// Largest disk file a μprocess may write.
+pub const MAX_FILE: usize = 16 << 20;
+
+/// A disk file open in some μprocess.
+pub struct DiskFile {
+    /// Its name in the store (`<namespace>/<name>`).
+    stored: alloc::string::String,
+    /// Open for writing (else for reading).
+    writing: bool,
+    /// Its contents: as read at `open`, or as written so far.
+    data: Vec<u8>,
+    /// The next byte `read` returns.
+    pos: usize,
+    /// Writes so far, and how many of them the store holds.
+    version: u64,
+    synced: u64,
+}
+
+/// Every open disk file, by slot.
+#[derive(Default)]
+pub struct DiskFiles {
+    slots: Vec<Option<DiskFile>>,
+}
+
+impl DiskFiles {
+    fn insert(&mut self, f: DiskFile) -> u32 {
+        match self.slots.iter().position(Option::is_none) {
+            Some(i) => {
+                self.slots[i] = Some(f);
+                i as u32
+            }
+            None => {
+                self.slots.push(Some(f));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    fn get_mut(&mut self, id: u32) -> Option<&mut DiskFile> {
+        self.slots.get_mut(id as usize).and_then(Option::as_mut)
+    }
+
+    fn remove(&mut self, id: u32) -> Option<DiskFile> {
+        self.slots.get_mut(id as usize).and_then(Option::take)
+    }
 }
 
 /// A new μprocess's descriptors: 0, 1 and 2 name the console.
@@ -225,6 +283,7 @@ pub(super) fn read(
         match file_of(p, pid, fd)? {
             File::Console => Ok(Some((Vec::new(), Vec::new()))),
             File::PipeWrite(_) => Err(AbiError::BadFd),
+            File::Disk(id) => Ok(Some((disk_read(p, id, len)?.to_vec(), Vec::new()))),
             File::PipeRead(id) => {
                 let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
                 let mut data = vec![0u8; len as usize];
@@ -278,6 +337,11 @@ fn read_direct(
         match file_of(p, pid, fd)? {
             File::Console => Ok(Some((0, Vec::new()))),
             File::PipeWrite(_) => Err(AbiError::BadFd),
+            File::Disk(id) => {
+                let bytes = disk_read(p, id, len)?;
+                crate::mm::user_memory::copy_to(buf, bytes)?;
+                Ok(Some((bytes.len(), Vec::new())))
+            }
             File::PipeRead(id) => {
                 let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
                 match pipe.peek(len as usize) {
@@ -357,6 +421,18 @@ fn write_from(
     let r = with(|p| match file_of(p, pid, fd)? {
         File::Console => Ok(Some((data.len(), None))),
         File::PipeRead(_) => Err(AbiError::BadFd),
+        File::Disk(id) => {
+            let f = p.disk.get_mut(id).ok_or(AbiError::BadFd)?;
+            if !f.writing {
+                return Err(AbiError::BadFd);
+            }
+            if f.data.len() + data.len() > MAX_FILE {
+                return Err(AbiError::TooLarge);
+            }
+            f.data.extend_from_slice(data);
+            f.version += 1;
+            Ok(Some((data.len(), Some(Vec::new()))))
+        }
         File::PipeWrite(id) => {
             let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
             match pipe.write(data) {
@@ -436,8 +512,18 @@ pub(super) fn close_all(mut fds: FdTable) {
 /// The last descriptor of `file` went: a pipe end closes, and whoever waits on the other end
 /// is woken (a reader sees end of file, a writer a broken pipe).
 fn release(file: File) {
+    if let File::Disk(id) = file {
+        if let Some(f) = with(|p| p.disk.remove(id))
+            && f.writing
+            && f.synced != f.version
+            && let Err(e) = crate::fs::write(&f.stored, &f.data)
+        {
+            log::warn!("disk file {}: not saved at its last close: {e:?}", f.stored);
+        }
+        return;
+    }
     let woken = with(|p| match file {
-        File::Console => Vec::new(),
+        File::Console | File::Disk(_) => Vec::new(),
         File::PipeRead(id) => {
             let _ = p.pipes.close_end(id, End::Read);
             p.table.wake_all(BlockReason::Write(id.raw()))
@@ -448,4 +534,143 @@ fn release(file: File) {
         }
     });
     wake(woken);
+}
+
+/// Up to `len` bytes of the disk file in slot `id` from its position, which moves past them.
+fn disk_read(p: &mut Procs, id: u32, len: u64) -> Result<&[u8], AbiError> {
+    let f = p.disk.get_mut(id).ok_or(AbiError::BadFd)?;
+    if f.writing {
+        return Err(AbiError::BadFd);
+    }
+    let start = f.pos.min(f.data.len());
+    let end = start.saturating_add(len as usize).min(f.data.len());
+    f.pos = end;
+    Ok(&f.data[start..end])
+}
+
+/// The store's name of the file `pid` calls by the `len` bytes at `addr`: checked (1 to
+/// [`MAX_NAME`] bytes of letters, digits, `.`, `_` and `-`, not `.` or `..`) and put in its
+/// program's namespace.
+fn stored_name(pid: Pid, addr: u64, len: u64) -> Result<alloc::string::String, AbiError> {
+    if len == 0 || len > MAX_NAME as u64 {
+        return Err(AbiError::InvalidArgs);
+    }
+    let bytes = copy_in(pid, addr, len)?;
+    stored_name_of(pid, &bytes)
+}
+
+fn stored_name_of(pid: Pid, bytes: &[u8]) -> Result<alloc::string::String, AbiError> {
+    let ok = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+    if bytes.is_empty()
+        || bytes.len() > MAX_NAME
+        || !bytes.iter().all(ok)
+        || bytes == b"."
+        || bytes == b".."
+    {
+        return Err(AbiError::InvalidArgs);
+    }
+    let name = core::str::from_utf8(bytes).map_err(|_| AbiError::InvalidArgs)?;
+    let ns = with(|p| {
+        p.procs
+            .get(&pid)
+            .map(|pr| alloc::string::String::from(pr.func.manifest.namespace()))
+    })
+    .ok_or(AbiError::InvalidArgs)?;
+    Ok(alloc::format!("{ns}/{name}"))
+}
+
+/// The system-call error of a store error.
+fn fs_error(e: crate::fs::Error) -> AbiError {
+    use fjord_fs::FsError;
+    match e {
+        FsError::NotFound => AbiError::NotFound,
+        FsError::NoSpace | FsError::TooManyFiles => AbiError::NoSpace,
+        FsError::BadName => AbiError::InvalidArgs,
+        e => {
+            log::warn!("disk: {e:?}");
+            AbiError::Io
+        }
+    }
+}
+
+/// `open(name, len, flags)`: flags 0 reads the file (read whole now), 1 writes it (created or
+/// emptied, saved at `fsync` or the last `close`).
+pub(super) fn open(pid: Pid, name: u64, len: u64, flags: u64) -> Result<u64, AbiError> {
+    let stored = stored_name(pid, name, len)?;
+    let file = match flags {
+        0 => DiskFile {
+            data: crate::fs::read(&stored).map_err(fs_error)?,
+            stored,
+            writing: false,
+            pos: 0,
+            version: 0,
+            synced: 0,
+        },
+        // A new file: saved (empty, if nothing is written) at its last close.
+        1 => DiskFile {
+            stored,
+            writing: true,
+            data: Vec::new(),
+            pos: 0,
+            version: 1,
+            synced: 0,
+        },
+        _ => return Err(AbiError::InvalidArgs),
+    };
+    with(|p| {
+        let id = p.disk.insert(file);
+        let pr = p.procs.get_mut(&pid).ok_or(AbiError::InvalidArgs)?;
+        match pr.fds.open(&mut p.files, File::Disk(id)) {
+            Ok(fd) => Ok(u64::from(fd)),
+            Err((e, _)) => {
+                p.disk.remove(id);
+                Err(fd_error(e))
+            }
+        }
+    })
+}
+
+/// `fsync(fd)`: the file open for writing on `fd` saved as written so far.
+pub(super) fn fsync(pid: Pid, fd: u64) -> Result<u64, AbiError> {
+    let fd = u32::try_from(fd).map_err(|_| AbiError::BadFd)?;
+    let pending = with(|p| -> Result<_, AbiError> {
+        let File::Disk(id) = file_of(p, pid, fd)? else {
+            // The console and pipes hold nothing to save.
+            return Ok(None);
+        };
+        let f = p.disk.get_mut(id).ok_or(AbiError::BadFd)?;
+        if !f.writing || f.synced == f.version {
+            return Ok(None);
+        }
+        Ok(Some((id, f.stored.clone(), f.data.clone(), f.version)))
+    })?;
+    let Some((id, stored, data, version)) = pending else {
+        return Ok(0);
+    };
+    crate::fs::write(&stored, &data).map_err(fs_error)?;
+    with(|p| {
+        if let Some(f) = p.disk.get_mut(id) {
+            f.synced = f.synced.max(version);
+        }
+    });
+    Ok(0)
+}
+
+/// `rename(names, from_len, to_len)`.
+pub(super) fn rename(pid: Pid, names: u64, from_len: u64, to_len: u64) -> Result<u64, AbiError> {
+    if from_len == 0 || to_len == 0 || from_len > MAX_NAME as u64 || to_len > MAX_NAME as u64 {
+        return Err(AbiError::InvalidArgs);
+    }
+    let bytes = copy_in(pid, names, from_len + to_len)?;
+    let (from, to) = bytes.split_at(from_len as usize);
+    let (from, to) = (stored_name_of(pid, from)?, stored_name_of(pid, to)?);
+    crate::fs::rename(&from, &to).map_err(fs_error)?;
+    Ok(0)
+}
+
+/// `unlink(name, len)`.
+pub(super) fn unlink(pid: Pid, name: u64, len: u64) -> Result<u64, AbiError> {
+    let stored = stored_name(pid, name, len)?;
+    crate::fs::remove(&stored).map_err(fs_error)?;
+    Ok(0)
 }

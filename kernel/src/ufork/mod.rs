@@ -104,6 +104,8 @@ struct Procs {
     /// Every open file of every μprocess.
     files: OpenFiles<files::File>,
     pipes: PipeTable,
+    /// Every open disk file.
+    disk: files::DiskFiles,
     /// Sleeping μprocesses and when they wake (TSC).
     sleepers: Vec<(Pid, u64)>,
 }
@@ -127,6 +129,7 @@ fn with<R>(f: impl FnOnce(&mut Procs) -> R) -> R {
             procs: BTreeMap::new(),
             files: OpenFiles::new(files::MAX_FILES),
             pipes: PipeTable::new(files::MAX_PIPES),
+            disk: files::DiskFiles::default(),
             sleepers: Vec::new(),
         });
         f(p)
@@ -345,6 +348,14 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
                 }
                 Some(Sysno::Close) => Next::Continue(encode(files::close(pid, args[0]))),
                 Some(Sysno::Dup2) => Next::Continue(encode(files::dup2(pid, args[0], args[1]))),
+                Some(Sysno::Open) => {
+                    Next::Continue(encode(files::open(pid, args[0], args[1], args[2])))
+                }
+                Some(Sysno::Fsync) => Next::Continue(encode(files::fsync(pid, args[0]))),
+                Some(Sysno::Rename) => {
+                    Next::Continue(encode(files::rename(pid, args[0], args[1], args[2])))
+                }
+                Some(Sysno::Unlink) => Next::Continue(encode(files::unlink(pid, args[0], args[1]))),
                 Some(Sysno::Kill) => Next::Continue(encode(kill(Some(pid), args[0], args[1]))),
                 Some(Sysno::Sleep) => sleep(pid, args[0], &mut ctx, info),
                 _ => Next::Continue(encode(Err(AbiError::NoSys))),

@@ -26,6 +26,7 @@ pub const APPS: &[(&str, &str)] = &[
     ("fjord-app-forktest", "tlstest"),
     ("fjord-app-forktest", "forkbig"),
     ("fjord-app-forktest", "forkframes"),
+    ("fjord-app-forktest", "filetest"),
     ("fjord-app-forkbench", "forkbench"),
     ("fjord-app-forkbench", "forkhello"),
     ("fjord-app-forkbench", "nop"),

@@ -48,6 +48,35 @@ pub enum Command {
     Fuzz(FuzzArgs),
     /// Drive hello, chains and the workloads through the gateway; check memory and latency.
     Soak(SoakArgs),
+    /// List or copy out the files on the disk image `cargo xtask run` attaches.
+    Disk(DiskArgs),
+}
+
+/// Arguments of `disk`.
+#[derive(Debug, Args)]
+pub struct DiskArgs {
+    /// The image [default: target/fjord-disk.img].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub image: Option<std::path::PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub verb: DiskCommand,
+}
+
+/// The `disk` verbs.
+#[derive(Debug, Subcommand)]
+pub enum DiskCommand {
+    /// List the files (`<namespace>/<name>`) and their sizes.
+    #[command(visible_alias = "ls")]
+    List,
+    /// Copy a file out (checksum verified), to standard output or `--out`.
+    Get {
+        /// The file, as `ls` names it (`<namespace>/<name>`).
+        name: String,
+        /// Where to write it [default: standard output].
+        #[arg(long, short, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+    },
 }
 
 /// Arguments of `soak`.
@@ -293,6 +322,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<bool> {
             verbose: cli.verbose,
             ..SoakOptions::new(args.invocations)
         }),
+        Command::Disk(args) => {
+            let image = match args.image {
+                Some(p) => p,
+                None => crate::workspace::target_dir().join("fjord-disk.img"),
+            };
+            match args.verb {
+                DiskCommand::List => crate::disk::list(&image, &mut std::io::stdout().lock())?,
+                DiskCommand::Get { name, out } => crate::disk::get(&image, &name, out.as_deref())?,
+            }
+            Ok(true)
+        }
         Command::Metrics(args) => {
             let gateway = Gateway::locate(args.gateway.url.as_deref())?;
             fn_cli::metrics(

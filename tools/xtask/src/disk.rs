@@ -3,8 +3,11 @@
 //! Both are raw, sparse files: the guest's sector `n` is the file's bytes `512 n ..`.
 
 use crate::workspace;
-use anyhow::{Context, Result};
-use std::path::PathBuf;
+use anyhow::{Context, Result, bail};
+use fjord_fs::{BLOCK, BlockDevice, FileStore};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 
 /// Size of the image `cargo xtask run` attaches.
 pub const RUN_IMAGE_BYTES: u64 = 64 << 20;
@@ -37,6 +40,102 @@ fn sized(path: &std::path::Path, bytes: u64) -> Result<()> {
         std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     file.set_len(bytes)
         .with_context(|| format!("sizing {} to {bytes} bytes", path.display()))
+}
+
+/// A disk image as the store's block device (read-only unless opened for writing).
+pub struct ImageBlocks {
+    file: File,
+    blocks: u64,
+}
+
+impl ImageBlocks {
+    /// Opens `path` for reading.
+    pub fn open(path: &Path) -> Result<ImageBlocks> {
+        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let blocks = file.metadata()?.len() / BLOCK as u64;
+        Ok(ImageBlocks { file, blocks })
+    }
+}
+
+impl BlockDevice for ImageBlocks {
+    type Error = std::io::ErrorKind;
+
+    fn blocks(&self) -> u64 {
+        self.blocks
+    }
+
+    fn read_block(&mut self, n: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
+        self.file
+            .seek(SeekFrom::Start(n * BLOCK as u64))
+            .and_then(|_| self.file.read_exact(buf))
+            .map_err(|e| e.kind())
+    }
+
+    fn write_block(&mut self, n: u64, data: &[u8]) -> Result<(), Self::Error> {
+        self.file
+            .seek(SeekFrom::Start(n * BLOCK as u64))
+            .and_then(|_| self.file.write_all(data))
+            .map_err(|e| e.kind())
+    }
+
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        self.file.sync_data().map_err(|e| e.kind())
+    }
+}
+
+/// The store on the image at `path`, mounted read-only.
+pub fn mount(path: &Path) -> Result<FileStore<ImageBlocks>> {
+    FileStore::mount(ImageBlocks::open(path)?)
+        .map_err(|e| anyhow::anyhow!("{}: no Fjord file store ({e:?})", path.display()))
+}
+
+/// `cargo xtask disk ls`: the files on the image, with their sizes.
+pub fn list(image: &Path, out: &mut impl Write) -> Result<()> {
+    let store = mount(image)?;
+    for f in store.files() {
+        writeln!(out, "{:>10}  {}", f.len, f.name)?;
+    }
+    writeln!(
+        out,
+        "{} file(s), {} of {} blocks free (generation {})",
+        store.files().len(),
+        store.free_blocks(),
+        store.blocks(),
+        store.generation()
+    )?;
+    Ok(())
+}
+
+/// `cargo xtask disk get <file>`: the file `name` (`<namespace>/<name>`, as `ls` shows it)
+/// copied to `to` (or standard output), its checksum verified.
+pub fn get(image: &Path, name: &str, to: Option<&Path>) -> Result<()> {
+    let mut store = mount(image)?;
+    let data = match store.read(name) {
+        Ok(d) => d,
+        Err(fjord_fs::FsError::NotFound) => bail!("{}: no file {name}", image.display()),
+        Err(e) => bail!("{}: reading {name}: {e:?}", image.display()),
+    };
+    match to {
+        Some(path) => {
+            std::fs::write(path, &data).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => std::io::stdout().write_all(&data)?,
+    }
+    Ok(())
+}
+
+/// What the in-kernel disk tests leave on a test boot's scratch image: `filetest/dump.dat`,
+/// 100,000 bytes of its second save. Checked from the host, through the image file QEMU wrote.
+pub fn check_ktest_files(image: &Path) -> Result<()> {
+    let mut store = mount(image)?;
+    let data = store
+        .read("filetest/dump.dat")
+        .map_err(|e| anyhow::anyhow!("filetest/dump.dat: {e:?}"))?;
+    let expected: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8 ^ 2).collect();
+    if data != expected {
+        bail!("filetest/dump.dat on the host differs from what the guest wrote");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

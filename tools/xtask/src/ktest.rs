@@ -106,12 +106,15 @@ fn boot_once(setup: &BootSetup, machine: Machine, smp: u32, filter: Option<&str>
     // The function modules from the initrd are loaded at boot for the module tests.
     config.initrd = Some(setup.initrd.clone());
     config.append = match filter {
-        Some(filter) => format!("mode=test modules=initrd test={filter}"),
-        None => "mode=test modules=initrd".to_owned(),
+        Some(filter) => format!("mode=test modules=initrd disk=scratch test={filter}"),
+        None => "mode=test modules=initrd disk=scratch".to_owned(),
     };
-    // A scratch disk of its own (the disk tests leave its sectors as they found them).
-    match crate::disk::scratch_image(&format!("ktest-{machine}-{}", setup.accel)) {
-        Ok(image) => config.devices.push(Device::Disk { image }),
+    // A scratch disk of its own: the disk tests leave a file there, checked below.
+    let image = crate::disk::scratch_image(&format!("ktest-{machine}-{}", setup.accel));
+    match &image {
+        Ok(image) => config.devices.push(Device::Disk {
+            image: image.clone(),
+        }),
         Err(error) => {
             println!("{label} ... FAILED ({error:#})");
             return Tally {
@@ -160,8 +163,29 @@ fn boot_once(setup: &BootSetup, machine: Machine, smp: u32, filter: Option<&str>
     if verdict.problem.is_some() {
         print!("{}", run.log_tail(30));
     }
-    verdict.tally()
+    let mut tally = verdict.tally();
+    // The file the guest's disk test left, read from the host through the image QEMU wrote.
+    let wrote = run
+        .lines()
+        .iter()
+        .any(|l| l.starts_with(&format!("ktest {FILE_TEST} ... ok")));
+    if wrote && let Ok(image) = &image {
+        match crate::disk::check_ktest_files(image) {
+            Ok(()) => {
+                println!("{label} host: the file the guest saved reads back from the image ... ok");
+                tally.passed += 1;
+            }
+            Err(e) => {
+                println!("{label} host: the file the guest saved ... FAILED ({e:#})");
+                tally.failed += 1;
+            }
+        }
+    }
+    tally
 }
+
+/// The in-kernel test whose file the host checks on the scratch image.
+const FILE_TEST: &str = "disk::a_program_writes_saves_renames_shares_and_removes_its_disk_files";
 
 #[cfg(test)]
 mod tests {

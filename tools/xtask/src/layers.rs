@@ -20,6 +20,7 @@ pub const ORDER: &[&str] = &[
     "console",
     "mm",
     "drivers",
+    "fs",
     "jord",
     "groundhog",
     "orchestrator",

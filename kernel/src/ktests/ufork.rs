@@ -15,6 +15,30 @@ use fjord_pd::PdId;
 
 type R<T> = Result<T, String>;
 
+/// Runs `program` to its end, which must be exit code 0, and checks that every μprocess, PD,
+/// frame and frame commitment it took came back.
+fn runs_and_gives_everything_back(program: &str) -> R<()> {
+    kassert!(
+        runtime::lookup(program).is_some(),
+        "{program} is not deployed"
+    );
+    crate::module::warm::drain();
+    crate::jord::with(|j| j.trim_root_cache());
+    let (pds, frames) = (
+        crate::jord::with(|j| j.live_pds()),
+        crate::mm::frames::free_frames(),
+    );
+    let (_, ticket) = ufork::spawn(program).map_err(|e| format!("{e:?}"))?;
+    let status = ufork::status_of(&orchestrator::wait(ticket).result);
+    kassert!(status == Some(0), "{program} ended with {status:?}");
+    kassert_eq!(ufork::count(), 0);
+    kassert_eq!(crate::jord::with(|j| j.live_pds()), pds);
+    crate::jord::with(|j| j.trim_root_cache());
+    kassert_eq!(crate::mm::frames::free_frames(), frames);
+    kassert_eq!(crate::mm::frames::committed_frames(), 0);
+    Ok(())
+}
+
 fn needs_forktest() -> R<()> {
     kassert!(
         runtime::lookup("forktest").is_some(),
@@ -81,23 +105,7 @@ ktest! {
 
 ktest! {
     fn running_out_of_memory_mid_fork_leaves_the_parent_intact_and_frees_the_child() {
-        kassert!(runtime::lookup("forkoom").is_some(), "forkoom is not deployed");
-        crate::module::warm::drain();
-        crate::jord::with(|j| j.trim_root_cache());
-        let (pds, frames) = (
-            crate::jord::with(|j| j.live_pds()),
-            crate::mm::frames::free_frames(),
-        );
-        let (_, ticket) = ufork::spawn("forkoom").map_err(|e| format!("{e:?}"))?;
-        let done = orchestrator::wait(ticket);
-        let status = ufork::status_of(&done.result);
-        kassert!(status == Some(0), "forkoom ended with {status:?}");
-        kassert_eq!(ufork::count(), 0);
-        kassert_eq!(crate::jord::with(|j| j.live_pds()), pds);
-        crate::jord::with(|j| j.trim_root_cache());
-        kassert_eq!(crate::mm::frames::free_frames(), frames);
-        kassert_eq!(crate::mm::frames::committed_frames(), 0);
-        Ok(())
+        runs_and_gives_everything_back("forkoom")
     }
 }
 
@@ -281,24 +289,9 @@ ktest! {
 
 ktest! {
     fn forks_of_megabytes_across_many_page_tables_keep_each_copy_apart_and_free_everything() {
-        kassert!(runtime::lookup("forkbig").is_some(), "forkbig is not deployed");
         // A lazy fork of a large area drops the parent's level-1 tables instead of clearing
         // its leaves one by one; the parent's and the children's later accesses rebuild them.
-        crate::module::warm::drain();
-        crate::jord::with(|j| j.trim_root_cache());
-        let (pds, frames) = (
-            crate::jord::with(|j| j.live_pds()),
-            crate::mm::frames::free_frames(),
-        );
-        let (_, ticket) = ufork::spawn("forkbig").map_err(|e| format!("{e:?}"))?;
-        let status = ufork::status_of(&orchestrator::wait(ticket).result);
-        kassert!(status == Some(0), "forkbig ended with {status:?}");
-        kassert_eq!(ufork::count(), 0);
-        kassert_eq!(crate::jord::with(|j| j.live_pds()), pds);
-        crate::jord::with(|j| j.trim_root_cache());
-        kassert_eq!(crate::mm::frames::free_frames(), frames);
-        kassert_eq!(crate::mm::frames::committed_frames(), 0);
-        Ok(())
+        runs_and_gives_everything_back("forkbig")
     }
 }
 

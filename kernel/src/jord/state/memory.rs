@@ -263,30 +263,32 @@ impl Jord {
     pub(super) fn back_vma(&mut self, base: u64, len: u64) -> Result<(), Error> {
         let pages = len.div_ceil(PAGE_SIZE) as usize;
         let run = frames::FrameRun::alloc(pages).map_err(|_| Error::NoMemory)?;
-        if let Err(e) = self.privlib.set_backing(PdId::KERNEL, base, run.phys()) {
-            run.free();
-            return Err(e);
-        }
-        match self.slot_of(base) {
-            Some(slot) => self.backing[slot] = Backing::new(base, Store::Run(run)),
-            None => run.free(),
-        }
-        Ok(())
+        self.install_backing(base, Store::Run(run))
     }
 
     /// Gives the new VMA at `base` (`len` bytes) frames taken page by page on first use, from
-    /// a commitment of all of them made now. Its VMA-table entry is marked backed at physical
-    /// 0: the fill takes each page's frame from the backing, not from the entry.
+    /// a commitment of all of them made now.
     fn back_vma_sparse(&mut self, base: u64, len: u64) -> Result<(), Error> {
         let pages = len.div_ceil(PAGE_SIZE) as usize;
         let sparse = frames::SparseFrames::new(pages).map_err(|_| Error::NoMemory)?;
-        if let Err(e) = self.privlib.set_backing(PdId::KERNEL, base, 0) {
-            sparse.free();
+        self.install_backing(base, Store::Sparse(sparse))
+    }
+
+    /// Makes `store` the backing of the new VMA at `base` and records it in the VMA table (a
+    /// run at its first frame; sparse frames as backed at physical 0: the fill takes each
+    /// page's frame from the backing, not from the entry); frees it again on failure.
+    fn install_backing(&mut self, base: u64, store: Store) -> Result<(), Error> {
+        let phys = match &store {
+            Store::Run(run) => run.phys(),
+            Store::Sparse(_) => 0,
+        };
+        if let Err(e) = self.privlib.set_backing(PdId::KERNEL, base, phys) {
+            store.free();
             return Err(e);
         }
         match self.slot_of(base) {
-            Some(slot) => self.backing[slot] = Backing::new(base, Store::Sparse(sparse)),
-            None => sparse.free(),
+            Some(slot) => self.backing[slot] = Backing::new(base, store),
+            None => store.free(),
         }
         Ok(())
     }

@@ -27,6 +27,7 @@ pub const APPS: &[(&str, &str)] = &[
     ("fjord-app-forktest", "forkbig"),
     ("fjord-app-forktest", "forkframes"),
     ("fjord-app-forktest", "filetest"),
+    ("fjord-app-forktest", "filesaver"),
     ("fjord-app-forkbench", "forkbench"),
     ("fjord-app-forkbench", "forkhello"),
     ("fjord-app-forkbench", "nop"),

@@ -135,6 +135,14 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
         }
         tally.record(result.is_ok());
     }
+    // A VM killed while a program saves a file: the file on the disk is one whole save.
+    if filter.is_none_or(|f| "disk-crash".contains(f) || f.contains("disk")) {
+        let name = format!(
+            "{accel}/disk-crash/a VM killed mid-save leaves one whole save, and the disk mounts again"
+        );
+        let result = disk_crash(setup);
+        report(&mut tally, &name, &result);
+    }
     // The HTTP gateway, from the host, on both boards (virtio-mmio and virtio-pci).
     for (board, machine) in [("microvm", Machine::Microvm), ("q35", Machine::Q35)] {
         let prefix = format!("http-{board}");
@@ -247,6 +255,71 @@ fn time_limit(setup: &BootSetup) -> Duration {
     } else {
         TIME_LIMIT
     }
+}
+
+/// Boots `filesaver` on a scratch disk, kills QEMU as soon as it has saved its third round
+/// (so mid-way through a later one, as a rule), then checks from the host that the store
+/// mounts, that `filesaver/dump.dat` is one whole round (its checksum verified, every byte of
+/// that round), that every file there reads back whole, and that the kernel mounts the disk
+/// again at the next boot.
+fn disk_crash(setup: &BootSetup) -> Result<(), String> {
+    let limit = time_limit(setup);
+    let image = crate::disk::scratch_image(&format!("e2e-crash-{}", setup.accel))
+        .map_err(|e| format!("{e:#}"))?;
+    let boot = |append: &str| {
+        let mut config = QemuConfig::new(&setup.kernel);
+        config.qemu = setup.qemu.clone();
+        config.machine = Machine::Microvm;
+        config.use_accel(setup.accel);
+        config.smp = 2;
+        config.append = append.to_owned();
+        config.initrd = Some(setup.initrd.clone());
+        config.devices.push(crate::qemu::Device::Disk {
+            image: image.clone(),
+        });
+        QemuRun::spawn(&config, setup.verbose.then(|| "[disk-crash] ".to_owned()))
+            .map_err(|e| format!("{e:#}"))
+    };
+    let mut run = boot("mode=run modules=initrd init=filesaver")?;
+    let third = run.wait_for_line(|l| l.contains("filesaver: saved round 3"), limit);
+    run.kill();
+    third.map_err(|e| format!("no `saved round 3` line: {e:?}"))?;
+    let saved = run
+        .lines()
+        .iter()
+        .filter(|l| l.contains("filesaver: saved round"))
+        .count();
+    let mut store = crate::disk::mount(&image).map_err(|e| format!("{e:#}"))?;
+    let names: Vec<String> = store.files().iter().map(|f| f.name.clone()).collect();
+    for name in &names {
+        store
+            .read(name)
+            .map_err(|e| format!("{name} does not read back whole: {e:?}"))?;
+    }
+    let dump = store
+        .read("filesaver/dump.dat")
+        .map_err(|e| format!("filesaver/dump.dat: {e:?}"))?;
+    let round = dump.first().copied().unwrap_or(0);
+    let whole = dump.len() == 1 << 20
+        && dump
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == (i % 251) as u8 ^ round);
+    if !whole || (round as usize) < saved {
+        return Err(format!(
+            "dump.dat is not one whole round of at least {saved} (first byte {round}, {} bytes)",
+            dump.len()
+        ));
+    }
+    // The next boot mounts what the crash left.
+    let mut again = boot("mode=run")?;
+    let mounted = again.wait_for_line(|l| l.contains("fjord: disk:"), limit);
+    again.kill();
+    let line = mounted.map_err(|e| format!("no disk line at the next boot: {e:?}"))?;
+    if !line.contains("file(s) in") {
+        return Err(format!("the next boot did not mount the disk: {line}"));
+    }
+    Ok(())
 }
 
 /// Boots one case and judges it; returns the run too, for the log on failure.

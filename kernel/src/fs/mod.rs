@@ -108,3 +108,8 @@ pub fn remove(name: &str) -> Result<(), Error> {
 pub fn list() -> Result<Vec<(String, u64)>, Error> {
     with(|s| Ok(s.files().iter().map(|f| (f.name.clone(), f.len)).collect()))
 }
+
+/// The length of `name`, if it exists.
+pub fn len_of(name: &str) -> Result<Option<u64>, Error> {
+    with(|s| Ok(s.stat(name).map(|f| f.len)))
+}

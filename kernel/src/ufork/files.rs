@@ -92,6 +92,9 @@ pub enum File {
 pub const MAX_NAME: usize = 32;
 /// Largest disk file a μprocess may write.
 pub const MAX_FILE: usize = 16 << 20;
+/// Most bytes the open disk files of every μprocess hold in the kernel at once (a file read is
+/// read whole, and a file written is kept until it is saved): `NoMemory` beyond.
+pub const MAX_OPEN_BYTES: usize = 48 << 20;
 
 /// A disk file open in some μprocess.
 pub struct DiskFile {
@@ -108,14 +111,21 @@ pub struct DiskFile {
     synced: u64,
 }
 
-/// Every open disk file, by slot.
+/// Every open disk file, by slot, and the bytes they hold.
 #[derive(Default)]
 pub struct DiskFiles {
     slots: Vec<Option<DiskFile>>,
+    bytes: usize,
 }
 
 impl DiskFiles {
+    /// Whether `more` bytes may be held on top of what the open files hold.
+    fn has_room(&self, more: usize) -> bool {
+        self.bytes.saturating_add(more) <= MAX_OPEN_BYTES
+    }
+
     fn insert(&mut self, f: DiskFile) -> u32 {
+        self.bytes += f.data.len();
         match self.slots.iter().position(Option::is_none) {
             Some(i) => {
                 self.slots[i] = Some(f);
@@ -133,7 +143,9 @@ impl DiskFiles {
     }
 
     fn remove(&mut self, id: u32) -> Option<DiskFile> {
-        self.slots.get_mut(id as usize).and_then(Option::take)
+        let f = self.slots.get_mut(id as usize).and_then(Option::take)?;
+        self.bytes -= f.data.len();
+        Some(f)
     }
 }
 
@@ -422,6 +434,7 @@ fn write_from(
         File::Console => Ok(Some((data.len(), None))),
         File::PipeRead(_) => Err(AbiError::BadFd),
         File::Disk(id) => {
+            let room = p.disk.has_room(data.len());
             let f = p.disk.get_mut(id).ok_or(AbiError::BadFd)?;
             if !f.writing {
                 return Err(AbiError::BadFd);
@@ -429,8 +442,12 @@ fn write_from(
             if f.data.len() + data.len() > MAX_FILE {
                 return Err(AbiError::TooLarge);
             }
+            if !room {
+                return Err(AbiError::NoMemory);
+            }
             f.data.extend_from_slice(data);
             f.version += 1;
+            p.disk.bytes += data.len();
             Ok(Some((data.len(), Some(Vec::new()))))
         }
         File::PipeWrite(id) => {
@@ -597,6 +614,13 @@ fn fs_error(e: crate::fs::Error) -> AbiError {
 /// emptied, saved at `fsync` or the last `close`).
 pub(super) fn open(pid: Pid, name: u64, len: u64, flags: u64) -> Result<u64, AbiError> {
     let stored = stored_name(pid, name, len)?;
+    if flags == 0 {
+        let size = crate::fs::len_of(&stored).map_err(fs_error)?;
+        let size = usize::try_from(size.ok_or(AbiError::NotFound)?).unwrap_or(usize::MAX);
+        if !with(|p| p.disk.has_room(size)) {
+            return Err(AbiError::NoMemory);
+        }
+    }
     let file = match flags {
         0 => DiskFile {
             data: crate::fs::read(&stored).map_err(fs_error)?,
@@ -642,18 +666,29 @@ pub(super) fn fsync(pid: Pid, fd: u64) -> Result<u64, AbiError> {
         if !f.writing || f.synced == f.version {
             return Ok(None);
         }
-        Ok(Some((id, f.stored.clone(), f.data.clone(), f.version)))
+        // Taken while it is saved (no copy): a sharer writing meanwhile appends to an empty
+        // buffer, put after it below.
+        Ok(Some((
+            id,
+            f.stored.clone(),
+            core::mem::take(&mut f.data),
+            f.version,
+        )))
     })?;
     let Some((id, stored, data, version)) = pending else {
         return Ok(0);
     };
-    crate::fs::write(&stored, &data).map_err(fs_error)?;
+    let saved = crate::fs::write(&stored, &data).map_err(fs_error);
     with(|p| {
         if let Some(f) = p.disk.get_mut(id) {
-            f.synced = f.synced.max(version);
+            let later = core::mem::replace(&mut f.data, data);
+            f.data.extend_from_slice(&later);
+            if saved.is_ok() {
+                f.synced = f.synced.max(version);
+            }
         }
     });
-    Ok(0)
+    saved.map(|()| 0)
 }
 
 /// `rename(names, from_len, to_len)`.

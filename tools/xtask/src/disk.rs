@@ -55,6 +55,17 @@ impl ImageBlocks {
         let blocks = file.metadata()?.len() / BLOCK as u64;
         Ok(ImageBlocks { file, blocks })
     }
+
+    /// Opens `path` for reading and writing (for tests that build an image as the guest would).
+    pub fn open_writable(path: &Path) -> Result<ImageBlocks> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        let blocks = file.metadata()?.len() / BLOCK as u64;
+        Ok(ImageBlocks { file, blocks })
+    }
 }
 
 impl BlockDevice for ImageBlocks {
@@ -141,6 +152,39 @@ pub fn check_ktest_files(image: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ls_and_get_read_what_the_store_wrote_into_an_image_file() {
+        let path = scratch_image("xtask-unit-test-ls-get").unwrap();
+        let dev = ImageBlocks::open_writable(&path).unwrap();
+        let (mut store, formatted) = FileStore::mount_or_format(dev).unwrap();
+        assert!(formatted);
+        store.write("app/a.txt", b"alpha").unwrap();
+        store.write("app/big", &vec![9u8; 10_000]).unwrap();
+        drop(store);
+        let mut listing = Vec::new();
+        list(&path, &mut listing).unwrap();
+        let listing = String::from_utf8(listing).unwrap();
+        assert!(listing.contains("         5  app/a.txt"), "{listing}");
+        assert!(listing.contains("     10000  app/big"), "{listing}");
+        assert!(listing.contains("2 file(s)"), "{listing}");
+        let out = path.with_extension("out");
+        get(&path, "app/big", Some(&out)).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), vec![9u8; 10_000]);
+        let missing = get(&path, "app/none", Some(&out)).unwrap_err();
+        assert!(
+            format!("{missing:#}").contains("no file app/none"),
+            "{missing:#}"
+        );
+        // A file that is not an image holds no store, and says so.
+        let not_store = mount(&out).map(drop).unwrap_err();
+        assert!(
+            format!("{not_store:#}").contains("no Fjord file store"),
+            "{not_store:#}"
+        );
+        std::fs::remove_file(&out).unwrap();
+        std::fs::remove_file(&path).unwrap();
+    }
 
     #[test]
     fn a_scratch_image_is_emptied_each_time() {

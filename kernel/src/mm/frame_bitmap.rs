@@ -370,6 +370,10 @@ fn run_starts(window: u128, n: usize) -> u128 {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use alloc::vec;
+    use alloc::vec::Vec;
+
     #[test]
     fn committed_frames_are_kept_for_their_owner() {
         let mut b = FrameBitmap::new(vec![0u64; 1]);
@@ -400,10 +404,6 @@ mod tests {
         b.uncommit(5);
         assert_eq!((b.free_frames(), b.committed()), (10, 0));
     }
-
-    use super::*;
-    use alloc::vec;
-    use alloc::vec::Vec;
 
     fn alloc_with(frames: usize) -> FrameBitmap<Vec<u64>> {
         let mut a = FrameBitmap::new(vec![0u64; frames.div_ceil(64)]);

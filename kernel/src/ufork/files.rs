@@ -142,6 +142,25 @@ impl DiskFiles {
         self.slots.get_mut(id as usize).and_then(Option::as_mut)
     }
 
+    /// Appends `data` to the file open for writing in slot `id`.
+    fn append(&mut self, id: u32, data: &[u8]) -> Result<(), AbiError> {
+        let room = self.has_room(data.len());
+        let f = self.get_mut(id).ok_or(AbiError::BadFd)?;
+        if !f.writing {
+            return Err(AbiError::BadFd);
+        }
+        if f.data.len() + data.len() > MAX_FILE {
+            return Err(AbiError::TooLarge);
+        }
+        if !room {
+            return Err(AbiError::NoMemory);
+        }
+        f.data.extend_from_slice(data);
+        f.version += 1;
+        self.bytes += data.len();
+        Ok(())
+    }
+
     fn remove(&mut self, id: u32) -> Option<DiskFile> {
         let f = self.slots.get_mut(id as usize).and_then(Option::take)?;
         self.bytes -= f.data.len();
@@ -434,20 +453,7 @@ fn write_from(
         File::Console => Ok(Some((data.len(), None))),
         File::PipeRead(_) => Err(AbiError::BadFd),
         File::Disk(id) => {
-            let room = p.disk.has_room(data.len());
-            let f = p.disk.get_mut(id).ok_or(AbiError::BadFd)?;
-            if !f.writing {
-                return Err(AbiError::BadFd);
-            }
-            if f.data.len() + data.len() > MAX_FILE {
-                return Err(AbiError::TooLarge);
-            }
-            if !room {
-                return Err(AbiError::NoMemory);
-            }
-            f.data.extend_from_slice(data);
-            f.version += 1;
-            p.disk.bytes += data.len();
+            p.disk.append(id, data)?;
             Ok(Some((data.len(), Some(Vec::new()))))
         }
         File::PipeWrite(id) => {

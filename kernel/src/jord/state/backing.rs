@@ -9,6 +9,16 @@ pub(super) enum InitBits {
     Heap(Vec<u64>),
 }
 
+impl InitBits {
+    /// The bits, 64 pages a word (bit `i % 64` of word `i / 64` for page `i`).
+    fn words(&self) -> &[u64] {
+        match self {
+            InitBits::Inline(w) => core::slice::from_ref(w),
+            InitBits::Heap(ws) => ws,
+        }
+    }
+}
+
 /// The last stamp given to a set of initialised pages ([`Backing::stamp`]).
 static STAMPS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
@@ -31,6 +41,22 @@ impl Store {
         match self {
             Store::Run(r) => r.pages(),
             Store::Sparse(s) => s.pages(),
+        }
+    }
+
+    /// The frames, when they are one physically contiguous run.
+    fn run(&self) -> Option<&frames::FrameRun> {
+        match self {
+            Store::Run(r) => Some(r),
+            Store::Sparse(_) => None,
+        }
+    }
+
+    /// [`Store::run`], to write.
+    fn run_mut(&mut self) -> Option<&mut frames::FrameRun> {
+        match self {
+            Store::Run(r) => Some(r),
+            Store::Sparse(_) => None,
         }
     }
 
@@ -160,18 +186,12 @@ impl Backing {
     /// The frames, when they are one physically contiguous run (every VMA but a μprocess's
     /// area).
     pub fn frames(&self) -> Option<&frames::FrameRun> {
-        match &self.frames {
-            Store::Run(r) => Some(r),
-            Store::Sparse(_) => None,
-        }
+        self.frames.run()
     }
 
     /// [`Backing::frames`], to write.
     pub fn frames_mut(&mut self) -> Option<&mut frames::FrameRun> {
-        match &mut self.frames {
-            Store::Run(r) => Some(r),
-            Store::Sparse(_) => None,
-        }
+        self.frames.run_mut()
     }
 
     /// The frame of page `i`, if it has one (a page of a μprocess's area gets its frame when
@@ -216,24 +236,13 @@ impl Backing {
 
     /// The initialised bits, 64 pages a word (bit `i % 64` of word `i / 64` for page `i`).
     pub fn initialised_words(&self) -> &[u64] {
-        match &self.initialised {
-            InitBits::Inline(w) => core::slice::from_ref(w),
-            InitBits::Heap(ws) => ws.as_slice(),
-        }
+        self.initialised.words()
     }
 
     /// The initialised bits (as [`Backing::initialised_words`]) and the frames to write, when
     /// they are one run ([`Backing::frames`]).
     pub fn initialised_and_frames(&mut self) -> (&[u64], Option<&mut frames::FrameRun>) {
-        let words = match &self.initialised {
-            InitBits::Inline(w) => core::slice::from_ref(w),
-            InitBits::Heap(ws) => ws.as_slice(),
-        };
-        let run = match &mut self.frames {
-            Store::Run(r) => Some(r),
-            Store::Sparse(_) => None,
-        };
-        (words, run)
+        (self.initialised.words(), self.frames.run_mut())
     }
 
     /// Whether page `i` has been initialised.
@@ -248,12 +257,8 @@ impl Backing {
 
     /// The initialised pages, in order (one step per set bit, not per page).
     pub fn initialised_indices(&self) -> Vec<usize> {
-        let words: &[u64] = match &self.initialised {
-            InitBits::Inline(w) => core::slice::from_ref(w),
-            InitBits::Heap(ws) => ws,
-        };
         let mut v = Vec::new();
-        for (w, &word) in words.iter().enumerate() {
+        for (w, &word) in self.initialised.words().iter().enumerate() {
             let mut bits = word;
             while bits != 0 {
                 let i = w * 64 + bits.trailing_zeros() as usize;
@@ -270,11 +275,7 @@ impl Backing {
     /// gone, and the pages it never touched still cost nothing.
     pub(super) fn rezero_initialised(&mut self) {
         let frames = &mut self.frames;
-        let words: &[u64] = match &self.initialised {
-            InitBits::Inline(w) => core::slice::from_ref(w),
-            InitBits::Heap(ws) => ws,
-        };
-        for (w, &word) in words.iter().enumerate() {
+        for (w, &word) in self.initialised.words().iter().enumerate() {
             let mut bits = word;
             while bits != 0 {
                 // One run of consecutive initialised pages: a single zeroing pass.

@@ -169,14 +169,9 @@ impl Frames<'_> {
     }
 
     /// The physical address of page `i` of the VMA at `base`, initialised (zeroed) first if it
-    /// never was; `None` beyond the VMA.
+    /// never was; `None` beyond the VMA or for a VMA without frames.
     pub fn frame(&mut self, base: u64, i: usize) -> Option<u64> {
-        let b = self.0.backing_mut(base)?;
-        if i >= b.pages {
-            return None;
-        }
-        b.initialise(i);
-        b.frame_of(i)
+        self.0.initialise_page(base, i).flatten()
     }
 
     /// The initialised bits of the VMA at `base`, 64 pages a word (bit `i % 64` of word

@@ -8,6 +8,22 @@ impl Jord {
     /// other CPUs that must flush before the operation completes (see [`Pending::finish`]).
     /// [`Jord::apply`] for one PD's leaves, `pmove`'s whole shootdown.
     pub(super) fn revoke_leaves(&mut self, pd: PdId, base: u64, len: u64) -> Pending {
+        self.revoke_leaves_as(pd, base, len, Tables::Keep)
+    }
+
+    /// [`Jord::revoke_leaves`] for a large range of `pd`'s, also freeing every level-1 table
+    /// whose whole 2 MiB the range covers (its level-2 entry cleared): a few hundred entries
+    /// cleared instead of one per page, and the PD's later VLB misses there make new tables.
+    /// The PD's leaf hints go (they may name a freed table); the flushes owed are as ever.
+    pub(super) fn revoke_leaves_freeing(&mut self, pd: PdId, base: u64, len: u64) -> Pending {
+        if self.root_of(pd) == 0 || self.shared_root != 0 || len < 1 << 21 {
+            return self.revoke_leaves(pd, base, len);
+        }
+        self.leaf_hints.forget(pd.index());
+        self.revoke_leaves_as(pd, base, len, Tables::Free)
+    }
+
+    fn revoke_leaves_as(&mut self, pd: PdId, base: u64, len: u64, tables: Tables) -> Pending {
         self.note_leaves_removed(pd, base, len);
         let mut pending = Pending::default();
         let mut ctx = Clear::new(
@@ -17,32 +33,7 @@ impl Jord {
             &mut self.sharers,
             &mut pending,
         );
-        let removed = ctx.clear_leaves(pd, base, len);
-        self.stats.count_shootdown(removed, false, &pending);
-        pending
-    }
-
-    /// [`Jord::revoke_leaves`] for a large range of `pd`'s, also freeing every level-1 table
-    /// whose whole 2 MiB the range covers (its level-2 entry cleared): a few hundred entries
-    /// cleared instead of one per page, and the PD's later VLB misses there make new tables.
-    /// The PD's leaf hints go (they may name a freed table), and this CPU reloads its whole
-    /// TLB if the PD is loaded; CPUs in the PD's sharer mask are owed a flush as ever.
-    pub(super) fn revoke_leaves_freeing(&mut self, pd: PdId, base: u64, len: u64) -> Pending {
-        let root = self.root_of(pd);
-        if root == 0 || self.shared_root != 0 || len < 1 << 21 {
-            return self.revoke_leaves(pd, base, len);
-        }
-        self.note_leaves_removed(pd, base, len);
-        self.leaf_hints.forget(pd.index());
-        let removed =
-            PageTables::new(root, &DIRECT).unmap_range_freeing(base, len, &mut KernelFrames);
-        let mut pending = Pending::default();
-        if removed != 0 {
-            if cpu::read_cr3() & !0xfff == root {
-                pending.reload_local = true;
-            }
-            pending.cpus = self.sharers.take_targets(pd, percpu::cpu_index() as u32);
-        }
+        let removed = ctx.clear_leaves_as(pd, base, len, tables);
         self.stats.count_shootdown(removed, false, &pending);
         pending
     }
@@ -133,6 +124,15 @@ pub(in crate::jord) fn leaf_table(
     Some(t)
 }
 
+/// What becomes of the level-1 tables a revoked range covers whole.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tables {
+    /// Kept (empty), for the PD's next fills there.
+    Keep,
+    /// Freed, their level-2 entries cleared.
+    Free,
+}
+
 /// What clearing leaves needs from [`Jord`], borrowed apart from the PD table.
 struct Clear<'a> {
     roots: &'a [u64],
@@ -167,6 +167,12 @@ impl<'a> Clear<'a> {
     /// Clears `[base, base + len)` in `pd`'s table (the shared table when `pd` is the kernel
     /// under Jord_NI), flushing locally and collecting the CPUs to IPI.
     pub(super) fn clear_leaves(&mut self, pd: PdId, base: u64, len: u64) -> usize {
+        self.clear_leaves_as(pd, base, len, Tables::Keep)
+    }
+
+    /// [`Clear::clear_leaves`], freeing the level-1 tables the range covers whole when
+    /// `tables` says so (the caller forgets the PD's leaf hints first).
+    fn clear_leaves_as(&mut self, pd: PdId, base: u64, len: u64, tables: Tables) -> usize {
         let root = if pd == PdId::KERNEL || self.shared_root != 0 {
             self.shared_root
         } else {
@@ -181,9 +187,10 @@ impl<'a> Clear<'a> {
         let table = (len == PAGE_SIZE && base.is_multiple_of(PAGE_SIZE) && pd != PdId::KERNEL)
             .then(|| self.hints.get(pd.index(), base))
             .flatten();
-        let n = match table {
-            Some(table) => usize::from(pt.unmap_in_table(table, base)),
-            None => pt.unmap_range(base, len),
+        let n = match (table, tables) {
+            (Some(table), _) => usize::from(pt.unmap_in_table(table, base)),
+            (None, Tables::Keep) => pt.unmap_range(base, len),
+            (None, Tables::Free) => pt.unmap_range_freeing(base, len, &mut KernelFrames),
         };
         if n == 0 {
             return 0;

@@ -13,6 +13,8 @@
 //! - [`kv_store`] (`kv/`): the key-value namespaces behind the `kv_*` system calls;
 //! - [`virtio_mmio`] (`drivers/`), [`steer`] (`net/`): decoding probes of the microvm board's virtio-mmio
 //!   slots, steering received frames among the HTTP server's socket sets;
+//! - [`socket_table`] (`sockets/`): the programs' TCP sockets over smoltcp (listen queues,
+//!   connections, readiness);
 //! - [`stats`] (`bench/`): medians and extremes of benchmark samples;
 //! - [`ktest`] (`ktests/`): the in-kernel test descriptor and assertion macros;
 //! - [`fnv`]: the FNV-1a hasher of the kernel's hash maps.
@@ -44,6 +46,8 @@ pub mod madt;
 pub mod memmap;
 #[path = "mm/paging.rs"]
 pub mod paging;
+#[path = "sockets/table.rs"]
+pub mod socket_table;
 #[path = "bench/stats.rs"]
 pub mod stats;
 #[path = "net/steer.rs"]

@@ -46,6 +46,8 @@ mod orchestrator;
 #[cfg(target_os = "none")]
 mod runtime;
 #[cfg(target_os = "none")]
+mod sockets;
+#[cfg(target_os = "none")]
 mod syscalls;
 #[cfg(target_os = "none")]
 mod ufork;
@@ -86,6 +88,9 @@ fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>, first_line_tsc: u64) -> ! 
     use fjord_kernel::cmdline::Mode;
     match opts.mode {
         Mode::Run => {
+            // Programs' sockets are served by the network loop this CPU runs (below); on before
+            // `init=` starts, so that a server started at boot can listen at once.
+            sockets::enable(net::HTTP_PORT, arch::percpu::cpu_index());
             if let Some(name) = opts.init {
                 match ufork::spawn_detached(name, ufork::SpawnOptions::default()) {
                     Ok(pid) => kprintln!("fjord: started {name} as μprocess {pid}"),

@@ -126,11 +126,40 @@ pub enum Sysno {
     Rename = 58,
     /// `unlink(name, len)`: removes the disk file `name`.
     Unlink = 59,
+    /// `socket()`: a new, unbound TCP socket's descriptor (blocking).
+    Socket = 60,
+    /// `bind(fd, port)`: gives the socket `fd` the local port `port` (on the guest's address).
+    Bind = 61,
+    /// `listen(fd, backlog)`: makes the bound socket `fd` accept connections, up to `backlog`
+    /// of them waiting to be accepted.
+    Listen = 62,
+    /// `accept(fd, peer)`: the descriptor of the next connection the listening socket `fd`
+    /// accepted; blocks until one comes (unless non-blocking). When `peer` is not 0, the
+    /// peer's IPv4 address and port are written there (4 bytes, then 2, network order).
+    Accept = 63,
+    /// `connect(fd, ip, port)`: connects the socket `fd` to the IPv4 address `ip` (network
+    /// order in the low 32 bits) and `port`; blocks until the connection is established or
+    /// refused (a non-blocking socket returns `WouldBlock` and connects in the background).
+    Connect = 64,
+    /// `shutdown(fd, how)`: ends the sending direction of the connection `fd` (`how` 1 or 2;
+    /// 0, receiving only, is accepted and does nothing on the wire).
+    Shutdown = 65,
+    /// `poll(fds, n, timeout_ms)`: waits until one of the `n` entries at `fds` (8 bytes each:
+    /// `u32` descriptor, `u16` events, `u16` returned events, POSIX `pollfd`'s layout and bits)
+    /// is ready or `timeout_ms` passed (negative: no limit, 0: do not wait); returns how many
+    /// are ready.
+    Poll = 66,
+    /// `set_nonblocking(fd, on)`: whether calls on the socket `fd` that would wait return
+    /// `WouldBlock` instead (`O_NONBLOCK`; shared by every descriptor of the socket).
+    SetNonblocking = 67,
+    /// `clock(which)`: nanoseconds since boot (`which` 0, monotonic) or since the Unix epoch
+    /// (`which` 1, from the board's real-time clock read at boot).
+    Clock = 68,
 }
 
 impl Sysno {
     /// Every defined system call, in number order.
-    pub const ALL: [Sysno; 44] = [
+    pub const ALL: [Sysno; 53] = [
         Sysno::Null,
         Sysno::Exit,
         Sysno::Log,
@@ -175,6 +204,15 @@ impl Sysno {
         Sysno::Fsync,
         Sysno::Rename,
         Sysno::Unlink,
+        Sysno::Socket,
+        Sysno::Bind,
+        Sysno::Listen,
+        Sysno::Accept,
+        Sysno::Connect,
+        Sysno::Shutdown,
+        Sysno::Poll,
+        Sysno::SetNonblocking,
+        Sysno::Clock,
     ];
 
     /// The call with number `n`, if one is defined.
@@ -245,11 +283,23 @@ pub enum Error {
     Io = 19,
     /// The disk, or its directory, has no room left (`ENOSPC`).
     NoSpace = 20,
+    /// The call would wait, and the descriptor is non-blocking (`EAGAIN`); for `connect`, the
+    /// connection is under way (`EINPROGRESS`).
+    WouldBlock = 21,
+    /// The port is bound by another socket already (`EADDRINUSE`).
+    AddressInUse = 22,
+    /// The peer refused the connection (`ECONNREFUSED`).
+    ConnectionRefused = 23,
+    /// The peer reset the connection, or it timed out (`ECONNRESET`).
+    ConnectionReset = 24,
+    /// The socket is not connected, or not in the state the call needs (`ENOTCONN`,
+    /// `EINVAL` for `listen` on an unbound socket).
+    NotConnected = 25,
 }
 
 impl Error {
     /// Every defined error, in code order.
-    pub const ALL: [Error; 20] = [
+    pub const ALL: [Error; 25] = [
         Error::NoSys,
         Error::InvalidArgs,
         Error::BadAddress,
@@ -270,6 +320,11 @@ impl Error {
         Error::NoSuchProcess,
         Error::Io,
         Error::NoSpace,
+        Error::WouldBlock,
+        Error::AddressInUse,
+        Error::ConnectionRefused,
+        Error::ConnectionReset,
+        Error::NotConnected,
     ];
 
     /// The value placed in `rax` for this error.

@@ -23,6 +23,8 @@ pub mod function;
 pub mod heap;
 pub mod kv;
 #[cfg(target_arch = "x86_64")]
+pub mod net;
+#[cfg(target_arch = "x86_64")]
 pub mod privlib;
 #[cfg(target_arch = "x86_64")]
 pub mod process;

@@ -236,6 +236,20 @@ pub fn sleep(nanoseconds: u64) {
     let _ = syscall3(Sysno::Sleep, nanoseconds, 0, 0);
 }
 
+/// Which clock [`clock_ns`] reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// Time since boot, never going back.
+    Monotonic = 0,
+    /// Time since the Unix epoch (1970-01-01 UTC), from the real-time clock read at boot.
+    Realtime = 1,
+}
+
+/// `clock(which)`: the time in nanoseconds.
+pub fn clock_ns(which: Clock) -> u64 {
+    syscall3(Sysno::Clock, which as u64, 0, 0).unwrap_or(0)
+}
+
 /// Writes `msg` to the kernel console (one line).
 pub fn print(msg: &str) {
     let _ = syscall4(Sysno::Log, msg.as_ptr() as u64, msg.len() as u64, 0, 0);

@@ -254,6 +254,8 @@ pub enum BlockReason {
     Read(u32),
     /// Writing to a full pipe (kernel's identifier of the open file).
     Write(u32),
+    /// Waiting for a socket to become ready (`accept`, `connect`, `read`, `write`, `poll`).
+    Socket,
 }
 
 /// A μprocess's run state.

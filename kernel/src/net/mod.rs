@@ -59,6 +59,7 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
     crate::kv::metrics::samples(&mut v);
     crate::module::metrics::samples(&mut v);
     crate::ufork::metrics::samples(&mut v);
+    crate::sockets::metrics::samples(&mut v);
     crate::runtime::metrics::samples(&mut v);
     crate::syscalls::metrics::samples(&mut v);
     v.extend([
@@ -156,11 +157,26 @@ fn poll_stack(
     iface.poll_maintenance(t);
     let mut changed = false;
     let mut neighbours = false;
+    let mut programs = crate::sockets::take_kicked();
     for _ in 0..INGRESS_BATCH {
         let Some(frame) = dev.stage() else {
             break;
         };
-        let steered = steer(frame);
+        let steered = steer(frame, HTTP_PORT);
+        if let fjord_kernel::steer::Steer::Program { connect } = steered {
+            programs = true;
+            let _ = crate::sockets::with(|table| {
+                let r = iface.poll_ingress_single(t, dev, table.set());
+                if r != PollIngressSingleResult::None {
+                    table.touch();
+                }
+                if connect {
+                    // The SYN took a listening spare: open the next before the next SYN.
+                    table.refresh(false);
+                }
+            });
+            continue;
+        }
         neighbours |= steered == fjord_kernel::steer::Steer::Listen;
         let (set, peer) = sockets.route(steered);
         sockets.mark_transmit(set);
@@ -186,6 +202,14 @@ fn poll_stack(
             changed = true;
         }
     }
+    if programs || sweep {
+        let _ = crate::sockets::with(|table| {
+            table.start_connects(iface.context());
+            while iface.poll_egress(t, dev, table.set()) == PollResult::SocketStateChanged {}
+            table.refresh(true);
+        });
+        changed |= programs;
+    }
     changed
 }
 
@@ -210,7 +234,8 @@ fn admission(max_conns: usize) -> Admission {
 /// usable network card.
 pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
     let Some((nic, bus)) = crate::drivers::virtio_net::find() else {
-        log::warn!("net: no virtio-net card found; the HTTP gateway is off");
+        log::warn!("net: no virtio-net card found; the HTTP gateway and program sockets are off");
+        crate::sockets::disable();
         return;
     };
     let mut dev = phy::NetDevice::new(nic);
@@ -260,6 +285,7 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
         &Vec::new,
     );
     kprintln!("fjord: http listening on {guest_ip}:{HTTP_PORT}");
+    kprintln!("fjord: program sockets on {guest_ip} (any port but {HTTP_PORT})");
     log::info!(
         "net: up to {} HTTP connections, backlog {}, timeouts head {} ms, body {} ms, idle {} ms, send {} ms",
         admission.max_open,
@@ -300,6 +326,7 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
         // Work queued without an HTTP request (μprocesses' time slices, sleepers whose time
         // came) is dispatched too.
         crate::ufork::wake_sleepers();
+        crate::ufork::wake_socket_waiters();
         let dispatched = crate::orchestrator::poll() > 0;
         let t = cpu::rdtsc();
         let arrived = dev.rx_packets() != last_rx;

@@ -99,7 +99,9 @@ impl Sockets {
     /// segment of one.
     pub fn route(&self, steer: Steer) -> (usize, Option<IpEndpoint>) {
         match steer {
-            Steer::Listen => (LISTEN, None),
+            // The programs' segments never reach the server's sets (the network loop hands
+            // them to the socket table first); the listening set drops any stray one.
+            Steer::Listen | Steer::Program { .. } => (LISTEN, None),
             Steer::Segment { shard, ip, port } => (Self::shard(shard), Some(endpoint(ip, port))),
             Steer::Connect { shard, ip, port } => {
                 let set = Self::shard(shard);

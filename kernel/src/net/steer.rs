@@ -1,4 +1,4 @@
-//! Steering received frames among the HTTP server's socket sets.
+//! Steering received frames among the HTTP server's socket sets and the programs' sockets.
 //!
 //! smoltcp hands a received TCP segment to the first socket of a set that accepts it, trying
 //! them in order, and its transmit pass visits every socket of a set. The server therefore keeps
@@ -28,6 +28,13 @@ pub enum Steer {
         /// The peer's port.
         port: u16,
     },
+    /// A segment for another port than the HTTP server's: the programs' sockets
+    /// (`fjord_kernel::socket_table`), whose listening sockets want replenishing after a
+    /// connection request.
+    Program {
+        /// Whether it is a connection request (SYN without ACK).
+        connect: bool,
+    },
     /// Any other segment from `ip`:`port`: the connections' set `shard` (below [`SHARDS`]),
     /// and within it the socket connected to that peer.
     Segment {
@@ -54,9 +61,10 @@ const PROTOCOL_TCP: u8 = 6;
 const TCP_SYN: u8 = 0x02;
 const TCP_ACK: u8 = 0x10;
 
-/// Where the Ethernet frame `frame` goes. A frame too short to read is steered to
-/// [`Steer::Listen`], whose stack drops it like any malformed frame.
-pub fn steer(frame: &[u8]) -> Steer {
+/// Where the Ethernet frame `frame` goes, when the HTTP server listens on `http_port`. A frame
+/// too short to read is steered to [`Steer::Listen`], whose stack drops it like any malformed
+/// frame.
+pub fn steer(frame: &[u8], http_port: u16) -> Steer {
     let be16 = |at: usize| {
         frame
             .get(at..at + 2)
@@ -78,9 +86,15 @@ pub fn steer(frame: &[u8]) -> Steer {
     };
     let src = [a, b, c, d];
     let tcp = ip + header_len;
-    let (Some(port), Some(&flags)) = (be16(tcp), frame.get(tcp + 13)) else {
+    let (Some(port), Some(dst), Some(&flags)) = (be16(tcp), be16(tcp + 2), frame.get(tcp + 13))
+    else {
         return Steer::Listen;
     };
+    if dst != http_port {
+        return Steer::Program {
+            connect: flags & TCP_SYN != 0 && flags & TCP_ACK == 0,
+        };
+    }
     let shard = shard_of(src, port);
     if flags & TCP_SYN != 0 && flags & TCP_ACK == 0 {
         return Steer::Connect {
@@ -128,7 +142,7 @@ mod tests {
     fn connection_requests_name_the_peer_and_its_shard() {
         let f = tcp_frame([10, 0, 2, 2], 40_000, TCP_SYN);
         assert_eq!(
-            steer(&f),
+            steer(&f, 80),
             Steer::Connect {
                 shard: shard_of([10, 0, 2, 2], 40_000),
                 ip: [10, 0, 2, 2],
@@ -149,7 +163,7 @@ mod tests {
             0x01 | TCP_ACK,
         ] {
             assert_eq!(
-                steer(&tcp_frame(src, 40_000, flags)),
+                steer(&tcp_frame(src, 40_000, flags), 80),
                 want,
                 "flags {flags:#x}"
             );
@@ -157,24 +171,34 @@ mod tests {
     }
 
     #[test]
+    fn segments_for_other_ports_go_to_the_programs() {
+        let mut f = tcp_frame([10, 0, 2, 2], 40_000, TCP_SYN);
+        f[36..38].copy_from_slice(&6379u16.to_be_bytes());
+        assert_eq!(steer(&f, 80), Steer::Program { connect: true });
+        f[34 + 13] = TCP_ACK;
+        assert_eq!(steer(&f, 80), Steer::Program { connect: false });
+        assert_eq!(steer(&f, 6379), segment([10, 0, 2, 2], 40_000));
+    }
+
+    #[test]
     fn ip_options_are_skipped() {
         let mut f = tcp_frame([10, 0, 2, 2], 40_001, TCP_ACK);
         f[14] = 0x46;
         f.splice(34..34, [1, 1, 1, 1]);
-        assert_eq!(steer(&f), segment([10, 0, 2, 2], 40_001));
+        assert_eq!(steer(&f, 80), segment([10, 0, 2, 2], 40_001));
     }
 
     #[test]
     fn other_frames_and_short_frames_go_to_the_listeners() {
         let mut arp = tcp_frame([10, 0, 2, 2], 1, TCP_ACK);
         arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
-        assert_eq!(steer(&arp), Steer::Listen);
+        assert_eq!(steer(&arp, 80), Steer::Listen);
         let mut udp = tcp_frame([10, 0, 2, 2], 1, TCP_ACK);
         udp[14 + 9] = 17;
-        assert_eq!(steer(&udp), Steer::Listen);
+        assert_eq!(steer(&udp, 80), Steer::Listen);
         let whole = tcp_frame([10, 0, 2, 2], 1, TCP_ACK);
         for len in 0..48 {
-            assert_eq!(steer(&whole[..len]), Steer::Listen, "{len} bytes");
+            assert_eq!(steer(&whole[..len], 80), Steer::Listen, "{len} bytes");
         }
     }
 
@@ -205,7 +229,7 @@ mod tests {
                     *b = if x % 2 == 0 { *b } else { x as u8 };
                 }
                 if let Steer::Segment { shard: s, .. } | Steer::Connect { shard: s, .. } =
-                    steer(&f[..len])
+                    steer(&f[..len], 80)
                 {
                     assert!(s < SHARDS);
                 }

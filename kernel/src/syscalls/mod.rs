@@ -57,16 +57,35 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         | Sysno::Open
         | Sysno::Fsync
         | Sysno::Rename
-        | Sysno::Unlink => {
+        | Sysno::Unlink
+        | Sysno::Socket
+        | Sysno::Bind
+        | Sysno::Listen
+        | Sysno::Accept
+        | Sysno::Connect
+        | Sysno::Shutdown
+        | Sysno::Poll
+        | Sysno::SetNonblocking => {
             if percpu::current().current_pd == 0 {
                 Err(Error::AccessDenied)
             } else {
                 return Action::Delegate;
             }
         }
+        Sysno::Clock => clock(args[0]),
         _ => privlib(call, args),
     };
     Action::Return(encode(r))
+}
+
+/// `clock(which)`: nanoseconds since boot (0) or since the Unix epoch (1).
+fn clock(which: u64) -> Result<u64, Error> {
+    let since_boot = crate::arch::time::ticks_to_ns(crate::arch::time::now());
+    match which {
+        0 => Ok(since_boot),
+        1 => Ok(crate::arch::time::boot_unix_ns().saturating_add(since_boot)),
+        _ => Err(Error::InvalidArgs),
+    }
 }
 
 /// Why a PD's own `mmap` failed: the kernel ran out of VMAs or frames, or anything else

@@ -45,7 +45,7 @@ const MAX_IO: u64 = 64 * 1024;
 /// Bytes of system-call buffers copied through kernel buffers (isolation `full`).
 static BYTES_COPIED: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
-fn count_copied(n: usize) {
+pub(super) fn count_copied(n: usize) {
     BYTES_COPIED.fetch_add(n as u64, core::sync::atomic::Ordering::Relaxed);
 }
 
@@ -86,6 +86,8 @@ pub enum File {
     PipeWrite(PipeId),
     /// A disk file, by its slot in [`DiskFiles`].
     Disk(u32),
+    /// A TCP socket of the kernel's socket table (`super::net`).
+    Socket(crate::sockets::SockId),
 }
 
 /// Longest name a program gives a disk file.
@@ -178,7 +180,7 @@ pub(super) fn console_fds(p: &mut Procs) -> FdTable {
     fds
 }
 
-fn fd_error(_: FdError) -> AbiError {
+pub(super) fn fd_error(_: FdError) -> AbiError {
     AbiError::BadFd
 }
 
@@ -187,7 +189,12 @@ fn fd_error(_: FdError) -> AbiError {
 /// capability its plain pointers carry (data permissions over its area VMA,
 /// `fjord_ufork::cap`), for a store. An area over the 256 MiB the capability format represents
 /// is checked against the VMA's bounds directly.
-fn area_offset(p: &Procs, pid: Pid, addr: u64, len: u64) -> Result<(u64, u64), AbiError> {
+pub(super) fn area_offset(
+    p: &Procs,
+    pid: Pid,
+    addr: u64,
+    len: u64,
+) -> Result<(u64, u64), AbiError> {
     use fjord_ufork::cap::{Cap, CapPerms};
     let pr = p.procs.get(&pid).ok_or(AbiError::InvalidArgs)?;
     let (base, size) = pr.area;
@@ -221,7 +228,7 @@ fn read_into_kernel(pd: fjord_pd::PdId, addr: u64, len: u64) -> Result<Vec<u8>, 
 }
 
 /// Copies `data` into `pid`'s area at `addr`.
-fn copy_out(pid: Pid, addr: u64, data: &[u8]) -> Result<(), AbiError> {
+pub(super) fn copy_out(pid: Pid, addr: u64, data: &[u8]) -> Result<(), AbiError> {
     let (base, offset) = with(|p| area_offset(p, pid, addr, data.len() as u64))?;
     super::write_area(base, offset, data).map_err(|_| AbiError::BadAddress)
 }
@@ -272,7 +279,7 @@ pub(super) fn pipe(pid: Pid, out: u64) -> Result<u64, AbiError> {
 }
 
 /// The open file `fd` of `pid` names.
-fn file_of(p: &Procs, pid: Pid, fd: u32) -> Result<File, AbiError> {
+pub(super) fn file_of(p: &Procs, pid: Pid, fd: u32) -> Result<File, AbiError> {
     let pr = p.procs.get(&pid).ok_or(AbiError::InvalidArgs)?;
     let id = pr.fds.get(fd).map_err(fd_error)?;
     p.files.get(id).copied().ok_or(AbiError::BadFd)
@@ -294,6 +301,11 @@ fn park_on(
     park_locked(p, pid, (reason, blocked), ctx, info);
 }
 
+/// Whether `fd` of `pid` names a socket.
+fn is_socket(pid: Pid, fd: u32) -> bool {
+    with(|p| matches!(file_of(p, pid, fd), Ok(File::Socket(_))))
+}
+
 /// `read(fd, buf, len)`.
 pub(super) fn read(
     pid: Pid,
@@ -304,6 +316,9 @@ pub(super) fn read(
     info: JobInfo,
 ) -> Next {
     let len = len.min(MAX_IO);
+    if is_socket(pid, fd) {
+        return super::net::read(pid, fd, (buf, len), ctx, info);
+    }
     match copies(pid) {
         Some((true, _)) => {}
         Some((false, pd)) => return in_space(pd, || read_direct(pid, fd, (buf, len), ctx, info)),
@@ -313,7 +328,7 @@ pub(super) fn read(
         area_offset(p, pid, buf, len)?;
         match file_of(p, pid, fd)? {
             File::Console => Ok(Some((Vec::new(), Vec::new()))),
-            File::PipeWrite(_) => Err(AbiError::BadFd),
+            File::PipeWrite(_) | File::Socket(_) => Err(AbiError::BadFd),
             File::Disk(id) => Ok(Some((disk_read(p, id, len)?.to_vec(), Vec::new()))),
             File::PipeRead(id) => {
                 let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
@@ -367,7 +382,7 @@ fn read_direct(
         area_offset(p, pid, buf, len)?;
         match file_of(p, pid, fd)? {
             File::Console => Ok(Some((0, Vec::new()))),
-            File::PipeWrite(_) => Err(AbiError::BadFd),
+            File::PipeWrite(_) | File::Socket(_) => Err(AbiError::BadFd),
             File::Disk(id) => {
                 let bytes = disk_read(p, id, len)?;
                 crate::mm::user_memory::copy_to(buf, bytes)?;
@@ -422,6 +437,16 @@ pub(super) fn write(
     let Some((copy, pd)) = copies(pid) else {
         return Next::Continue(fjord_libos::abi::encode(Err(AbiError::InvalidArgs)));
     };
+    if is_socket(pid, fd) {
+        // Copied in at every isolation level: the socket's buffer is the kernel's.
+        return match read_into_kernel(pd, buf, len) {
+            Ok(data) => {
+                count_copied(data.len());
+                super::net::write(pid, fd, &data, (buf, len), (ctx, info))
+            }
+            Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
+        };
+    }
     if copy {
         // Full isolation: the bytes are copied into the kernel first, so a sibling changing
         // them meanwhile cannot make the kernel act on two versions.
@@ -451,7 +476,7 @@ fn write_from(
 ) -> Next {
     let r = with(|p| match file_of(p, pid, fd)? {
         File::Console => Ok(Some((data.len(), None))),
-        File::PipeRead(_) => Err(AbiError::BadFd),
+        File::PipeRead(_) | File::Socket(_) => Err(AbiError::BadFd),
         File::Disk(id) => {
             p.disk.append(id, data)?;
             Ok(Some((data.len(), Some(Vec::new()))))
@@ -535,6 +560,10 @@ pub(super) fn close_all(mut fds: FdTable) {
 /// The last descriptor of `file` went: a pipe end closes, and whoever waits on the other end
 /// is woken (a reader sees end of file, a writer a broken pipe).
 fn release(file: File) {
+    if let File::Socket(id) = file {
+        super::net::release(id);
+        return;
+    }
     if let File::Disk(id) = file {
         if let Some(f) = with(|p| p.disk.remove(id))
             && f.writing
@@ -546,7 +575,7 @@ fn release(file: File) {
         return;
     }
     let woken = with(|p| match file {
-        File::Console | File::Disk(_) => Vec::new(),
+        File::Console | File::Disk(_) | File::Socket(_) => Vec::new(),
         File::PipeRead(id) => {
             let _ = p.pipes.close_end(id, End::Read);
             p.table.wake_all(BlockReason::Write(id.raw()))

@@ -55,6 +55,7 @@ use fjord_ufork::tags::{PageWords, SLOTS_PER_PAGE, ShadowTags};
 use spin::Mutex;
 
 pub mod files;
+pub mod net;
 
 /// Most μprocesses at once (zombies included).
 pub const MAX_PROCESSES: usize = 256;
@@ -108,15 +109,39 @@ struct Procs {
     disk: files::DiskFiles,
     /// Sleeping μprocesses and when they wake (TSC).
     sleepers: Vec<(Pid, u64)>,
+    /// μprocesses parked on sockets: the socket table's generation each saw, and when its
+    /// `poll` times out (TSC, `u64::MAX` for never).
+    socket_waiters: Vec<(Pid, u64, u64)>,
 }
 
 /// A blocking system call a μprocess waits in.
 #[derive(Clone, Copy, Debug)]
 enum Blocked {
     Wait(WaitTarget, WaitOptions),
-    Read { fd: u32, buf: u64, len: u64 },
-    Write { fd: u32, buf: u64, len: u64 },
+    Read {
+        fd: u32,
+        buf: u64,
+        len: u64,
+    },
+    Write {
+        fd: u32,
+        buf: u64,
+        len: u64,
+    },
     Sleep,
+    Accept {
+        fd: u64,
+        peer: u64,
+    },
+    Connect {
+        fd: u64,
+    },
+    Poll {
+        fds: u64,
+        n: u64,
+        timeout_ms: i64,
+        deadline: u64,
+    },
 }
 
 static PROCS: Mutex<Option<Procs>> = Mutex::new(None);
@@ -131,6 +156,7 @@ fn with<R>(f: impl FnOnce(&mut Procs) -> R) -> R {
             pipes: PipeTable::new(files::MAX_PIPES),
             disk: files::DiskFiles::default(),
             sleepers: Vec::new(),
+            socket_waiters: Vec::new(),
         });
         f(p)
     })
@@ -285,6 +311,14 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
             Blocked::Read { fd, buf, len } => files::read(pid, fd, buf, len, &mut ctx, info),
             Blocked::Write { fd, buf, len } => files::write(pid, fd, buf, len, &mut ctx, info),
             Blocked::Sleep => Next::Continue(0),
+            Blocked::Accept { fd, peer } => net::accept(pid, fd, peer, &mut ctx, info),
+            Blocked::Connect { fd } => net::connect_wait(pid, fd, &mut ctx, info),
+            Blocked::Poll {
+                fds,
+                n,
+                timeout_ms,
+                deadline,
+            } => net::poll(pid, (fds, n, timeout_ms), Some(deadline), &mut ctx, info),
         };
         match next {
             Next::Continue(v) => ctx.frame.rax = v,
@@ -358,6 +392,26 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
                 Some(Sysno::Unlink) => Next::Continue(encode(files::unlink(pid, args[0], args[1]))),
                 Some(Sysno::Kill) => Next::Continue(encode(kill(Some(pid), args[0], args[1]))),
                 Some(Sysno::Sleep) => sleep(pid, args[0], &mut ctx, info),
+                Some(Sysno::Socket) => Next::Continue(encode(net::socket(pid))),
+                Some(Sysno::Bind) => Next::Continue(encode(net::bind(pid, args[0], args[1]))),
+                Some(Sysno::Listen) => Next::Continue(encode(net::listen(pid, args[0], args[1]))),
+                Some(Sysno::Accept) => net::accept(pid, args[0], args[1], &mut ctx, info),
+                Some(Sysno::Connect) => {
+                    net::connect(pid, args[0], (args[1], args[2]), &mut ctx, info)
+                }
+                Some(Sysno::Shutdown) => {
+                    Next::Continue(encode(net::shutdown(pid, args[0], args[1])))
+                }
+                Some(Sysno::Poll) => net::poll(
+                    pid,
+                    (args[0], args[1], args[2] as i64),
+                    None,
+                    &mut ctx,
+                    info,
+                ),
+                Some(Sysno::SetNonblocking) => {
+                    Next::Continue(encode(net::set_nonblocking(pid, args[0], args[1])))
+                }
                 _ => Next::Continue(encode(Err(AbiError::NoSys))),
             },
         };
@@ -1072,6 +1126,40 @@ pub fn wake_sleepers() {
             before - p.sleepers.len(),
             core::sync::atomic::Ordering::Relaxed,
         );
+        due.retain(|&pid| p.table.wake(pid));
+        due
+    });
+    if !due.is_empty() {
+        wake(due);
+    }
+}
+
+/// Wakes the μprocesses parked on sockets when the socket table changed since they looked, or
+/// their `poll` timed out (called by the network loop after each pass).
+pub fn wake_socket_waiters() {
+    let now = cpu::rdtsc();
+    let due = cpu::without_interrupts(|| {
+        let Some(mut g) = PROCS.try_lock() else {
+            return Vec::new();
+        };
+        let Some(p) = g.as_mut() else {
+            return Vec::new();
+        };
+        if p.socket_waiters.is_empty() {
+            return Vec::new();
+        }
+        let Ok(generation) = crate::sockets::with(|t| t.generation()) else {
+            return Vec::new();
+        };
+        let mut due = Vec::new();
+        p.socket_waiters.retain(|&(pid, seen, deadline)| {
+            if seen != generation || now >= deadline {
+                due.push(pid);
+                false
+            } else {
+                true
+            }
+        });
         due.retain(|&pid| p.table.wake(pid));
         due
     });

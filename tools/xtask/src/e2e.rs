@@ -174,6 +174,13 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
             report_group(&mut tally, &format!("{accel}"), true, outcomes);
         }
     }
+    // Programs' TCP sockets, driven from the host through a forwarded port.
+    if filter.is_none_or(|f| "sockets".contains(f) || f.contains("sockets")) {
+        let outcomes = crate::apps_build::build_apps()
+            .context("building the function modules")
+            .and_then(|apps| crate::e2e_sockets::run(&setup.kernel, accel, &apps));
+        report_group(&mut tally, &format!("{accel}"), true, outcomes);
+    }
     // A short soak: memory back to its baseline after the mix, latency reported.
     if filter.is_none_or(|f| "soak".contains(f) || f.contains("soak")) {
         let name = format!(

@@ -63,6 +63,33 @@ pub fn boot_gateway_on(
     options: &str,
     tap: Option<&TapNet>,
 ) -> Result<(QemuRun, SocketAddr)> {
+    boot_forwarding(kernel, (qemu, machine, accel), options, tap, &[]).map(|(vm, a, _)| (vm, a))
+}
+
+/// [`boot_gateway_with`] on microvm, with the guest ports `programs` (where programs listen)
+/// forwarded too: returns their host addresses, in order.
+pub fn boot_gateway_forwarding(
+    kernel: &Path,
+    accel: Accel,
+    options: &str,
+    programs: &[u16],
+) -> Result<(QemuRun, SocketAddr, Vec<SocketAddr>)> {
+    boot_forwarding(
+        kernel,
+        (None, Machine::Microvm, accel),
+        options,
+        None,
+        programs,
+    )
+}
+
+fn boot_forwarding(
+    kernel: &Path,
+    (qemu, machine, accel): (Option<&Path>, Machine, Accel),
+    options: &str,
+    tap: Option<&TapNet>,
+    programs: &[u16],
+) -> Result<(QemuRun, SocketAddr, Vec<SocketAddr>)> {
     let mut config = QemuConfig::new(kernel);
     if let Some(q) = qemu {
         config.qemu = q.to_path_buf();
@@ -79,6 +106,7 @@ pub fn boot_gateway_on(
     if !options.is_empty() {
         config.append = format!("{} {options}", config.append);
     }
+    let mut forwarded = Vec::new();
     let addr = match tap {
         Some(net) => {
             config.append = format!("{} {}", config.append, net.guest_cmdline());
@@ -89,12 +117,16 @@ pub fn boot_gateway_on(
         }
         None => {
             let port = free_port()?;
-            config.devices.push(Device::UserNet {
-                hostfwd: vec![HostForward {
-                    host: port,
-                    guest: 80,
-                }],
-            });
+            let mut hostfwd = vec![HostForward {
+                host: port,
+                guest: 80,
+            }];
+            for &guest in programs {
+                let host = free_port()?;
+                hostfwd.push(HostForward { host, guest });
+                forwarded.push(SocketAddr::from((Ipv4Addr::LOCALHOST, host)));
+            }
+            config.devices.push(Device::UserNet { hostfwd });
             SocketAddr::from((Ipv4Addr::LOCALHOST, port))
         }
     };
@@ -109,7 +141,7 @@ pub fn boot_gateway_on(
         vm.kill();
         bail!("the gateway did not come up: {e}\n{tail}\n{}", vm.stderr());
     }
-    Ok((vm, addr))
+    Ok((vm, addr, forwarded))
 }
 
 /// Boots `kernel` on `machine` with networking and runs every gateway check against it.

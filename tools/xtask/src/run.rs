@@ -60,12 +60,19 @@ pub fn run(options: &RunOptions) -> Result<()> {
         image: disk.clone(),
     });
     let port = gateway_port();
-    config.devices.push(Device::UserNet {
-        hostfwd: vec![HostForward {
-            host: port,
-            guest: 80,
-        }],
-    });
+    let mut hostfwd = vec![HostForward {
+        host: port,
+        guest: 80,
+    }];
+    let programs: Vec<HostForward> = PROGRAM_PORTS
+        .iter()
+        .map(|&guest| HostForward {
+            host: free_port_near(guest),
+            guest,
+        })
+        .collect();
+    hostfwd.extend(programs.iter().copied());
+    config.devices.push(Device::UserNet { hostfwd });
     let mut command = config.command()?;
     println!(
         "xtask: booting Fjord on {} ({}) with {} CPUs, {} MiB ({}); Ctrl-A X quits",
@@ -83,6 +90,12 @@ pub fn run(options: &RunOptions) -> Result<()> {
          (saved in {} while it runs)",
         url_file.display()
     );
+    for f in &programs {
+        println!(
+            "xtask: program port {} forwarded from 127.0.0.1:{}",
+            f.guest, f.host
+        );
+    }
     println!("xtask:   cargo xtask fn list");
     println!("xtask:   cargo xtask fn invoke hello --data world");
     println!("xtask:   curl --data world {url}invoke/hello");
@@ -97,6 +110,18 @@ pub fn run(options: &RunOptions) -> Result<()> {
         QemuExit::Success | QemuExit::Code(0) => Ok(()),
         exit => bail!("{exit}"),
     }
+}
+
+/// The guest ports programs listen on that `run` forwards from the host: Redis's (the `redis`
+/// program), the `tcpecho` test server's and the prefork web server's.
+pub const PROGRAM_PORTS: &[u16] = &[6379, 7000, 8000];
+
+/// `port` on the host when it is free, otherwise any free port.
+fn free_port_near(port: u16) -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", port))
+        .or_else(|_| std::net::TcpListener::bind(("127.0.0.1", 0)))
+        .and_then(|l| l.local_addr())
+        .map_or(port, |a| a.port())
 }
 
 /// The host port forwarded to the gateway: 8080 when free, otherwise any free port.

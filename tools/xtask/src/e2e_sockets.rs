@@ -1,0 +1,271 @@
+//! End-to-end tests of μprocesses' TCP sockets: the `tcpecho` program (two forked workers
+//! sharing one listening socket, each serving its clients with `poll`) started through the
+//! gateway's process API, and driven from the host through a forwarded port with plain TCP
+//! clients: bytes both ways, a megabyte under flow control, many connections at once, clients
+//! that vanish, and the errors the program checks in the guest.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::apps_build::BuiltApp;
+use crate::e2e_http::{Outcome, boot_gateway_forwarding, deploy};
+use crate::http_client::one;
+use crate::qemu::Accel;
+
+/// The guest port `tcpecho` listens on.
+const ECHO_PORT: u16 = 7000;
+/// How long a client waits for an answer.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Boots a gateway with the echo port forwarded and runs every check.
+pub fn run(kernel: &std::path::Path, accel: Accel, apps: &[BuiltApp]) -> Result<Vec<Outcome>> {
+    let tcpecho = apps
+        .iter()
+        .find(|a| a.name == "tcpecho")
+        .context("app tcpecho was not built")?;
+    let (mut vm, gateway, forwarded) = boot_gateway_forwarding(kernel, accel, "", &[ECHO_PORT])?;
+    let echo = forwarded[0];
+    let mut out = Vec::new();
+    let mut check = |label: &str, result: Result<(), String>| {
+        out.push((format!("sockets: {label}"), result));
+    };
+    let limit = match accel {
+        Accel::Tcg => Duration::from_secs(30),
+        Accel::Kvm => Duration::from_secs(300),
+    };
+    let mut pid = 0u64;
+    check("tcpecho is deployed and started through POST /processes", {
+        deploy(gateway, "tcpecho", &tcpecho.bytes).and_then(|s| match s {
+            200 | 201 => one(gateway, "POST", "/processes/tcpecho", b"").and_then(|r| {
+                r.expect(201)?;
+                pid = r
+                    .text()
+                    .trim()
+                    .trim_start_matches("{\"pid\":")
+                    .trim_end_matches('}')
+                    .parse()
+                    .map_err(|e| format!("no pid in {:?}: {e}", r.text()))?;
+                Ok(())
+            }),
+            s => Err(format!("deploying tcpecho answered {s}")),
+        })
+    });
+    check(
+        "in the guest: a port in use, the gateway's port, a refused connect, calls in the wrong state and poll's time-out give their errors",
+        vm.wait_for_line(
+            |l| l.contains("tcpecho: errors checked") || l.contains("tcpecho: error check"),
+            limit,
+        )
+        .map_err(|e| format!("{e}"))
+        .and_then(|l| match l.contains("errors checked") {
+            true => Ok(()),
+            false => Err(l),
+        }),
+    );
+    check(
+        "it listens with its workers",
+        vm.wait_for_line(|l| l.contains("tcpecho: listening"), limit)
+            .map(drop)
+            .map_err(|e| format!("{e}")),
+    );
+    check("a line sent comes back", echo_line(echo, b"hello, fjord\n"));
+    check(
+        "`who` is answered by a forked worker, not the parent",
+        who(echo).and_then(|w| match w != pid {
+            true => Ok(()),
+            false => Err(format!("answered by the parent {pid}")),
+        }),
+    );
+    check(
+        "1 MiB goes through the echo and back intact (flow control both ways)",
+        megabyte(echo),
+    );
+    check(
+        "32 connections open at once are each served",
+        many_at_once(echo, 32),
+    );
+    check(
+        "a client that vanishes mid-line and one that half-closes leave the server serving",
+        vanishing(echo),
+    );
+    check(
+        "/metrics counts the connections the programs accepted",
+        one(gateway, "GET", "/metrics", b"").and_then(|r| {
+            r.expect(200)?;
+            let accepted = crate::e2e_conns::series_value(
+                &r.text(),
+                "fjord_sockets_connections_total{event=\"accepted\"}",
+            )
+            .ok_or("no fjord_sockets_connections_total{event=\"accepted\"}")?;
+            match accepted >= 36 {
+                true => Ok(()),
+                false => Err(format!("only {accepted} accepted")),
+            }
+        }),
+    );
+    check(
+        "DELETE /processes/<pid> of the parent and its workers; the port then serves nobody",
+        kill_tree(gateway, pid).and_then(|()| {
+            let deadline = Instant::now() + limit;
+            loop {
+                if echo_line(echo, b"anyone?\n").is_err() {
+                    return Ok(());
+                }
+                if Instant::now() > deadline {
+                    return Err("the echo still answers".into());
+                }
+                thread::sleep(Duration::from_millis(200));
+            }
+        }),
+    );
+    vm.kill();
+    Ok(out)
+}
+
+/// Kills `pid` and its children (a killed parent's children live on, as on POSIX systems).
+fn kill_tree(gateway: SocketAddr, pid: u64) -> Result<(), String> {
+    let r = one(gateway, "GET", "/processes", b"")?;
+    r.expect(200)?;
+    let text = r.text();
+    let mut victims = vec![pid];
+    for entry in text.split("{\"pid\":").skip(1) {
+        let mut fields = entry.splitn(3, [',', ':']);
+        let child = fields.next().and_then(|p| p.parse::<u64>().ok());
+        let parent = entry
+            .split("\"ppid\":")
+            .nth(1)
+            .and_then(|t| t.split(',').next())
+            .and_then(|p| p.parse::<u64>().ok());
+        if let (Some(child), Some(parent)) = (child, parent)
+            && parent == pid
+        {
+            victims.push(child);
+        }
+    }
+    if victims.len() < 2 {
+        return Err(format!("no workers of {pid} in {text}"));
+    }
+    for v in victims {
+        one(gateway, "DELETE", &format!("/processes/{v}"), b"")?.expect(204)?;
+    }
+    Ok(())
+}
+
+fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
+    let s = TcpStream::connect_timeout(&addr, PATIENCE).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(PATIENCE))
+        .and_then(|()| s.set_write_timeout(Some(PATIENCE)))
+        .map_err(|e| format!("{e}"))?;
+    Ok(s)
+}
+
+/// Reads exactly `n` bytes.
+fn read_n(s: &mut TcpStream, n: usize) -> Result<Vec<u8>, String> {
+    let mut got = vec![0u8; n];
+    s.read_exact(&mut got)
+        .map_err(|e| format!("reading {n} bytes: {e}"))?;
+    Ok(got)
+}
+
+fn echo_line(addr: SocketAddr, line: &[u8]) -> Result<(), String> {
+    let mut s = connect(addr)?;
+    s.write_all(line).map_err(|e| format!("write: {e}"))?;
+    let got = read_n(&mut s, line.len())?;
+    match got == line {
+        true => Ok(()),
+        false => Err(format!("sent {line:?}, got {got:?}")),
+    }
+}
+
+/// The PID of the worker that answers `who`.
+fn who(addr: SocketAddr) -> Result<u64, String> {
+    let mut s = connect(addr)?;
+    s.write_all(b"who\n").map_err(|e| format!("write: {e}"))?;
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while line.last() != Some(&b'\n') && line.len() < 64 {
+        s.read_exact(&mut b).map_err(|e| format!("read: {e}"))?;
+        line.push(b[0]);
+    }
+    let text = String::from_utf8_lossy(&line);
+    text.trim()
+        .strip_prefix("worker ")
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| format!("answered {text:?}"))
+}
+
+fn megabyte(addr: SocketAddr) -> Result<(), String> {
+    let s = connect(addr)?;
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i * 7 % 251) as u8).collect();
+    let mut reader = s.try_clone().map_err(|e| format!("{e}"))?;
+    let want = data.len();
+    let read = thread::spawn(move || {
+        let mut got = Vec::with_capacity(want);
+        let mut buf = vec![0u8; 64 * 1024];
+        while got.len() < want {
+            match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) => return Err(format!("read after {} bytes: {e}", got.len())),
+            }
+        }
+        Ok(got)
+    });
+    (&s).write_all(&data).map_err(|e| format!("write: {e}"))?;
+    let got = read.join().map_err(|_| "the reader panicked")??;
+    match got == data {
+        true => Ok(()),
+        false => Err(format!("{} bytes came back, not the same", got.len())),
+    }
+}
+
+fn many_at_once(addr: SocketAddr, n: usize) -> Result<(), String> {
+    // QEMU's user network takes host connections one at a time: open them in turn, each
+    // answered before the next opens, and keep them all open.
+    let mut conns = Vec::new();
+    for i in 0..n {
+        let mut s = connect(addr)?;
+        let line = format!("first {i}\n");
+        s.write_all(line.as_bytes())
+            .map_err(|e| format!("write: {e}"))?;
+        let got = read_n(&mut s, line.len())?;
+        if got != line.as_bytes() {
+            return Err(format!("connection {i}: got {got:?}"));
+        }
+        conns.push(s);
+    }
+    for (i, s) in conns.iter_mut().enumerate().rev() {
+        let line = format!("again {i}\n");
+        s.write_all(line.as_bytes())
+            .map_err(|e| format!("write: {e}"))?;
+        let got = read_n(s, line.len())?;
+        if got != line.as_bytes() {
+            return Err(format!("connection {i} again: got {got:?}"));
+        }
+    }
+    Ok(())
+}
+
+fn vanishing(addr: SocketAddr) -> Result<(), String> {
+    {
+        let mut gone = connect(addr)?;
+        gone.write_all(b"half a li").map_err(|e| format!("{e}"))?;
+    }
+    {
+        let mut half = connect(addr)?;
+        half.write_all(b"closing\n").map_err(|e| format!("{e}"))?;
+        half.shutdown(Shutdown::Write)
+            .map_err(|e| format!("shutdown: {e}"))?;
+        let mut rest = Vec::new();
+        half.read_to_end(&mut rest)
+            .map_err(|e| format!("read to end: {e}"))?;
+        if rest != b"closing\n" {
+            return Err(format!("after a half-close got {rest:?}"));
+        }
+    }
+    echo_line(addr, b"still here\n")
+}

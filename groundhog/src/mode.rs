@@ -12,17 +12,22 @@ pub enum GroundhogMode {
     None,
     /// A new protection domain per request (and its `init`): no reuse at all.
     Fresh,
+    /// Fork per request (μFork): one instance runs `init` and becomes a zygote that never
+    /// serves; each request runs in a child forked from it (copy on pointer access, pointers
+    /// relocated), which ends with the request. The manifest may also say `instances=fork`.
+    Fork,
 }
 
 impl GroundhogMode {
     /// Every mode, default first.
-    pub const ALL: [GroundhogMode; 3] = [
+    pub const ALL: [GroundhogMode; 4] = [
         GroundhogMode::Restore,
         GroundhogMode::None,
         GroundhogMode::Fresh,
+        GroundhogMode::Fork,
     ];
 
-    /// The mode named `text` (`restore`, `none`, `fresh`).
+    /// The mode named `text` (`restore`, `none`, `fresh`, `fork`).
     pub fn parse(text: &str) -> Option<GroundhogMode> {
         Self::ALL.into_iter().find(|m| m.as_str() == text)
     }
@@ -33,12 +38,14 @@ impl GroundhogMode {
             GroundhogMode::Restore => "restore",
             GroundhogMode::None => "none",
             GroundhogMode::Fresh => "fresh",
+            GroundhogMode::Fork => "fork",
         }
     }
 
-    /// Whether instances are kept between requests at all.
+    /// Whether instances are kept between requests at all (a fork-per-request zygote is kept,
+    /// but never serves).
     pub const fn reuses(self) -> bool {
-        !matches!(self, GroundhogMode::Fresh)
+        !matches!(self, GroundhogMode::Fresh | GroundhogMode::Fork)
     }
 
     /// Whether an instance is snapshotted and restored between requests.
@@ -53,8 +60,9 @@ impl core::fmt::Display for GroundhogMode {
     }
 }
 
-/// The Groundhog mode a `?groundhog=…` query string asks for: `Ok(None)` when it names none,
-/// `Err(())` when it names one that does not exist.
+/// The Groundhog mode a `?groundhog=…` query string asks for (`?instances=fork` is
+/// `groundhog=fork`): `Ok(None)` when it names none, `Err(())` when it names one that does not
+/// exist, or two.
 #[allow(clippy::result_unit_err)]
 pub fn from_query(query: Option<&str>) -> Result<Option<GroundhogMode>, ()> {
     let Some(q) = query else {
@@ -63,11 +71,14 @@ pub fn from_query(query: Option<&str>) -> Result<Option<GroundhogMode>, ()> {
     let mut found = None;
     for pair in q.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if k == "groundhog" {
-            if found.is_some() {
-                return Err(());
-            }
-            found = Some(GroundhogMode::parse(v).ok_or(())?);
+        let mode = match (k, v) {
+            ("groundhog", v) => GroundhogMode::parse(v).ok_or(())?,
+            ("instances", "fork") => GroundhogMode::Fork,
+            ("instances", _) => return Err(()),
+            _ => continue,
+        };
+        if found.replace(mode).is_some() {
+            return Err(());
         }
     }
     Ok(found)
@@ -88,6 +99,7 @@ mod tests {
         assert!(GroundhogMode::Restore.restores() && GroundhogMode::Restore.reuses());
         assert!(!GroundhogMode::None.restores() && GroundhogMode::None.reuses());
         assert!(!GroundhogMode::Fresh.restores() && !GroundhogMode::Fresh.reuses());
+        assert!(!GroundhogMode::Fork.restores() && !GroundhogMode::Fork.reuses());
     }
 
     #[test]
@@ -106,5 +118,11 @@ mod tests {
         assert_eq!(from_query(Some("groundhog=bogus")), Err(()));
         assert_eq!(from_query(Some("groundhog")), Err(()));
         assert_eq!(from_query(Some("groundhog=none&groundhog=none")), Err(()));
+        assert_eq!(
+            from_query(Some("instances=fork")),
+            Ok(Some(GroundhogMode::Fork))
+        );
+        assert_eq!(from_query(Some("instances=pool")), Err(()));
+        assert_eq!(from_query(Some("instances=fork&groundhog=none")), Err(()));
     }
 }

@@ -10,7 +10,7 @@
 //! |---|---|
 //! | `GET /metrics` | 200, Prometheus text: gateway counters, kernel samples, per-function series |
 //! | `GET /functions` | 200, JSON list of `{name, size, generation, groundhog}` |
-//! | `PUT /functions/<name>[?groundhog=restore\|none\|fresh]` | 201 created / 200 replaced; 400 invalid module or Groundhog mode (reason in the body), 413 too large, 503 no room |
+//! | `PUT /functions/<name>[?groundhog=restore\|none\|fresh\|fork]` (`instances=fork` = `groundhog=fork`) | 201 created / 200 replaced; 400 invalid module or Groundhog mode (reason in the body), 413 too large, 503 no room |
 //! | `DELETE /functions/<name>` | 204, or 404 |
 //! | `POST /invoke/<fn>` | the function's output (200); 404 unknown, 500 the function failed (reason in the body), 503 no capacity |
 //!
@@ -294,7 +294,7 @@ impl<S: FunctionService> Gateway<S> {
                     "deploy",
                     Response::text(
                         Status::BadRequest,
-                        "groundhog must be restore, none or fresh\n",
+                        "groundhog must be restore, none, fresh or fork (or instances=fork)\n",
                     ),
                 ),
             },

@@ -252,6 +252,7 @@ fn an_unknown_groundhog_mode_is_refused_before_deploying() {
         "groundhog=bogus",
         "groundhog",
         "groundhog=none&groundhog=fresh",
+        "instances=pool",
     ] {
         let (code, body) = call(
             &mut gw,
@@ -260,7 +261,7 @@ fn an_unknown_groundhog_mode_is_refused_before_deploying() {
             HELLO,
         );
         assert_eq!(code, 400, "{q}: {body}");
-        assert!(body.contains("restore, none or fresh"), "{body}");
+        assert!(body.contains("restore, none, fresh or fork"), "{body}");
     }
 }
 

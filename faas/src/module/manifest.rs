@@ -11,7 +11,8 @@
 //! | `entry` | entry offset from the image base (number) | the ELF header's `e_entry` |
 //! | `stack_size` | bytes, multiple of 4096, at least 4096 | 64 KiB |
 //! | `heap_size` | bytes, multiple of 4096 | 1 MiB |
-//! | `groundhog` | `restore` / `none` / `fresh`: what happens to an instance between requests (see [`GroundhogMode`]); the reserved key's old values `on` and `off` read as `restore` | `restore` |
+//! | `groundhog` | `restore` / `none` / `fresh` / `fork`: what happens to an instance between requests (see [`GroundhogMode`]); the reserved key's old values `on` and `off` read as `restore` | `restore` |
+//! | `instances` | `pool` (instances kept between requests, as `groundhog` says) or `fork` (fork per request from a zygote: `groundhog=fork`, and the two keys may not both be given) | `pool` |
 //! | `init` | `on` / `off`: the module has an `init` entry, run once per instance before the snapshot (set by `function!`) | `off` |
 //! | `warmup` | the input `init` runs with (text to the end of the line, at most 1 KiB) | empty |
 //! | `memory_limit` | bytes the function may `mmap` at run time (ArgBufs for calls, buffers), multiple of 4096 | 16 MiB |
@@ -281,7 +282,7 @@ impl Manifest {
         let (mut kv_quota, mut log_limit) = (DEFAULT_KV_QUOTA, DEFAULT_LOG_LIMIT);
         let mut kind = ModuleKind::Function;
         let mut max_processes = DEFAULT_MAX_PROCESSES;
-        let mut seen = [false; 15];
+        let mut seen = [false; 16];
         for (line, l) in lines {
             let (key, value) = l
                 .split_once('=')
@@ -303,6 +304,7 @@ impl Manifest {
                 "kind" => 12,
                 "init" => 13,
                 "warmup" => 14,
+                "instances" => 15,
                 _ => return Err(ManifestError::UnknownKey { line }),
             };
             if core::mem::replace(&mut seen[slot], true) {
@@ -314,12 +316,18 @@ impl Manifest {
                 1 => entry = Some(parse_number(value).ok_or(bad)?),
                 2 => stack_size = parse_size(value, line, 4096)?,
                 3 => heap_size = parse_size(value, line, 0)?,
+                4 if seen[15] => return Err(bad),
                 4 => {
                     groundhog = match value {
                         "on" | "off" => GroundhogMode::Restore,
                         v => GroundhogMode::parse(v).ok_or(bad)?,
                     }
                 }
+                15 => match value {
+                    "pool" if !seen[4] => {}
+                    "fork" if !seen[4] => groundhog = GroundhogMode::Fork,
+                    _ => return Err(bad),
+                },
                 13 => {
                     init = match value {
                         "on" => true,
@@ -464,6 +472,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(m.groundhog, GroundhogMode::Fresh);
+        let fork = Manifest::parse(b"fjord-manifest=1\nname=f\ninstances=fork\n").unwrap();
+        assert_eq!(fork.groundhog, GroundhogMode::Fork);
+        let pool = Manifest::parse(b"fjord-manifest=1\nname=f\ninstances=pool\n").unwrap();
+        assert_eq!(pool.groundhog, GroundhogMode::Restore);
+        for both in [
+            &b"fjord-manifest=1\nname=f\ninstances=fork\ngroundhog=none\n"[..],
+            b"fjord-manifest=1\nname=f\ngroundhog=none\ninstances=fork\n",
+            b"fjord-manifest=1\nname=f\ninstances=forks\n",
+        ] {
+            assert!(matches!(
+                Manifest::parse(both),
+                Err(ManifestError::BadValue { .. })
+            ));
+        }
         assert!(m.init);
         assert_eq!(m.warmup, "op=a&b=1");
         let long = alloc::format!("fjord-manifest=1\nname=f\nwarmup={}\n", "x".repeat(1025));
@@ -613,7 +635,7 @@ mod tests {
         #[test]
         fn round_trips(name in "[a-z0-9_-]{1,64}", entry in any::<Option<u64>>(),
                        stack in 1u64..=(1 << 18), heap in 0u64..=(1 << 18),
-                       groundhog in 0usize..3,
+                       groundhog in 0usize..4,
                        init in any::<bool>(), warmup in "[a-z0-9=&]{0,20}",
                        limit in 1u64..=MAX_TIME_LIMIT_MS, mem in 0u64..=(1 << 18),
                        max_pds in 0..=MAX_MAX_PDS, in_app in any::<bool>(),

@@ -105,13 +105,15 @@ fn map_instance(
     let m = &f.manifest;
     let image = f.image_in_area();
     let len = image + m.stack_size + m.heap_size;
-    // A program's instance VMA is a μprocess area: placed so that μFork's inferred tags never
-    // take a small integer over a stale pointer's upper half for one of its addresses.
-    let instance = if f.program.is_some() {
-        j.mmap_area(pd, len)?
-    } else {
-        j.mmap(pd, len, Perm::RW, MapFlags::default())?
-    };
+    // A program's instance VMA is a μprocess area, and so is a fork-per-request function's
+    // (its instances are forked): placed so that μFork's inferred tags never take a small
+    // integer over a stale pointer's upper half for one of its addresses.
+    let instance =
+        if f.program.is_some() || f.groundhog_mode() == fjord_groundhog::GroundhogMode::Fork {
+            j.mmap_area(pd, len)?
+        } else {
+            j.mmap(pd, len, Perm::RW, MapFlags::default())?
+        };
     if let Some(p) = &f.program {
         j.share_prefix(instance, f.image.base, p.shared.clone())?;
     }

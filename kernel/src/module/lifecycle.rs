@@ -18,6 +18,13 @@ impl Instance {
     /// acting for `f`'s tenant (its key-value namespace and console budget, see
     /// [`jord::tenant`]).
     pub fn take(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
+        if f.groundhog_mode() == fjord_groundhog::GroundhogMode::Fork {
+            let fork = crate::module::forker().ok_or(InvokeFailure::OutOfMemory)?;
+            let inst = fork(f)?;
+            f.warm.note_made();
+            begin_tenant(f, inst.pd);
+            return Ok(inst);
+        }
         // An idle instance; else, while another request's instance awaits its restore, a new
         // one if the pools have room for it, so that this request need not wait for that
         // restore; else that restore now.
@@ -95,6 +102,20 @@ impl Instance {
                 Err(e)
             }
         }
+    }
+
+    /// A fork-per-request function's zygote: a new instance of `f` that ran its `init` (if it has
+    /// one), never to serve a request itself.
+    pub fn create_zygote(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
+        let inst = Instance::create(f)?;
+        begin_tenant(f, inst.pd);
+        if f.manifest.init
+            && let Err(e) = inst.run_init(f)
+        {
+            destroy(inst.pd);
+            return Err(e);
+        }
+        Ok(inst)
     }
 
     /// Runs `f`'s `init` in this new instance, on an ArgBuf holding the warm-up input: the
@@ -191,7 +212,7 @@ impl Instance {
             memory_limit: m.memory_limit,
         };
         let how = match f.groundhog_mode() {
-            GroundhogMode::Fresh => return warm::Kept::Refused(self),
+            GroundhogMode::Fresh | GroundhogMode::Fork => return warm::Kept::Refused(self),
             GroundhogMode::Restore => warm::Reset::Snapshot { fresh },
             GroundhogMode::None => warm::Reset::LayoutOnly { base, len },
         };

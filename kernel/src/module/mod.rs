@@ -49,6 +49,26 @@ pub struct LoadedFunction {
     pub restores: Mutex<fjord_groundhog::RestoreStats>,
     /// For a program, its image as each of its μprocesses' areas holds it.
     pub program: Option<ProgramArea>,
+    /// In Groundhog mode `fork`: the instance that ran `init` and that each request's instance
+    /// is forked from (made by the first request; destroyed with this value).
+    pub zygote: Mutex<Option<instance::Instance>>,
+}
+
+/// Makes a request's instance of a function in Groundhog mode `fork` (μFork's fork of its
+/// zygote; set by `crate::ufork`, which lies above this layer).
+pub type Forker =
+    fn(&LoadedFunction) -> Result<instance::Instance, crate::orchestrator::InvokeFailure>;
+
+static FORKER: Mutex<Option<Forker>> = Mutex::new(None);
+
+/// Sets how instances of fork-per-request functions are made.
+pub fn set_forker(f: Forker) {
+    crate::arch::cpu::without_interrupts(|| *FORKER.lock() = Some(f));
+}
+
+/// The forker [`set_forker`] set.
+pub fn forker() -> Option<Forker> {
+    crate::arch::cpu::without_interrupts(|| *FORKER.lock())
 }
 
 /// How a program's image lies at the bottom of each of its μprocesses' areas.
@@ -101,6 +121,9 @@ impl LoadedFunction {
 impl Drop for LoadedFunction {
     fn drop(&mut self) {
         self.warm.drain();
+        if let Some(z) = self.zygote.get_mut().take() {
+            instance::destroy(z.pd);
+        }
         unmap_image(&self.image);
     }
 }
@@ -143,6 +166,7 @@ fn map(
         warm: pool::Pool::default(),
         namespace,
         restores: Mutex::new(fjord_groundhog::RestoreStats::default()),
+        zygote: Mutex::new(None),
     }))
 }
 

@@ -26,6 +26,13 @@ pub fn samples(out: &mut Vec<Sample>) {
         ],
     ));
     out.push(Sample::new(
+        "fjord_ufork_request_instances_forked_total",
+        Counter,
+        "Request instances of fork-per-request functions (groundhog=fork) forked from their zygotes.",
+        &[],
+        super::forked_instances(),
+    ));
+    out.push(Sample::new(
         "fjord_ufork_syscall_bytes_copied_total",
         Counter,
         "Bytes of system-call buffers (read, write, pipe) μprocesses at isolation full had copied through kernel buffers.",

@@ -1093,6 +1093,78 @@ static SLEEPING: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsi
 /// for work.
 pub fn init() {
     orchestrator::set_poll_hook(wake_sleepers);
+    crate::module::set_forker(fork_instance);
+}
+
+/// A request's instance of the fork-per-request function `f` (Groundhog mode `fork`): a child
+/// of `f`'s zygote (made, its `init` run, by the first request), whose instance VMA is a lazy
+/// copy of the zygote's (copy on pointer access, tagged words relocated as pages are copied,
+/// tags as `tags=` chose), with the page of the heap header copied at once. The zygote never
+/// runs again, so every child sees it as `init` left it; the child ends with its request.
+fn fork_instance(f: &LoadedFunction) -> Result<Instance, orchestrator::InvokeFailure> {
+    use orchestrator::InvokeFailure;
+    let zygote_of =
+        || cpu::without_interrupts(|| f.zygote.lock().as_ref().map(|z| (z.pd, z.boundary)));
+    let (zygote_pd, zygote_boundary) = match zygote_of() {
+        Some(z) => z,
+        None => {
+            let made = Instance::create_zygote(f)?;
+            let extra = cpu::without_interrupts(|| {
+                let mut slot = f.zygote.lock();
+                match *slot {
+                    None => {
+                        *slot = Some(made);
+                        None
+                    }
+                    Some(_) => Some(made),
+                }
+            });
+            // Another request made one meanwhile: that one is the zygote.
+            if let Some(extra) = extra {
+                instance::destroy(extra.pd);
+            }
+            zygote_of().ok_or(InvokeFailure::OutOfMemory)?
+        }
+    };
+    let child = Instance::create_for_fork(f)?;
+    let m = &f.manifest;
+    let image = f.image_in_area();
+    let len = image + m.stack_size + m.heap_size;
+    let zygote_base = zygote_boundary - m.stack_size - image;
+    let (child_base, _) = area_of_instance(f, &child);
+    let Some(area) = area_of(zygote_base, len) else {
+        instance::destroy(child.pd);
+        return Err(InvokeFailure::OutOfMemory);
+    };
+    let header_page = ((image + m.stack_size) / 4096) as usize - 1;
+    let forked = fork_lazily(
+        (zygote_pd, zygote_base),
+        (child.pd, child_base),
+        (
+            len,
+            CopyMode::CopyOnPointerAccess,
+            tags::source(ShadowTags::new(area)),
+        ),
+        header_page..header_page + 1,
+    );
+    match forked {
+        Ok(_) => {
+            FORKED_INSTANCES.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+            Ok(child)
+        }
+        Err(()) => {
+            instance::destroy(child.pd);
+            Err(InvokeFailure::OutOfMemory)
+        }
+    }
+}
+
+/// Request instances forked from zygotes since boot.
+static FORKED_INSTANCES: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// Request instances forked from fork-per-request functions' zygotes since boot.
+pub fn forked_instances() -> u64 {
+    FORKED_INSTANCES.load(core::sync::atomic::Ordering::Relaxed)
 }
 
 /// Wakes the μprocesses whose sleep is over (called by the CPU that orchestrates, each time

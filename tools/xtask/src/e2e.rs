@@ -181,6 +181,13 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
             .and_then(|apps| crate::e2e_sockets::run(&setup.kernel, accel, &apps));
         report_group(&mut tally, &format!("{accel}"), true, outcomes);
     }
+    // The Redis-compatible program, against Debian's Redis tools and server.
+    if filter.is_none_or(|f| "redis".contains(f) || f.contains("redis")) {
+        let outcomes = crate::apps_build::build_apps()
+            .context("building the function modules")
+            .and_then(|apps| crate::e2e_redis::run(&setup.kernel, accel, &apps));
+        report_group(&mut tally, &format!("{accel}"), true, outcomes);
+    }
     // A short soak: memory back to its baseline after the mix, latency reported.
     if filter.is_none_or(|f| "soak".contains(f) || f.contains("soak")) {
         let name = format!(

@@ -63,23 +63,42 @@ pub fn boot_gateway_on(
     options: &str,
     tap: Option<&TapNet>,
 ) -> Result<(QemuRun, SocketAddr)> {
-    boot_forwarding(kernel, (qemu, machine, accel), options, tap, &[]).map(|(vm, a, _)| (vm, a))
+    boot_forwarding(
+        kernel,
+        (qemu, machine, accel),
+        options,
+        tap,
+        &ProgramBoot::default(),
+    )
+    .map(|(vm, a, _)| (vm, a))
 }
 
-/// [`boot_gateway_with`] on microvm, with the guest ports `programs` (where programs listen)
-/// forwarded too: returns their host addresses, in order.
+/// What a gateway boot for programs adds: guest ports forwarded from the host (where programs
+/// listen), more memory, a disk image.
+#[derive(Clone, Debug, Default)]
+pub struct ProgramBoot<'a> {
+    /// Guest ports to forward; their host addresses are returned in this order.
+    pub ports: &'a [u16],
+    /// Guest memory, when more than the default is needed.
+    pub memory_mib: Option<u32>,
+    /// A disk image to attach.
+    pub disk: Option<PathBuf>,
+}
+
+/// [`boot_gateway_with`] on microvm with `extra`: returns the VM, the gateway's address and the
+/// forwarded ports' host addresses.
 pub fn boot_gateway_forwarding(
     kernel: &Path,
     accel: Accel,
     options: &str,
-    programs: &[u16],
+    extra: &ProgramBoot<'_>,
 ) -> Result<(QemuRun, SocketAddr, Vec<SocketAddr>)> {
     boot_forwarding(
         kernel,
         (None, Machine::Microvm, accel),
         options,
         None,
-        programs,
+        extra,
     )
 }
 
@@ -88,9 +107,17 @@ fn boot_forwarding(
     (qemu, machine, accel): (Option<&Path>, Machine, Accel),
     options: &str,
     tap: Option<&TapNet>,
-    programs: &[u16],
+    extra: &ProgramBoot<'_>,
 ) -> Result<(QemuRun, SocketAddr, Vec<SocketAddr>)> {
     let mut config = QemuConfig::new(kernel);
+    if let Some(mib) = extra.memory_mib {
+        config.memory_mib = mib;
+    }
+    if let Some(image) = &extra.disk {
+        config.devices.push(Device::Disk {
+            image: image.clone(),
+        });
+    }
     if let Some(q) = qemu {
         config.qemu = q.to_path_buf();
     }
@@ -121,7 +148,7 @@ fn boot_forwarding(
                 host: port,
                 guest: 80,
             }];
-            for &guest in programs {
+            for &guest in extra.ports {
                 let host = free_port()?;
                 hostfwd.push(HostForward { host, guest });
                 forwarded.push(SocketAddr::from((Ipv4Addr::LOCALHOST, host)));
@@ -171,6 +198,20 @@ pub fn run(kernel: &Path, machine: Machine, accel: Accel) -> Result<Vec<Outcome>
         &app("leak")?,
         &app("leak-init")?,
         accel,
+    ));
+    // The workloads again, each request in a child forked from a zygote (groundhog=fork).
+    outcomes.extend(workload_checks_with(addr, &apps, "?instances=fork"));
+    outcomes.push((
+        "http: /metrics counts request instances forked from zygotes".to_owned(),
+        crate::e2e_conns::series_value(
+            &one(addr, "GET", "/metrics", b"")
+                .map(|r| r.text())
+                .unwrap_or_default(),
+            "fjord_ufork_request_instances_forked_total",
+        )
+        .filter(|&n| n >= fjord_faas::workloads::OPERATIONS.len() as u64 * 3)
+        .map(drop)
+        .ok_or_else(|| "too few forked instances".to_owned()),
     ));
     // Last, when every family has samples (functions, namespaces, refusals).
     outcomes.extend(metrics_format_checks(addr));
@@ -801,20 +842,32 @@ fn nested_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Vec<
 /// The paper's workloads over HTTP: deploys every function of the four applications, then runs
 /// each operation of `fjord_faas::workloads::OPERATIONS` three times and checks its response.
 fn workload_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Vec<Outcome> {
+    workload_checks_with(addr, apps, "")
+}
+
+/// The workloads' checks with every function deployed with the query `query` (`""`: as its
+/// manifest says; `"?instances=fork"`: a child forked from a zygote per request).
+fn workload_checks_with(
+    addr: SocketAddr,
+    apps: &[crate::apps_build::BuiltApp],
+    query: &str,
+) -> Vec<Outcome> {
     use fjord_faas::workloads::{OPERATIONS, WORKLOADS};
     let mut out = Vec::new();
     let mut check = |label: &str, result: Result<(), String>| {
-        out.push((format!("http: {label}"), result));
+        out.push((format!("http: {label}{query}"), result));
     };
     for workload in WORKLOADS {
         let prefix = format!("{workload}-");
         check(&format!("PUT every {workload} function"), {
             apps.iter()
                 .filter(|a| a.name.starts_with(&prefix))
-                .try_for_each(|a| match deploy(addr, &a.name, &a.bytes)? {
-                    201 | 200 => Ok(()),
-                    s => Err(format!("deploying {} answered {s}", a.name)),
-                })
+                .try_for_each(
+                    |a| match deploy(addr, &format!("{}{query}", a.name), &a.bytes)? {
+                        201 | 200 => Ok(()),
+                        s => Err(format!("deploying {} answered {s}", a.name)),
+                    },
+                )
         });
     }
     for op in OPERATIONS {

@@ -2,7 +2,8 @@
 //! sharing one listening socket, each serving its clients with `poll`) started through the
 //! gateway's process API, and driven from the host through a forwarded port with plain TCP
 //! clients: bytes both ways, a megabyte under flow control, many connections at once, clients
-//! that vanish, and the errors the program checks in the guest.
+//! that vanish, and the errors the program checks in the guest; then the `prefork` web server
+//! under `wrk` while one of its workers is killed.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -18,6 +19,8 @@ use crate::qemu::Accel;
 
 /// The guest port `tcpecho` listens on.
 const ECHO_PORT: u16 = 7000;
+/// The guest port the prefork web server listens on.
+const PREFORK_PORT: u16 = 8000;
 /// How long a client waits for an answer.
 const PATIENCE: Duration = Duration::from_secs(20);
 
@@ -27,7 +30,19 @@ pub fn run(kernel: &std::path::Path, accel: Accel, apps: &[BuiltApp]) -> Result<
         .iter()
         .find(|a| a.name == "tcpecho")
         .context("app tcpecho was not built")?;
-    let (mut vm, gateway, forwarded) = boot_gateway_forwarding(kernel, accel, "", &[ECHO_PORT])?;
+    let prefork = apps
+        .iter()
+        .find(|a| a.name == "prefork")
+        .context("app prefork was not built")?;
+    let (mut vm, gateway, forwarded) = boot_gateway_forwarding(
+        kernel,
+        accel,
+        "",
+        &crate::e2e_http::ProgramBoot {
+            ports: &[ECHO_PORT, PREFORK_PORT],
+            ..Default::default()
+        },
+    )?;
     let echo = forwarded[0];
     let mut out = Vec::new();
     let mut check = |label: &str, result: Result<(), String>| {
@@ -122,16 +137,207 @@ pub fn run(kernel: &std::path::Path, accel: Accel, apps: &[BuiltApp]) -> Result<
             }
         }),
     );
+    out.extend(prefork_checks(
+        &vm,
+        gateway,
+        forwarded[1],
+        &prefork.bytes,
+        limit,
+    ));
     vm.kill();
     Ok(out)
 }
 
+/// The prefork web server (three workers sharing port 8000): its pages, `wrk` with 64
+/// connections while a worker is killed, the parent replacing it and saying so.
+fn prefork_checks(
+    vm: &crate::qemu_run::QemuRun,
+    gateway: SocketAddr,
+    web: SocketAddr,
+    prefork: &[u8],
+    limit: Duration,
+) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    let mut check = |label: &str, result: Result<(), String>| {
+        out.push((format!("sockets: prefork: {label}"), result));
+    };
+    let mut pid = 0u64;
+    check("deployed and started; it says it listens with 3 workers", {
+        start(gateway, "prefork", prefork).and_then(|p| {
+            pid = p;
+            vm.wait_for_line(
+                |l| l.contains("prefork: listening on port 8000 with 3 workers"),
+                limit,
+            )
+            .map(drop)
+            .map_err(|e| format!("{e}"))
+        })
+    });
+    check(
+        "GET / is the static page, and `Connection: close` is honoured",
+        {
+            http_get(web, "GET", "/").and_then(|(head, body)| {
+                match head.starts_with("HTTP/1.1 200")
+                    && head.contains("Connection: close")
+                    && body.contains("forked worker")
+                {
+                    true => Ok(()),
+                    false => Err(format!("{head}{body}")),
+                }
+            })
+        },
+    );
+    check("GET /worker names a worker forked by the server", {
+        let workers = children_of(gateway, pid).unwrap_or_default();
+        http_get(web, "GET", "/worker").and_then(|(head, body)| {
+            let w: Option<u64> = body.split_whitespace().nth(1).and_then(|n| n.parse().ok());
+            match w {
+                Some(w) if workers.contains(&w) && head.contains(&format!("X-Worker: {w}")) => {
+                    Ok(())
+                }
+                _ => Err(format!("{body:?} (workers {workers:?})")),
+            }
+        })
+    });
+    check("unknown paths get 404, POST gets 405, HEAD no body", {
+        let statuses = (|| -> Result<_, String> {
+            let a = http_get(web, "GET", "/nope")?;
+            let b = http_get(web, "POST", "/")?;
+            let c = http_get(web, "HEAD", "/")?;
+            Ok((
+                a.0.starts_with("HTTP/1.1 404"),
+                b.0.starts_with("HTTP/1.1 405"),
+                c.0.starts_with("HTTP/1.1 200") && c.1.is_empty(),
+            ))
+        })();
+        match statuses {
+            Ok((true, true, true)) => Ok(()),
+            Ok(got) => Err(format!("{got:?}")),
+            Err(e) => Err(e),
+        }
+    });
+    check(
+        "wrk with 64 connections keeps being served while a worker is killed; the parent replaces it and reports it",
+        wrk_with_a_kill(vm, gateway, web, pid, limit),
+    );
+    check(
+        "a worker that crashes (GET /crash) is replaced and reported as signal 11",
+        {
+            let _ = http_get(web, "GET", "/crash");
+            vm.wait_for_line(|l| l.contains("killed by signal 11; worker"), limit)
+                .map(drop)
+                .map_err(|e| format!("{e}"))
+                .and_then(|()| http_get(web, "GET", "/worker").map(drop))
+        },
+    );
+    check(
+        "the server and its workers are killed",
+        kill_tree(gateway, pid),
+    );
+    out
+}
+
+/// Deploys and starts program `name`; its PID.
+fn start(gateway: SocketAddr, name: &str, bytes: &[u8]) -> Result<u64, String> {
+    match deploy(gateway, name, bytes)? {
+        200 | 201 => {}
+        s => return Err(format!("deploying {name} answered {s}")),
+    }
+    let r = one(gateway, "POST", &format!("/processes/{name}"), b"")?;
+    r.expect(201)?;
+    r.text()
+        .trim()
+        .trim_start_matches("{\"pid\":")
+        .trim_end_matches('}')
+        .parse()
+        .map_err(|e| format!("no pid in {:?}: {e}", r.text()))
+}
+
+/// One request on a connection of its own: the response's head and body (read to the end:
+/// the request asks to close).
+fn http_get(addr: SocketAddr, method: &str, path: &str) -> Result<(String, String), String> {
+    let mut s = connect(addr)?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: fjord\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| format!("write: {e}"))?;
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).map_err(|e| format!("read: {e}"))?;
+    let text = String::from_utf8_lossy(&all).into_owned();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no head in {text:?}"))?;
+    Ok((format!("{head}\r\n"), body.to_owned()))
+}
+
+fn wrk_with_a_kill(
+    vm: &crate::qemu_run::QemuRun,
+    gateway: SocketAddr,
+    web: SocketAddr,
+    pid: u64,
+    limit: Duration,
+) -> Result<(), String> {
+    let load = crate::loadgen::ClosedLoad {
+        addr: web,
+        method: "GET".into(),
+        path: "/worker".into(),
+        body: Vec::new(),
+        connections: 64,
+        duration: Duration::from_secs(4),
+    };
+    let run = thread::spawn(move || crate::wrk::run_closed(&load));
+    thread::sleep(Duration::from_millis(1500));
+    let victim = *children_of(gateway, pid)?
+        .first()
+        .ok_or("the server has no workers")?;
+    one(gateway, "DELETE", &format!("/processes/{victim}"), b"")?.expect(204)?;
+    let report = run
+        .join()
+        .map_err(|_| "wrk's thread panicked")?
+        .map_err(|e| format!("{e:#}"))?;
+    let line = vm
+        .wait_for_line(
+            |l| {
+                l.contains(&format!(
+                    "prefork: worker {victim} killed by signal 9; worker"
+                ))
+            },
+            limit,
+        )
+        .map_err(|e| format!("no report of the replacement: {e}"))?;
+    let after = children_of(gateway, pid)?;
+    if after.len() != 3 || after.contains(&victim) {
+        return Err(format!("workers after the kill: {after:?} ({line})"));
+    }
+    if report.ok < 100 {
+        return Err(format!(
+            "only {} requests answered ({} errors)",
+            report.ok, report.errors
+        ));
+    }
+    Ok(())
+}
+
 /// Kills `pid` and its children (a killed parent's children live on, as on POSIX systems).
 fn kill_tree(gateway: SocketAddr, pid: u64) -> Result<(), String> {
+    let mut victims = vec![pid];
+    victims.extend(children_of(gateway, pid)?);
+    if victims.len() < 2 {
+        return Err(format!("no workers of {pid}"));
+    }
+    for v in victims {
+        one(gateway, "DELETE", &format!("/processes/{v}"), b"")?.expect(204)?;
+    }
+    Ok(())
+}
+
+/// The live children of `pid`, from `GET /processes`.
+fn children_of(gateway: SocketAddr, pid: u64) -> Result<Vec<u64>, String> {
     let r = one(gateway, "GET", "/processes", b"")?;
     r.expect(200)?;
     let text = r.text();
-    let mut victims = vec![pid];
+    let mut children = Vec::new();
     for entry in text.split("{\"pid\":").skip(1) {
         let mut fields = entry.splitn(3, [',', ':']);
         let child = fields.next().and_then(|p| p.parse::<u64>().ok());
@@ -142,17 +348,12 @@ fn kill_tree(gateway: SocketAddr, pid: u64) -> Result<(), String> {
             .and_then(|p| p.parse::<u64>().ok());
         if let (Some(child), Some(parent)) = (child, parent)
             && parent == pid
+            && !entry.contains("\"state\":\"zombie\"")
         {
-            victims.push(child);
+            children.push(child);
         }
     }
-    if victims.len() < 2 {
-        return Err(format!("no workers of {pid} in {text}"));
-    }
-    for v in victims {
-        one(gateway, "DELETE", &format!("/processes/{v}"), b"")?.expect(204)?;
-    }
-    Ok(())
+    Ok(children)
 }
 
 fn connect(addr: SocketAddr) -> Result<TcpStream, String> {

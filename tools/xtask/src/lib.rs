@@ -23,6 +23,7 @@ pub mod e2e_cli;
 pub mod e2e_conns;
 pub mod e2e_groundhog;
 pub mod e2e_http;
+pub mod e2e_redis;
 pub mod e2e_sockets;
 pub mod fn_cli;
 pub mod fuzz;

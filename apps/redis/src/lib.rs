@@ -1,0 +1,80 @@
+//! `fjord_redis`: a Redis-compatible server for Fjord, all of its logic as a `no_std` library
+//! tested on the host; the `redis` program (`src/main.rs`) runs it as a μprocess with an
+//! event loop over TCP sockets, and saves with `fork`.
+//!
+//! It speaks RESP2 as Redis 7.0.15 does (multibulk and inline requests, pipelining, Redis's
+//! error texts), keeps string keys in memory with expiry, and saves them in RDB version 10
+//! files that Redis 7.0 (Debian 12's `redis-server` and `redis-check-rdb`) reads: `SAVE` in
+//! the foreground, `BGSAVE` and the save points in a forked child, as Redis does. At start
+//! the program loads `dump.rdb` if there is one.
+//!
+//! # Commands
+//!
+//! - strings: `GET`, `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT ts|PXAT ms-ts|KEEPTTL]`,
+//!   `SETNX`, `SETEX`, `PSETEX`, `GETSET`, `GETDEL`, `APPEND`, `STRLEN`, `INCR`, `DECR`,
+//!   `INCRBY`, `DECRBY`, `MGET`, `MSET`, `MSETNX`;
+//! - keys: `DEL`, `UNLINK`, `EXISTS`, `TOUCH`, `KEYS pattern`, `TYPE`, `DBSIZE`,
+//!   `FLUSHDB [ASYNC|SYNC]`, `FLUSHALL [ASYNC|SYNC]`, `EXPIRE`, `PEXPIRE`, `EXPIREAT`,
+//!   `PEXPIREAT` (with `NX|XX|GT|LT`), `TTL`, `PTTL`, `EXPIRETIME`, `PEXPIRETIME`, `PERSIST`;
+//! - connection: `PING [message]`, `ECHO`, `QUIT`, `SELECT 0`, `CLIENT ID|GETNAME|SETNAME|HELP`;
+//! - server: `SAVE`, `BGSAVE [SCHEDULE]`, `LASTSAVE`, `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE]`,
+//!   `INFO [section ...]` (server, clients, memory, persistence, stats, replication, cluster,
+//!   keyspace), `CONFIG GET|SET|RESETSTAT|HELP`, `COMMAND`, `COMMAND COUNT|DOCS|INFO|HELP`,
+//!   `TIME`.
+//!
+//! # How it differs from Redis 7.0.15
+//!
+//! - Strings only; one database (`SELECT` of another index: `ERR DB index is out of range`).
+//!   No transactions, Pub/Sub, scripting, replication, ACLs, AOF, RESP3 (`HELLO`), `SCAN`,
+//!   `OBJECT`, eviction (`maxmemory` refuses `denyoom` commands with Redis's `OOM` error,
+//!   the `noeviction` policy).
+//! - Limits: a bulk argument is at most 16 MiB ([`resp::MAX_BULK`]; Redis: 512 MiB), a request
+//!   at most 1 Mi arguments ([`resp::MAX_MULTIBULK`]) and 32 MiB of them
+//!   ([`resp::QUERY_BUFFER_LIMIT`]); 64 clients by default.
+//! - `KEYS` lists keys sorted (the keyspace is a `BTreeMap`); Redis's order is its hash
+//!   table's.
+//! - RDB files are written without LZF compression (`rdbcompression no`); compressed files
+//!   from Redis load. A file holding other types than strings, or keys in another database,
+//!   is refused at start with an error naming what it found.
+//! - No `MISCONF`: a failed background save does not stop writes
+//!   (`stop-writes-on-bgsave-error no`).
+//! - `INFO`: see [`commands::info`] (`latest_fork_usec` also under `# Persistence`;
+//!   `rdb_last_cow_size` is 0 because the kernel does not report copied pages yet;
+//!   `used_memory` is an estimate). `COMMAND DOCS` replies with an empty array and `COMMAND`
+//!   gives each command's name, arity, flags and key positions, without ACL categories or
+//!   key specifications.
+//!
+//! # Modules
+//!
+//! - [`resp`]: the request parser and the reply encoders;
+//! - [`db`]: the keyspace;
+//! - [`commands`]: running commands;
+//! - [`rdb`]: RDB files, written and read;
+//! - [`persist`]: saving, in the foreground and in a forked child, through a [`persist::Host`];
+//! - [`server`]: connections, pipelining and the periodic work, as a state machine;
+//! - [`state`]: configuration, statistics, persistence state;
+//! - [`glob`]: Redis's glob patterns;
+//! - [`num`]: Redis's integer syntax.
+//!
+//! Cargo features: none.
+#![cfg_attr(not(test), no_std)]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+pub mod commands;
+pub mod db;
+pub mod glob;
+pub mod num;
+pub mod persist;
+pub mod rdb;
+pub mod resp;
+pub mod server;
+pub mod state;
+
+pub use commands::{ClientInfo, Outcome, execute};
+pub use db::Db;
+pub use persist::Host;
+pub use resp::{ProtocolError, Reply, parse};
+pub use server::Server;
+pub use state::{Config, Now};

@@ -1,0 +1,323 @@
+//! The streaming RDB writer: the file goes out in chunks of at most [`CHUNK`] bytes through
+//! a sink, so a μprocess writes a 100 MB snapshot with 64 KiB of buffer.
+//!
+//! It writes what Redis 7.0.15's `rdbSaveRio` writes for a keyspace of strings with
+//! `rdbcompression no`: the magic `REDIS0010`; the AUX fields `redis-ver`, `redis-bits`,
+//! `ctime`, `used-mem`, `aof-base` in that order; when there are keys, `SELECTDB 0` and
+//! `RESIZEDB` (keys, keys with an expiry); each key as an optional `EXPIRETIME_MS` (8 bytes,
+//! little-endian), type 0, the key and the value; `EOF` and the CRC-64 of everything before
+//! it, little-endian. Strings are saved as `rdbSaveRawString` does: one of at most 11 bytes
+//! that reads as an integer (`string2ll`) fitting 32 bits takes the integer encodings `0xC0`
+//! (8 bits), `0xC1` (16) or `0xC2` (32); any other is its length and bytes. No LZF: Redis's
+//! `rdbcompression yes` would compress strings longer than 20 bytes, which saves disk but
+//! costs the saving child CPU; both load the same.
+
+use super::crc64::crc64;
+use super::{
+    OPCODE_AUX, OPCODE_EOF, OPCODE_EXPIRETIME_MS, OPCODE_RESIZEDB, OPCODE_SELECTDB, RDB_MAGIC,
+    REDIS_VERSION, TYPE_STRING,
+};
+use crate::db::Db;
+use crate::num::{i64_to_vec, parse_i64};
+use alloc::vec::Vec;
+
+/// The most bytes the writer holds before passing them to the sink.
+pub const CHUNK: usize = 64 * 1024;
+
+/// The AUX fields that change from file to file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuxInfo {
+    /// When the snapshot was taken (Unix seconds, `ctime`).
+    pub ctime: i64,
+    /// The memory the server used (`used-mem`).
+    pub used_mem: u64,
+}
+
+/// Appends the RDB length encoding of `len` (`rdbSaveLen`): 6 bits in one byte, 14 bits in
+/// two, then `0x80` and 32 bits or `0x81` and 64 bits, big-endian.
+pub fn push_len(out: &mut Vec<u8>, len: u64) {
+    if len < 1 << 6 {
+        out.push(len as u8);
+    } else if len < 1 << 14 {
+        out.push(0x40 | (len >> 8) as u8);
+        out.push(len as u8);
+    } else if len <= u64::from(u32::MAX) {
+        out.push(0x80);
+        out.extend_from_slice(&(len as u32).to_be_bytes());
+    } else {
+        out.push(0x81);
+        out.extend_from_slice(&len.to_be_bytes());
+    }
+}
+
+/// The integer encoding of `s` (`rdbTryIntegerEncoding`), if it has one.
+fn integer_encoding(s: &[u8], out: &mut Vec<u8>) -> bool {
+    if s.len() > 11 {
+        return false;
+    }
+    let Some(v) = parse_i64(s) else {
+        return false;
+    };
+    if let Ok(b) = i8::try_from(v) {
+        out.extend_from_slice(&[0xc0, b as u8]);
+    } else if let Ok(h) = i16::try_from(v) {
+        out.push(0xc1);
+        out.extend_from_slice(&h.to_le_bytes());
+    } else if let Ok(w) = i32::try_from(v) {
+        out.push(0xc2);
+        out.extend_from_slice(&w.to_le_bytes());
+    } else {
+        return false;
+    }
+    true
+}
+
+/// A streaming RDB writer over `sink`, which takes each chunk as it is ready.
+pub struct RdbWriter<F> {
+    sink: F,
+    buf: Vec<u8>,
+    crc: u64,
+    written: u64,
+}
+
+impl<F, E> RdbWriter<F>
+where
+    F: FnMut(&[u8]) -> Result<(), E>,
+{
+    /// A writer with an empty buffer (nothing written yet).
+    pub fn new(sink: F) -> RdbWriter<F> {
+        RdbWriter {
+            sink,
+            buf: Vec::with_capacity(CHUNK),
+            crc: 0,
+            written: 0,
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), E> {
+        if !self.buf.is_empty() {
+            self.crc = crc64(self.crc, &self.buf);
+            self.written += self.buf.len() as u64;
+            (self.sink)(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Sends the buffer on if `more` bytes would not fit.
+    fn room(&mut self, more: usize) -> Result<(), E> {
+        if self.buf.len() + more > CHUNK {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes `bytes`, straight to the sink when they are a chunk or more.
+    fn put(&mut self, bytes: &[u8]) -> Result<(), E> {
+        if bytes.len() >= CHUNK {
+            self.flush()?;
+            self.crc = crc64(self.crc, bytes);
+            self.written += bytes.len() as u64;
+            (self.sink)(bytes)
+        } else {
+            self.room(bytes.len())?;
+            self.buf.extend_from_slice(bytes);
+            Ok(())
+        }
+    }
+
+    /// Writes an RDB string (`rdbSaveRawString` without compression).
+    fn string(&mut self, s: &[u8]) -> Result<(), E> {
+        self.room(16)?;
+        if integer_encoding(s, &mut self.buf) {
+            return Ok(());
+        }
+        push_len(&mut self.buf, s.len() as u64);
+        self.put(s)
+    }
+
+    /// Writes the magic and the AUX fields Redis 7.0 writes.
+    pub fn header(&mut self, aux: &AuxInfo) -> Result<(), E> {
+        self.put(RDB_MAGIC)?;
+        self.aux(b"redis-ver", REDIS_VERSION.as_bytes())?;
+        self.aux(b"redis-bits", b"64")?;
+        self.aux(b"ctime", &i64_to_vec(aux.ctime))?;
+        self.aux(
+            b"used-mem",
+            &i64_to_vec(aux.used_mem.min(i64::MAX as u64) as i64),
+        )?;
+        self.aux(b"aof-base", b"0")
+    }
+
+    /// Writes an AUX field.
+    pub fn aux(&mut self, key: &[u8], value: &[u8]) -> Result<(), E> {
+        self.put(&[OPCODE_AUX])?;
+        self.string(key)?;
+        self.string(value)
+    }
+
+    /// Writes `SELECTDB db` and `RESIZEDB keys expires`.
+    pub fn select_db(&mut self, db: u64, keys: u64, expires: u64) -> Result<(), E> {
+        self.room(32)?;
+        self.buf.push(OPCODE_SELECTDB);
+        push_len(&mut self.buf, db);
+        self.buf.push(OPCODE_RESIZEDB);
+        push_len(&mut self.buf, keys);
+        push_len(&mut self.buf, expires);
+        Ok(())
+    }
+
+    /// Writes a string key, its expiry (Unix milliseconds) first if it has one.
+    pub fn key_value(&mut self, key: &[u8], value: &[u8], expire_at: Option<i64>) -> Result<(), E> {
+        self.room(10)?;
+        if let Some(t) = expire_at {
+            self.buf.push(OPCODE_EXPIRETIME_MS);
+            self.buf.extend_from_slice(&t.to_le_bytes());
+        }
+        self.buf.push(TYPE_STRING);
+        self.string(key)?;
+        self.string(value)
+    }
+
+    /// Writes `EOF` and the checksum; returns the file's size.
+    pub fn finish(mut self) -> Result<u64, E> {
+        self.put(&[OPCODE_EOF])?;
+        self.flush()?;
+        (self.sink)(&self.crc.to_le_bytes())?;
+        Ok(self.written + 8)
+    }
+}
+
+/// Writes `db` as an RDB file through `sink`; returns its size.
+pub fn write_snapshot<F, E>(db: &Db, aux: &AuxInfo, sink: F) -> Result<u64, E>
+where
+    F: FnMut(&[u8]) -> Result<(), E>,
+{
+    let mut w = RdbWriter::new(sink);
+    w.header(aux)?;
+    if !db.is_empty() {
+        w.select_db(0, db.len() as u64, db.expires_len() as u64)?;
+        for (key, entry) in db.iter() {
+            w.key_value(key, entry.value(), entry.expire_at())?;
+        }
+    }
+    w.finish()
+}
+
+/// [`write_snapshot`] into memory.
+pub fn snapshot_bytes(db: &Db, aux: &AuxInfo) -> Vec<u8> {
+    let mut out = Vec::new();
+    let r: Result<u64, core::convert::Infallible> = write_snapshot(db, aux, |chunk| {
+        out.extend_from_slice(chunk);
+        Ok(())
+    });
+    let _ = r;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    #[test]
+    fn lengths_as_rdb_save_len() {
+        let enc = |n: u64| {
+            let mut v = Vec::new();
+            push_len(&mut v, n);
+            v
+        };
+        assert_eq!(enc(0), [0x00]);
+        assert_eq!(enc(63), [0x3f]);
+        assert_eq!(enc(64), [0x40, 0x40]);
+        assert_eq!(enc(16383), [0x7f, 0xff]);
+        assert_eq!(enc(16384), [0x80, 0x00, 0x00, 0x40, 0x00]);
+        assert_eq!(enc(u64::from(u32::MAX)), [0x80, 0xff, 0xff, 0xff, 0xff]);
+        assert_eq!(enc(1 << 32), [0x81, 0, 0, 0, 1, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn integer_encodings_as_rdb_try_integer_encoding() {
+        let enc = |s: &[u8]| {
+            let mut v = Vec::new();
+            integer_encoding(s, &mut v).then_some(v)
+        };
+        assert_eq!(enc(b"0"), Some(vec![0xc0, 0x00]));
+        assert_eq!(enc(b"-128"), Some(vec![0xc0, 0x80]));
+        assert_eq!(enc(b"64"), Some(vec![0xc0, 0x40]));
+        assert_eq!(enc(b"128"), Some(vec![0xc1, 0x80, 0x00]));
+        assert_eq!(enc(b"-32768"), Some(vec![0xc1, 0x00, 0x80]));
+        assert_eq!(enc(b"65536"), Some(vec![0xc2, 0x00, 0x00, 0x01, 0x00]));
+        assert_eq!(enc(b"-2147483648"), Some(vec![0xc2, 0, 0, 0, 0x80]));
+        assert_eq!(enc(b"2147483648"), None);
+        assert_eq!(enc(b"007"), None);
+        assert_eq!(enc(b"12345678901"), None);
+        assert_eq!(enc(b"abc"), None);
+    }
+
+    #[test]
+    fn chunks_never_exceed_the_limit_and_large_values_pass_through() {
+        let mut db = Db::new();
+        db.set(
+            b"big".to_vec(),
+            vec![7u8; 3 * CHUNK + 5],
+            crate::db::Ttl::Clear,
+        );
+        for i in 0..5000 {
+            db.set(
+                alloc::format!("k{i}").into_bytes(),
+                vec![1u8; 40],
+                crate::db::Ttl::At(1_700_000_000_000),
+            );
+        }
+        let mut chunks = Vec::new();
+        let size = write_snapshot(
+            &db,
+            &AuxInfo {
+                ctime: 1,
+                used_mem: 2,
+            },
+            |c: &[u8]| {
+                chunks.push(c.to_vec());
+                Ok::<(), ()>(())
+            },
+        )
+        .unwrap();
+        let total: usize = chunks.iter().map(|c| c.len()).sum();
+        assert_eq!(total as u64, size);
+        assert!(chunks.iter().filter(|c| c.len() > CHUNK).count() == 1);
+        let joined: Vec<u8> = chunks.concat();
+        assert_eq!(
+            joined,
+            snapshot_bytes(
+                &db,
+                &AuxInfo {
+                    ctime: 1,
+                    used_mem: 2
+                }
+            )
+        );
+        let body = &joined[..joined.len() - 8];
+        assert_eq!(&joined[joined.len() - 8..], &crc64(0, body).to_le_bytes());
+    }
+
+    #[test]
+    fn sink_errors_stop_the_writer() {
+        let mut db = Db::new();
+        db.set(b"k".to_vec(), vec![0; 200_000], crate::db::Ttl::Clear);
+        let mut calls = 0;
+        let r = write_snapshot(
+            &db,
+            &AuxInfo {
+                ctime: 0,
+                used_mem: 0,
+            },
+            |_| {
+                calls += 1;
+                if calls == 2 { Err("disk full") } else { Ok(()) }
+            },
+        );
+        assert_eq!(r, Err("disk full"));
+        assert_eq!(calls, 2);
+    }
+}

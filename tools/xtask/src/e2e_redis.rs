@@ -1,0 +1,514 @@
+//! End-to-end tests of the `redis` program with Debian's Redis tools (`redis-tools` and
+//! `redis-server`, installed by xtask like QEMU): one script of commands sent byte for byte to
+//! Fjord's server and to a real `redis-server` on the host's loopback, replies compared byte for
+//! byte; `redis-cli` and `redis-benchmark` against it; a `BGSAVE` in the middle of a sequence
+//! of writes, under a `redis-benchmark` write load, whose file `redis-check-rdb` accepts and a
+//! real `redis-server` loads with exactly the sequence's keys written before the fork.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::apps_build::BuiltApp;
+use crate::e2e_http::{Outcome, ProgramBoot, boot_gateway_forwarding, deploy};
+use crate::host_deps::ensure_program;
+use crate::http_client::one;
+use crate::qemu::Accel;
+
+/// Redis's port, in the guest and for the reference server's choice of a free one.
+const REDIS_PORT: u16 = 6379;
+/// How long a client waits for a reply.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The script whose replies must match Redis 7.0's byte for byte (each entry one request, as
+/// sent; inline commands included).
+const SCRIPT: &[&[u8]] = &[
+    b"PING\r\n",
+    b"*2\r\n$4\r\nPING\r\n$5\r\nhello\r\n",
+    b"*2\r\n$4\r\nECHO\r\n$3\r\na b\r\n",
+    b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n",
+    b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+    b"*2\r\n$3\r\nGET\r\n$7\r\nmissing\r\n",
+    b"SET k v2 NX\r\n",
+    b"SET k v3 XX\r\n",
+    b"GET k\r\n",
+    b"SET n 10\r\n",
+    b"INCR n\r\n",
+    b"DECR n\r\n",
+    b"INCRBY n 5\r\n",
+    b"DECRBY n 3\r\n",
+    b"INCRBY n abc\r\n",
+    b"INCR k\r\n",
+    b"SET big 9223372036854775807\r\n",
+    b"INCR big\r\n",
+    b"MSET a 1 b 2 c 3\r\n",
+    b"MSET a\r\n",
+    b"MGET a b missing c\r\n",
+    b"EXISTS a b missing a\r\n",
+    b"DEL a b missing\r\n",
+    b"KEYS c\r\n",
+    b"KEYS [a-c]\r\n",
+    b"DBSIZE\r\n",
+    b"EXPIRE c 100\r\n",
+    b"TTL c\r\n",
+    b"TTL missing\r\n",
+    b"TTL n\r\n",
+    b"PERSIST c\r\n",
+    b"TTL c\r\n",
+    b"SET e v EX 100\r\n",
+    b"TTL e\r\n",
+    b"SET e v EX 0\r\n",
+    b"SET e v EX abc\r\n",
+    b"SET e v NX XX\r\n",
+    b"SET e v PX 100000 GET\r\n",
+    b"SELECT 0\r\n",
+    b"SELECT 16\r\n",
+    b"CONFIG GET save\r\n",
+    b"CONFIG GET appendonly\r\n",
+    b"GET\r\n",
+    b"*2\r\n$3\r\nSET\r\n$1\r\nk\r\n",
+    b"FOO bar baz\r\n",
+    b"TYPE k\r\n",
+    b"TYPE missing\r\n",
+    b"*3\r\n$3\r\nSET\r\n$3\r\nbin\r\n$4\r\n\x00\r\n\xff\r\n",
+    b"GET bin\r\n",
+    b"FLUSHALL\r\n",
+    b"DBSIZE\r\n",
+];
+
+/// Requests that end the connection with a protocol error (the reply, then the close).
+const MALFORMED: &[&[u8]] = &[
+    b"*1\r\n$-5\r\n",
+    b"*a\r\n",
+    b"*1\r\n+PING\r\n",
+    b"*1\r\n$999999999999\r\n",
+];
+
+/// Boots a gateway with Redis's port forwarded, 1 GiB (a fork of the 256 MiB heap commits as
+/// much again) and a scratch disk, and runs every check.
+pub fn run(kernel: &Path, accel: Accel, apps: &[BuiltApp]) -> Result<Vec<Outcome>> {
+    let redis = apps
+        .iter()
+        .find(|a| a.name == "redis")
+        .context("app redis was not built")?;
+    let cli = ensure_program("redis-cli", "redis-tools")?;
+    let bench = ensure_program("redis-benchmark", "redis-tools")?;
+    let check_rdb = ensure_program("redis-check-rdb", "redis-tools")?;
+    let server = ensure_program("redis-server", "redis-server")?;
+    let image = crate::disk::scratch_image("e2e-redis")?;
+    let (mut vm, gateway, forwarded) = boot_gateway_forwarding(
+        kernel,
+        accel,
+        "",
+        &ProgramBoot {
+            ports: &[REDIS_PORT],
+            memory_mib: Some(1024),
+            disk: Some(image.clone()),
+        },
+    )?;
+    let fjord = forwarded[0];
+    let limit = match accel {
+        Accel::Tcg => Duration::from_secs(60),
+        Accel::Kvm => Duration::from_secs(400),
+    };
+    let mut out = Vec::new();
+    let mut check = |label: &str, result: Result<(), String>| {
+        out.push((format!("redis: {label}"), result));
+    };
+    check("deployed and started; it says it is ready", {
+        deploy(gateway, "redis", &redis.bytes).and_then(|s| match s {
+            200 | 201 => one(gateway, "POST", "/processes/redis", b"").and_then(|r| {
+                r.expect(201)?;
+                vm.wait_for_line(|l| l.contains("redis: ready to accept connections"), limit)
+                    .map(drop)
+                    .map_err(|e| format!("{e}"))
+            }),
+            s => Err(format!("deploying redis answered {s}")),
+        })
+    });
+    let reference = Reference::start(&server);
+    check(
+        "every reply of the command script matches Debian's redis-server byte for byte",
+        reference
+            .as_ref()
+            .map_err(|e| format!("{e:#}"))
+            .and_then(|r| compare_script(fjord, r.addr)),
+    );
+    check(
+        "malformed requests get Redis's protocol errors, then the connection closes",
+        reference
+            .as_ref()
+            .map_err(|e| format!("{e:#}"))
+            .and_then(|r| compare_malformed(fjord, r.addr)),
+    );
+    check("redis-cli sets and gets a value", {
+        let port = fjord.port().to_string();
+        let run = |args: &[&str]| -> Result<String, String> {
+            let o = Command::new(&cli)
+                .args(["-h", "127.0.0.1", "-p", &port])
+                .args(args)
+                .output()
+                .map_err(|e| format!("redis-cli: {e}"))?;
+            Ok(String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        };
+        run(&["set", "greeting", "hello fjord"]).and_then(|a| {
+            let b = run(&["get", "greeting"])?;
+            match (a.as_str(), b.as_str()) {
+                ("OK", "hello fjord") => Ok(()),
+                got => Err(format!("{got:?}")),
+            }
+        })
+    });
+    check(
+        "redis-benchmark's PING_INLINE, SET and GET complete without errors",
+        benchmark(&bench, fjord, &["-t", "ping_inline,set,get", "-n", "2000"]),
+    );
+    check(
+        "a BGSAVE amid writes under a redis-benchmark load holds exactly the writes before the fork; redis-check-rdb accepts the file and redis-server loads it",
+        bgsave_consistency(fjord, &bench, &image, (&check_rdb, &server), limit),
+    );
+    if let Ok(mut r) = reference {
+        r.stop();
+    }
+    vm.kill();
+    Ok(out)
+}
+
+/// Debian's `redis-server` on a free loopback port, in a temporary directory, saving nothing.
+struct Reference {
+    child: Child,
+    addr: SocketAddr,
+    dir: PathBuf,
+}
+
+impl Reference {
+    fn start(server: &Path) -> Result<Reference> {
+        let port = free_port()?;
+        let dir =
+            std::env::temp_dir().join(format!("fjord-redis-ref-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let child = Command::new(server)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "3600 1 300 100 60 10000", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting redis-server")?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(addr).is_err() {
+            if Instant::now() > deadline {
+                anyhow::bail!("redis-server did not listen on {addr}");
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        Ok(Reference { child, addr, dir })
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?
+        .local_addr()?
+        .port())
+}
+
+fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
+    let s = TcpStream::connect_timeout(&addr, PATIENCE).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(PATIENCE))
+        .map_err(|e| format!("{e}"))?;
+    Ok(s)
+}
+
+/// Reads one RESP reply (its bytes, as received).
+fn read_reply(s: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<u8>, String> {
+    loop {
+        if let Some(n) = reply_len(buf) {
+            return Ok(buf.drain(..n).collect());
+        }
+        let mut chunk = [0u8; 4096];
+        let n = s.read(&mut chunk).map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err(format!("closed after {:?}", String::from_utf8_lossy(buf)));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The length of the complete RESP reply at the start of `b`, if it is complete.
+fn reply_len(b: &[u8]) -> Option<usize> {
+    let line_end = b.windows(2).position(|w| w == b"\r\n")?;
+    let line = std::str::from_utf8(&b[1..line_end]).ok()?;
+    let after = line_end + 2;
+    match b.first()? {
+        b'+' | b'-' | b':' => Some(after),
+        b'$' => {
+            let n: i64 = line.parse().ok()?;
+            if n < 0 {
+                return Some(after);
+            }
+            let end = after + n as usize + 2;
+            (b.len() >= end).then_some(end)
+        }
+        b'*' => {
+            let n: i64 = line.parse().ok()?;
+            let mut at = after;
+            for _ in 0..n.max(0) {
+                at += reply_len(&b[at..])?;
+            }
+            Some(at)
+        }
+        _ => None,
+    }
+}
+
+/// The replies of `SCRIPT` from a server.
+fn script_replies(addr: SocketAddr) -> Result<Vec<Vec<u8>>, String> {
+    let mut s = connect(addr)?;
+    let mut buf = Vec::new();
+    SCRIPT
+        .iter()
+        .map(|req| {
+            s.write_all(req).map_err(|e| format!("write: {e}"))?;
+            read_reply(&mut s, &mut buf)
+        })
+        .collect()
+}
+
+fn compare_script(fjord: SocketAddr, reference: SocketAddr) -> Result<(), String> {
+    let want = script_replies(reference)?;
+    let got = script_replies(fjord)?;
+    for ((req, w), g) in SCRIPT.iter().zip(&want).zip(&got) {
+        if w != g {
+            return Err(format!(
+                "{:?}: redis-server said {:?}, Fjord {:?}",
+                String::from_utf8_lossy(req),
+                String::from_utf8_lossy(w),
+                String::from_utf8_lossy(g)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Everything a server sends until it closes, after `req`.
+fn until_close(addr: SocketAddr, req: &[u8]) -> Result<Vec<u8>, String> {
+    let mut s = connect(addr)?;
+    s.write_all(req).map_err(|e| format!("write: {e}"))?;
+    let mut all = Vec::new();
+    s.read_to_end(&mut all)
+        .map_err(|e| format!("read to the close: {e}"))?;
+    Ok(all)
+}
+
+fn compare_malformed(fjord: SocketAddr, reference: SocketAddr) -> Result<(), String> {
+    for req in MALFORMED {
+        let want = until_close(reference, req)?;
+        let got = until_close(fjord, req)?;
+        if want != got {
+            return Err(format!(
+                "{:?}: redis-server said {:?}, Fjord {:?}",
+                String::from_utf8_lossy(req),
+                String::from_utf8_lossy(&want),
+                String::from_utf8_lossy(&got)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `redis-benchmark` with `args` (one connection at a time: QEMU's user network takes
+/// host connections one by one) and checks it finished every test.
+fn benchmark(bench: &Path, addr: SocketAddr, args: &[&str]) -> Result<(), String> {
+    let o = Command::new(bench)
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &addr.port().to_string(),
+            "-c",
+            "1",
+            "-q",
+        ])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("redis-benchmark: {e}"))?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let finished = text.matches("requests per second").count();
+    let wanted = args
+        .iter()
+        .position(|a| *a == "-t")
+        .and_then(|i| args.get(i + 1))
+        .map_or(1, |t| t.split(',').count());
+    if !o.status.success() || finished < wanted || err.contains("Error") {
+        return Err(format!("{}: {text} {err}", o.status));
+    }
+    Ok(())
+}
+
+/// Sends `SET seq:<i> <i>` for `range`, one at a time on `s`.
+fn write_sequence(
+    s: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    range: std::ops::Range<u32>,
+) -> Result<(), String> {
+    for i in range {
+        let (k, v) = (format!("seq:{i}"), i.to_string());
+        let req = format!(
+            "*3\r\n$3\r\nSET\r\n${}\r\n{k}\r\n${}\r\n{v}\r\n",
+            k.len(),
+            v.len()
+        );
+        s.write_all(req.as_bytes())
+            .map_err(|e| format!("write: {e}"))?;
+        let r = read_reply(s, buf)?;
+        if r != b"+OK\r\n" {
+            return Err(format!("SET {k}: {:?}", String::from_utf8_lossy(&r)));
+        }
+    }
+    Ok(())
+}
+
+fn command(s: &mut TcpStream, buf: &mut Vec<u8>, line: &str) -> Result<String, String> {
+    s.write_all(format!("{line}\r\n").as_bytes())
+        .map_err(|e| format!("write: {e}"))?;
+    read_reply(s, buf).map(|r| String::from_utf8_lossy(&r).into_owned())
+}
+
+fn bgsave_consistency(
+    addr: SocketAddr,
+    bench: &Path,
+    image: &Path,
+    (check_rdb, server): (&Path, &Path),
+    limit: Duration,
+) -> Result<(), String> {
+    const BEFORE: u32 = 3000;
+    const AFTER: u32 = 1000;
+    let mut s = connect(addr)?;
+    let mut buf = Vec::new();
+    command(&mut s, &mut buf, "FLUSHALL")?;
+    // A write load on other keys, from redis-benchmark, all along.
+    let load_bench = bench.to_path_buf();
+    let load = thread::spawn(move || {
+        benchmark(
+            &load_bench,
+            addr,
+            &["-t", "set", "-n", "3000", "-r", "100000", "-d", "64"],
+        )
+    });
+    write_sequence(&mut s, &mut buf, 0..BEFORE)?;
+    let started = command(&mut s, &mut buf, "BGSAVE")?;
+    if started != "+Background saving started\r\n" {
+        return Err(format!("BGSAVE answered {started:?}"));
+    }
+    write_sequence(&mut s, &mut buf, BEFORE..BEFORE + AFTER)?;
+    let deadline = Instant::now() + limit;
+    loop {
+        let info = command(&mut s, &mut buf, "INFO persistence")?;
+        if info.contains("rdb_bgsave_in_progress:0") {
+            if !info.contains("rdb_last_bgsave_status:ok") {
+                return Err(format!("the save failed: {info}"));
+            }
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err("the save did not finish".into());
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+    load.join().map_err(|_| "the load's thread panicked")??;
+    // The file, read from the disk image the guest wrote.
+    let mut store = crate::disk::mount(image).map_err(|e| format!("{e:#}"))?;
+    let name = store
+        .files()
+        .iter()
+        .map(|f| f.name.clone())
+        .find(|n| n.ends_with("/dump.rdb"))
+        .ok_or("no dump.rdb on the disk")?;
+    let bytes = store
+        .read(&name)
+        .map_err(|e| format!("reading {name}: {e:?}"))?;
+    let dir = std::env::temp_dir().join(format!("fjord-redis-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{e}"))?;
+    let file = dir.join("dump.rdb");
+    std::fs::write(&file, &bytes).map_err(|e| format!("{e}"))?;
+    let checked = Command::new(check_rdb)
+        .arg(&file)
+        .output()
+        .map_err(|e| format!("redis-check-rdb: {e}"))?;
+    if !checked.status.success() {
+        return Err(format!(
+            "redis-check-rdb refused the file: {}",
+            String::from_utf8_lossy(&checked.stdout)
+        ));
+    }
+    let port = free_port().map_err(|e| format!("{e:#}"))?;
+    let mut child = Command::new(server)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .args(["--dbfilename", "dump.rdb"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("redis-server: {e}"))?;
+    let loaded = (|| -> Result<(), String> {
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut r = loop {
+            if let Ok(r) = connect(addr) {
+                break r;
+            }
+            if Instant::now() > deadline {
+                return Err("redis-server did not start on the file".into());
+            }
+            thread::sleep(Duration::from_millis(50));
+        };
+        let mut buf = Vec::new();
+        let keys = command(
+            &mut r,
+            &mut buf,
+            "EVAL \"return #redis.call('KEYS','seq:*')\" 0",
+        )?;
+        let first = command(&mut r, &mut buf, "GET seq:0")?;
+        let last = command(&mut r, &mut buf, &format!("GET seq:{}", BEFORE - 1))?;
+        let after = command(&mut r, &mut buf, &format!("EXISTS seq:{BEFORE}"))?;
+        let want = (
+            format!(":{BEFORE}\r\n"),
+            "$1\r\n0\r\n".to_owned(),
+            format!("${}\r\n{}\r\n", (BEFORE - 1).to_string().len(), BEFORE - 1),
+            ":0\r\n".to_owned(),
+        );
+        match (keys, first, last, after) == want {
+            true => Ok(()),
+            false => Err(format!(
+                "the loaded file does not hold exactly seq:0..{BEFORE}"
+            )),
+        }
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    loaded
+}

@@ -22,6 +22,14 @@
 //!   keyspace), `CONFIG GET|SET|RESETSTAT|HELP`, `COMMAND`, `COMMAND COUNT|DOCS|INFO|HELP`,
 //!   `TIME`.
 //!
+//! `CONFIG SET` changes `save`, `maxmemory` and `rdb-key-save-delay` (`CONFIG GET` also
+//! knows the fixed values of a few others, listed in `src/commands/admin.rs`).
+//! `rdb-key-save-delay N`, the testing aid Redis's own tests
+//! use to make a background save last, has the background save's child sleep N microseconds
+//! after each key it writes ([`persist::Host::fork_save`]); 0, the default, and negative
+//! values do not sleep. As in Redis it is a hidden parameter (`CONFIG GET` by its exact name
+//! only) and takes -2147483648 to 2147483647.
+//!
 //! # How it differs from Redis 7.0.15
 //!
 //! - Strings only; one database (`SELECT` of another index: `ERR DB index is out of range`).
@@ -38,6 +46,9 @@
 //!   is refused at start with an error naming what it found.
 //! - No `MISCONF`: a failed background save does not stop writes
 //!   (`stop-writes-on-bgsave-error no`).
+//! - `rdb-key-save-delay` slows the background save's child only; Redis's applies to every
+//!   save (`SAVE`, `SHUTDOWN`'s). A negative value does not sleep at all; Redis's `-N` sleeps
+//!   1 µs after a key with probability 1/N.
 //! - `INFO`: see [`commands::info`] (`latest_fork_usec` also under `# Persistence`;
 //!   `rdb_last_cow_size` is 0 because the kernel does not report copied pages yet;
 //!   `used_memory` is an estimate). `COMMAND DOCS` replies with an empty array and `COMMAND`

@@ -13,7 +13,9 @@
 //! - `BGSAVE` (and the save points) `fork`: the child writes the file the same way and exits
 //!   with 0 (1 on failure); it never returns to the event loop and never touches a client
 //!   socket. `fork`'s duration, from the monotonic clock, is `latest_fork_usec`. The parent
-//!   reaps the child with `waitpid(child, WNOHANG)` on each tick.
+//!   reaps the child with `waitpid(child, WNOHANG)` on each tick. With `CONFIG SET
+//!   rdb-key-save-delay N` (N > 0) the child `sleep`s N microseconds after each key it
+//!   writes, to make a background save last (Redis's testing aid); `SAVE` never sleeps.
 //!
 //! Memory: the heap is 256 MiB (the manifest below) and `maxmemory` 192 MiB, so the keyspace
 //! estimate refuses writes (`-OOM`) before the heap runs out. A μprocess's area is committed
@@ -83,12 +85,23 @@ mod program {
     }
 
     /// Saves `db` as Redis's `rdbSave` does: `temp-<pid>.rdb`, synced, renamed to `dump.rdb`
-    /// (the temporary file is removed on failure); the file's size.
-    fn save_file(db: &Db, aux: &AuxInfo) -> Result<u64, Option<Error>> {
+    /// (the temporary file is removed on failure); the file's size. After each key it sleeps
+    /// `key_delay_us` microseconds (0: not at all; `rdb-key-save-delay`).
+    fn save_file(db: &Db, aux: &AuxInfo, key_delay_us: u64) -> Result<u64, Option<Error>> {
         let tmp = format!("temp-{}.rdb", process::getpid());
         let fd = process::open(&tmp, OpenMode::Write)?;
-        let written = rdb::write_snapshot(db, aux, |chunk| write_all(fd, chunk))
-            .and_then(|n| process::fsync(fd).map(|()| n));
+        let delay_ns = key_delay_us.saturating_mul(1_000);
+        let written = rdb::write_snapshot_with_key_hook(
+            db,
+            aux,
+            |chunk| write_all(fd, chunk),
+            || {
+                if delay_ns > 0 {
+                    process::sleep(delay_ns);
+                }
+            },
+        )
+        .and_then(|n| process::fsync(fd).map(|()| n));
         let closed = process::close(fd);
         let result = written
             .and_then(|n| closed.map(|()| n))
@@ -105,7 +118,7 @@ mod program {
     impl Host for FjordHost {
         fn save(&mut self, db: &Db, aux: &AuxInfo) -> bool {
             let t0 = process::clock_ns(Clock::Monotonic);
-            match save_file(db, aux) {
+            match save_file(db, aux, 0) {
                 Ok(bytes) => {
                     let ms = (process::clock_ns(Clock::Monotonic) - t0) / 1_000_000;
                     log(&format!("redis: DB saved on disk ({bytes} bytes, {ms} ms)"));
@@ -118,13 +131,18 @@ mod program {
             }
         }
 
-        fn fork_save(&mut self, db: &Db, aux: &AuxInfo) -> Result<Forked, ForkFailed> {
+        fn fork_save(
+            &mut self,
+            db: &Db,
+            aux: &AuxInfo,
+            key_delay_us: u64,
+        ) -> Result<Forked, ForkFailed> {
             let t0 = process::clock_ns(Clock::Monotonic);
             match process::fork() {
                 Ok(0) => {
                     // The child: it writes its copy of the keyspace and exits, never going
                     // back to the event loop or touching a client's socket.
-                    let code = match save_file(db, aux) {
+                    let code = match save_file(db, aux, key_delay_us) {
                         Ok(bytes) => {
                             log(&format!(
                                 "redis: DB saved on disk by the child ({bytes} bytes)"

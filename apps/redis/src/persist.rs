@@ -48,7 +48,14 @@ pub trait Host {
     fn save(&mut self, db: &Db, aux: &AuxInfo) -> bool;
     /// Forks a child that writes `db` as [`Host::save`] does and exits with 0 on success, 1
     /// on failure; in the parent, the child. The child must never return from this call.
-    fn fork_save(&mut self, db: &Db, aux: &AuxInfo) -> Result<Forked, ForkFailed>;
+    /// After writing each key the child sleeps `key_delay_us` microseconds (0: not at all;
+    /// `rdb-key-save-delay`, see [`crate::rdb::write_snapshot_with_key_hook`]).
+    fn fork_save(
+        &mut self,
+        db: &Db,
+        aux: &AuxInfo,
+        key_delay_us: u64,
+    ) -> Result<Forked, ForkFailed>;
     /// Reaps the child `pid` if it ended, without waiting.
     fn poll_child(&mut self, pid: u64) -> ChildStatus;
     /// Kills the child `pid` with `signal` (it is reaped later by [`Host::poll_child`]).
@@ -77,7 +84,9 @@ pub fn save(db: &Db, state: &mut ServerState, host: &mut dyn Host, now: Now) -> 
     }
 }
 
-/// Starts a background save (`rdbSaveBackground`); the caller checked none runs.
+/// Starts a background save (`rdbSaveBackground`); the caller checked none runs. The child
+/// sleeps `rdb-key-save-delay` microseconds after each key (a foreground save never does;
+/// Redis's `rdbSaveKeyValuePair` delays every save).
 pub fn start_bgsave(
     db: &Db,
     state: &mut ServerState,
@@ -87,7 +96,7 @@ pub fn start_bgsave(
     state.persistence.last_bgsave_try = now.unix_secs();
     state.persistence.dirty_before_bgsave = state.persistence.dirty;
     let aux = aux_info(db, state, now);
-    match host.fork_save(db, &aux) {
+    match host.fork_save(db, &aux, state.key_save_delay_us()) {
         Ok(forked) => {
             let p = &mut state.persistence;
             p.child = Some(forked.pid);
@@ -177,6 +186,10 @@ pub(crate) mod tests {
         pub child_status: Option<ChildStatus>,
         /// Children forked.
         pub forks: Vec<u64>,
+        /// The per-key delay each child was given, microseconds.
+        pub key_delays: Vec<u64>,
+        /// Per-key delays the children would have slept, microseconds, in all.
+        pub slept_us: u64,
         /// Children killed.
         pub kills: Vec<(u64, u8)>,
     }
@@ -190,13 +203,31 @@ pub(crate) mod tests {
             true
         }
 
-        fn fork_save(&mut self, db: &Db, aux: &AuxInfo) -> Result<Forked, ForkFailed> {
+        fn fork_save(
+            &mut self,
+            db: &Db,
+            aux: &AuxInfo,
+            key_delay_us: u64,
+        ) -> Result<Forked, ForkFailed> {
             if self.fail_fork {
                 return Err(ForkFailed);
             }
             let pid = 100 + self.forks.len() as u64;
             self.forks.push(pid);
-            self.file = Some(rdb::snapshot_bytes(db, aux));
+            self.key_delays.push(key_delay_us);
+            let mut file = Vec::new();
+            let slept = &mut self.slept_us;
+            let r: Result<u64, core::convert::Infallible> = rdb::write_snapshot_with_key_hook(
+                db,
+                aux,
+                |chunk| {
+                    file.extend_from_slice(chunk);
+                    Ok(())
+                },
+                || *slept += key_delay_us,
+            );
+            let _ = r;
+            self.file = Some(file);
             Ok(Forked {
                 pid,
                 fork_usec: 250,
@@ -242,6 +273,29 @@ pub(crate) mod tests {
             (None, 3, 1004, true)
         );
         assert_eq!(p.last_bgsave_time_sec, 3);
+    }
+
+    #[test]
+    fn the_child_gets_rdb_key_save_delay() {
+        let mut db = Db::new();
+        for key in [&b"a"[..], b"b", b"c"] {
+            db.set(key.to_vec(), b"v".to_vec(), crate::db::Ttl::Clear);
+        }
+        let mut state = ServerState::new(Config::new(6379, 1, 0), at(0));
+        let mut host = MemHost::default();
+        start_bgsave(&db, &mut state, &mut host, at(1)).unwrap();
+        state.persistence.child = None;
+        state.config.rdb_key_save_delay = 1500;
+        start_bgsave(&db, &mut state, &mut host, at(2)).unwrap();
+        state.persistence.child = None;
+        state.config.rdb_key_save_delay = -7;
+        start_bgsave(&db, &mut state, &mut host, at(3)).unwrap();
+        assert_eq!(host.key_delays, [0, 1500, 0]);
+        assert_eq!(host.slept_us, 3 * 1500);
+        assert_eq!(
+            host.file,
+            Some(rdb::snapshot_bytes(&db, &aux_info(&db, &state, at(3))))
+        );
     }
 
     #[test]

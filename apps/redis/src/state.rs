@@ -59,6 +59,10 @@ pub struct Config {
     pub maxmemory: u64,
     /// The save points (empty: no automatic saves).
     pub save_points: Vec<SavePoint>,
+    /// `rdb-key-save-delay`: microseconds the background save's child sleeps after writing
+    /// each key (Redis's range, `INT_MIN`..=`INT_MAX`; 0, the default, and negative values:
+    /// no delay). A testing aid, as in Redis.
+    pub rdb_key_save_delay: i32,
     /// The 40 hex characters of `run_id`.
     pub run_id: [u8; 40],
 }
@@ -72,6 +76,7 @@ impl Config {
             maxclients: 64,
             maxmemory: 0,
             save_points: DEFAULT_SAVE_POINTS.to_vec(),
+            rdb_key_save_delay: 0,
             run_id: run_id(seed),
         }
     }
@@ -246,6 +251,12 @@ impl ServerState {
     /// The memory used: the keyspace's estimate and the clients' buffers.
     pub fn used_memory(&self, db: &crate::db::Db) -> u64 {
         (db.used_bytes() + self.client_buffer_bytes) as u64
+    }
+
+    /// The background save's delay after each key, in microseconds (`rdb-key-save-delay`;
+    /// 0 for 0 and negative values).
+    pub fn key_save_delay_us(&self) -> u64 {
+        u64::try_from(self.config.rdb_key_save_delay).unwrap_or(0)
     }
 
     /// Whether memory is over `maxmemory`.

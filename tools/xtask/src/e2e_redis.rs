@@ -120,10 +120,18 @@ pub fn run(kernel: &Path, accel: Accel, apps: &[BuiltApp]) -> Result<Vec<Outcome
     let mut check = |label: &str, result: Result<(), String>| {
         out.push((format!("redis: {label}"), result));
     };
+    let mut pid = 0u64;
     check("deployed and started; it says it is ready", {
         deploy(gateway, "redis", &redis.bytes).and_then(|s| match s {
             200 | 201 => one(gateway, "POST", "/processes/redis", b"").and_then(|r| {
                 r.expect(201)?;
+                pid = r
+                    .text()
+                    .trim()
+                    .trim_start_matches("{\"pid\":")
+                    .trim_end_matches('}')
+                    .parse()
+                    .map_err(|e| format!("no pid in {:?}: {e}", r.text()))?;
                 vm.wait_for_line(|l| l.contains("redis: ready to accept connections"), limit)
                     .map(drop)
                     .map_err(|e| format!("{e}"))
@@ -171,6 +179,10 @@ pub fn run(kernel: &Path, accel: Accel, apps: &[BuiltApp]) -> Result<Vec<Outcome
     check(
         "a BGSAVE amid writes under a redis-benchmark load holds exactly the writes before the fork; redis-check-rdb accepts the file and redis-server loads it",
         bgsave_consistency(fjord, &bench, &image, (&check_rdb, &server), limit),
+    );
+    check(
+        "a saving child killed mid-save leaves the previous dump.rdb whole, and the failed save is reported",
+        crash_mid_save(gateway, fjord, pid, (&image, &check_rdb), limit),
     );
     if let Ok(mut r) = reference {
         r.stop();
@@ -432,16 +444,7 @@ fn bgsave_consistency(
     }
     load.join().map_err(|_| "the load's thread panicked")??;
     // The file, read from the disk image the guest wrote.
-    let mut store = crate::disk::mount(image).map_err(|e| format!("{e:#}"))?;
-    let name = store
-        .files()
-        .iter()
-        .map(|f| f.name.clone())
-        .find(|n| n.ends_with("/dump.rdb"))
-        .ok_or("no dump.rdb on the disk")?;
-    let bytes = store
-        .read(&name)
-        .map_err(|e| format!("reading {name}: {e:?}"))?;
+    let bytes = dump_on_disk(image)?;
     let dir = std::env::temp_dir().join(format!("fjord-redis-load-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{e}"))?;
     let file = dir.join("dump.rdb");
@@ -511,4 +514,98 @@ fn bgsave_consistency(
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
     loaded
+}
+
+/// The dump on the disk image, as the guest last saved it.
+fn dump_on_disk(image: &Path) -> Result<Vec<u8>, String> {
+    let mut store = crate::disk::mount(image).map_err(|e| format!("{e:#}"))?;
+    let name = store
+        .files()
+        .iter()
+        .map(|f| f.name.clone())
+        .find(|n| n.ends_with("/dump.rdb"))
+        .ok_or("no dump.rdb on the disk")?;
+    store
+        .read(&name)
+        .map_err(|e| format!("reading {name}: {e:?}"))
+}
+
+/// Waits for the background save to end; its `rdb_last_bgsave_status`.
+fn bgsave_status(s: &mut TcpStream, buf: &mut Vec<u8>, limit: Duration) -> Result<String, String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let info = command(s, buf, "INFO persistence")?;
+        if info.contains("rdb_bgsave_in_progress:0") {
+            return info
+                .lines()
+                .find_map(|l| l.strip_prefix("rdb_last_bgsave_status:"))
+                .map(|v| v.trim().to_owned())
+                .ok_or_else(|| format!("no rdb_last_bgsave_status in {info}"));
+        }
+        if Instant::now() > deadline {
+            return Err("the save did not end".into());
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A foreground `SAVE` of 500 keys, then 500 more and a `BGSAVE` slowed down by Redis's
+/// `rdb-key-save-delay` (20 ms a key), whose child is killed through `DELETE /processes`:
+/// the file on the disk is still the first save, byte for byte, and `redis-check-rdb`
+/// accepts it; `INFO` says the save failed.
+fn crash_mid_save(
+    gateway: SocketAddr,
+    addr: SocketAddr,
+    redis_pid: u64,
+    (image, check_rdb): (&Path, &Path),
+    limit: Duration,
+) -> Result<(), String> {
+    let mut s = connect(addr)?;
+    let mut buf = Vec::new();
+    command(&mut s, &mut buf, "FLUSHALL")?;
+    write_sequence(&mut s, &mut buf, 0..500)?;
+    let saved = command(&mut s, &mut buf, "SAVE")?;
+    if saved != "+OK\r\n" {
+        return Err(format!("SAVE answered {saved:?}"));
+    }
+    let before = dump_on_disk(image)?;
+    write_sequence(&mut s, &mut buf, 500..1000)?;
+    command(&mut s, &mut buf, "CONFIG SET rdb-key-save-delay 20000")?;
+    let started = command(&mut s, &mut buf, "BGSAVE")?;
+    if started != "+Background saving started\r\n" {
+        return Err(format!("BGSAVE answered {started:?}"));
+    }
+    let child = *crate::e2e_sockets::children_of(gateway, redis_pid)?
+        .first()
+        .ok_or("no saving child in GET /processes")?;
+    one(gateway, "DELETE", &format!("/processes/{child}"), b"")?.expect(204)?;
+    let status = bgsave_status(&mut s, &mut buf, limit)?;
+    command(&mut s, &mut buf, "CONFIG SET rdb-key-save-delay 0")?;
+    if status != "err" {
+        return Err(format!(
+            "rdb_last_bgsave_status:{status} after the child was killed"
+        ));
+    }
+    let after = dump_on_disk(image)?;
+    if after != before {
+        return Err(format!(
+            "dump.rdb changed: {} bytes before, {} after",
+            before.len(),
+            after.len()
+        ));
+    }
+    let dir = std::env::temp_dir().join(format!("fjord-redis-crash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{e}"))?;
+    let file = dir.join("dump.rdb");
+    std::fs::write(&file, &after).map_err(|e| format!("{e}"))?;
+    let checked = Command::new(check_rdb).arg(&file).output();
+    let _ = std::fs::remove_dir_all(&dir);
+    match checked {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "redis-check-rdb refused the file: {}",
+            String::from_utf8_lossy(&o.stdout)
+        )),
+        Err(e) => Err(format!("redis-check-rdb: {e}")),
+    }
 }

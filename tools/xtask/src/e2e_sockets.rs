@@ -96,6 +96,10 @@ pub fn run(kernel: &std::path::Path, accel: Accel, apps: &[BuiltApp]) -> Result<
         }),
     );
     check(
+        "a worker connects out to a server on the host (blocking connect, write, read)",
+        connects_out(echo),
+    );
+    check(
         "1 MiB goes through the echo and back intact (flow control both ways)",
         megabyte(echo),
     );
@@ -310,11 +314,16 @@ fn wrk_with_a_kill(
     if after.len() != 3 || after.contains(&victim) {
         return Err(format!("workers after the kill: {after:?} ({line})"));
     }
-    if report.ok < 100 {
-        return Err(format!(
-            "only {} requests answered ({} errors)",
-            report.ok, report.errors
-        ));
+    if report.ok == 0 {
+        return Err(format!("no request answered ({} errors)", report.errors));
+    }
+    // Served after the kill, by the workers alive now.
+    for _ in 0..5 {
+        let (head, body) = http_get(web, "GET", "/worker")?;
+        let w: Option<u64> = body.split_whitespace().nth(1).and_then(|n| n.parse().ok());
+        if !head.starts_with("HTTP/1.1 200") || !w.is_some_and(|w| after.contains(&w)) {
+            return Err(format!("after the kill: {head}{body} (workers {after:?})"));
+        }
     }
     Ok(())
 }
@@ -333,7 +342,7 @@ fn kill_tree(gateway: SocketAddr, pid: u64) -> Result<(), String> {
 }
 
 /// The live children of `pid`, from `GET /processes`.
-fn children_of(gateway: SocketAddr, pid: u64) -> Result<Vec<u64>, String> {
+pub fn children_of(gateway: SocketAddr, pid: u64) -> Result<Vec<u64>, String> {
     let r = one(gateway, "GET", "/processes", b"")?;
     r.expect(200)?;
     let text = r.text();
@@ -397,6 +406,37 @@ fn who(addr: SocketAddr) -> Result<u64, String> {
         .strip_prefix("worker ")
         .and_then(|p| p.parse().ok())
         .ok_or_else(|| format!("answered {text:?}"))
+}
+
+/// Asks a worker to connect to a listener of ours on the host and checks both ends.
+fn connects_out(echo: SocketAddr) -> Result<(), String> {
+    let listener =
+        std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("listen: {e}"))?;
+    let port = listener.local_addr().map_err(|e| format!("{e}"))?.port();
+    let server = thread::spawn(move || -> Result<(), String> {
+        let (mut s, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
+        s.set_read_timeout(Some(PATIENCE))
+            .map_err(|e| format!("{e}"))?;
+        let got = read_n(&mut s, 17)?;
+        if got != b"hello from fjord\n" {
+            return Err(format!("the guest said {got:?}"));
+        }
+        s.write_all(b"hi from the host\n")
+            .map_err(|e| format!("write: {e}"))
+    });
+    let mut s = connect(echo)?;
+    s.write_all(format!("connect {port}\n").as_bytes())
+        .map_err(|e| format!("write: {e}"))?;
+    let want = b"connected: hi from the host\n";
+    let got = read_n(&mut s, want.len())?;
+    server.join().map_err(|_| "the host server panicked")??;
+    match got == want {
+        true => Ok(()),
+        false => Err(format!(
+            "the worker answered {:?}",
+            String::from_utf8_lossy(&got)
+        )),
+    }
 }
 
 fn megabyte(addr: SocketAddr) -> Result<(), String> {

@@ -4,15 +4,21 @@
 //!
 //! `CONFIG GET` knows these parameters (values as this server runs): `appendonly` (`no`),
 //! `databases` (`1`), `dbfilename` (`dump.rdb`), `maxclients`, `maxmemory`,
-//! `maxmemory-policy` (`noeviction`), `port`, `proto-max-bulk-len` (16 MiB), `rdbchecksum`
-//! (`yes`), `rdbcompression` (`no`), `save` (Redis 7.0's default, `3600 1 300 100 60 10000`),
-//! `stop-writes-on-bgsave-error` (`no`). `CONFIG SET` changes `save` and `maxmemory`; setting
-//! another to its current value is accepted, to anything else refused.
+//! `maxmemory-policy` (`noeviction`), `port`, `proto-max-bulk-len` (16 MiB),
+//! `rdb-key-save-delay` (`0`), `rdbchecksum` (`yes`), `rdbcompression` (`no`), `save` (Redis
+//! 7.0's default, `3600 1 300 100 60 10000`), `stop-writes-on-bgsave-error` (`no`).
+//! `CONFIG SET` changes `save`, `maxmemory` and `rdb-key-save-delay`; setting another to its
+//! current value is accepted, to anything else refused.
+//!
+//! `rdb-key-save-delay` is one of Redis's hidden parameters (`HIDDEN_CONFIG`): `CONFIG GET`
+//! gives it for its exact name only, never for a pattern (`CONFIG GET rdb*` leaves it out).
+//! Its value is an integer from -2147483648 to 2147483647 (`string2ll`'s syntax), as Redis's
+//! `int` configurations take it.
 
 use super::table::{self, Spec};
 use super::{Ctx, Outcome, SYNTAX_ERROR, ShutdownSave, eq_ci, wrong_arity_name};
 use crate::glob;
-use crate::num::{i64_to_vec, push_u64};
+use crate::num::{i64_to_vec, parse_i64, push_u64};
 use crate::resp::{MAX_BULK, Reply};
 use crate::state::SavePoint;
 use alloc::vec;
@@ -98,11 +104,16 @@ const PARAMETERS: &[&str] = &[
     "maxmemory-policy",
     "port",
     "proto-max-bulk-len",
+    "rdb-key-save-delay",
     "rdbchecksum",
     "rdbcompression",
     "save",
     "stop-writes-on-bgsave-error",
 ];
+
+/// The parameters a pattern never matches (Redis's `HIDDEN_CONFIG`): only their exact name
+/// gets them.
+const HIDDEN: &[&str] = &["rdb-key-save-delay"];
 
 /// The value of parameter `name`.
 fn parameter(ctx: &Ctx<'_>, name: &str) -> Vec<u8> {
@@ -121,6 +132,7 @@ fn parameter(ctx: &Ctx<'_>, name: &str) -> Vec<u8> {
         "maxmemory-policy" => b"noeviction".to_vec(),
         "port" => number(u64::from(config.port)),
         "proto-max-bulk-len" => number(MAX_BULK as u64),
+        "rdb-key-save-delay" => i64_to_vec(i64::from(config.rdb_key_save_delay)),
         "rdbchecksum" => b"yes".to_vec(),
         "save" => {
             let mut v = Vec::new();
@@ -152,7 +164,7 @@ pub fn config_get(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) -> Reply {
         let is_glob = pattern.iter().any(|c| matches!(c, b'[' | b'*' | b'?'));
         for (i, p) in PARAMETERS.iter().enumerate() {
             if if is_glob {
-                glob::matches(pattern, p.as_bytes(), true)
+                !HIDDEN.contains(p) && glob::matches(pattern, p.as_bytes(), true)
             } else {
                 pattern.eq_ignore_ascii_case(p.as_bytes())
             } {
@@ -240,6 +252,7 @@ pub fn config_set(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) -> Reply {
     }
     let mut save_points = None;
     let mut maxmemory = None;
+    let mut key_save_delay = None;
     for &(name, value) in &changes {
         match name {
             "save" => match parse_save(value) {
@@ -250,6 +263,16 @@ pub fn config_set(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) -> Reply {
                 Some(n) => maxmemory = Some(n),
                 None => return set_failed(name, "argument must be a memory value"),
             },
+            "rdb-key-save-delay" => match parse_i64(value).map(i32::try_from) {
+                Some(Ok(n)) => key_save_delay = Some(n),
+                Some(Err(_)) => {
+                    return set_failed(
+                        name,
+                        "argument must be between -2147483648 and 2147483647 inclusive",
+                    );
+                }
+                None => return set_failed(name, "argument couldn't be parsed into an integer"),
+            },
             _ if parameter(ctx, name).eq_ignore_ascii_case(value) => {}
             _ => return set_failed(name, "not supported by this server"),
         }
@@ -259,6 +282,9 @@ pub fn config_set(ctx: &mut Ctx<'_>, args: &[Vec<u8>]) -> Reply {
     }
     if let Some(n) = maxmemory {
         ctx.state.config.maxmemory = n;
+    }
+    if let Some(n) = key_save_delay {
+        ctx.state.config.rdb_key_save_delay = n;
     }
     Reply::OK
 }

@@ -494,6 +494,83 @@ fn config() {
 }
 
 #[test]
+fn config_rdb_key_save_delay() {
+    let mut t = T::new();
+    let get = "*2\r\n$18\r\nrdb-key-save-delay\r\n";
+    assert_eq!(
+        t.wire(&[b"CONFIG", b"GET", b"rdb-key-save-delay"]),
+        alloc::format!("{get}$1\r\n0\r\n")
+    );
+    assert_eq!(
+        t.wire(&[b"config", b"set", b"RDB-KEY-SAVE-DELAY", b"10000"]),
+        "+OK\r\n"
+    );
+    assert_eq!(t.state.config.rdb_key_save_delay, 10_000);
+    assert_eq!(t.state.key_save_delay_us(), 10_000);
+    assert_eq!(
+        t.wire(&[b"CONFIG", b"GET", b"rdb-key-save-delay"]),
+        alloc::format!("{get}$5\r\n10000\r\n")
+    );
+    // A hidden parameter: patterns never match it.
+    assert_eq!(
+        t.wire(&[b"CONFIG", b"GET", b"rdb*"]),
+        "*4\r\n$11\r\nrdbchecksum\r\n$3\r\nyes\r\n$14\r\nrdbcompression\r\n$2\r\nno\r\n"
+    );
+    assert_eq!(t.wire(&[b"CONFIG", b"GET", b"*delay*"]), "*0\r\n");
+    // Redis's int range; negative values are accepted and do not sleep.
+    assert_eq!(
+        t.wire(&[b"CONFIG", b"SET", b"rdb-key-save-delay", b"-2147483648"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        t.wire(&[b"CONFIG", b"GET", b"rdb-key-save-delay"]),
+        alloc::format!("{get}$11\r\n-2147483648\r\n")
+    );
+    assert_eq!(t.state.key_save_delay_us(), 0);
+    assert_eq!(
+        t.wire(&[b"CONFIG", b"SET", b"rdb-key-save-delay", b"2147483647"]),
+        "+OK\r\n"
+    );
+    assert_eq!(t.state.key_save_delay_us(), 2_147_483_647);
+    let parse_error = err(
+        "ERR CONFIG SET failed (possibly related to argument 'rdb-key-save-delay') - argument couldn't be parsed into an integer",
+    );
+    for bad in [&b"abc"[..], b"", b"1.5", b"+1", b"01", b" 1", b"1us"] {
+        assert_eq!(
+            t.wire(&[b"CONFIG", b"SET", b"rdb-key-save-delay", bad]),
+            parse_error,
+            "{bad:?}"
+        );
+    }
+    assert_eq!(
+        t.wire(&[b"CONFIG", b"SET", b"rdb-key-save-delay", b"2147483648"]),
+        err(
+            "ERR CONFIG SET failed (possibly related to argument 'rdb-key-save-delay') - argument must be between -2147483648 and 2147483647 inclusive"
+        )
+    );
+    // All or nothing: a bad value elsewhere leaves the delay alone.
+    assert_eq!(
+        t.wire(&[
+            b"CONFIG",
+            b"SET",
+            b"rdb-key-save-delay",
+            b"5",
+            b"save",
+            b"900"
+        ]),
+        err(
+            "ERR CONFIG SET failed (possibly related to argument 'save') - Invalid save parameters"
+        )
+    );
+    assert_eq!(t.state.config.rdb_key_save_delay, 2_147_483_647);
+    assert_eq!(
+        t.wire(&[b"CONFIG", b"SET", b"rdb-key-save-delay", b"0"]),
+        "+OK\r\n"
+    );
+    assert_eq!(t.state.key_save_delay_us(), 0);
+}
+
+#[test]
 fn command_introspection() {
     let mut t = T::new();
     assert_eq!(t.wire(&[b"COMMAND", b"DOCS"]), "*0\r\n");

@@ -1,7 +1,8 @@
 //! RDB files, version 10, as Redis 7.0.15 writes them and Debian 12's `redis-check-rdb` and
 //! `redis-server` accept them (source of truth: `src/rdb.h`, `src/rdb.c` at tag 7.0.15).
 //!
-//! - [`write`](mod@write): the streaming writer ([`write_snapshot`], [`RdbWriter`]);
+//! - [`write`](mod@write): the streaming writer ([`write_snapshot`],
+//!   [`write_snapshot_with_key_hook`], [`RdbWriter`]);
 //! - [`load`](mod@load): the loader of strings-only files ([`load()`], [`load_bytes`]);
 //! - [`crc64`](mod@crc64): Redis's CRC-64;
 //! - [`lzf`]: LZF decompression, for compressed strings.
@@ -15,7 +16,7 @@ pub mod write;
 
 pub use crc64::crc64;
 pub use load::{LoadError, LoadSummary, load, load_bytes};
-pub use write::{AuxInfo, RdbWriter, snapshot_bytes, write_snapshot};
+pub use write::{AuxInfo, RdbWriter, snapshot_bytes, write_snapshot, write_snapshot_with_key_hook};
 
 /// The RDB version written, and the newest read.
 pub const RDB_VERSION: u32 = 10;

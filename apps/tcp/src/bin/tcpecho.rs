@@ -4,7 +4,10 @@
 //! it listens, forks [`WORKERS`] workers that share the listening socket, and waits for them.
 //! Each worker serves many connections at once with `poll` over the non-blocking listener and
 //! its clients: it echoes every byte, except that a line `who\n` is answered with
-//! `worker <pid>\n` and a line `quit\n` ends the worker (exit 0) once its clients are served.
+//! `worker <pid>\n`, a line `connect <port>\n` makes the worker connect to that port of the
+//! host (10.0.2.2, QEMU's user network), send `hello from fjord\n`, read one line back and answer
+//! `connected: <line>`, and a line `quit\n` ends the worker (exit 0) once its clients are
+//! served.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 #[cfg(target_os = "none")]
@@ -86,6 +89,35 @@ mod program {
         Ok(())
     }
 
+    /// Connects to the host port named by `arg` (digits and a newline), says hello, and reads a
+    /// line back: what to answer the client that asked.
+    fn connect_out(arg: &[u8]) -> alloc::string::String {
+        let port = core::str::from_utf8(arg)
+            .ok()
+            .and_then(|t| t.trim().parse::<u16>().ok());
+        let Some(port) = port else {
+            return "connect: bad port\n".into();
+        };
+        let s = match net::TcpStream::connect([10, 0, 2, 2], port) {
+            Ok(s) => s,
+            Err(e) => return format!("connect: {e:?}\n"),
+        };
+        if let Err(e) = s.write_all(b"hello from fjord\n") {
+            return format!("connect: write {e:?}\n");
+        }
+        let mut line = Vec::new();
+        let mut buf = [0u8; 64];
+        while !line.ends_with(b"\n") && line.len() < 256 {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => line.extend_from_slice(&buf[..n]),
+                Err(e) => return format!("connect: read {e:?}\n"),
+            }
+        }
+        let text = core::str::from_utf8(&line).unwrap_or("?").trim_end();
+        format!("connected: {text}\n")
+    }
+
     /// Serves clients until asked to quit.
     fn worker(listener: Fd) -> u8 {
         let me = process::getpid();
@@ -136,6 +168,10 @@ mod program {
                                             .out
                                             .extend_from_slice(format!("worker {me}\n").as_bytes()),
                                         b"quit\n" => quitting = true,
+                                        line if line.starts_with(b"connect ") => {
+                                            let answer = connect_out(&line[8..]);
+                                            c.out.extend_from_slice(answer.as_bytes());
+                                        }
                                         line => c.out.extend_from_slice(line),
                                     }
                                     c.line.clear();

@@ -223,7 +223,8 @@ pub fn run_all(filter: Option<&str>, nanoseconds: bool, first_line_tsc: u64) -> 
 
 /// The `fork` group: the `forkhello` and `forkbench` programs measure `fork` + `exit` +
 /// `waitpid` (in every copy mode), `spawn`, a pipe round trip and a forked child's memory
-/// themselves, in ring 3, and print their records; this runs each to its end, once with
+/// themselves, in ring 3, and `redisbench` the `redis` program's `BGSAVE` (fork and snapshot at
+/// 10k keys, 100k keys and 100 MB), and print their records; this runs each to its end, once with
 /// isolation off (so that copy-on-write is measured too; the metric names carry no suffix) and
 /// once at isolation full (`_iso_full`: system-call buffers copied, copy-on-write refused).
 fn fork_group() -> Result<(), &'static str> {
@@ -235,7 +236,7 @@ fn fork_group() -> Result<(), &'static str> {
         crate::kprintln!("fjord: bench fork: forkbench not run, this hypervisor emulates ring 0");
         &["forkhello"]
     } else {
-        &["forkhello", "forkbench"]
+        &["forkhello", "forkbench", "redisbench"]
     };
     let levels = [IsolationLevel::None, IsolationLevel::Full];
     for (&program, isolation) in programs
@@ -247,7 +248,7 @@ fn fork_group() -> Result<(), &'static str> {
             ..SpawnOptions::default()
         };
         let (_, ticket) =
-            spawn_with(program, options).map_err(|_| "forkhello or forkbench is not deployed")?;
+            spawn_with(program, options).map_err(|_| "a fork benchmark program is not deployed")?;
         let done = crate::orchestrator::wait(ticket);
         if crate::ufork::status_of(&done.result) != Some(0) {
             crate::kprintln!("fjord: bench error: {program} failed: {:?}", done.result);

@@ -29,6 +29,7 @@ pub const APPS: &[(&str, &str)] = &[
     ("fjord-app-forktest", "filetest"),
     ("fjord-app-forktest", "filesaver"),
     ("fjord-app-redis", "redis"),
+    ("fjord-app-redis", "redisbench"),
     ("fjord-app-tcp", "tcpecho"),
     ("fjord-app-prefork", "prefork"),
     ("fjord-app-prefork", "prefork1"),

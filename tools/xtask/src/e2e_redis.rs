@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::apps_build::BuiltApp;
-use crate::e2e_http::{Outcome, ProgramBoot, boot_gateway_forwarding, deploy};
+use crate::e2e_http::{Outcome, ProgramBoot, boot_gateway_forwarding};
 use crate::host_deps::ensure_program;
 use crate::http_client::one;
 use crate::qemu::Accel;
@@ -122,21 +122,11 @@ pub fn run(kernel: &Path, accel: Accel, apps: &[BuiltApp]) -> Result<Vec<Outcome
     };
     let mut pid = 0u64;
     check("deployed and started; it says it is ready", {
-        deploy(gateway, "redis", &redis.bytes).and_then(|s| match s {
-            200 | 201 => one(gateway, "POST", "/processes/redis", b"").and_then(|r| {
-                r.expect(201)?;
-                pid = r
-                    .text()
-                    .trim()
-                    .trim_start_matches("{\"pid\":")
-                    .trim_end_matches('}')
-                    .parse()
-                    .map_err(|e| format!("no pid in {:?}: {e}", r.text()))?;
-                vm.wait_for_line(|l| l.contains("redis: ready to accept connections"), limit)
-                    .map(drop)
-                    .map_err(|e| format!("{e}"))
-            }),
-            s => Err(format!("deploying redis answered {s}")),
+        crate::e2e_sockets::start(gateway, "redis", &redis.bytes).and_then(|p| {
+            pid = p;
+            vm.wait_for_line(|l| l.contains("redis: ready to accept connections"), limit)
+                .map(drop)
+                .map_err(|e| format!("{e}"))
         })
     });
     let reference = Reference::start(&server);

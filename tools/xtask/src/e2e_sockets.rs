@@ -53,22 +53,10 @@ pub fn run(kernel: &std::path::Path, accel: Accel, apps: &[BuiltApp]) -> Result<
         Accel::Kvm => Duration::from_secs(300),
     };
     let mut pid = 0u64;
-    check("tcpecho is deployed and started through POST /processes", {
-        deploy(gateway, "tcpecho", &tcpecho.bytes).and_then(|s| match s {
-            200 | 201 => one(gateway, "POST", "/processes/tcpecho", b"").and_then(|r| {
-                r.expect(201)?;
-                pid = r
-                    .text()
-                    .trim()
-                    .trim_start_matches("{\"pid\":")
-                    .trim_end_matches('}')
-                    .parse()
-                    .map_err(|e| format!("no pid in {:?}: {e}", r.text()))?;
-                Ok(())
-            }),
-            s => Err(format!("deploying tcpecho answered {s}")),
-        })
-    });
+    check(
+        "tcpecho is deployed and started through POST /processes",
+        start(gateway, "tcpecho", &tcpecho.bytes).map(|p| pid = p),
+    );
     check(
         "in the guest: a port in use, the gateway's port, a refused connect, calls in the wrong state and poll's time-out give their errors",
         vm.wait_for_line(
@@ -242,7 +230,7 @@ fn prefork_checks(
 }
 
 /// Deploys and starts program `name`; its PID.
-fn start(gateway: SocketAddr, name: &str, bytes: &[u8]) -> Result<u64, String> {
+pub fn start(gateway: SocketAddr, name: &str, bytes: &[u8]) -> Result<u64, String> {
     match deploy(gateway, name, bytes)? {
         200 | 201 => {}
         s => return Err(format!("deploying {name} answered {s}")),

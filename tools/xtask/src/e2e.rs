@@ -185,7 +185,7 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
     if filter.is_none_or(|f| "redis".contains(f) || f.contains("redis")) {
         let outcomes = crate::apps_build::build_apps()
             .context("building the function modules")
-            .and_then(|apps| crate::e2e_redis::run(&setup.kernel, accel, &apps));
+            .and_then(|apps| crate::e2e_redis::run(&setup.kernel, accel, &apps, slow));
         report_group(&mut tally, &format!("{accel}"), true, outcomes);
     }
     // A short soak: memory back to its baseline after the mix, latency reported.

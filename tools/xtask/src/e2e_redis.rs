@@ -90,8 +90,9 @@ const MALFORMED: &[&[u8]] = &[
 ];
 
 /// Boots a gateway with Redis's port forwarded, 1 GiB (a fork of the 256 MiB heap commits as
-/// much again) and a scratch disk, and runs every check.
-pub fn run(kernel: &Path, accel: Accel, apps: &[BuiltApp]) -> Result<Vec<Outcome>> {
+/// much again) and a scratch disk, and runs every check; under a KVM that emulates ring 0
+/// (`slow`), the load and the two saves of thousands of sequential writes stay TCG-only.
+pub fn run(kernel: &Path, accel: Accel, apps: &[BuiltApp], slow: bool) -> Result<Vec<Outcome>> {
     let redis = apps
         .iter()
         .find(|a| a.name == "redis")
@@ -162,18 +163,31 @@ pub fn run(kernel: &Path, accel: Accel, apps: &[BuiltApp]) -> Result<Vec<Outcome
             }
         })
     });
-    check(
-        "redis-benchmark's PING_INLINE, SET and GET complete without errors",
-        benchmark(&bench, fjord, &["-t", "ping_inline,set,get", "-n", "2000"]),
-    );
-    check(
-        "a BGSAVE amid writes under a redis-benchmark load holds exactly the writes before the fork; redis-check-rdb accepts the file and redis-server loads it",
-        bgsave_consistency(fjord, &bench, &image, (&check_rdb, &server), limit),
-    );
-    check(
-        "a saving child killed mid-save leaves the previous dump.rdb whole, and the failed save is reported",
-        crash_mid_save(gateway, fjord, pid, (&image, &check_rdb), limit),
-    );
+    if slow {
+        for name in [
+            "redis-benchmark's PING_INLINE, SET and GET complete without errors",
+            "a BGSAVE amid writes under a redis-benchmark load holds exactly the writes before the fork",
+            "a saving child killed mid-save leaves the previous dump.rdb whole",
+        ] {
+            println!(
+                "e2e {accel}/redis: {name} ... not run: this KVM emulates ring 0, tens of times \
+                 slower than TCG here; TCG runs it"
+            );
+        }
+    } else {
+        check(
+            "redis-benchmark's PING_INLINE, SET and GET complete without errors",
+            benchmark(&bench, fjord, &["-t", "ping_inline,set,get", "-n", "2000"]),
+        );
+        check(
+            "a BGSAVE amid writes under a redis-benchmark load holds exactly the writes before the fork; redis-check-rdb accepts the file and redis-server loads it",
+            bgsave_consistency(fjord, &bench, &image, (&check_rdb, &server), limit),
+        );
+        check(
+            "a saving child killed mid-save leaves the previous dump.rdb whole, and the failed save is reported",
+            crash_mid_save(gateway, fjord, pid, (&image, &check_rdb), limit),
+        );
+    }
     if let Ok(mut r) = reference {
         r.stop();
     }

@@ -371,61 +371,7 @@ impl SocketTable {
                 continue;
             };
             match kind {
-                Kind::Listening { spares, .. } => {
-                    let handles = core::mem::take(spares);
-                    let mut keep = Vec::with_capacity(handles.len());
-                    let mut ready = Vec::new();
-                    for h in handles {
-                        let t = self.set.get_mut::<tcp::Socket>(h);
-                        match t.state() {
-                            State::Listen | State::SynReceived => keep.push(h),
-                            s if established(s) => ready.push(h),
-                            // A handshake that failed: listen again.
-                            _ => {
-                                t.abort();
-                                let port = match &self.socks[i] {
-                                    Some(Sock {
-                                        kind: Kind::Listening { port, .. },
-                                        ..
-                                    }) => *port,
-                                    _ => 0,
-                                };
-                                if t.listen(port).is_ok() {
-                                    keep.push(h);
-                                } else {
-                                    self.set.remove(h);
-                                    self.live -= 1;
-                                }
-                            }
-                        }
-                    }
-                    let Some(Sock {
-                        kind:
-                            Kind::Listening {
-                                spares,
-                                queue,
-                                backlog,
-                                ..
-                            },
-                        ..
-                    }) = self.socks[i].as_mut()
-                    else {
-                        continue;
-                    };
-                    *spares = keep;
-                    for h in ready {
-                        changed = true;
-                        if queue.len() < *backlog {
-                            queue.push_back(h);
-                            self.counters.accepted += 1;
-                        } else {
-                            self.set.get_mut::<tcp::Socket>(h).abort();
-                            self.lingering.push(h);
-                            self.counters.dropped += 1;
-                        }
-                    }
-                    self.replenish(id);
-                }
+                Kind::Listening { .. } => changed |= self.refresh_listening(id),
                 Kind::Stream(st) => {
                     if st.pending.is_some() || st.failed.is_some() {
                         continue;
@@ -471,6 +417,70 @@ impl SocketTable {
             self.touch();
         }
         changed
+    }
+
+    /// [`Self::refresh`] of the listening socket `id`: its established spares go to its queue
+    /// (or are reset when it is full), failed handshakes listen again, and new spares open.
+    /// Returns whether a connection arrived.
+    fn refresh_listening(&mut self, id: SockId) -> bool {
+        let Ok(Sock {
+            kind: Kind::Listening { spares, port, .. },
+            ..
+        }) = self.sock(id)
+        else {
+            return false;
+        };
+        let port = *port;
+        let handles = core::mem::take(spares);
+        let mut keep = Vec::with_capacity(handles.len());
+        let mut ready = Vec::new();
+        for h in handles {
+            let t = self.tcp(h);
+            match t.state() {
+                State::Listen | State::SynReceived => keep.push(h),
+                s if established(s) => ready.push(h),
+                // A handshake that failed: listen again.
+                _ => {
+                    t.abort();
+                    if t.listen(port).is_ok() {
+                        keep.push(h);
+                    } else {
+                        self.remove(h);
+                    }
+                }
+            }
+        }
+        let Ok(Sock {
+            kind:
+                Kind::Listening {
+                    spares,
+                    queue,
+                    backlog,
+                    ..
+                },
+            ..
+        }) = self.sock(id)
+        else {
+            return false;
+        };
+        *spares = keep;
+        let backlog = *backlog;
+        let mut dropped = Vec::new();
+        for &h in &ready {
+            if queue.len() < backlog {
+                queue.push_back(h);
+            } else {
+                dropped.push(h);
+            }
+        }
+        self.counters.accepted += (ready.len() - dropped.len()) as u64;
+        self.counters.dropped += dropped.len() as u64;
+        for h in dropped {
+            self.tcp(h).abort();
+            self.lingering.push(h);
+        }
+        self.replenish(id);
+        !ready.is_empty()
     }
 
     /// `accept()`: the next connection of listening socket `id`, and its peer.

@@ -1174,42 +1174,47 @@ pub fn wake_sleepers() {
         return;
     }
     let now = cpu::rdtsc();
-    let due = cpu::without_interrupts(|| {
-        let Some(mut g) = PROCS.try_lock() else {
-            return Vec::new();
-        };
-        let Some(p) = g.as_mut() else {
-            return Vec::new();
-        };
-        if p.sleepers.is_empty() {
-            return Vec::new();
-        }
-        let before = p.sleepers.len();
-        let mut due = Vec::new();
-        p.sleepers.retain(|&(pid, until)| {
-            if until <= now {
-                due.push(pid);
-                false
-            } else {
-                true
-            }
-        });
-        SLEEPING.fetch_sub(
-            before - p.sleepers.len(),
-            core::sync::atomic::Ordering::Relaxed,
-        );
-        due.retain(|&pid| p.table.wake(pid));
+    wake_due(|p| {
+        let due: Vec<Pid> = p
+            .sleepers
+            .extract_if(.., |&mut (_, until)| until <= now)
+            .map(|(pid, _)| pid)
+            .collect();
+        SLEEPING.fetch_sub(due.len(), core::sync::atomic::Ordering::Relaxed);
         due
     });
-    if !due.is_empty() {
-        wake(due);
-    }
 }
+
+/// μprocesses parked on sockets (the length of `Procs::socket_waiters`), so that the network
+/// loop's passes take no lock while none is.
+static SOCKET_WAITING: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
 
 /// Wakes the μprocesses parked on sockets when the socket table changed since they looked, or
 /// their `poll` timed out (called by the network loop after each pass).
 pub fn wake_socket_waiters() {
+    if SOCKET_WAITING.load(core::sync::atomic::Ordering::Relaxed) == 0 {
+        return;
+    }
     let now = cpu::rdtsc();
+    wake_due(|p| {
+        let Ok(generation) = crate::sockets::with(|t| t.generation()) else {
+            return Vec::new();
+        };
+        let due: Vec<Pid> = p
+            .socket_waiters
+            .extract_if(.., |&mut (_, seen, deadline)| {
+                seen != generation || now >= deadline
+            })
+            .map(|(pid, ..)| pid)
+            .collect();
+        SOCKET_WAITING.fetch_sub(due.len(), core::sync::atomic::Ordering::Relaxed);
+        due
+    });
+}
+
+/// Wakes the blocked μprocesses `take` picks: it runs under the process table's lock, unless
+/// another CPU holds it (then nothing happens, and the next call looks again).
+fn wake_due(take: impl FnOnce(&mut Procs) -> Vec<Pid>) {
     let due = cpu::without_interrupts(|| {
         let Some(mut g) = PROCS.try_lock() else {
             return Vec::new();
@@ -1217,21 +1222,7 @@ pub fn wake_socket_waiters() {
         let Some(p) = g.as_mut() else {
             return Vec::new();
         };
-        if p.socket_waiters.is_empty() {
-            return Vec::new();
-        }
-        let Ok(generation) = crate::sockets::with(|t| t.generation()) else {
-            return Vec::new();
-        };
-        let mut due = Vec::new();
-        p.socket_waiters.retain(|&(pid, seen, deadline)| {
-            if seen != generation || now >= deadline {
-                due.push(pid);
-                false
-            } else {
-                true
-            }
-        });
+        let mut due = take(p);
         due.retain(|&pid| p.table.wake(pid));
         due
     });

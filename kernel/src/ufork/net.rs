@@ -72,6 +72,7 @@ fn park_socket(
 ) {
     super::park_locked(p, pid, (BlockReason::Socket, blocked), ctx, info);
     p.socket_waiters.push((pid, seen, deadline));
+    super::SOCKET_WAITING.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
 }
 
 /// `socket()`.

@@ -1334,7 +1334,8 @@ fn concurrent_invokes(addr: SocketAddr, path: &str, clients: usize) -> Result<()
 }
 
 /// A port that was free on 127.0.0.1 a moment ago.
-fn free_port() -> Result<u16> {
+/// A port of 127.0.0.1 nobody listens on now.
+pub fn free_port() -> Result<u16> {
     let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding a free port")?;
     Ok(l.local_addr()?.port())
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::apps_build::BuiltApp;
-use crate::e2e_http::{Outcome, ProgramBoot, boot_gateway_forwarding};
+use crate::e2e_http::{Outcome, ProgramBoot, boot_gateway_forwarding, free_port};
 use crate::host_deps::ensure_program;
 use crate::http_client::one;
 use crate::qemu::Accel;
@@ -130,7 +130,7 @@ pub fn run(kernel: &Path, accel: Accel, apps: &[BuiltApp], slow: bool) -> Result
                 .map_err(|e| format!("{e}"))
         })
     });
-    let reference = Reference::start(&server);
+    let reference = RedisServer::reference(&server);
     check(
         "every reply of the command script matches Debian's redis-server byte for byte",
         reference
@@ -195,37 +195,50 @@ pub fn run(kernel: &Path, accel: Accel, apps: &[BuiltApp], slow: bool) -> Result
     Ok(out)
 }
 
-/// Debian's `redis-server` on a free loopback port, in a temporary directory, saving nothing.
-struct Reference {
+/// Debian's `redis-server` on a free loopback port with its files in `dir`, which goes when
+/// it stops.
+struct RedisServer {
     child: Child,
     addr: SocketAddr,
     dir: PathBuf,
 }
 
-impl Reference {
-    fn start(server: &Path) -> Result<Reference> {
+impl RedisServer {
+    /// Starts it with `args` besides the port, address and directory, and waits until it
+    /// listens.
+    fn start(server: &Path, dir: PathBuf, args: &[&str]) -> Result<RedisServer> {
         let port = free_port()?;
-        let dir =
-            std::env::temp_dir().join(format!("fjord-redis-ref-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let child = Command::new(server)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "3600 1 300 100 60 10000", "--appendonly", "no"])
+            .args(args)
             .arg("--dir")
             .arg(&dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .context("starting redis-server")?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let mut running = RedisServer {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            dir,
+        };
         let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(addr).is_err() {
+        while TcpStream::connect(running.addr).is_err() {
             if Instant::now() > deadline {
-                anyhow::bail!("redis-server did not listen on {addr}");
+                running.stop();
+                anyhow::bail!("redis-server did not listen on {}", running.addr);
             }
             thread::sleep(Duration::from_millis(50));
         }
-        Ok(Reference { child, addr, dir })
+        Ok(running)
+    }
+
+    /// The reference for the script: Redis's default save points, no AOF.
+    fn reference(server: &Path) -> Result<RedisServer> {
+        let dir = std::env::temp_dir().join(format!("fjord-redis-ref-{}", std::process::id()));
+        let args = ["--save", "3600 1 300 100 60 10000", "--appendonly", "no"];
+        RedisServer::start(server, dir, &args)
     }
 
     fn stop(&mut self) {
@@ -235,17 +248,29 @@ impl Reference {
     }
 }
 
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?
-        .local_addr()?
-        .port())
+/// `bytes` as `dump.rdb` in a new directory named after `tag`, checked by `redis-check-rdb`;
+/// the directory.
+fn checked_dump(check_rdb: &Path, bytes: &[u8], tag: &str) -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("fjord-redis-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{e}"))?;
+    let file = dir.join("dump.rdb");
+    std::fs::write(&file, bytes).map_err(|e| format!("{e}"))?;
+    let checked = match Command::new(check_rdb).arg(&file).output() {
+        Ok(o) if o.status.success() => Ok(dir.clone()),
+        Ok(o) => Err(format!(
+            "redis-check-rdb refused the file: {}",
+            String::from_utf8_lossy(&o.stdout)
+        )),
+        Err(e) => Err(format!("redis-check-rdb: {e}")),
+    };
+    if checked.is_err() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    checked
 }
 
 fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
-    let s = TcpStream::connect_timeout(&addr, PATIENCE).map_err(|e| format!("connect: {e}"))?;
-    s.set_read_timeout(Some(PATIENCE))
-        .map_err(|e| format!("{e}"))?;
-    Ok(s)
+    crate::e2e_sockets::connect_within(addr, PATIENCE)
 }
 
 /// Reads one RESP reply (its bytes, as received).
@@ -432,66 +457,17 @@ fn bgsave_consistency(
         return Err(format!("BGSAVE answered {started:?}"));
     }
     write_sequence(&mut s, &mut buf, BEFORE..BEFORE + AFTER)?;
-    let deadline = Instant::now() + limit;
-    loop {
-        let info = command(&mut s, &mut buf, "INFO persistence")?;
-        if info.contains("rdb_bgsave_in_progress:0") {
-            if !info.contains("rdb_last_bgsave_status:ok") {
-                return Err(format!("the save failed: {info}"));
-            }
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err("the save did not finish".into());
-        }
-        thread::sleep(Duration::from_millis(200));
+    let status = bgsave_status(&mut s, &mut buf, limit)?;
+    if status != "ok" {
+        return Err(format!("the save failed: rdb_last_bgsave_status:{status}"));
     }
     load.join().map_err(|_| "the load's thread panicked")??;
-    // The file, read from the disk image the guest wrote.
-    let bytes = dump_on_disk(image)?;
-    let dir = std::env::temp_dir().join(format!("fjord-redis-load-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{e}"))?;
-    let file = dir.join("dump.rdb");
-    std::fs::write(&file, &bytes).map_err(|e| format!("{e}"))?;
-    let checked = Command::new(check_rdb)
-        .arg(&file)
-        .output()
-        .map_err(|e| format!("redis-check-rdb: {e}"))?;
-    if !checked.status.success() {
-        return Err(format!(
-            "redis-check-rdb refused the file: {}",
-            String::from_utf8_lossy(&checked.stdout)
-        ));
-    }
-    let port = free_port().map_err(|e| format!("{e:#}"))?;
-    let mut child = Command::new(server)
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .args(["--dbfilename", "dump.rdb"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("redis-server: {e}"))?;
+    // The file, read from the disk image the guest wrote, loaded by a real redis-server.
+    let dir = checked_dump(check_rdb, &dump_on_disk(image)?, "load")?;
+    let mut loader = RedisServer::start(server, dir, &["--save", "", "--dbfilename", "dump.rdb"])
+        .map_err(|e| format!("redis-server did not start on the file: {e:#}"))?;
     let loaded = (|| -> Result<(), String> {
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut r = loop {
-            if let Ok(r) = connect(addr) {
-                break r;
-            }
-            if Instant::now() > deadline {
-                return Err("redis-server did not start on the file".into());
-            }
-            thread::sleep(Duration::from_millis(50));
-        };
+        let mut r = connect(loader.addr)?;
         let mut buf = Vec::new();
         let keys = command(
             &mut r,
@@ -514,9 +490,7 @@ fn bgsave_consistency(
             )),
         }
     })();
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&dir);
+    loader.stop();
     loaded
 }
 
@@ -598,18 +572,7 @@ fn crash_mid_save(
             after.len()
         ));
     }
-    let dir = std::env::temp_dir().join(format!("fjord-redis-crash-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{e}"))?;
-    let file = dir.join("dump.rdb");
-    std::fs::write(&file, &after).map_err(|e| format!("{e}"))?;
-    let checked = Command::new(check_rdb).arg(&file).output();
+    let dir = checked_dump(check_rdb, &after, "crash")?;
     let _ = std::fs::remove_dir_all(&dir);
-    match checked {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!(
-            "redis-check-rdb refused the file: {}",
-            String::from_utf8_lossy(&o.stdout)
-        )),
-        Err(e) => Err(format!("redis-check-rdb: {e}")),
-    }
+    Ok(())
 }

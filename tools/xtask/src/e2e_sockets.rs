@@ -354,9 +354,14 @@ pub fn children_of(gateway: SocketAddr, pid: u64) -> Result<Vec<u64>, String> {
 }
 
 fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
-    let s = TcpStream::connect_timeout(&addr, PATIENCE).map_err(|e| format!("connect: {e}"))?;
-    s.set_read_timeout(Some(PATIENCE))
-        .and_then(|()| s.set_write_timeout(Some(PATIENCE)))
+    connect_within(addr, PATIENCE)
+}
+
+/// A connection to `addr` whose connect, reads and writes each give up after `patience`.
+pub fn connect_within(addr: SocketAddr, patience: Duration) -> Result<TcpStream, String> {
+    let s = TcpStream::connect_timeout(&addr, patience).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(patience))
+        .and_then(|()| s.set_write_timeout(Some(patience)))
         .map_err(|e| format!("{e}"))?;
     Ok(s)
 }

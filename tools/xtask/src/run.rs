@@ -126,10 +126,7 @@ fn free_port_near(port: u16) -> u16 {
 
 /// The host port forwarded to the gateway: 8080 when free, otherwise any free port.
 fn gateway_port() -> u16 {
-    std::net::TcpListener::bind(("127.0.0.1", 8080))
-        .or_else(|_| std::net::TcpListener::bind(("127.0.0.1", 0)))
-        .and_then(|l| l.local_addr())
-        .map_or(8080, |a| a.port())
+    free_port_near(8080)
 }
 
 /// The kernel command line: `mode=run` unless the user chose a mode, and `modules=initrd` (the

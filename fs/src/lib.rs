@@ -19,8 +19,13 @@
 //! - Reading a file checks its contents' CRC, so a block the device corrupted later is reported
 //!   ([`FsError::Corrupt`]) rather than returned.
 //!
-//! Files are written whole ([`FileStore::write`]): a program saving a file writes a temporary
-//! name and renames it over the old one, as Redis does with its RDB file.
+//! Files are written whole ([`FileStore::write`]), or streamed ([`FileStore::create`]): a
+//! *draft* reserves a run of free blocks, takes appended bytes block by block (only the last
+//! partial block stays in memory), and [`FileStore::commit`] names what it holds in a new
+//! directory, as `write` does. Until then the directory knows nothing of it, so a crash leaves
+//! the file as it was. A draft reserves the largest free run; another draft takes the upper
+//! half of the largest room a draft has left. A program saving a file writes a temporary name
+//! and renames it over the old one, as Redis does with its RDB file.
 
 #![no_std]
 #![forbid(unsafe_code)]
@@ -60,6 +65,14 @@ pub trait BlockDevice {
     fn write_block(&mut self, n: u64, data: &[u8]) -> Result<(), Self::Error>;
     /// Makes every block written so far durable.
     fn flush(&mut self) -> Result<(), Self::Error>;
+    /// Writes `data` (whole blocks) to the blocks from `n`; a device that can do it in one
+    /// request overrides this.
+    fn write_blocks(&mut self, n: u64, data: &[u8]) -> Result<(), Self::Error> {
+        for (i, block) in data.chunks(BLOCK).enumerate() {
+            self.write_block(n + i as u64, block)?;
+        }
+        Ok(())
+    }
 }
 
 /// Why a store operation failed.
@@ -112,6 +125,41 @@ pub struct FileStore<D: BlockDevice> {
     /// The copy (0 or 1) holding the current directory.
     slot: u64,
     files: Vec<Entry>,
+    /// Files being streamed, by [`DraftId`].
+    drafts: Vec<Option<Draft>>,
+}
+
+/// A file being streamed into the store ([`FileStore::create`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DraftId(pub u32);
+
+/// A draft's state: its reserved run and what it holds so far.
+struct Draft {
+    name: String,
+    /// First block of its reserved run.
+    start: u64,
+    /// Blocks reserved.
+    capacity: u64,
+    /// Whole blocks written (from `start`).
+    full: u64,
+    /// Bytes after the whole blocks (less than a block).
+    tail: Vec<u8>,
+    /// CRC-32 state of every byte appended.
+    crc: crc32fast::Hasher,
+    /// The directory names its blocks (a commit happened since the last append): the next
+    /// append moves it to a fresh run first, so a committed block is never rewritten.
+    committed: bool,
+}
+
+impl Draft {
+    fn len(&self) -> u64 {
+        self.full * BLOCK as u64 + self.tail.len() as u64
+    }
+
+    /// Blocks it uses, the partial one included.
+    fn used(&self) -> u64 {
+        self.full + u64::from(!self.tail.is_empty())
+    }
 }
 
 fn is_valid_name(name: &str) -> bool {
@@ -206,6 +254,7 @@ impl<D: BlockDevice> FileStore<D> {
             generation: 1,
             slot: 0,
             files: Vec::new(),
+            drafts: Vec::new(),
         })
     }
 
@@ -234,6 +283,7 @@ impl<D: BlockDevice> FileStore<D> {
                 generation,
                 slot,
                 files,
+                drafts: Vec::new(),
             }),
             (None, Some(v)) => Err(FsError::Version(v)),
             (None, None) => Err(FsError::NotFormatted),
@@ -306,27 +356,241 @@ impl<D: BlockDevice> FileStore<D> {
         Ok(out)
     }
 
-    /// The first run of `count` blocks no file of the current directory uses.
-    fn free_run(&self, count: u64) -> Option<u64> {
+    /// The runs (start, end) of blocks files of the current directory or drafts hold, sorted.
+    fn used_runs(&self) -> Vec<(u64, u64)> {
         let mut used: Vec<(u64, u64)> = self
             .files
             .iter()
             .filter(|f| f.blocks() > 0)
             .map(|f| (f.start, f.start + f.blocks()))
+            .chain(
+                self.drafts
+                    .iter()
+                    .flatten()
+                    .map(|d| (d.start, d.start + d.capacity)),
+            )
             .collect();
         used.sort_unstable();
+        used
+    }
+
+    /// The free runs (start, length), in block order.
+    fn free_runs(&self) -> Vec<(u64, u64)> {
+        let mut runs = Vec::new();
         let mut at = DIRECTORY_BLOCKS;
-        for (start, end) in used {
-            if start >= at + count {
-                return Some(at);
+        for (start, end) in self.used_runs() {
+            if start > at {
+                runs.push((at, start - at));
             }
             at = at.max(end);
         }
-        (at + count <= self.dev.blocks()).then_some(at)
+        if self.dev.blocks() > at {
+            runs.push((at, self.dev.blocks() - at));
+        }
+        runs
+    }
+
+    /// The first run of `count` blocks no file of the current directory and no draft uses.
+    fn free_run(&self, count: u64) -> Option<u64> {
+        if count == 0 {
+            return Some(DIRECTORY_BLOCKS);
+        }
+        self.free_runs()
+            .into_iter()
+            .find(|&(_, len)| len >= count)
+            .map(|(start, _)| start)
+    }
+
+    /// A run for a new draft: the largest free run, or the upper half of the largest room a
+    /// draft has left (that draft's reservation shrinks); (start, blocks).
+    fn reserve(&mut self) -> Option<(u64, u64)> {
+        let free = self.free_runs().into_iter().max_by_key(|&(_, len)| len);
+        let spare = self
+            .drafts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| d.as_ref().map(|d| (i, d.capacity - d.used())))
+            .max_by_key(|&(_, room)| room);
+        match (free, spare) {
+            (Some((start, len)), Some((_, room))) if len >= room / 2 => Some((start, len)),
+            (Some((start, len)), None) => Some((start, len)),
+            (_, Some((i, room))) if room >= 2 => {
+                let d = self.drafts[i].as_mut()?;
+                let give = room / 2;
+                d.capacity -= give;
+                Some((d.start + d.capacity, give))
+            }
+            (free, _) => free,
+        }
+    }
+
+    /// The top `count` blocks of the draft with the most room left, which gives them up: for a
+    /// whole-file write that finds no free run outside the drafts' reservations.
+    fn take_from_a_draft(&mut self, count: u64) -> Option<u64> {
+        let d = self
+            .drafts
+            .iter_mut()
+            .flatten()
+            .filter(|d| d.capacity - d.used() >= count)
+            .max_by_key(|d| d.capacity - d.used())?;
+        d.capacity -= count;
+        Some(d.start + d.capacity)
+    }
+
+    /// Starts streaming a new version of `name` (created or replaced at [`Self::commit`]):
+    /// reserves a run of free blocks for it.
+    pub fn create(&mut self, name: &str) -> Result<DraftId, FsError<D::Error>> {
+        if !is_valid_name(name) {
+            return Err(FsError::BadName);
+        }
+        let (start, capacity) = self.reserve().ok_or(FsError::NoSpace)?;
+        let draft = Draft {
+            name: String::from(name),
+            start,
+            capacity,
+            full: 0,
+            tail: Vec::new(),
+            crc: crc32fast::Hasher::new(),
+            committed: false,
+        };
+        let slot = match self.drafts.iter().position(Option::is_none) {
+            Some(i) => {
+                self.drafts[i] = Some(draft);
+                i
+            }
+            None => {
+                self.drafts.push(Some(draft));
+                self.drafts.len() - 1
+            }
+        };
+        Ok(DraftId(slot as u32))
+    }
+
+    fn draft_mut(&mut self, id: DraftId) -> Result<&mut Draft, FsError<D::Error>> {
+        self.drafts
+            .get_mut(id.0 as usize)
+            .and_then(Option::as_mut)
+            .ok_or(FsError::NotFound)
+    }
+
+    /// Moves a committed draft's blocks to a fresh run (copying its whole blocks), so that
+    /// appending never rewrites a block the directory names.
+    fn move_committed(&mut self, id: DraftId) -> Result<(), FsError<D::Error>> {
+        let (old, full) = {
+            let d = self.draft_mut(id)?;
+            if !d.committed {
+                return Ok(());
+            }
+            (d.start, d.full)
+        };
+        // The old run stays reserved (and named) until the copy is done.
+        let (start, capacity) = self.reserve().ok_or(FsError::NoSpace)?;
+        if capacity < full + 1 {
+            return Err(FsError::NoSpace);
+        }
+        let mut block = vec![0u8; BLOCK];
+        for i in 0..full {
+            self.dev
+                .read_block(old + i, &mut block)
+                .map_err(FsError::Device)?;
+            self.dev
+                .write_block(start + i, &block)
+                .map_err(FsError::Device)?;
+        }
+        let d = self.draft_mut(id)?;
+        (d.start, d.capacity, d.committed) = (start, capacity, false);
+        Ok(())
+    }
+
+    /// Appends `data` to draft `id`: every block it completes is written to the device.
+    /// [`FsError::NoSpace`] when its reserved run is full (nothing of `data` is taken then).
+    pub fn append(&mut self, id: DraftId, data: &[u8]) -> Result<(), FsError<D::Error>> {
+        self.move_committed(id)?;
+        let d = self.draft_mut(id)?;
+        let end = d.len() + data.len() as u64;
+        if end.div_ceil(BLOCK as u64) > d.capacity {
+            return Err(FsError::NoSpace);
+        }
+        d.crc.update(data);
+        // The blocks `data` completes, in one run from the first.
+        let first = d.start + d.full;
+        let mut done = Vec::new();
+        let mut rest = data;
+        while !rest.is_empty() {
+            let take = (BLOCK - d.tail.len()).min(rest.len());
+            d.tail.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            if d.tail.len() == BLOCK {
+                done.append(&mut d.tail);
+                d.full += 1;
+            }
+        }
+        if !done.is_empty() {
+            self.dev
+                .write_blocks(first, &done)
+                .map_err(FsError::Device)?;
+        }
+        Ok(())
+    }
+
+    /// Makes `name` hold everything appended to draft `id` so far, atomically: after a crash
+    /// the file holds either its old contents (or does not exist) or these. The draft stays
+    /// open for more appends.
+    pub fn commit(&mut self, id: DraftId) -> Result<(), FsError<D::Error>> {
+        let exists_or_room = {
+            let d = self.draft_mut(id)?;
+            let name = d.name.clone();
+            self.stat(&name).is_some() || self.files.len() < MAX_FILES
+        };
+        if !exists_or_room {
+            return Err(FsError::TooManyFiles);
+        }
+        let d = self.draft_mut(id)?;
+        let (name, start, full, len, crc) = (
+            d.name.clone(),
+            d.start,
+            d.full,
+            d.len(),
+            d.crc.clone().finalize(),
+        );
+        let tail = (!d.tail.is_empty()).then(|| {
+            let mut block = vec![0u8; BLOCK];
+            block[..d.tail.len()].copy_from_slice(&d.tail);
+            block
+        });
+        if let Some(block) = tail {
+            self.dev
+                .write_block(start + full, &block)
+                .map_err(FsError::Device)?;
+        }
+        if len > 0 {
+            self.dev.flush().map_err(FsError::Device)?;
+        }
+        let entry = Entry {
+            name: name.clone(),
+            start: if len > 0 { start } else { 0 },
+            len,
+            crc,
+        };
+        let mut files = self.files.clone();
+        match files.iter_mut().find(|f| f.name == name) {
+            Some(f) => *f = entry,
+            None => files.push(entry),
+        }
+        self.commit_directory(files)?;
+        self.draft_mut(id)?.committed = true;
+        Ok(())
+    }
+
+    /// Ends draft `id`, releasing its reservation (blocks a commit named stay the file's).
+    pub fn discard(&mut self, id: DraftId) {
+        if let Some(slot) = self.drafts.get_mut(id.0 as usize) {
+            *slot = None;
+        }
     }
 
     /// Makes `files` the directory: written over the other copy, one generation up, flushed.
-    fn commit(&mut self, files: Vec<Entry>) -> Result<(), FsError<D::Error>> {
+    fn commit_directory(&mut self, files: Vec<Entry>) -> Result<(), FsError<D::Error>> {
         let generation = self.generation + 1;
         let slot = 1 - self.slot;
         let copy = encode(generation, &files, self.dev.blocks());
@@ -351,7 +615,10 @@ impl<D: BlockDevice> FileStore<D> {
         let count = (data.len() as u64).div_ceil(BLOCK as u64);
         // The new contents go where no file of the current directory is, the old file's
         // blocks included: they stay whole until the new directory is.
-        let start = self.free_run(count).ok_or(FsError::NoSpace)?;
+        let start = self
+            .free_run(count)
+            .or_else(|| self.take_from_a_draft(count))
+            .ok_or(FsError::NoSpace)?;
         let mut block = vec![0u8; BLOCK];
         for (i, chunk) in data.chunks(BLOCK).enumerate() {
             block[..chunk.len()].copy_from_slice(chunk);
@@ -374,7 +641,7 @@ impl<D: BlockDevice> FileStore<D> {
             Some(f) => *f = entry,
             None => files.push(entry),
         }
-        self.commit(files)
+        self.commit_directory(files)
     }
 
     /// Renames `from` to `to` atomically, replacing a file called `to`.
@@ -396,7 +663,7 @@ impl<D: BlockDevice> FileStore<D> {
             name: String::from(to),
             ..moved
         });
-        self.commit(files)
+        self.commit_directory(files)
     }
 
     /// Removes `name` atomically.
@@ -407,7 +674,7 @@ impl<D: BlockDevice> FileStore<D> {
         if files.len() == before {
             return Err(FsError::NotFound);
         }
-        self.commit(files)
+        self.commit_directory(files)
     }
 }
 

@@ -91,6 +91,89 @@ fn files_are_written_read_renamed_and_removed() {
 }
 
 #[test]
+fn a_streamed_file_is_named_only_at_commit_and_holds_every_append() {
+    let mut fs = FileStore::format(Ram::new(64)).unwrap();
+    fs.write("dump", b"old").unwrap();
+    let d = fs.create("dump").unwrap();
+    let mut want = Vec::new();
+    for (i, n) in [1usize, 4095, 4097, 3, 8192, 10].into_iter().enumerate() {
+        let chunk: Vec<u8> = (0..n).map(|j| (i * 31 + j) as u8).collect();
+        fs.append(d, &chunk).unwrap();
+        want.extend_from_slice(&chunk);
+    }
+    // A whole-file write meanwhile finds room beside the draft's reservation.
+    fs.write("other", &[5; 100]).unwrap();
+    assert_eq!(fs.read("dump").unwrap(), b"old");
+    fs.commit(d).unwrap();
+    assert_eq!(fs.read("dump").unwrap(), want);
+    // Appending after a commit leaves the committed version whole until the next commit.
+    fs.append(d, b"more").unwrap();
+    assert_eq!(fs.read("dump").unwrap(), want);
+    fs.commit(d).unwrap();
+    want.extend_from_slice(b"more");
+    assert_eq!(fs.read("dump").unwrap(), want);
+    fs.discard(d);
+    let mut again = FileStore::mount(fs.into_device()).unwrap();
+    assert_eq!(again.read("dump").unwrap(), want);
+    assert_eq!(again.read("other").unwrap(), [5; 100]);
+}
+
+#[test]
+fn drafts_share_the_free_space_and_a_full_one_says_so() {
+    let mut fs = FileStore::format(Ram::new(8 + 16)).unwrap();
+    let a = fs.create("a").unwrap();
+    fs.append(a, &[1; 2 * BLOCK]).unwrap();
+    // The second draft takes half of the first one's room.
+    let b = fs.create("b").unwrap();
+    fs.append(b, &[2; 7 * BLOCK]).unwrap();
+    assert_eq!(fs.append(b, &[2; 1]), Err(FsError::NoSpace));
+    fs.append(a, &[1; 7 * BLOCK]).unwrap();
+    assert_eq!(fs.append(a, &[1; 1]), Err(FsError::NoSpace));
+    fs.commit(a).unwrap();
+    fs.commit(b).unwrap();
+    assert_eq!(fs.read("a").unwrap(), vec![1; 9 * BLOCK]);
+    assert_eq!(fs.read("b").unwrap(), vec![2; 7 * BLOCK]);
+    // Full drafts leave no room; ended ones give it back (their files keep their blocks).
+    assert_eq!(fs.create("c").err(), Some(FsError::NoSpace));
+    fs.discard(a);
+    fs.discard(b);
+    fs.remove("a").unwrap();
+    // Discarded without a commit: nothing named, the reservation free again.
+    let c = fs.create("c").unwrap();
+    fs.append(c, &[3; 9 * BLOCK]).unwrap();
+    fs.discard(c);
+    assert_eq!(fs.read("c"), Err(FsError::NotFound));
+    assert_eq!(fs.create("bad\0name").err(), Some(FsError::BadName));
+}
+
+#[test]
+fn a_crash_during_a_streamed_save_leaves_the_old_file() {
+    for budget in 0..12 {
+        let mut fs = FileStore::format(Ram::new(64)).unwrap();
+        fs.write("dump", b"previous").unwrap();
+        let mut dev = fs.into_device();
+        dev.budget = Some(budget);
+        dev.tear = budget % 2 == 1;
+        let mut fs = FileStore::mount(dev).unwrap();
+        let done = fs
+            .create("dump")
+            .and_then(|d| fs.append(d, &[9; 3 * BLOCK + 5]).map(|()| d))
+            .and_then(|d| fs.commit(d));
+        let mut dev = fs.into_device();
+        dev.budget = None;
+        let mut after = FileStore::mount(dev).unwrap();
+        let got = after.read("dump").unwrap();
+        match done {
+            Ok(()) => assert_eq!(got, vec![9; 3 * BLOCK + 5], "budget {budget}"),
+            Err(_) => assert!(
+                got == b"previous" || got == vec![9; 3 * BLOCK + 5],
+                "budget {budget}: {got:?}"
+            ),
+        }
+    }
+}
+
+#[test]
 fn bad_names_full_directories_and_full_disks_are_refused() {
     let mut fs = FileStore::format(Ram::new(14)).unwrap();
     for bad in ["", "nul\0", &"x".repeat(MAX_NAME + 1)] {

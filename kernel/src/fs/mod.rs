@@ -1,5 +1,5 @@
-//! Files on the disk: the `fjord-fs` store (whole files replaced, renamed and removed
-//! atomically; see that crate and `docs/disk.md` for the format and its crash guarantees) over
+//! Files on the disk: the `fjord-fs` store (whole or streamed files replaced, renamed and
+//! removed atomically; see that crate and `docs/disk.md` for the format and its crash guarantees) over
 //! the virtio-blk disk, mounted at boot, and formatted there when the disk is new (all zero).
 //!
 //! One store for the machine, behind one lock; every operation goes to the disk at once
@@ -8,7 +8,7 @@
 use crate::drivers::virtio_blk::{self, DiskError, SECTOR};
 use alloc::string::String;
 use alloc::vec::Vec;
-use fjord_fs::{BLOCK, BlockDevice, FileStore, FsError};
+use fjord_fs::{BLOCK, BlockDevice, DraftId, FileStore, FsError};
 use spin::Mutex;
 
 /// Sectors per block of the store.
@@ -42,6 +42,17 @@ impl BlockDevice for DiskBlocks {
 
     fn flush(&mut self) -> Result<(), DiskError> {
         virtio_blk::with(|d| d.flush())
+    }
+
+    fn write_blocks(&mut self, n: u64, data: &[u8]) -> Result<(), DiskError> {
+        // One request per 64 blocks (256 KiB), each with interrupts off only for its own time.
+        for (i, chunk) in data.chunks(64 * BLOCK).enumerate() {
+            let sector = (n + 64 * i as u64)
+                .checked_mul(SECTORS_PER_BLOCK)
+                .ok_or(DiskError::OutOfRange)?;
+            virtio_blk::with(|d| d.write(sector, chunk))?;
+        }
+        Ok(())
     }
 }
 
@@ -89,9 +100,27 @@ pub fn read(name: &str) -> Result<Vec<u8>, Error> {
     with(|s| s.read(name))
 }
 
-/// Creates or replaces `name` with `data`, atomically and durably.
-pub fn write(name: &str, data: &[u8]) -> Result<(), Error> {
-    with(|s| s.write(name, data))
+/// Starts streaming a new version of `name` (see [`fjord_fs::FileStore::create`]).
+pub fn create(name: &str) -> Result<DraftId, Error> {
+    with(|s| s.create(name))
+}
+
+/// Appends `data` to the streamed file `id` (whole blocks go to the disk now).
+pub fn append(id: DraftId, data: &[u8]) -> Result<(), Error> {
+    with(|s| s.append(id, data))
+}
+
+/// Names everything appended to `id` so far in its file, atomically and durably.
+pub fn commit(id: DraftId) -> Result<(), Error> {
+    with(|s| s.commit(id))
+}
+
+/// Ends the streamed file `id` (what a commit named stays).
+pub fn discard(id: DraftId) {
+    let _ = with(|s| {
+        s.discard(id);
+        Ok(())
+    });
 }
 
 /// Renames `from` to `to` (replacing `to`), atomically and durably.

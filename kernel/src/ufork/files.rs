@@ -35,8 +35,9 @@ use fjord_ufork::process::BlockReason;
 pub const MAX_FILES: usize = 4096;
 /// Most pipes.
 pub const MAX_PIPES: usize = 1024;
-/// Most descriptors per μprocess.
-pub const MAX_FDS: u32 = 64;
+/// Most descriptors per μprocess (Linux's default soft `RLIMIT_NOFILE`): a server's
+/// connections are descriptors. Beyond it `accept` closes the connection and fails.
+pub const MAX_FDS: u32 = 1024;
 /// A pipe's capacity in bytes.
 pub const PIPE_CAPACITY: usize = 16 * 1024;
 /// Most bytes one `read` or `write` moves.
@@ -92,11 +93,17 @@ pub enum File {
 
 /// Longest name a program gives a disk file.
 pub const MAX_NAME: usize = 32;
-/// Largest disk file a μprocess may write.
-pub const MAX_FILE: usize = 16 << 20;
 /// Most bytes the open disk files of every μprocess hold in the kernel at once (a file read is
-/// read whole, and a file written is kept until it is saved): `NoMemory` beyond.
+/// read whole at `open`, so no larger file can be read; a file written holds what was written
+/// since it last went to the disk, and is bounded only by the disk's free space): `NoMemory`
+/// beyond.
 pub const MAX_OPEN_BYTES: usize = 48 << 20;
+/// Bytes written to a file that make the writing `write` stream them to the disk.
+const STREAM_AT: usize = 256 << 10;
+
+/// Serialises streaming to the disk, so that the bytes of files shared across `fork` reach
+/// their drafts in the order they were written.
+static STREAMING: spin::Mutex<()> = spin::Mutex::new(());
 
 /// A disk file open in some μprocess.
 pub struct DiskFile {
@@ -104,13 +111,18 @@ pub struct DiskFile {
     stored: alloc::string::String,
     /// Open for writing (else for reading).
     writing: bool,
-    /// Its contents: as read at `open`, or as written so far.
+    /// Read: its contents, as read at `open`. Written: the bytes not yet streamed to the disk.
     data: Vec<u8>,
     /// The next byte `read` returns.
     pos: usize,
     /// Writes so far, and how many of them the store holds.
     version: u64,
     synced: u64,
+    /// Written: the store's draft the bytes stream into (`fjord_fs::FileStore::create`).
+    draft: Option<fjord_fs::DraftId>,
+    /// Written: streaming failed (the disk is full or failed); every later `write` and
+    /// `fsync` returns this.
+    failed: Option<AbiError>,
 }
 
 /// Every open disk file, by slot, and the bytes they hold.
@@ -151,8 +163,8 @@ impl DiskFiles {
         if !f.writing {
             return Err(AbiError::BadFd);
         }
-        if f.data.len() + data.len() > MAX_FILE {
-            return Err(AbiError::TooLarge);
+        if let Some(e) = f.failed {
+            return Err(e);
         }
         if !room {
             return Err(AbiError::NoMemory);
@@ -447,22 +459,25 @@ pub(super) fn write(
             Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
         };
     }
-    if copy {
+    let next = if copy {
         // Full isolation: the bytes are copied into the kernel first, so a sibling changing
         // them meanwhile cannot make the kernel act on two versions.
-        return match read_into_kernel(pd, buf, len) {
+        match read_into_kernel(pd, buf, len) {
             Ok(data) => {
                 count_copied(data.len());
                 write_from(pid, fd, &data, (buf, len), ctx, info)
             }
             Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
-        };
-    }
-    // Lesser isolation: straight from the caller's pages (checked, through its own tables).
-    in_space(pd, || match crate::mm::user_memory::bytes(buf, len) {
-        Ok(data) => write_from(pid, fd, data, (buf, len), ctx, info),
-        Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e.into()))),
-    })
+        }
+    } else {
+        // Lesser isolation: straight from the caller's pages (checked, through its own tables).
+        in_space(pd, || match crate::mm::user_memory::bytes(buf, len) {
+            Ok(data) => write_from(pid, fd, data, (buf, len), ctx, info),
+            Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e.into()))),
+        })
+    };
+    stream_if_full(pid, fd);
+    next
 }
 
 /// `write` of `data` (the caller's `buf` and `len`) to `fd`.
@@ -565,12 +580,14 @@ fn release(file: File) {
         return;
     }
     if let File::Disk(id) = file {
-        if let Some(f) = with(|p| p.disk.remove(id))
-            && f.writing
-            && f.synced != f.version
-            && let Err(e) = crate::fs::write(&f.stored, &f.data)
-        {
-            log::warn!("disk file {}: not saved at its last close: {e:?}", f.stored);
+        let saved = save(id);
+        if let Some(f) = with(|p| p.disk.remove(id)) {
+            if let Err(e) = saved {
+                log::warn!("disk file {}: not saved at its last close: {e:?}", f.stored);
+            }
+            if let Some(draft) = f.draft {
+                crate::fs::discard(draft);
+            }
         }
         return;
     }
@@ -664,15 +681,20 @@ pub(super) fn open(pid: Pid, name: u64, len: u64, flags: u64) -> Result<u64, Abi
             pos: 0,
             version: 0,
             synced: 0,
+            draft: None,
+            failed: None,
         },
-        // A new file: saved (empty, if nothing is written) at its last close.
+        // A new file, streamed into a draft: saved (empty, if nothing is written) at `fsync`
+        // or its last close.
         1 => DiskFile {
+            draft: Some(crate::fs::create(&stored).map_err(fs_error)?),
             stored,
             writing: true,
             data: Vec::new(),
             pos: 0,
             version: 1,
             synced: 0,
+            failed: None,
         },
         _ => return Err(AbiError::InvalidArgs),
     };
@@ -682,7 +704,9 @@ pub(super) fn open(pid: Pid, name: u64, len: u64, flags: u64) -> Result<u64, Abi
         match pr.fds.open(&mut p.files, File::Disk(id)) {
             Ok(fd) => Ok(u64::from(fd)),
             Err((e, _)) => {
-                p.disk.remove(id);
+                if let Some(draft) = p.disk.remove(id).and_then(|f| f.draft) {
+                    crate::fs::discard(draft);
+                }
                 Err(fd_error(e))
             }
         }
@@ -692,38 +716,69 @@ pub(super) fn open(pid: Pid, name: u64, len: u64, flags: u64) -> Result<u64, Abi
 /// `fsync(fd)`: the file open for writing on `fd` saved as written so far.
 pub(super) fn fsync(pid: Pid, fd: u64) -> Result<u64, AbiError> {
     let fd = u32::try_from(fd).map_err(|_| AbiError::BadFd)?;
-    let pending = with(|p| -> Result<_, AbiError> {
-        let File::Disk(id) = file_of(p, pid, fd)? else {
-            // The console and pipes hold nothing to save.
-            return Ok(None);
-        };
+    match with(|p| file_of(p, pid, fd))? {
+        File::Disk(id) => save(id).map(|()| 0),
+        // The console, pipes and sockets hold nothing to save.
+        _ => Ok(0),
+    }
+}
+
+/// Streams what was written to the disk file in slot `id` into its draft and, with `commit`,
+/// names it all in the store; a file that was not written since its last save is left alone.
+fn stream(id: u32, commit: bool) -> Result<(), AbiError> {
+    let _order = STREAMING.lock();
+    let taken = with(|p| -> Result<_, AbiError> {
         let f = p.disk.get_mut(id).ok_or(AbiError::BadFd)?;
-        if !f.writing || f.synced == f.version {
+        if !f.writing || (commit && f.synced == f.version) {
             return Ok(None);
         }
-        // Taken while it is saved (no copy): a sharer writing meanwhile appends to an empty
-        // buffer, put after it below.
-        Ok(Some((
-            id,
-            f.stored.clone(),
-            core::mem::take(&mut f.data),
-            f.version,
-        )))
+        if let Some(e) = f.failed {
+            return Err(e);
+        }
+        let data = core::mem::take(&mut f.data);
+        let (draft, version) = (f.draft.ok_or(AbiError::BadFd)?, f.version);
+        p.disk.bytes -= data.len();
+        Ok(Some((draft, data, version)))
     })?;
-    let Some((id, stored, data, version)) = pending else {
-        return Ok(0);
+    let Some((draft, data, version)) = taken else {
+        return Ok(());
     };
-    let saved = crate::fs::write(&stored, &data).map_err(fs_error);
+    let done = crate::fs::append(draft, &data).and_then(|()| match commit {
+        true => crate::fs::commit(draft),
+        false => Ok(()),
+    });
+    let done = done.map_err(fs_error);
     with(|p| {
         if let Some(f) = p.disk.get_mut(id) {
-            let later = core::mem::replace(&mut f.data, data);
-            f.data.extend_from_slice(&later);
-            if saved.is_ok() {
-                f.synced = f.synced.max(version);
+            match done {
+                Ok(()) if commit => f.synced = f.synced.max(version),
+                Ok(()) => {}
+                Err(e) => f.failed = Some(e),
             }
         }
     });
-    saved.map(|()| 0)
+    done
+}
+
+/// Saves the disk file in slot `id` as written so far ([`stream`] with a commit).
+fn save(id: u32) -> Result<(), AbiError> {
+    stream(id, true)
+}
+
+/// After a `write` to `fd`: a disk file holding [`STREAM_AT`] bytes or more streams them to
+/// the disk (an error shows at the next `write` or `fsync`).
+fn stream_if_full(pid: Pid, fd: u32) {
+    let full = with(|p| match file_of(p, pid, fd) {
+        Ok(File::Disk(id)) => p
+            .disk
+            .get_mut(id)
+            .is_some_and(|f| f.writing && f.data.len() >= STREAM_AT)
+            .then_some(id),
+        _ => None,
+    });
+    if let Some(id) = full {
+        let _ = stream(id, false);
+    }
 }
 
 /// `rename(names, from_len, to_len)`.

@@ -20,7 +20,7 @@ use fjord_libos::abi::{Error as AbiError, encode};
 use fjord_ufork::process::BlockReason;
 
 /// Most entries one `poll` looks at.
-pub const MAX_POLL: u64 = 256;
+pub const MAX_POLL: u64 = super::files::MAX_FDS as u64;
 /// Most bytes one `read` or `write` on a socket moves.
 const MAX_IO: usize = 64 * 1024;
 

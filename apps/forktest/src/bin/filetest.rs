@@ -1,5 +1,6 @@
 //! The `filetest` program: disk files as a μprocess uses them. It writes, syncs and reads back a
-//! file; saves a larger one the crash-safe way (a temporary name, `fsync`, `rename` over the old
+//! file; streams one of 1 MiB and writes to it after an `fsync`; saves a larger one the
+//! crash-safe way (a temporary name, `fsync`, `rename` over the old
 //! one) twice; shares a file open for writing with a forked child; checks the errors of bad
 //! names, missing files and wrong directions; removes its scratch file; and leaves `dump.dat`
 //! (100,000 bytes of a known pattern) for the host to read. Exit code 0 when every check held,
@@ -73,6 +74,21 @@ mod program {
                 30 + round,
             )?;
         }
+        // A file of 1 MiB streams to the disk as it is written (the kernel keeps 256 KiB at
+        // most); written to after an `fsync`, it is saved again whole at its last close.
+        let big: Vec<u8> = (0..1_048_576u32).map(|i| (i % 253) as u8).collect();
+        let fd = process::open("stream.dat", OpenMode::Write).map_err(|_| 70)?;
+        for chunk in big.chunks(7000) {
+            check(process::write(fd, chunk) == Ok(chunk.len()), 71)?;
+        }
+        check(process::fsync(fd).is_ok(), 72)?;
+        check(read_all("stream.dat") == Ok(big.clone()), 73)?;
+        check(process::write(fd, b"tail") == Ok(4), 74)?;
+        check(process::close(fd).is_ok(), 75)?;
+        let mut whole = big;
+        whole.extend_from_slice(b"tail");
+        check(read_all("stream.dat") == Ok(whole), 76)?;
+        check(process::unlink("stream.dat").is_ok(), 77)?;
         // A descriptor open for writing, shared with a forked child: both writes land.
         let fd = process::open("shared.log", OpenMode::Write).map_err(|_| 40)?;
         match process::fork() {
@@ -146,7 +162,7 @@ fjord_libos::program!(
     program::main,
     name = "filetest",
     stack_size = "32K",
-    heap_size = "1M"
+    heap_size = "8M"
 );
 
 #[cfg(not(target_os = "none"))]

@@ -101,6 +101,14 @@ pub fn free_memory() -> u64 {
     syscall3(Sysno::MemInfo, 0, 0, 0).unwrap_or(0)
 }
 
+/// The bytes copied into the caller's memory since it was forked (pages copied from its parent
+/// on its access or its parent's write): what its fork added, the counterpart of Linux's
+/// private dirty memory of a forked child (Redis's `rdb_last_cow_size`). 0 for a μprocess that
+/// was not forked lazily.
+pub fn copied_memory() -> u64 {
+    syscall3(Sysno::MemInfo, 1, 0, 0).unwrap_or(0)
+}
+
 /// Waits for the child `pid` (or any, [`ANY_CHILD`]) to end and reaps it: its PID and how it
 /// ended; `None` with [`WNOHANG`] when none has ended yet.
 pub fn waitpid(pid: u64, options: u64) -> Result<Option<(u64, ExitStatus)>, Option<Error>> {

@@ -50,7 +50,7 @@
 //!   save (`SAVE`, `SHUTDOWN`'s). A negative value does not sleep at all; Redis's `-N` sleeps
 //!   1 µs after a key with probability 1/N.
 //! - `INFO`: see [`commands::info`] (`latest_fork_usec` also under `# Persistence`;
-//!   `rdb_last_cow_size` is 0 because the kernel does not report copied pages yet;
+//!   `rdb_last_cow_size` is what the saving child reported its fork added;
 //!   `used_memory` is an estimate). `COMMAND DOCS` replies with an empty array and `COMMAND`
 //!   gives each command's name, arity, flags and key positions, without ACL categories or
 //!   key specifications.

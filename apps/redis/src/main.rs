@@ -113,7 +113,13 @@ mod program {
     }
 
     /// Saving with Fjord's files, `fork` and `waitpid`.
-    struct FjordHost;
+    /// The program's [`Host`]: what each saving child reports through a pipe (the read end,
+    /// by child) and what the ended ones reported.
+    #[derive(Default)]
+    struct FjordHost {
+        reports: alloc::collections::BTreeMap<u64, Fd>,
+        copied: alloc::collections::BTreeMap<u64, u64>,
+    }
 
     impl Host for FjordHost {
         fn save(&mut self, db: &Db, aux: &AuxInfo) -> bool {
@@ -137,12 +143,20 @@ mod program {
             aux: &AuxInfo,
             key_delay_us: u64,
         ) -> Result<Forked, ForkFailed> {
+            // The child reports the memory its fork added through a pipe, as Redis's child
+            // reports its copy-on-write size; without a pipe the save goes on unreported.
+            let report = process::pipe().ok();
             let t0 = process::clock_ns(Clock::Monotonic);
             match process::fork() {
                 Ok(0) => {
                     // The child: it writes its copy of the keyspace and exits, never going
                     // back to the event loop or touching a client's socket.
-                    let code = match save_file(db, aux, key_delay_us) {
+                    let saved = save_file(db, aux, key_delay_us);
+                    if let Some((r, w)) = report {
+                        let _ = process::close(r);
+                        let _ = write_all(w, &process::copied_memory().to_le_bytes());
+                    }
+                    let code = match saved {
                         Ok(bytes) => {
                             log(&format!(
                                 "redis: DB saved on disk by the child ({bytes} bytes)"
@@ -158,12 +172,20 @@ mod program {
                 }
                 Ok(pid) => {
                     let fork_usec = process::clock_ns(Clock::Monotonic).saturating_sub(t0) / 1_000;
+                    if let Some((r, w)) = report {
+                        let _ = process::close(w);
+                        self.reports.insert(pid, r);
+                    }
                     log(&format!(
                         "redis: background saving started by pid {pid} (fork: {fork_usec} us)"
                     ));
                     Ok(Forked { pid, fork_usec })
                 }
                 Err(e) => {
+                    if let Some((r, w)) = report {
+                        let _ = process::close(r);
+                        let _ = process::close(w);
+                    }
                     log(&format!("redis: can't save in background: fork: {e:?}"));
                     Err(ForkFailed)
                 }
@@ -171,6 +193,32 @@ mod program {
         }
 
         fn poll_child(&mut self, pid: u64) -> ChildStatus {
+            let status = self.reap(pid);
+            if status != ChildStatus::Running
+                && let Some(fd) = self.reports.remove(&pid)
+            {
+                // The child has ended: its report is in the pipe, or it wrote none (EOF).
+                let mut bytes = [0u8; 8];
+                if process::read(fd, &mut bytes) == Ok(8) {
+                    self.copied.insert(pid, u64::from_le_bytes(bytes));
+                }
+                let _ = process::close(fd);
+            }
+            status
+        }
+
+        fn child_copied_bytes(&mut self, pid: u64) -> u64 {
+            self.copied.remove(&pid).unwrap_or(0)
+        }
+
+        fn kill_child(&mut self, pid: u64, signal: u8) {
+            let _ = process::kill(pid, u64::from(signal));
+        }
+    }
+
+    impl FjordHost {
+        /// Reaps the child `pid` if it ended.
+        fn reap(&mut self, pid: u64) -> ChildStatus {
             match process::waitpid(pid, WNOHANG) {
                 Ok(None) => ChildStatus::Running,
                 Ok(Some((_, ExitStatus::Exited(code)))) => {
@@ -188,10 +236,6 @@ mod program {
                 }
                 Err(_) => ChildStatus::Gone,
             }
-        }
-
-        fn kill_child(&mut self, pid: u64, signal: u8) {
-            let _ = process::kill(pid, u64::from(signal));
         }
     }
 
@@ -320,7 +364,7 @@ mod program {
         let mut config = Config::new(PORT, process::getpid(), seed);
         config.maxmemory = MAXMEMORY;
         let mut server = Server::new(config, start);
-        let mut host = FjordHost;
+        let mut host = FjordHost::default();
         if load(&mut server).is_err() {
             return 1;
         }

@@ -177,6 +177,9 @@ pub struct Persistence {
     pub keys_loaded: u64,
     /// Keys dropped at start because they had expired.
     pub keys_expired_at_load: u64,
+    /// The memory the last successful background save's fork added, bytes
+    /// (`rdb_last_cow_size`).
+    pub rdb_last_cow_size: u64,
 }
 
 impl Persistence {
@@ -196,6 +199,7 @@ impl Persistence {
             bgsave_scheduled: false,
             keys_loaded: 0,
             keys_expired_at_load: 0,
+            rdb_last_cow_size: 0,
         }
     }
 }

@@ -94,6 +94,10 @@ struct LazyCopies {
     generation: u64,
     links: BTreeMap<u64, Link>,
     dependents: BTreeMap<u64, Vec<u64>>,
+    /// Pages copied into each lazily forked area since its fork (on its access, its source's
+    /// write or its source's end), by base: the memory its fork added. Kept after the area
+    /// has every page, until it goes ([`forget_copied`]).
+    copied: BTreeMap<u64, u64>,
     stats: LazyStats,
 }
 
@@ -101,6 +105,7 @@ static LAZY: Mutex<LazyCopies> = Mutex::new(LazyCopies {
     generation: 0,
     links: BTreeMap::new(),
     dependents: BTreeMap::new(),
+    copied: BTreeMap::new(),
     stats: LazyStats {
         pages_copied: 0,
         pages_shared: 0,
@@ -129,6 +134,7 @@ fn state<'a>(
         g.generation = f.generation();
         g.links.clear();
         g.dependents.clear();
+        g.copied.clear();
     }
     g
 }
@@ -188,6 +194,20 @@ pub fn fork(
     Ok(forked)
 }
 
+/// Pages copied into the lazily forked area at `base` since its fork (0 for an area that was
+/// not lazily forked): the memory its fork added, what Linux's copy-on-write counts as a
+/// process's private dirty pages.
+pub fn copied_pages(base: u64) -> u64 {
+    crate::jord::with(|_| LAZY.lock().copied.get(&base).copied().unwrap_or(0))
+}
+
+/// Forgets the copy count of the area at `base`, which is going.
+pub fn forget_copied(base: u64) {
+    crate::jord::with(|_| {
+        LAZY.lock().copied.remove(&base);
+    });
+}
+
 /// Counters of lazy forks.
 pub fn stats() -> LazyStats {
     crate::jord::with(|_| LAZY.lock().stats)
@@ -237,6 +257,7 @@ impl LazyCopies {
             .entry(l.parent_base)
             .or_default()
             .push(l.child_base);
+        self.copied.insert(l.child_base, 0);
         f.set_pager(l.parent_base, Some(&PAGER));
         f.set_pager(l.child_base, Some(&PAGER));
         self.stats.pages_deferred += deferred as u64;
@@ -299,6 +320,7 @@ impl LazyCopies {
         }
         f.write_words(base, i, words);
         self.stats.pages_copied += 1;
+        *self.copied.entry(base).or_default() += 1;
         let (shared, pd) = match self.links.get_mut(&base) {
             Some(l) => (l.pages.settle(i), l.child_pd),
             None => return,

@@ -109,9 +109,8 @@ struct Procs {
     disk: files::DiskFiles,
     /// Sleeping μprocesses and when they wake (TSC).
     sleepers: Vec<(Pid, u64)>,
-    /// μprocesses parked on sockets: the socket table's generation each saw, and when its
-    /// `poll` times out (TSC, `u64::MAX` for never).
-    socket_waiters: Vec<(Pid, u64, u64)>,
+    /// μprocesses parked on sockets.
+    socket_waiters: Vec<net::SocketWaiter>,
 }
 
 /// A blocking system call a μprocess waits in.
@@ -356,9 +355,7 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
                 Some(Sysno::Isolation) => Next::Continue(
                     with(|p| p.procs.get(&pid).map(|pr| pr.isolation.raw())).unwrap_or(0),
                 ),
-                Some(Sysno::MemInfo) => {
-                    Next::Continue((crate::mm::frames::free_frames() as u64).saturating_mul(4096))
-                }
+                Some(Sysno::MemInfo) => Next::Continue(mem_info(pid, args[0])),
                 Some(Sysno::Waitpid) => match decode_wait(args) {
                     Ok(w) => wait(pid, w, &mut ctx, info),
                     Err(e) => Next::Continue(encode(Err(e))),
@@ -937,19 +934,37 @@ fn relocate_registers(
     tags::count_registers(&tally);
 }
 
+/// `mem_info(what)`: 0, the bytes of free physical memory; 1, the bytes copied into the
+/// caller's area since its fork (its fork's added memory; 0 if it was not lazily forked).
+fn mem_info(pid: Pid, what: u64) -> u64 {
+    match what {
+        0 => (crate::mm::frames::free_frames() as u64).saturating_mul(4096),
+        1 => with(|p| p.procs.get(&pid).map(|pr| pr.area.0)).map_or(0, |base| {
+            lazy::copied_pages(base).saturating_mul(fjord_kernel::layout::PAGE_SIZE)
+        }),
+        _ => encode(Err(AbiError::InvalidArgs)),
+    }
+}
+
 /// `pid` ended with `status`: it becomes a zombie, its memory goes, a parent blocked in
 /// `waitpid` is woken, and its request completes (see [`status_of`]).
 fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
-    let (pd, fds) = with(|p| {
+    let (pd, fds, area) = match with(|p| {
         let pr = p.procs.get_mut(&pid)?;
         pr.ctx = None;
         forget_sleeper(&mut p.sleepers, pid);
         Some((
             pr.instance.pd,
             core::mem::replace(&mut pr.fds, FdTable::new(0)),
+            pr.area.0,
         ))
-    })
-    .unzip();
+    }) {
+        Some((pd, fds, area)) => (Some(pd), Some(fds), Some(area)),
+        None => (None, None, None),
+    };
+    if let Some(base) = area {
+        lazy::forget_copied(base);
+    }
     if let Some(fds) = fds {
         files::close_all(fds);
     }
@@ -1189,24 +1204,24 @@ pub fn wake_sleepers() {
 /// loop's passes take no lock while none is.
 static SOCKET_WAITING: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
 
-/// Wakes the μprocesses parked on sockets when the socket table changed since they looked, or
-/// their `poll` timed out (called by the network loop after each pass).
+/// Wakes the μprocesses parked on sockets whose wait is over: the socket table changed since
+/// they looked and (for `poll`) one of their sockets is ready for what they asked, or their
+/// `poll` timed out (called by the network loop after each pass). Workers polling their own
+/// connections are not woken by one another's traffic.
 pub fn wake_socket_waiters() {
     if SOCKET_WAITING.load(core::sync::atomic::Ordering::Relaxed) == 0 {
         return;
     }
     let now = cpu::rdtsc();
     wake_due(|p| {
-        let Ok(generation) = crate::sockets::with(|t| t.generation()) else {
-            return Vec::new();
-        };
-        let due: Vec<Pid> = p
-            .socket_waiters
-            .extract_if(.., |&mut (_, seen, deadline)| {
-                seen != generation || now >= deadline
-            })
-            .map(|(pid, ..)| pid)
-            .collect();
+        let due: Vec<Pid> = crate::sockets::with(|t| {
+            let generation = t.generation();
+            p.socket_waiters
+                .extract_if(.., |w| w.is_due(t, generation, now))
+                .map(|w| w.pid)
+                .collect()
+        })
+        .unwrap_or_default();
         SOCKET_WAITING.fetch_sub(due.len(), core::sync::atomic::Ordering::Relaxed);
         due
     });

@@ -5,9 +5,10 @@
 //! A socket is an open file ([`File::Socket`]): `fork` shares it, and its last `close` closes it,
 //! so workers forked after `listen` share one listening socket and its accept queue. A call
 //! that would wait on a blocking socket parks the μprocess ([`BlockReason::Socket`]) with the
-//! table's generation it saw; the network loop calls [`super::wake_socket_waiters`] after each
-//! pass, which wakes every parked μprocess whose generation is stale (or whose `poll` timed out)
-//! to re-issue its call. Bytes go through a kernel buffer at every isolation level.
+//! table's generation it saw (and, in `poll`, the sockets and events it waits for); the network
+//! loop calls [`super::wake_socket_waiters`] after each pass, which wakes a parked μprocess
+//! whose generation is stale and, for `poll`, one of whose sockets is ready (or whose `poll`
+//! timed out) to re-issue its call. Bytes go through a kernel buffer at every isolation level.
 
 use super::files::{File, copy_in, copy_out, fd_error, file_of};
 use super::{Blocked, Next, Pid, Procs, with};
@@ -61,17 +62,54 @@ fn table<R>(
     sockets::with(f).and_then(|r| r).map_err(sock_error)
 }
 
-/// Parks `pid` until the socket table changes from the generation `seen` (or `deadline`, a TSC
-/// value, passes), under the lock of the call that found its socket not ready.
+/// A μprocess parked on sockets.
+pub struct SocketWaiter {
+    /// Who.
+    pub pid: Pid,
+    /// The socket table's generation it saw.
+    seen: u64,
+    /// When its `poll` times out (TSC; `u64::MAX` for never).
+    deadline: u64,
+    /// For `poll`, the sockets and the events it waits for; `None` (a blocking call on one
+    /// socket) waits for any change of the table.
+    interest: Option<Vec<(SockId, u16)>>,
+}
+
+impl SocketWaiter {
+    /// Whether its wait is over in table `t` (at `generation`) at TSC `now`.
+    pub fn is_due(&self, t: &mut sockets::SocketTable, generation: u64, now: u64) -> bool {
+        if now >= self.deadline {
+            return true;
+        }
+        if self.seen == generation {
+            return false;
+        }
+        match &self.interest {
+            None => true,
+            Some(list) => list
+                .iter()
+                .any(|&(id, events)| socket_revents(t.readiness(id), events) != 0),
+        }
+    }
+}
+
+/// Parks `pid` until the socket table changes from the generation `seen` and, with
+/// `interest`, one of those sockets is ready (or `deadline`, a TSC value, passes), under the
+/// lock of the call that found its socket not ready.
 fn park_socket(
     p: &mut Procs,
     pid: Pid,
     blocked: Blocked,
-    (seen, deadline): (u64, u64),
+    (seen, deadline, interest): (u64, u64, Option<Vec<(SockId, u16)>>),
     (ctx, info): (&UserContext, JobInfo),
 ) {
     super::park_locked(p, pid, (BlockReason::Socket, blocked), ctx, info);
-    p.socket_waiters.push((pid, seen, deadline));
+    p.socket_waiters.push(SocketWaiter {
+        pid,
+        seen,
+        deadline,
+        interest,
+    });
     super::SOCKET_WAITING.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
 }
 
@@ -150,7 +188,7 @@ fn attempt<T>(
         match r {
             Err(e) => Found::Done(Err(sock_error(e))),
             Ok((Err(SockError::WouldBlock), false, seen)) => {
-                park_socket(p, pid, blocked, (seen, u64::MAX), (ctx, info));
+                park_socket(p, pid, blocked, (seen, u64::MAX, None), (ctx, info));
                 Found::Parked
             }
             Ok((r, _, _)) => Found::Done(r.map_err(sock_error)),
@@ -304,8 +342,8 @@ fn revents(file: Option<File>, events: u16) -> u16 {
     let r = match file {
         None => return POLLNVAL,
         Some(File::Socket(id)) => match sockets::with(|t| t.readiness(id)) {
-            Ok(Ok(r)) => r,
-            _ => return POLLERR,
+            Ok(r) => return socket_revents(r, events),
+            Err(_) => return POLLERR,
         },
         // Pipes, disk files and the console: reported ready for what is asked (a read or write
         // on them blocks only while a pipe is empty or full).
@@ -315,6 +353,19 @@ fn revents(file: Option<File>, events: u16) -> u16 {
             ..Readiness::default()
         },
     };
+    ready_bits(r, events)
+}
+
+/// `poll`'s bits for a socket whose readiness is `r` (an error for a socket that went).
+fn socket_revents(r: Result<Readiness, SockError>, events: u16) -> u16 {
+    match r {
+        Ok(r) => ready_bits(r, events),
+        Err(_) => POLLERR,
+    }
+}
+
+/// The bits of `events` that readiness `r` satisfies, with `POLLERR` and `POLLHUP`.
+fn ready_bits(r: Readiness, events: u16) -> u16 {
     let mut bits = 0;
     if r.readable {
         bits |= POLLIN;
@@ -362,13 +413,27 @@ pub(super) fn poll(
             ready += usize::from(e.2 != 0);
         }
         if ready == 0 && timeout_ms != 0 && crate::arch::cpu::rdtsc() < deadline {
+            // Nothing is ready, so every entry is a socket (anything else reads as ready).
+            let interest = entries
+                .iter()
+                .filter_map(|e| match file_of(p, pid, e.0) {
+                    Ok(File::Socket(id)) => Some((id, e.1)),
+                    _ => None,
+                })
+                .collect();
             let blocked = Blocked::Poll {
                 fds,
                 n,
                 timeout_ms,
                 deadline,
             };
-            park_socket(p, pid, blocked, (seen, deadline), (ctx, info));
+            park_socket(
+                p,
+                pid,
+                blocked,
+                (seen, deadline, Some(interest)),
+                (ctx, info),
+            );
             return None;
         }
         Some(ready)

@@ -180,7 +180,7 @@ pub fn run(kernel: &Path, accel: Accel, apps: &[BuiltApp], slow: bool) -> Result
             benchmark(&bench, fjord, &["-t", "ping_inline,set,get", "-n", "2000"]),
         );
         check(
-            "a BGSAVE amid writes under a redis-benchmark load holds exactly the writes before the fork; redis-check-rdb accepts the file and redis-server loads it",
+            "a BGSAVE amid writes under a redis-benchmark load holds exactly the writes before the fork; redis-check-rdb accepts the file and redis-server loads it; rdb_last_cow_size reports the pages the fork copied",
             bgsave_consistency(fjord, &bench, &image, (&check_rdb, &server), limit),
         );
         check(
@@ -269,12 +269,13 @@ fn checked_dump(check_rdb: &Path, bytes: &[u8], tag: &str) -> Result<PathBuf, St
     checked
 }
 
-fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
+/// A connection to a Redis server at `addr`.
+pub fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
     crate::e2e_sockets::connect_within(addr, PATIENCE)
 }
 
 /// Reads one RESP reply (its bytes, as received).
-fn read_reply(s: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<u8>, String> {
+pub fn read_reply(s: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<u8>, String> {
     loop {
         if let Some(n) = reply_len(buf) {
             return Ok(buf.drain(..n).collect());
@@ -424,7 +425,8 @@ fn write_sequence(
     Ok(())
 }
 
-fn command(s: &mut TcpStream, buf: &mut Vec<u8>, line: &str) -> Result<String, String> {
+/// Sends the inline command `line` and reads its reply.
+pub fn command(s: &mut TcpStream, buf: &mut Vec<u8>, line: &str) -> Result<String, String> {
     s.write_all(format!("{line}\r\n").as_bytes())
         .map_err(|e| format!("write: {e}"))?;
     read_reply(s, buf).map(|r| String::from_utf8_lossy(&r).into_owned())
@@ -460,6 +462,16 @@ fn bgsave_consistency(
     let status = bgsave_status(&mut s, &mut buf, limit)?;
     if status != "ok" {
         return Err(format!("the save failed: rdb_last_bgsave_status:{status}"));
+    }
+    // The child read every page of the keyspace, and pages holding pointers are copied to it
+    // (copy-on-pointer-access): its report of what its fork added is not zero.
+    let info = command(&mut s, &mut buf, "INFO persistence")?;
+    let cow = info
+        .lines()
+        .find_map(|l| l.strip_prefix("rdb_last_cow_size:"))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if !cow.is_some_and(|bytes| bytes > 0 && bytes % 4096 == 0) {
+        return Err(format!("rdb_last_cow_size after the save: {cow:?}"));
     }
     load.join().map_err(|_| "the load's thread panicked")??;
     // The file, read from the disk image the guest wrote, loaded by a real redis-server.

@@ -7,8 +7,9 @@
 //!
 //! Differences from Redis: `latest_fork_usec` is also in `# Persistence` (Redis has it in
 //! `# Stats` only) so that `INFO persistence` alone tells the fork's cost;
-//! `rdb_last_cow_size` and the `current_cow_*` fields are 0, because the kernel does not
-//! report how many pages the child copied; `used_memory` is the keyspace's estimate plus the
+//! `rdb_last_cow_size` is what the last successful save's child reported its fork added (on
+//! Fjord the pages copied into it from the parent, `process::copied_memory`), and the
+//! `current_cow_*` fields are 0 (no progress reports during a save); `used_memory` is the keyspace's estimate plus the
 //! clients' buffers ([`crate::db::Db::used_bytes`]), and `used_memory_rss` the heap's
 //! high-water mark when the program knows it.
 
@@ -192,7 +193,7 @@ fn section(
                  rdb_last_bgsave_time_sec:{}\r\n\
                  rdb_current_bgsave_time_sec:{current}\r\n\
                  rdb_saves:{}\r\n\
-                 rdb_last_cow_size:0\r\n\
+                 rdb_last_cow_size:{}\r\n\
                  rdb_last_load_keys_expired:{}\r\n\
                  rdb_last_load_keys_loaded:{}\r\n\
                  aof_enabled:0\r\n\
@@ -214,6 +215,7 @@ fn section(
                 if p.last_bgsave_ok { "ok" } else { "err" },
                 p.last_bgsave_time_sec,
                 p.rdb_saves,
+                p.rdb_last_cow_size,
                 p.keys_expired_at_load,
                 p.keys_loaded,
                 s.latest_fork_usec,

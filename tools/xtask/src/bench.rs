@@ -39,6 +39,13 @@ pub fn run(options: &BenchOptions) -> Result<()> {
     step(1, "building the kernel");
     let qemu = host_deps::ensure_qemu()?;
     let kernel = kernel_build::build_kernel()?;
+    if let Some(group) = options
+        .group
+        .as_deref()
+        .filter(|g| crate::bench_apps::is_app_group(g))
+    {
+        return apps(group, &kernel, &qemu, options);
+    }
 
     // Every group but `faas` boots on one CPU, like the Linux guest; `faas` needs an
     // orchestrator CPU and an executor CPU and gets its own two-CPU boot.
@@ -293,6 +300,37 @@ pub fn run(options: &BenchOptions) -> Result<()> {
     print!("{}", bench_results::format_table(&measurements));
     bench_results::write_results(&path, &measurements)?;
     Ok(())
+}
+
+/// `cargo xtask bench redis|prefork` ([`crate::bench_apps`]): both systems in one run, wall
+/// time under TCG; prints the table and writes `bench/results/<date>-<group>.json` (and with
+/// `--report`, the markdown report beside it).
+fn apps(
+    group: &str,
+    kernel: &std::path::Path,
+    qemu: &std::path::Path,
+    options: &BenchOptions,
+) -> Result<()> {
+    if options.accel == Accel::Kvm {
+        bail!(
+            "`bench {group}` runs under TCG only: the Linux guest does not boot under this \
+             host's KVM, and both systems must run under the same settings"
+        );
+    }
+    println!(
+        "bench [2/4] {group}: Fjord's program and the Linux guest's server, one after the other"
+    );
+    let measurements = crate::bench_apps::run(group, kernel, qemu, options.verbose)?;
+    println!("bench [3/4] {group}: {} measurements", measurements.len());
+    if options.report {
+        let md =
+            crate::report::write_report(&measurements, &workspace::root().join("bench/results"))?;
+        println!("bench: report written to {}", md.display());
+    }
+    let path = bench_results::results_path_for_today_with(&format!("-{group}"));
+    println!("bench [4/4] writing {}", path.display());
+    print!("{}", bench_results::format_table(&measurements));
+    bench_results::write_results(&path, &measurements)
 }
 
 /// Offered loads (requests per second) of the HTTP gateway benchmark.

@@ -39,6 +39,9 @@ pub enum Command {
     /// The HTTP benchmark's part inside xtask's own network namespace (started by `bench`).
     #[command(hide = true)]
     BenchHttpInside(BenchHttpInsideArgs),
+    /// The `redis` and `prefork` benchmarks' part inside xtask's own network namespace.
+    #[command(hide = true)]
+    BenchAppsInside(BenchAppsInsideArgs),
     /// Deploy, invoke, list and remove functions on a running Fjord (`cargo xtask run`).
     #[command(name = "fn")]
     Fn(FnArgs),
@@ -210,7 +213,8 @@ pub struct TestArgs {
 /// Arguments of `bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Run only the benchmark groups whose name contains this (boot, syscall, fork, pd, faas, …).
+    /// Run only the benchmark groups whose name contains this (boot, syscall, fork, pd, faas, …);
+    /// `redis` and `prefork` run Fjord's programs beside redis-server and nginx in the Linux guest.
     pub group: Option<String>,
     /// Also run the Linux baseline and write the report.
     #[arg(long)]
@@ -219,6 +223,26 @@ pub struct BenchArgs {
     /// `kvm`: wall-clock nanoseconds of the calibrated TSC under KVM.
     #[arg(long, value_enum, default_value_t = Accel::Tcg)]
     pub accel: Accel,
+}
+
+/// Arguments of the hidden `bench-apps-inside`.
+#[derive(Debug, Args)]
+pub struct BenchAppsInsideArgs {
+    /// `redis` or `prefork`.
+    #[arg(long)]
+    pub group: String,
+    /// The kernel ELF.
+    #[arg(long)]
+    pub kernel: std::path::PathBuf,
+    /// The QEMU binary.
+    #[arg(long)]
+    pub qemu: std::path::PathBuf,
+    /// The tap interface, already made in this namespace.
+    #[arg(long)]
+    pub tap: String,
+    /// Where to write the measurements (JSON).
+    #[arg(long)]
+    pub out: std::path::PathBuf,
 }
 
 /// Arguments of the hidden `bench-http-inside`.
@@ -283,6 +307,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<bool> {
         })),
         Command::BenchHttpInside(args) => {
             bench::http_gateway_inside(&args.kernel, &args.qemu, args.accel, &args.tap, &args.out)?;
+            Ok(true)
+        }
+        Command::BenchAppsInside(args) => {
+            crate::bench_apps::inside(
+                &args.group,
+                &args.kernel,
+                &args.qemu,
+                &args.tap,
+                &args.out,
+                cli.verbose,
+            )?;
             Ok(true)
         }
         Command::Bench(args) => {

@@ -27,11 +27,7 @@ pub fn run_image() -> Result<PathBuf> {
 /// A test boot's scratch image `target/disks/<name>.img`, emptied (all zero, sparse) to
 /// [`SCRATCH_IMAGE_BYTES`].
 pub fn scratch_image(name: &str) -> Result<PathBuf> {
-    let dir = workspace::target_dir().join("disks");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(format!("{name}.img"));
-    sized(&path, SCRATCH_IMAGE_BYTES)?;
-    Ok(path)
+    scratch_image_of(name, SCRATCH_IMAGE_BYTES)
 }
 
 /// Makes `path` an all-zero file of `bytes` (sparse: no block is written).
@@ -40,6 +36,15 @@ fn sized(path: &std::path::Path, bytes: u64) -> Result<()> {
         std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     file.set_len(bytes)
         .with_context(|| format!("sizing {} to {bytes} bytes", path.display()))
+}
+
+/// [`scratch_image`] of `bytes` instead of [`SCRATCH_IMAGE_BYTES`] (a benchmark's large saves).
+pub fn scratch_image_of(name: &str, bytes: u64) -> Result<PathBuf> {
+    let dir = workspace::target_dir().join("disks");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("{name}.img"));
+    sized(&path, bytes)?;
+    Ok(path)
 }
 
 /// A disk image as the store's block device (read-only unless opened for writing).

@@ -102,6 +102,22 @@ pub fn boot_gateway_forwarding(
     )
 }
 
+/// vCPUs of a gateway boot on microvm: one orchestrator group of three (two executors).
+pub const MICROVM_CPUS: u32 = 3;
+
+/// [`boot_gateway_forwarding`] with `qemu`, on tap link `tap` when given (then the programs'
+/// ports are the guest's own address, nothing is forwarded): returns the VM, the gateway's
+/// address and the forwarded ports' host addresses.
+pub fn boot_programs_on(
+    kernel: &Path,
+    qemu: Option<&Path>,
+    accel: Accel,
+    tap: Option<&TapNet>,
+    extra: &ProgramBoot<'_>,
+) -> Result<(QemuRun, SocketAddr, Vec<SocketAddr>)> {
+    boot_forwarding(kernel, (qemu, Machine::Microvm, accel), "", tap, extra)
+}
+
 fn boot_forwarding(
     kernel: &Path,
     (qemu, machine, accel): (Option<&Path>, Machine, Accel),
@@ -128,7 +144,7 @@ fn boot_forwarding(
     // three (two executors). Either way a runaway function leaves an executor free.
     (config.smp, config.append) = match machine {
         Machine::Q35 => (4, "mode=run orch_group=2".to_owned()),
-        _ => (3, "mode=run".to_owned()),
+        _ => (MICROVM_CPUS, "mode=run".to_owned()),
     };
     if !options.is_empty() {
         config.append = format!("{} {options}", config.append);

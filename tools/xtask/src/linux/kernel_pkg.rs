@@ -60,7 +60,7 @@ pub fn ensure_kernel(cache: &Path) -> Result<GuestKernel> {
     if find_vmlinuz(&dir).is_none() {
         let deb = download(cache, &package)?;
         eprintln!("linux: unpacking /boot of {}", deb.display());
-        extract(&deb, &dir, "./boot")?;
+        extract(&deb, &dir, &["./boot"])?;
     }
     let (vmlinuz, release) =
         find_vmlinuz(&dir).with_context(|| format!("{package} has no /boot/vmlinuz-*"))?;
@@ -84,13 +84,65 @@ pub fn ensure_kernel(cache: &Path) -> Result<GuestKernel> {
     })
 }
 
+/// The kernel modules a guest needs for a virtio-net card on microvm (found through ACPI), as
+/// paths under `lib/modules/<release>/kernel/`, in load order: each after those it depends on
+/// (Debian builds virtio, virtio-mmio and virtio-net as modules, and ships no `modules.dep`).
+pub const NET_MODULES: &[&str] = &[
+    "drivers/virtio/virtio_ring.ko",
+    "drivers/virtio/virtio.ko",
+    "drivers/virtio/virtio_mmio.ko",
+    "net/core/failover.ko",
+    "drivers/net/net_failover.ko",
+    "drivers/net/virtio_net.ko",
+];
+
+/// Makes sure `kernel`'s [`NET_MODULES`] are unpacked in `cache` (once) and returns their
+/// paths in load order.
+pub fn ensure_net_modules(cache: &Path, kernel: &GuestKernel) -> Result<Vec<PathBuf>> {
+    let dir = cache.join("kernel").join(&kernel.package);
+    let members: Vec<String> = NET_MODULES
+        .iter()
+        .map(|m| format!("./lib/modules/{}/kernel/{m}", kernel.release))
+        .collect();
+    let paths: Vec<PathBuf> = members.iter().map(|m| dir.join(m)).collect();
+    if !paths.iter().all(|p| p.is_file()) {
+        let deb = download(cache, &kernel.package)?;
+        eprintln!(
+            "linux: unpacking the virtio-net modules of {}",
+            deb.display()
+        );
+        let members: Vec<&str> = members.iter().map(String::as_str).collect();
+        extract(&deb, &dir, &members)?;
+    }
+    if let Some(missing) = paths.iter().find(|p| !p.is_file()) {
+        bail!("{} has no {}", kernel.package, missing.display());
+    }
+    Ok(paths)
+}
+
+/// Makes sure `file` (an absolute path in the package, `/usr/sbin/nginx`) of Debian's package
+/// `package` is unpacked in `cache/<package>/` (downloaded once, never installed) and returns
+/// its path there.
+pub fn ensure_package_file(cache: &Path, package: &str, file: &str) -> Result<PathBuf> {
+    let dir = cache.join(package);
+    let path = dir.join(file.trim_start_matches('/'));
+    if !path.is_file() {
+        let deb = download(cache, package)?;
+        extract(&deb, &dir, &[&format!(".{file}")])?;
+        if !path.is_file() {
+            bail!("{} holds no {file}", deb.display());
+        }
+    }
+    Ok(path)
+}
+
 /// Makes sure busybox (static) is in `cache` and returns its path.
 pub fn ensure_busybox(cache: &Path) -> Result<PathBuf> {
     let dir = cache.join("busybox");
     let busybox = dir.join("bin/busybox");
     if !busybox.is_file() {
         let deb = download(cache, BUSYBOX_PACKAGE)?;
-        extract(&deb, &dir, "./bin/busybox")?;
+        extract(&deb, &dir, &["./bin/busybox"])?;
         if !busybox.is_file() {
             bail!("{} holds no /bin/busybox", deb.display());
         }
@@ -193,9 +245,9 @@ fn find_deb(dir: &Path, package: &str) -> Option<PathBuf> {
         })
 }
 
-/// Unpacks `member` (a file or directory, spelled as in the archive: `./boot`) of the data
-/// archive of `deb` into `dir`: `dpkg-deb --fsys-tarfile deb | tar -x -C dir member`.
-fn extract(deb: &Path, dir: &Path, member: &str) -> Result<()> {
+/// Unpacks `members` (files or directories, spelled as in the archive: `./boot`) of the data
+/// archive of `deb` into `dir`: `dpkg-deb --fsys-tarfile deb | tar -x -C dir members…`.
+fn extract(deb: &Path, dir: &Path, members: &[&str]) -> Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut dpkg = Command::new("dpkg-deb")
         .arg("--fsys-tarfile")
@@ -211,7 +263,7 @@ fn extract(deb: &Path, dir: &Path, member: &str) -> Result<()> {
         .arg("-x")
         .arg("-C")
         .arg(dir)
-        .arg(member)
+        .args(members)
         .stdin(tar_input)
         .status()
         .context("could not run tar");
@@ -219,7 +271,8 @@ fn extract(deb: &Path, dir: &Path, member: &str) -> Result<()> {
     let tar = tar?;
     if !dpkg.success() || !tar.success() {
         bail!(
-            "unpacking {member} from {} failed (dpkg-deb {dpkg}, tar {tar})",
+            "unpacking {} from {} failed (dpkg-deb {dpkg}, tar {tar})",
+            members.join(" "),
             deb.display()
         );
     }

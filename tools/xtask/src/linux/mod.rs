@@ -18,6 +18,7 @@ pub mod kernel_image;
 pub mod kernel_pkg;
 pub mod nightcore;
 pub mod programs;
+pub mod server;
 
 use std::cell::Cell;
 use std::collections::BTreeMap;

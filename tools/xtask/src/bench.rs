@@ -361,25 +361,40 @@ fn http_gateway(
     // The namespace has no route out, so what apt installs must be there first.
     host_deps::ensure_program("wrk", crate::wrk::WRK_PACKAGE)?;
     crate::apps_build::build_apps().context("building the function modules")?;
-    let out = workspace::target_dir().join("fjord/bench-http-inside.json");
+    let mut args: Vec<std::ffi::OsString> = vec!["bench-http-inside".into(), "--kernel".into()];
+    args.extend([
+        kernel.as_os_str().to_owned(),
+        "--qemu".into(),
+        qemu.as_os_str().to_owned(),
+    ]);
+    args.extend(["--accel".into(), accel.to_string().into(), "--tap".into()]);
+    args.push(tap.net().ifname.clone().into());
+    measurements_inside(&tap, &args, "bench-http-inside", "the HTTP benchmark")
+}
+
+/// Runs this program again inside `tap`'s network namespace with `args` (a hidden
+/// `…-inside` command, which is given `--out <file>` and writes its measurements there as
+/// JSON) and returns them; `name` names the file, `what` the run in errors.
+pub fn measurements_inside(
+    tap: &crate::tap::Tap,
+    args: &[std::ffi::OsString],
+    name: &str,
+    what: &str,
+) -> Result<Vec<Measurement>> {
+    let out = workspace::target_dir().join(format!("fjord/{name}.json"));
     let _ = std::fs::remove_file(&out);
     let exe = std::env::current_exe().context("finding xtask's own executable")?;
     let status = tap
         .netns()
         .command(exe)
-        .arg("bench-http-inside")
-        .arg("--kernel")
-        .arg(kernel)
-        .arg("--qemu")
-        .arg(qemu)
-        .args(["--accel", &accel.to_string(), "--tap", &tap.net().ifname])
+        .args(args)
         .arg("--out")
         .arg(&out)
         .status()
-        .context("running the HTTP benchmark inside the network namespace")?;
+        .with_context(|| format!("running {what} inside the network namespace"))?;
     if !status.success() {
         bail!(
-            "the HTTP benchmark inside network namespace {} failed ({status})",
+            "{what} inside network namespace {} failed ({status})",
             tap.netns().name()
         );
     }

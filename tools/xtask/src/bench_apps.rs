@@ -100,34 +100,16 @@ pub fn run(group: &str, kernel: &Path, qemu: &Path, verbose: bool) -> Result<Vec
         "the application benchmarks need a tap link in a network namespace of their own \
          (QEMU's user network takes one connection at a time)",
     )?;
-    let out = workspace::target_dir().join(format!("fjord/bench-{group}-inside.json"));
-    let _ = std::fs::remove_file(&out);
-    let exe = std::env::current_exe().context("finding xtask's own executable")?;
-    let mut command = tap.netns().command(exe);
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
     if verbose {
-        command.arg("--verbose");
+        args.push("--verbose".into());
     }
-    let status = command
-        .arg("bench-apps-inside")
-        .args(["--group", group])
-        .arg("--kernel")
-        .arg(kernel)
-        .arg("--qemu")
-        .arg(qemu)
-        .args(["--tap", &tap.net().ifname])
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .context("running the benchmark inside the network namespace")?;
-    if !status.success() {
-        bail!(
-            "the {group} benchmark inside network namespace {} failed ({status})",
-            tap.netns().name()
-        );
-    }
-    let text =
-        std::fs::read_to_string(&out).with_context(|| format!("reading {}", out.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing {}", out.display()))
+    args.extend(["bench-apps-inside".into(), "--group".into(), group.into()]);
+    args.extend(["--kernel".into(), kernel.as_os_str().to_owned()]);
+    args.extend(["--qemu".into(), qemu.as_os_str().to_owned()]);
+    args.extend(["--tap".into(), tap.net().ifname.clone().into()]);
+    let what = format!("the {group} benchmark");
+    crate::bench::measurements_inside(&tap, &args, &format!("bench-{group}-inside"), &what)
 }
 
 /// `cargo xtask bench-apps-inside` (hidden): inside [`run`]'s namespace, measures `group` on

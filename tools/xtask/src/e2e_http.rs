@@ -187,6 +187,26 @@ fn boot_forwarding(
     Ok((vm, addr, forwarded))
 }
 
+/// Waits until `GET /processes` lists no μprocess of `program`.
+fn program_ended(addr: SocketAddr, program: &str, patience: Duration) -> Result<(), String> {
+    let tag = format!("\"program\":\"{program}\"");
+    let deadline = Instant::now() + patience;
+    loop {
+        let r = one(addr, "GET", "/processes", b"")?;
+        r.expect(200)?;
+        if !r.text().contains(&tag) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{program} still runs after {} s",
+                patience.as_secs()
+            ));
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Boots `kernel` on `machine` with networking and runs every gateway check against it.
 pub fn run(kernel: &Path, machine: Machine, accel: Accel) -> Result<Vec<Outcome>> {
     let (mut qemu, addr) = boot_gateway(kernel, None, machine, accel)?;
@@ -1165,7 +1185,10 @@ fn process_checks(
     check(
         "copy modes and isolation levels are options of POST /processes",
         {
-            one(addr, "POST", "/processes/forktest?fork=coa", b"")
+            // The forktest started above ends with a fork bomb up to its program's bound:
+            // more of it can start once that one has ended.
+            program_ended(addr, "forktest", Duration::from_secs(120))
+                .and_then(|()| one(addr, "POST", "/processes/forktest?fork=coa", b""))
                 .and_then(|r| r.expect(201))
                 .and_then(|()| {
                     one(

@@ -1,6 +1,8 @@
 //! The `restore` benchmark group: what Groundhog's restore between requests costs, under the
-//! three Groundhog modes (`none`: warm reuse with no restore; `restore`: the snapshot's
-//! dirtied pages copied back; `fresh`: a new PD and `init` per request).
+//! Groundhog modes (`none`: warm reuse with no restore; `restore`: the snapshot's dirtied pages
+//! copied back; `fresh`: a new PD and `init` per request), and μFork's fork-per-request
+//! instances beside them (`fork`: each request in a child forked from a zygote that ran
+//! `init`; the Linux guest's `_fork` rows fork a process per request from a warmed parent).
 //!
 //! Targets: `hello`, one operation of each of the four workloads (every function of the
 //! workload in the mode), and `dirty`, which writes 1, 10, 100 or 1,000 pages of its 64 MiB
@@ -214,8 +216,9 @@ fn run_target(t: &Target) -> R<()> {
         GroundhogMode::None,
         GroundhogMode::Restore,
         GroundhogMode::Fresh,
+        GroundhogMode::Fork,
     ];
-    let (mut latency, mut throughput) = ([0u64; 3], [0u64; 3]);
+    let (mut latency, mut throughput) = ([0u64; 4], [0u64; 4]);
     let mut slo = 0;
     let mut restore_cost = 0;
     for (i, mode) in modes.into_iter().enumerate() {

@@ -537,22 +537,10 @@ impl<D: BlockDevice> FileStore<D> {
     /// the file holds either its old contents (or does not exist) or these. The draft stays
     /// open for more appends.
     pub fn commit(&mut self, id: DraftId) -> Result<(), FsError<D::Error>> {
-        let exists_or_room = {
-            let d = self.draft_mut(id)?;
-            let name = d.name.clone();
-            self.stat(&name).is_some() || self.files.len() < MAX_FILES
-        };
-        if !exists_or_room {
-            return Err(FsError::TooManyFiles);
-        }
+        let name = self.draft_mut(id)?.name.clone();
+        self.room_for(&name)?;
         let d = self.draft_mut(id)?;
-        let (name, start, full, len, crc) = (
-            d.name.clone(),
-            d.start,
-            d.full,
-            d.len(),
-            d.crc.clone().finalize(),
-        );
+        let (start, full, len, crc) = (d.start, d.full, d.len(), d.crc.clone().finalize());
         let tail = (!d.tail.is_empty()).then(|| {
             let mut block = vec![0u8; BLOCK];
             block[..d.tail.len()].copy_from_slice(&d.tail);
@@ -566,18 +554,12 @@ impl<D: BlockDevice> FileStore<D> {
         if len > 0 {
             self.dev.flush().map_err(FsError::Device)?;
         }
-        let entry = Entry {
-            name: name.clone(),
+        self.name_file(Entry {
+            name,
             start: if len > 0 { start } else { 0 },
             len,
             crc,
-        };
-        let mut files = self.files.clone();
-        match files.iter_mut().find(|f| f.name == name) {
-            Some(f) => *f = entry,
-            None => files.push(entry),
-        }
-        self.commit_directory(files)?;
+        })?;
         self.draft_mut(id)?.committed = true;
         Ok(())
     }
@@ -608,10 +590,7 @@ impl<D: BlockDevice> FileStore<D> {
         if !is_valid_name(name) {
             return Err(FsError::BadName);
         }
-        let exists = self.stat(name).is_some();
-        if !exists && self.files.len() >= MAX_FILES {
-            return Err(FsError::TooManyFiles);
-        }
+        self.room_for(name)?;
         let count = (data.len() as u64).div_ceil(BLOCK as u64);
         // The new contents go where no file of the current directory is, the old file's
         // blocks included: they stay whole until the new directory is.
@@ -630,14 +609,26 @@ impl<D: BlockDevice> FileStore<D> {
         if count > 0 {
             self.dev.flush().map_err(FsError::Device)?;
         }
-        let entry = Entry {
+        self.name_file(Entry {
             name: String::from(name),
             start: if count > 0 { start } else { 0 },
             len: data.len() as u64,
             crc: crc32fast::hash(data),
-        };
+        })
+    }
+
+    /// [`FsError::TooManyFiles`] when `name` is not a file yet and the directory is full.
+    fn room_for(&self, name: &str) -> Result<(), FsError<D::Error>> {
+        match self.stat(name).is_some() || self.files.len() < MAX_FILES {
+            true => Ok(()),
+            false => Err(FsError::TooManyFiles),
+        }
+    }
+
+    /// Makes `entry` the file of its name in a new directory (replacing one of that name).
+    fn name_file(&mut self, entry: Entry) -> Result<(), FsError<D::Error>> {
         let mut files = self.files.clone();
-        match files.iter_mut().find(|f| f.name == name) {
+        match files.iter_mut().find(|f| f.name == entry.name) {
             Some(f) => *f = entry,
             None => files.push(entry),
         }

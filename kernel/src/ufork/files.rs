@@ -156,8 +156,9 @@ impl DiskFiles {
         self.slots.get_mut(id as usize).and_then(Option::as_mut)
     }
 
-    /// Appends `data` to the file open for writing in slot `id`.
-    fn append(&mut self, id: u32, data: &[u8]) -> Result<(), AbiError> {
+    /// Appends `data` to the file open for writing in slot `id`; whether it now holds
+    /// [`STREAM_AT`] bytes or more (they should go to the disk).
+    fn append(&mut self, id: u32, data: &[u8]) -> Result<bool, AbiError> {
         let room = self.has_room(data.len());
         let f = self.get_mut(id).ok_or(AbiError::BadFd)?;
         if !f.writing {
@@ -171,8 +172,9 @@ impl DiskFiles {
         }
         f.data.extend_from_slice(data);
         f.version += 1;
+        let full = f.data.len() >= STREAM_AT;
         self.bytes += data.len();
-        Ok(())
+        Ok(full)
     }
 
     fn remove(&mut self, id: u32) -> Option<DiskFile> {
@@ -459,41 +461,49 @@ pub(super) fn write(
             Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
         };
     }
+    // A disk file that the write filled to `STREAM_AT` streams to the disk afterwards, out of
+    // the caller's address space (an error shows at the next `write` or `fsync`).
+    let mut full = None;
     let next = if copy {
         // Full isolation: the bytes are copied into the kernel first, so a sibling changing
         // them meanwhile cannot make the kernel act on two versions.
         match read_into_kernel(pd, buf, len) {
             Ok(data) => {
                 count_copied(data.len());
-                write_from(pid, fd, &data, (buf, len), ctx, info)
+                write_from(pid, fd, &data, (buf, len), (ctx, info), &mut full)
             }
             Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
         }
     } else {
         // Lesser isolation: straight from the caller's pages (checked, through its own tables).
         in_space(pd, || match crate::mm::user_memory::bytes(buf, len) {
-            Ok(data) => write_from(pid, fd, data, (buf, len), ctx, info),
+            Ok(data) => write_from(pid, fd, data, (buf, len), (ctx, info), &mut full),
             Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e.into()))),
         })
     };
-    stream_if_full(pid, fd);
+    if let Some(id) = full {
+        let _ = stream(id, false);
+    }
     next
 }
 
-/// `write` of `data` (the caller's `buf` and `len`) to `fd`.
+/// `write` of `data` (the caller's `buf` and `len`) to `fd`; `full` gets the slot of a disk
+/// file the write filled to [`STREAM_AT`].
 fn write_from(
     pid: Pid,
     fd: u32,
     data: &[u8],
     (buf, len): (u64, u64),
-    ctx: &mut UserContext,
-    info: JobInfo,
+    (ctx, info): (&mut UserContext, JobInfo),
+    full: &mut Option<u32>,
 ) -> Next {
     let r = with(|p| match file_of(p, pid, fd)? {
         File::Console => Ok(Some((data.len(), None))),
         File::PipeRead(_) | File::Socket(_) => Err(AbiError::BadFd),
         File::Disk(id) => {
-            p.disk.append(id, data)?;
+            if p.disk.append(id, data)? {
+                *full = Some(id);
+            }
             Ok(Some((data.len(), Some(Vec::new()))))
         }
         File::PipeWrite(id) => {
@@ -763,22 +773,6 @@ fn stream(id: u32, commit: bool) -> Result<(), AbiError> {
 /// Saves the disk file in slot `id` as written so far ([`stream`] with a commit).
 fn save(id: u32) -> Result<(), AbiError> {
     stream(id, true)
-}
-
-/// After a `write` to `fd`: a disk file holding [`STREAM_AT`] bytes or more streams them to
-/// the disk (an error shows at the next `write` or `fsync`).
-fn stream_if_full(pid: Pid, fd: u32) {
-    let full = with(|p| match file_of(p, pid, fd) {
-        Ok(File::Disk(id)) => p
-            .disk
-            .get_mut(id)
-            .is_some_and(|f| f.writing && f.data.len() >= STREAM_AT)
-            .then_some(id),
-        _ => None,
-    });
-    if let Some(id) = full {
-        let _ = stream(id, false);
-    }
 }
 
 /// `rename(names, from_len, to_len)`.

@@ -408,19 +408,18 @@ pub(super) fn poll(
     let ready = with(|p| {
         let seen = sockets::with(|t| t.generation()).unwrap_or(0);
         let mut ready = 0;
+        // The sockets and events a parked call waits for (when nothing is ready, every entry
+        // is a socket: anything else reads as ready).
+        let mut interest = Vec::new();
         for e in entries.iter_mut() {
-            e.2 = revents(file_of(p, pid, e.0).ok(), e.1);
+            let file = file_of(p, pid, e.0).ok();
+            if let Some(File::Socket(id)) = file {
+                interest.push((id, e.1));
+            }
+            e.2 = revents(file, e.1);
             ready += usize::from(e.2 != 0);
         }
         if ready == 0 && timeout_ms != 0 && crate::arch::cpu::rdtsc() < deadline {
-            // Nothing is ready, so every entry is a socket (anything else reads as ready).
-            let interest = entries
-                .iter()
-                .filter_map(|e| match file_of(p, pid, e.0) {
-                    Ok(File::Socket(id)) => Some((id, e.1)),
-                    _ => None,
-                })
-                .collect();
             let blocked = Blocked::Poll {
                 fds,
                 n,

@@ -585,7 +585,7 @@ fn sweep_point(n: usize, rounds: &[crate::loadgen::ClosedReport]) -> Vec<Measure
 
 /// The median (the upper middle one of an even count), lowest and highest of `values` (zeros
 /// when there are none).
-fn median_min_max(mut values: Vec<f64>) -> (f64, f64, f64) {
+pub fn median_min_max(mut values: Vec<f64>) -> (f64, f64, f64) {
     values.sort_by(f64::total_cmp);
     match (values.first(), values.last()) {
         (Some(&min), Some(&max)) => (values[values.len() / 2], min, max),

@@ -680,18 +680,9 @@ fn http_suite(system: System, addr: SocketAddr, workers: u32) -> Result<Vec<Meas
 }
 
 /// A measurement of `values`: the median with the lowest and highest.
-fn summary(
-    system: System,
-    group: &str,
-    metric: &str,
-    unit: &str,
-    mut values: Vec<f64>,
-) -> Measurement {
-    values.sort_by(f64::total_cmp);
-    let (median, min, max) = match (values.first(), values.last()) {
-        (Some(&min), Some(&max)) => (values[values.len() / 2], min, max),
-        _ => (0.0, 0.0, 0.0),
-    };
+fn summary(system: System, group: &str, metric: &str, unit: &str, values: Vec<f64>) -> Measurement {
+    let runs = values.len() as u64;
+    let (median, min, max) = crate::bench::median_min_max(values);
     Measurement {
         group: group.to_owned(),
         metric: metric.to_owned(),
@@ -700,7 +691,7 @@ fn summary(
         median,
         min,
         max,
-        runs: values.len() as u64,
+        runs,
         wall_ns: None,
         p99: None,
     }

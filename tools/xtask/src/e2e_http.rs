@@ -187,16 +187,22 @@ fn boot_forwarding(
     Ok((vm, addr, forwarded))
 }
 
+/// The PIDs `GET /processes` lists for `program`.
+fn pids_of(addr: SocketAddr, program: &str) -> Result<Vec<String>, String> {
+    let r = one(addr, "GET", "/processes", b"")?;
+    r.expect(200)?;
+    let tag = format!(",\"program\":\"{program}\"");
+    Ok(r.text()
+        .split("{\"pid\":")
+        .filter(|e| e.contains(&tag))
+        .filter_map(|e| e.split(',').next().map(str::to_owned))
+        .collect())
+}
+
 /// Waits until `GET /processes` lists no μprocess of `program`.
 fn program_ended(addr: SocketAddr, program: &str, patience: Duration) -> Result<(), String> {
-    let tag = format!("\"program\":\"{program}\"");
     let deadline = Instant::now() + patience;
-    loop {
-        let r = one(addr, "GET", "/processes", b"")?;
-        r.expect(200)?;
-        if !r.text().contains(&tag) {
-            return Ok(());
-        }
+    while !pids_of(addr, program)?.is_empty() {
         if Instant::now() > deadline {
             return Err(format!(
                 "{program} still runs after {} s",
@@ -205,6 +211,7 @@ fn program_ended(addr: SocketAddr, program: &str, patience: Duration) -> Result<
         }
         thread::sleep(Duration::from_millis(200));
     }
+    Ok(())
 }
 
 /// Boots `kernel` on `machine` with networking and runs every gateway check against it.
@@ -1211,24 +1218,9 @@ fn process_checks(
     check(
         "a fork bomb stops at its program's bound (429 for one more), another program starts, and the operator ends them",
         (|| -> Result<(), String> {
-            let pids_of = |program: &str| -> Result<Vec<String>, String> {
-                let r = one(addr, "GET", "/processes", b"")?;
-                r.expect(200)?;
-                let tag = format!(",\"program\":\"{program}\"");
-                Ok(r.text()
-                    .split("{\"pid\":")
-                    .filter(|e| e.contains(&tag))
-                    .filter_map(|e| e.split(',').next().map(str::to_owned))
-                    .collect())
-            };
+            let pids_of = |program: &str| pids_of(addr, program);
             // The forktests started above end first (their own fork bombs fill their bound).
-            let deadline = Instant::now() + Duration::from_secs(120);
-            while !pids_of("forktest")?.is_empty() {
-                if Instant::now() > deadline {
-                    return Err("forktest still running".into());
-                }
-                thread::sleep(Duration::from_millis(200));
-            }
+            program_ended(addr, "forktest", Duration::from_secs(120))?;
             one(addr, "POST", "/processes/forkbomb", b"")?.expect(201)?;
             let deadline = Instant::now() + Duration::from_secs(60);
             while pids_of("forkbomb")?.len() < 64 {

@@ -104,7 +104,7 @@ fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>, first_line_tsc: u64) -> ! 
             orchestrator::serve(0);
             arch::smp::idle_loop(0)
         }
-        Mode::Test => ktests::run_all(opts.test_filter),
+        Mode::Test => ktests::run_all(opts.test_filter, opts.run_slow_tests),
         Mode::Bench => bench::run_all(opts.bench_filter, opts.bench_ns, first_line_tsc),
     }
 }

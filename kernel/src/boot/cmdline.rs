@@ -175,6 +175,9 @@ pub struct BootOptions<'a> {
     pub log_level: LogLevel,
     /// Substring filter for in-kernel tests.
     pub test_filter: Option<&'a str>,
+    /// Whether in-kernel tests marked slow run (`slow_tests=run`, the default) or are reported
+    /// as not run (`slow_tests=skip`, for a KVM that emulates the guest's ring 0).
+    pub run_slow_tests: bool,
     /// Substring filter for benchmark groups.
     pub bench_filter: Option<&'a str>,
     /// Whether benchmark samples are reported in nanoseconds (`bench_clock=ns`) rather than
@@ -212,6 +215,7 @@ impl Default for BootOptions<'_> {
             mode: Mode::Run,
             log_level: LogLevel::Info,
             test_filter: None,
+            run_slow_tests: true,
             bench_filter: None,
             bench_ns: false,
             modules: ModuleSource::None,
@@ -231,7 +235,7 @@ impl Default for BootOptions<'_> {
 }
 
 /// The option names the parser knows, for error messages.
-pub const KNOWN_OPTIONS: &str = "mode, log, test, bench, bench_clock, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, tags, disk, \
+pub const KNOWN_OPTIONS: &str = "mode, log, test, slow_tests, bench, bench_clock, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, tags, disk, \
      http_head_timeout_ms, http_body_timeout_ms, http_idle_timeout_ms, http_send_timeout_ms, http_max_conns";
 
 /// Why a command line was rejected.
@@ -286,6 +290,7 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             "mode",
             "log",
             "test",
+            "slow_tests",
             "bench",
             "bench_clock",
             "modules",
@@ -334,6 +339,13 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
                 }
             }
             "test" => opts.test_filter = Some(value),
+            "slow_tests" => {
+                opts.run_slow_tests = match value {
+                    "run" => true,
+                    "skip" => false,
+                    _ => return Err(bad("run, skip")),
+                }
+            }
             "bench" => opts.bench_filter = Some(value),
             "init" => opts.init = Some(value),
             "modules" => {
@@ -536,6 +548,9 @@ mod tests {
         assert_eq!(o.init, None);
         assert_eq!(o.modules, ModuleSource::Initrd);
         assert_eq!(o.crash, Some(Crash::Panic));
+        assert!(o.run_slow_tests);
+        assert!(!parse("slow_tests=skip").unwrap().run_slow_tests);
+        assert!(parse("slow_tests=maybe").is_err());
     }
 
     #[test]

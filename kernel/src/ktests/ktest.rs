@@ -17,6 +17,9 @@ pub struct KTest {
     pub name: &'static str,
     /// The test body.
     pub run: fn() -> TestResult,
+    /// Minutes rather than seconds where the guest's ring 0 is emulated: `slow_tests=skip`
+    /// reports it as not run there (TCG and hardware KVM run every test).
+    pub slow: bool,
 }
 
 /// Fails the current test unless `cond` holds.

@@ -23,10 +23,17 @@ use crate::arch::exit::{ExitCode, exit_qemu};
 use crate::kprintln;
 use fjord_kernel::ktest::KTest;
 
-/// Defines an in-kernel test: `ktest! { fn name() { ...; Ok(()) } }`.
+/// Defines an in-kernel test: `ktest! { fn name() { ...; Ok(()) } }`, or `ktest! { slow fn
+/// name() { ... } }` for one that `slow_tests=skip` leaves out.
 #[macro_export]
 macro_rules! ktest {
     ($(#[$m:meta])* fn $name:ident() $body:block) => {
+        $crate::ktest! { @entry false, $(#[$m])* fn $name() $body }
+    };
+    ($(#[$m:meta])* slow fn $name:ident() $body:block) => {
+        $crate::ktest! { @entry true, $(#[$m])* fn $name() $body }
+    };
+    (@entry $slow:expr, $(#[$m:meta])* fn $name:ident() $body:block) => {
         $(#[$m])*
         fn $name() -> fjord_kernel::ktest::TestResult $body
 
@@ -36,6 +43,7 @@ macro_rules! ktest {
             static ENTRY: fjord_kernel::ktest::KTest = fjord_kernel::ktest::KTest {
                 name: concat!(module_path!(), "::", stringify!($name)),
                 run: $name,
+                slow: $slow,
             };
         };
     };
@@ -56,8 +64,10 @@ pub fn registry() -> &'static [KTest] {
     unsafe { core::slice::from_raw_parts(start, n) }
 }
 
-/// Runs every test whose name contains `filter`, prints the summary and exits QEMU.
-pub fn run_all(filter: Option<&str>) -> ! {
+/// Runs every test whose name contains `filter` (the slow ones only if `run_slow`), prints the
+/// summary and exits QEMU. A slow test left out prints `ktest <name> ... not run: slow` and
+/// counts neither as passed nor as failed.
+pub fn run_all(filter: Option<&str>, run_slow: bool) -> ! {
     let tests = registry();
     kprintln!("ktest: running {} tests", tests.len());
     let (mut passed, mut failed) = (0, 0);
@@ -66,6 +76,10 @@ pub fn run_all(filter: Option<&str>) -> ! {
         .filter(|t| filter.is_none_or(|f| t.name.contains(f)))
     {
         let name = t.name.trim_start_matches("fjord_kernel::ktests::");
+        if t.slow && !run_slow {
+            kprintln!("ktest {name} ... not run: slow where ring 0 is emulated (slow_tests=skip)");
+            continue;
+        }
         match (t.run)() {
             Ok(()) => {
                 passed += 1;

@@ -77,7 +77,7 @@ ktest! {
 }
 
 ktest! {
-    fn forktest_passes_in_every_copy_mode_and_cow_needs_groundhog_mode_off() {
+    slow fn forktest_passes_in_every_copy_mode_and_cow_needs_groundhog_mode_off() {
         needs_forktest()?;
         use fjord_ufork::copy_mode::{CopyMode, IsolationLevel};
         for mode in [CopyMode::Full, CopyMode::CopyOnAccess, CopyMode::CopyOnPointerAccess] {
@@ -146,7 +146,7 @@ ktest! {
 }
 
 ktest! {
-    fn every_tag_source_forks_and_counts_what_it_relocated() {
+    slow fn every_tag_source_forks_and_counts_what_it_relocated() {
         needs_forktest()?;
         use crate::ufork::tags;
         use fjord_ufork::copy_mode::{CopyMode, IsolationLevel};
@@ -266,7 +266,7 @@ ktest! {
 }
 
 ktest! {
-    fn full_isolation_copies_system_call_buffers_and_lesser_levels_do_not() {
+    slow fn full_isolation_copies_system_call_buffers_and_lesser_levels_do_not() {
         kassert!(runtime::lookup("forkhello").is_some(), "forkhello is not deployed");
         use fjord_ufork::copy_mode::{CopyMode, IsolationLevel};
         // forkhello passes bytes back and forth through two pipes (read, write, pipe).
@@ -288,7 +288,7 @@ ktest! {
 }
 
 ktest! {
-    fn forks_of_megabytes_across_many_page_tables_keep_each_copy_apart_and_free_everything() {
+    slow fn forks_of_megabytes_across_many_page_tables_keep_each_copy_apart_and_free_everything() {
         // A lazy fork of a large area drops the parent's level-1 tables instead of clearing
         // its leaves one by one; the parent's and the children's later accesses rebuild them.
         runs_and_gives_everything_back("forkbig")

@@ -27,6 +27,8 @@ pub struct Verdict {
     pub failures: Vec<(String, String)>,
     /// Failed tests according to the summary line.
     pub failed: u64,
+    /// Tests the kernel left out (`slow_tests=skip`).
+    pub not_run: u64,
     /// What went wrong with the boot itself, if anything (no summary, wrong exit code).
     pub problem: Option<String>,
     /// The summary line said `0 passed, 0 failed`: no test was selected (the kernel then exits
@@ -45,6 +47,7 @@ impl Verdict {
             match KtestLine::parse(line) {
                 Some(KtestLine::Passed { .. }) => counted_passed += 1,
                 Some(KtestLine::Failed { name, reason }) => verdict.failures.push((name, reason)),
+                Some(KtestLine::NotRun { .. }) => verdict.not_run += 1,
                 Some(KtestLine::Summary { passed, failed }) => summary = Some((passed, failed)),
                 None => {}
             }
@@ -105,10 +108,15 @@ fn boot_once(setup: &BootSetup, machine: Machine, smp: u32, filter: Option<&str>
     config.smp = smp;
     // The function modules from the initrd are loaded at boot for the module tests.
     config.initrd = Some(setup.initrd.clone());
-    config.append = match filter {
-        Some(filter) => format!("mode=test modules=initrd disk=scratch test={filter}"),
-        None => "mode=test modules=initrd disk=scratch".to_owned(),
-    };
+    config.append = "mode=test modules=initrd disk=scratch".to_owned();
+    if let Some(filter) = filter {
+        config.append.push_str(&format!(" test={filter}"));
+    }
+    // Where ring 0 is emulated, the tests that fork megabytes or run forktest in every mode
+    // take minutes each; TCG has run them already.
+    if setup.ring0_emulated {
+        config.append.push_str(" slow_tests=skip");
+    }
     // A scratch disk of its own: the disk tests leave a file there, checked below.
     let image = crate::disk::scratch_image(&format!("ktest-{machine}-{}", setup.accel));
     match &image {
@@ -144,12 +152,21 @@ fn boot_once(setup: &BootSetup, machine: Machine, smp: u32, filter: Option<&str>
     if verdict.ran_none
         && let Some(filter) = filter
     {
-        // A filter meant for other layers: not a failure of this one.
-        println!("{label} ... no in-kernel test matches `{filter}`");
+        // A filter meant for other layers, or only slow tests: not a failure of this one.
+        match verdict.not_run {
+            0 => println!("{label} ... no in-kernel test matches `{filter}`"),
+            n => println!(
+                "{label} ... not run: the {n} tests matching `{filter}` are slow where ring 0 is emulated"
+            ),
+        }
         return Tally::default();
     }
+    let not_run = match verdict.not_run {
+        0 => String::new(),
+        n => format!(", {n} not run (slow where ring 0 is emulated; TCG ran them)"),
+    };
     let counts = format!(
-        "{} passed, {} failed; {seconds:.1} s",
+        "{} passed, {} failed{not_run}; {seconds:.1} s",
         verdict.passed, verdict.failed
     );
     match &verdict.problem {

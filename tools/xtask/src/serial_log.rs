@@ -29,6 +29,11 @@ pub enum KtestLine {
         /// What the test reported.
         reason: String,
     },
+    /// `ktest <name> ... not run: <why>` (a slow test under `slow_tests=skip`)
+    NotRun {
+        /// Test name.
+        name: String,
+    },
     /// `ktest: N passed, M failed`
     Summary {
         /// Tests that passed.
@@ -55,6 +60,8 @@ impl KtestLine {
         } else if let Some(reason) = outcome.strip_prefix("FAILED") {
             let reason = reason.trim_start_matches(':').trim().to_owned();
             Some(KtestLine::Failed { name, reason })
+        } else if outcome.starts_with("not run") {
+            Some(KtestLine::NotRun { name })
         } else {
             None
         }
@@ -171,6 +178,12 @@ mod tests {
             Some(KtestLine::Summary {
                 passed: 41,
                 failed: 2
+            })
+        );
+        assert_eq!(
+            KtestLine::parse("ktest ufork::big ... not run: slow where ring 0 is emulated"),
+            Some(KtestLine::NotRun {
+                name: "ufork::big".to_owned()
             })
         );
         assert_eq!(KtestLine::parse("ktest: 41 passed"), None);

@@ -26,6 +26,12 @@
 //! the file as it was. A draft reserves the largest free run; another draft takes the upper
 //! half of the largest room a draft has left. A program saving a file writes a temporary name
 //! and renames it over the old one, as Redis does with its RDB file.
+//!
+//! Files are read whole ([`FileStore::read`]), or in pieces through a *reader*
+//! ([`FileStore::open`]): opening checks the version's CRC (reading it through in
+//! [`READ_RUN`]-block requests, never holding more than one in memory) and keeps that version's
+//! blocks reserved until [`FileStore::close`], so a reader goes on seeing the file it opened
+//! while the name is replaced, renamed or removed.
 
 #![no_std]
 #![forbid(unsafe_code)]
@@ -50,6 +56,8 @@ const MAGIC: &[u8; 8] = b"FJORDFS1";
 const VERSION: u32 = 1;
 const HEADER: usize = 64;
 const ENTRY: usize = 128;
+/// Blocks per device request when a file is read through: 256 KiB.
+pub const READ_RUN: usize = 64;
 /// Most files a store holds.
 pub const MAX_FILES: usize = (COPY - HEADER - 4) / ENTRY;
 
@@ -70,6 +78,14 @@ pub trait BlockDevice {
     fn write_blocks(&mut self, n: u64, data: &[u8]) -> Result<(), Self::Error> {
         for (i, block) in data.chunks(BLOCK).enumerate() {
             self.write_block(n + i as u64, block)?;
+        }
+        Ok(())
+    }
+    /// Reads the blocks from `n` into `buf` (whole blocks); a device that can do it in one
+    /// request overrides this.
+    fn read_blocks(&mut self, n: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
+        for (i, block) in buf.chunks_mut(BLOCK).enumerate() {
+            self.read_block(n + i as u64, block)?;
         }
         Ok(())
     }
@@ -127,7 +143,13 @@ pub struct FileStore<D: BlockDevice> {
     files: Vec<Entry>,
     /// Files being streamed, by [`DraftId`].
     drafts: Vec<Option<Draft>>,
+    /// The versions open readers see, by [`ReaderId`]: their blocks stay reserved.
+    readers: Vec<Option<Entry>>,
 }
+
+/// A file version open for reading ([`FileStore::open`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReaderId(pub u32);
 
 /// A file being streamed into the store ([`FileStore::create`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -255,6 +277,7 @@ impl<D: BlockDevice> FileStore<D> {
             slot: 0,
             files: Vec::new(),
             drafts: Vec::new(),
+            readers: Vec::new(),
         })
     }
 
@@ -284,6 +307,7 @@ impl<D: BlockDevice> FileStore<D> {
                 slot,
                 files,
                 drafts: Vec::new(),
+                readers: Vec::new(),
             }),
             (None, Some(v)) => Err(FsError::Version(v)),
             (None, None) => Err(FsError::NotFormatted),
@@ -344,9 +368,9 @@ impl<D: BlockDevice> FileStore<D> {
     pub fn read(&mut self, name: &str) -> Result<Vec<u8>, FsError<D::Error>> {
         let e = self.stat(name).ok_or(FsError::NotFound)?.clone();
         let mut out = vec![0u8; usize::try_from(e.blocks()).map_err(|_| FsError::Corrupt)? * BLOCK];
-        for (i, chunk) in out.chunks_mut(BLOCK).enumerate() {
+        for (i, run) in out.chunks_mut(READ_RUN * BLOCK).enumerate() {
             self.dev
-                .read_block(e.start + i as u64, chunk)
+                .read_blocks(e.start + (i * READ_RUN) as u64, run)
                 .map_err(FsError::Device)?;
         }
         out.truncate(e.len as usize);
@@ -356,7 +380,81 @@ impl<D: BlockDevice> FileStore<D> {
         Ok(out)
     }
 
-    /// The runs (start, end) of blocks files of the current directory or drafts hold, sorted.
+    /// Opens the current version of `name` for reading in pieces ([`Self::read_at`]): checks
+    /// its contents against the CRC first ([`FsError::Corrupt`]), then keeps its blocks
+    /// reserved until [`Self::close`]. The reader and the file's length in bytes.
+    pub fn open(&mut self, name: &str) -> Result<(ReaderId, u64), FsError<D::Error>> {
+        let e = self.stat(name).ok_or(FsError::NotFound)?.clone();
+        let mut crc = crc32fast::Hasher::new();
+        let mut run = vec![0u8; READ_RUN * BLOCK];
+        let mut at = 0u64;
+        while at < e.len {
+            let blocks = (e.blocks() - at / BLOCK as u64).min(READ_RUN as u64) as usize;
+            let run = &mut run[..blocks * BLOCK];
+            self.dev
+                .read_blocks(e.start + at / BLOCK as u64, run)
+                .map_err(FsError::Device)?;
+            let take = (e.len - at).min(run.len() as u64) as usize;
+            crc.update(&run[..take]);
+            at += take as u64;
+        }
+        if crc.finalize() != e.crc {
+            return Err(FsError::Corrupt);
+        }
+        let len = e.len;
+        let slot = match self.readers.iter().position(Option::is_none) {
+            Some(i) => {
+                self.readers[i] = Some(e);
+                i
+            }
+            None => {
+                self.readers.push(Some(e));
+                self.readers.len() - 1
+            }
+        };
+        Ok((ReaderId(slot as u32), len))
+    }
+
+    /// Reads the bytes of reader `id`'s version from `offset` into `buf`; how many (fewer than
+    /// `buf.len()` only at the end of the file; 0 at or past it).
+    pub fn read_at(
+        &mut self,
+        id: ReaderId,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, FsError<D::Error>> {
+        let e = self
+            .readers
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .ok_or(FsError::NotFound)?;
+        let (start, len) = (e.start, e.len);
+        let n = (len.saturating_sub(offset)).min(buf.len() as u64) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        let first = offset / BLOCK as u64;
+        let last = (offset + n as u64).div_ceil(BLOCK as u64);
+        let skip = (offset % BLOCK as u64) as usize;
+        let mut blocks = vec![0u8; (last - first) as usize * BLOCK];
+        for (i, run) in blocks.chunks_mut(READ_RUN * BLOCK).enumerate() {
+            self.dev
+                .read_blocks(start + first + (i * READ_RUN) as u64, run)
+                .map_err(FsError::Device)?;
+        }
+        buf[..n].copy_from_slice(&blocks[skip..skip + n]);
+        Ok(n)
+    }
+
+    /// Ends reader `id`: its version's blocks are free again unless a file still names them.
+    pub fn close(&mut self, id: ReaderId) {
+        if let Some(slot) = self.readers.get_mut(id.0 as usize) {
+            *slot = None;
+        }
+    }
+
+    /// The runs (start, end) of blocks files of the current directory, drafts or readers hold,
+    /// sorted (possibly overlapping: a reader of a current version).
     fn used_runs(&self) -> Vec<(u64, u64)> {
         let mut used: Vec<(u64, u64)> = self
             .files
@@ -368,6 +466,13 @@ impl<D: BlockDevice> FileStore<D> {
                     .iter()
                     .flatten()
                     .map(|d| (d.start, d.start + d.capacity)),
+            )
+            .chain(
+                self.readers
+                    .iter()
+                    .flatten()
+                    .filter(|f| f.blocks() > 0)
+                    .map(|f| (f.start, f.start + f.blocks())),
             )
             .collect();
         used.sort_unstable();

@@ -231,6 +231,58 @@ fn an_unformatted_or_foreign_device_is_refused_and_a_corrupt_file_reported() {
     assert!(matches!(FileStore::mount(dev), Err(FsError::Version(9))));
 }
 
+#[test]
+fn a_reader_sees_the_version_it_opened_in_any_pieces_until_it_closes() {
+    let mut fs = FileStore::format(Ram::new(8 + 2 * READ_RUN + 8)).unwrap();
+    // Longer than one device request, ending mid-block.
+    let old: Vec<u8> = (0..READ_RUN * BLOCK + 3 * BLOCK + 17)
+        .map(|i| (i * 7 + i / 4093) as u8)
+        .collect();
+    fs.write("dump", &old).unwrap();
+    let (r, len) = fs.open("dump").unwrap();
+    assert_eq!(len, old.len() as u64);
+    // Replaced and then removed: the reader still reads the old version, whose blocks no new
+    // file may take meanwhile.
+    fs.write("dump", b"new").unwrap();
+    fs.remove("dump").unwrap();
+    assert_eq!(
+        fs.write("fill", &vec![1u8; (READ_RUN + 6) * BLOCK]),
+        Err(FsError::NoSpace)
+    );
+    let mut got = Vec::new();
+    let mut at = 0u64;
+    for piece in [1usize, 4095, 4097, 10_000, 300_000, 7].iter().cycle() {
+        let mut buf = vec![0u8; *piece];
+        let n = fs.read_at(r, at, &mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        at += n as u64;
+    }
+    assert_eq!(got, old);
+    assert_eq!(fs.read_at(r, len + 5, &mut [0u8; 8]).unwrap(), 0);
+    fs.close(r);
+    assert_eq!(fs.read_at(r, 0, &mut [0u8; 8]), Err(FsError::NotFound));
+    // Closed: its blocks are free again.
+    fs.write("fill", &vec![1u8; (READ_RUN + 6) * BLOCK])
+        .unwrap();
+    assert!(matches!(fs.open("dump"), Err(FsError::NotFound)));
+}
+
+#[test]
+fn opening_a_corrupt_file_for_reading_is_refused() {
+    let mut fs = FileStore::format(Ram::new(8 + 4)).unwrap();
+    fs.write("f", &[3u8; BLOCK + 1]).unwrap();
+    let start = fs.stat("f").unwrap().start;
+    let mut dev = fs.into_device();
+    dev.blocks[start as usize + 1][0] ^= 1;
+    let mut fs = FileStore::mount(dev).unwrap();
+    assert!(matches!(fs.open("f"), Err(FsError::Corrupt)));
+    // Refused readers hold nothing.
+    assert!(fs.readers.iter().all(Option::is_none));
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Write(u8, usize),

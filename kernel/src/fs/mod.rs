@@ -8,7 +8,7 @@
 use crate::drivers::virtio_blk::{self, DiskError, SECTOR};
 use alloc::string::String;
 use alloc::vec::Vec;
-use fjord_fs::{BLOCK, BlockDevice, DraftId, FileStore, FsError};
+use fjord_fs::{BLOCK, BlockDevice, DraftId, FileStore, FsError, ReaderId};
 use spin::Mutex;
 
 /// Sectors per block of the store.
@@ -42,6 +42,17 @@ impl BlockDevice for DiskBlocks {
 
     fn flush(&mut self) -> Result<(), DiskError> {
         virtio_blk::with(|d| d.flush())
+    }
+
+    fn read_blocks(&mut self, n: u64, buf: &mut [u8]) -> Result<(), DiskError> {
+        // One request per 64 blocks (256 KiB), as for writes.
+        for (i, chunk) in buf.chunks_mut(64 * BLOCK).enumerate() {
+            let sector = (n + 64 * i as u64)
+                .checked_mul(SECTORS_PER_BLOCK)
+                .ok_or(DiskError::OutOfRange)?;
+            virtio_blk::with(|d| d.read(sector, chunk))?;
+        }
+        Ok(())
     }
 
     fn write_blocks(&mut self, n: u64, data: &[u8]) -> Result<(), DiskError> {
@@ -98,6 +109,25 @@ fn with<R>(f: impl FnOnce(&mut FileStore<DiskBlocks>) -> Result<R, Error>) -> Re
 /// The contents of `name`.
 pub fn read(name: &str) -> Result<Vec<u8>, Error> {
     with(|s| s.read(name))
+}
+
+/// Opens `name`'s current version for reading in pieces, its CRC checked (see
+/// [`fjord_fs::FileStore::open`]): the reader and the length in bytes.
+pub fn open(name: &str) -> Result<(ReaderId, u64), Error> {
+    with(|s| s.open(name))
+}
+
+/// Reads reader `id`'s bytes from `offset` into `buf`; how many (0 at the end).
+pub fn read_at(id: ReaderId, offset: u64, buf: &mut [u8]) -> Result<usize, Error> {
+    with(|s| s.read_at(id, offset, buf))
+}
+
+/// Ends reader `id`.
+pub fn close(id: ReaderId) {
+    let _ = with(|s| {
+        s.close(id);
+        Ok(())
+    });
 }
 
 /// Starts streaming a new version of `name` (see [`fjord_fs::FileStore::create`]).

@@ -3,9 +3,11 @@
 //! reference-counted open files), `fjord_ufork::pipe` (bounded pipes) and `crate::fs` (the
 //! disk's file store).
 //!
-//! Disk files follow the store: a file is read whole when opened for reading and written whole
-//! when the writer calls `fsync` or closes its last descriptor, replacing the previous contents
-//! atomically (a crash leaves the old file or the new one). A program names files in its own
+//! Disk files follow the store: a file opened for reading is the version of that moment (a
+//! small one read whole, a larger one in [`PIECE`]-byte pieces through a store reader that
+//! keeps the version's blocks), and a file written replaces the previous contents when the
+//! writer calls `fsync` or closes its last descriptor, atomically (a crash leaves the old file
+//! or the new one). A program names files in its own
 //! key-value namespace: the store holds `<namespace>/<name>`, so programs of other namespaces
 //! neither see nor change them.
 //!
@@ -93,13 +95,14 @@ pub enum File {
 
 /// Longest name a program gives a disk file.
 pub const MAX_NAME: usize = 32;
-/// Most bytes the open disk files of every μprocess hold in the kernel at once (a file read is
-/// read whole at `open`, so no larger file can be read; a file written holds what was written
-/// since it last went to the disk, and is bounded only by the disk's free space): `NoMemory`
-/// beyond.
+/// Most bytes the open disk files of every μprocess hold in the kernel at once (a file read
+/// holds one piece, a file written what was written since it last went to the disk; files
+/// themselves are bounded only by the disk): `NoMemory` beyond.
 pub const MAX_OPEN_BYTES: usize = 48 << 20;
 /// Bytes written to a file that make the writing `write` stream them to the disk.
 const STREAM_AT: usize = 256 << 10;
+/// Bytes of a file read at a time: a file this long or shorter is read whole at `open`.
+const PIECE: usize = 256 << 10;
 
 /// Serialises streaming to the disk, so that the bytes of files shared across `fork` reach
 /// their drafts in the order they were written.
@@ -111,17 +114,24 @@ pub struct DiskFile {
     stored: alloc::string::String,
     /// Open for writing (else for reading).
     writing: bool,
-    /// Read: its contents, as read at `open`. Written: the bytes not yet streamed to the disk.
+    /// Read: the piece of its contents from byte `data_at`. Written: the bytes not yet
+    /// streamed to the disk.
     data: Vec<u8>,
-    /// The next byte `read` returns.
-    pos: usize,
+    data_at: u64,
+    /// Read: its length, and the store's reader of the version opened when it is read in
+    /// pieces (longer than [`PIECE`]).
+    len: u64,
+    reader: Option<fjord_fs::ReaderId>,
+    /// Read: the next byte `read` returns.
+    pos: u64,
     /// Writes so far, and how many of them the store holds.
     version: u64,
     synced: u64,
     /// Written: the store's draft the bytes stream into (`fjord_fs::FileStore::create`).
     draft: Option<fjord_fs::DraftId>,
     /// Written: streaming failed (the disk is full or failed); every later `write` and
-    /// `fsync` returns this.
+    /// `fsync` returns this. Read: the next piece could not be read; `read` returns this once
+    /// the piece it has is consumed.
     failed: Option<AbiError>,
 }
 
@@ -150,6 +160,10 @@ impl DiskFiles {
                 (self.slots.len() - 1) as u32
             }
         }
+    }
+
+    fn get(&self, id: u32) -> Option<&DiskFile> {
+        self.slots.get(id as usize).and_then(Option::as_ref)
     }
 
     fn get_mut(&mut self, id: u32) -> Option<&mut DiskFile> {
@@ -335,40 +349,69 @@ pub(super) fn read(
     }
     match copies(pid) {
         Some((true, _)) => {}
-        Some((false, pd)) => return in_space(pd, || read_direct(pid, fd, (buf, len), ctx, info)),
-        None => return Next::Continue(fjord_libos::abi::encode(Err(AbiError::InvalidArgs))),
-    }
-    let r = with(|p| {
-        area_offset(p, pid, buf, len)?;
-        match file_of(p, pid, fd)? {
-            File::Console => Ok(Some((Vec::new(), Vec::new()))),
-            File::PipeWrite(_) | File::Socket(_) => Err(AbiError::BadFd),
-            File::Disk(id) => Ok(Some((disk_read(p, id, len)?.to_vec(), Vec::new()))),
-            File::PipeRead(id) => {
-                let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
-                let mut data = vec![0u8; len as usize];
-                match pipe.read(&mut data) {
-                    Ok(n) => {
-                        data.truncate(n);
-                        // Room was made: writers blocked on this pipe may go on.
-                        let woken = p.table.wake_all(BlockReason::Write(id.raw()));
-                        Ok(Some((data, woken)))
+        Some((false, pd)) => {
+            for attempt in 0.. {
+                let (next, used_up) = in_space(pd, || read_direct(pid, fd, (buf, len), ctx, info));
+                // A disk file's piece is used up: the next one, out of the caller's address
+                // space; a read that got nothing (another reader of the same open file used
+                // the piece up) tries again.
+                if let Some((id, got_nothing)) = used_up {
+                    next_piece(id);
+                    if got_nothing && attempt < 3 {
+                        continue;
                     }
-                    Err(PipeError::WouldBlock) => {
-                        park_on(p, pid, id, Blocked::Read { fd, buf, len }, (ctx, info));
-                        Ok(None)
-                    }
-                    Err(_) => Err(AbiError::InvalidArgs),
                 }
+                return next;
             }
         }
-    });
-    let r = r.map(|d| {
-        d.map(|(data, woken)| {
-            wake(woken);
-            data
-        })
-    });
+        None => return Next::Continue(fjord_libos::abi::encode(Err(AbiError::InvalidArgs))),
+    }
+    let mut attempts = 0;
+    let r = loop {
+        let r = with(|p| {
+            area_offset(p, pid, buf, len)?;
+            match file_of(p, pid, fd)? {
+                File::Console => Ok(Some((Vec::new(), Vec::new(), None))),
+                File::PipeWrite(_) | File::Socket(_) => Err(AbiError::BadFd),
+                File::Disk(id) => {
+                    let (bytes, used_up) = disk_read(p, id, len)?;
+                    Ok(Some((bytes.to_vec(), Vec::new(), used_up.then_some(id))))
+                }
+                File::PipeRead(id) => {
+                    let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
+                    let mut data = vec![0u8; len as usize];
+                    match pipe.read(&mut data) {
+                        Ok(n) => {
+                            data.truncate(n);
+                            // Room was made: writers blocked on this pipe may go on.
+                            let woken = p.table.wake_all(BlockReason::Write(id.raw()));
+                            Ok(Some((data, woken, None)))
+                        }
+                        Err(PipeError::WouldBlock) => {
+                            park_on(p, pid, id, Blocked::Read { fd, buf, len }, (ctx, info));
+                            Ok(None)
+                        }
+                        Err(_) => Err(AbiError::InvalidArgs),
+                    }
+                }
+            }
+        });
+        if let Ok(Some((data, _, Some(id)))) = &r {
+            // A disk file's piece is used up: the next one, outside the lock; a read that got
+            // nothing (another reader of the same open file used it up) tries again.
+            next_piece(*id);
+            if data.is_empty() && attempts < 3 {
+                attempts += 1;
+                continue;
+            }
+        }
+        break r.map(|d| {
+            d.map(|(data, woken, _)| {
+                wake(woken);
+                data
+            })
+        });
+    };
     match r {
         Ok(Some(data)) => match copy_out(pid, buf, &data) {
             Ok(()) => {
@@ -384,22 +427,25 @@ pub(super) fn read(
 }
 
 /// `read` below isolation `full`, with the caller's address space loaded: the pipe's bytes go
-/// straight into the caller's buffer, through its own page tables.
+/// straight into the caller's buffer, through its own page tables. With it, the slot of a disk
+/// file whose piece the read used up, and whether the read got nothing.
 fn read_direct(
     pid: Pid,
     fd: u32,
     (buf, len): (u64, u64),
     ctx: &mut UserContext,
     info: JobInfo,
-) -> Next {
+) -> (Next, Option<(u32, bool)>) {
+    let mut used_up = None;
     let r = with(|p| {
         area_offset(p, pid, buf, len)?;
         match file_of(p, pid, fd)? {
             File::Console => Ok(Some((0, Vec::new()))),
             File::PipeWrite(_) | File::Socket(_) => Err(AbiError::BadFd),
             File::Disk(id) => {
-                let bytes = disk_read(p, id, len)?;
+                let (bytes, done) = disk_read(p, id, len)?;
                 crate::mm::user_memory::copy_to(buf, bytes)?;
+                used_up = done.then_some((id, bytes.is_empty()));
                 Ok(Some((bytes.len(), Vec::new())))
             }
             File::PipeRead(id) => {
@@ -427,7 +473,7 @@ fn read_direct(
             }
         }
     });
-    match r {
+    let next = match r {
         Ok(Some((n, woken))) => {
             wake(woken);
             Next::Continue(n as u64)
@@ -435,7 +481,8 @@ fn read_direct(
         // Parked already, under the lock that saw the pipe empty.
         Ok(None) => Next::Stop,
         Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
-    }
+    };
+    (next, used_up)
 }
 
 /// `write(fd, buf, len)`.
@@ -598,6 +645,9 @@ fn release(file: File) {
             if let Some(draft) = f.draft {
                 crate::fs::discard(draft);
             }
+            if let Some(reader) = f.reader {
+                crate::fs::close(reader);
+            }
         }
         return;
     }
@@ -615,16 +665,70 @@ fn release(file: File) {
     wake(woken);
 }
 
-/// Up to `len` bytes of the disk file in slot `id` from its position, which moves past them.
-fn disk_read(p: &mut Procs, id: u32, len: u64) -> Result<&[u8], AbiError> {
+/// Up to `len` bytes of the disk file in slot `id` from its position, which moves past them
+/// (no more than its piece holds), and whether the piece is now used up with more of the file
+/// to come: then the caller reads the next piece in with [`next_piece`], outside the lock.
+fn disk_read(p: &mut Procs, id: u32, len: u64) -> Result<(&[u8], bool), AbiError> {
     let f = p.disk.get_mut(id).ok_or(AbiError::BadFd)?;
     if f.writing {
         return Err(AbiError::BadFd);
     }
-    let start = f.pos.min(f.data.len());
+    let start = usize::try_from(f.pos - f.data_at)
+        .unwrap_or(usize::MAX)
+        .min(f.data.len());
     let end = start.saturating_add(len as usize).min(f.data.len());
-    f.pos = end;
-    Ok(&f.data[start..end])
+    f.pos = f.data_at + end as u64;
+    let used_up = end == f.data.len() && f.pos < f.len;
+    if used_up
+        && start == end
+        && let Some(e) = f.failed
+    {
+        return Err(e);
+    }
+    Ok((&f.data[start..end], used_up))
+}
+
+/// Reads the piece of the disk file in slot `id` that starts at its position, unless another
+/// reader of the same open file did already; a failure is kept for `read` to return.
+fn next_piece(id: u32) {
+    let want = with(|p| {
+        let f = p.disk.get(id)?;
+        let used_up = f.pos == f.data_at + f.data.len() as u64 && f.pos < f.len;
+        (used_up && f.failed.is_none()).then_some((f.reader, f.pos, f.len))
+    });
+    let Some((Some(reader), pos, len)) = want else {
+        return;
+    };
+    let size = usize::try_from(len - pos).unwrap_or(PIECE).min(PIECE);
+    let room = with(|p| p.disk.has_room(size));
+    let piece = match room {
+        false => Err(AbiError::NoMemory),
+        true => {
+            let mut piece = vec![0u8; size];
+            match crate::fs::read_at(reader, pos, &mut piece) {
+                Ok(n) if n == size => Ok(piece),
+                Ok(_) => Err(AbiError::Io),
+                Err(e) => Err(fs_error(e)),
+            }
+        }
+    };
+    with(|p| {
+        let disk = &mut p.disk;
+        let Some(f) = disk.slots.get_mut(id as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        if f.pos != pos || f.data_at + f.data.len() as u64 != pos {
+            return;
+        }
+        match piece {
+            Ok(piece) => {
+                disk.bytes = disk.bytes - f.data.len() + piece.len();
+                f.data = piece;
+                f.data_at = pos;
+            }
+            Err(e) => f.failed = Some(e),
+        }
+    });
 }
 
 /// The store's name of the file `pid` calls by the `len` bytes at `addr`: checked (1 to
@@ -672,28 +776,13 @@ fn fs_error(e: crate::fs::Error) -> AbiError {
     }
 }
 
-/// `open(name, len, flags)`: flags 0 reads the file (read whole now), 1 writes it (created or
-/// emptied, saved at `fsync` or the last `close`).
+/// `open(name, len, flags)`: flags 0 reads the file (the version of now: read whole now if it
+/// is at most [`PIECE`] bytes long, else a piece at a time), 1 writes it (created or emptied,
+/// saved at `fsync` or the last `close`).
 pub(super) fn open(pid: Pid, name: u64, len: u64, flags: u64) -> Result<u64, AbiError> {
     let stored = stored_name(pid, name, len)?;
-    if flags == 0 {
-        let size = crate::fs::len_of(&stored).map_err(fs_error)?;
-        let size = usize::try_from(size.ok_or(AbiError::NotFound)?).unwrap_or(usize::MAX);
-        if !with(|p| p.disk.has_room(size)) {
-            return Err(AbiError::NoMemory);
-        }
-    }
     let file = match flags {
-        0 => DiskFile {
-            data: crate::fs::read(&stored).map_err(fs_error)?,
-            stored,
-            writing: false,
-            pos: 0,
-            version: 0,
-            synced: 0,
-            draft: None,
-            failed: None,
-        },
+        0 => open_for_reading(stored)?,
         // A new file, streamed into a draft: saved (empty, if nothing is written) at `fsync`
         // or its last close.
         1 => DiskFile {
@@ -701,6 +790,9 @@ pub(super) fn open(pid: Pid, name: u64, len: u64, flags: u64) -> Result<u64, Abi
             stored,
             writing: true,
             data: Vec::new(),
+            data_at: 0,
+            len: 0,
+            reader: None,
             pos: 0,
             version: 1,
             synced: 0,
@@ -714,13 +806,62 @@ pub(super) fn open(pid: Pid, name: u64, len: u64, flags: u64) -> Result<u64, Abi
         match pr.fds.open(&mut p.files, File::Disk(id)) {
             Ok(fd) => Ok(u64::from(fd)),
             Err((e, _)) => {
-                if let Some(draft) = p.disk.remove(id).and_then(|f| f.draft) {
-                    crate::fs::discard(draft);
+                if let Some(f) = p.disk.remove(id) {
+                    if let Some(draft) = f.draft {
+                        crate::fs::discard(draft);
+                    }
+                    if let Some(reader) = f.reader {
+                        crate::fs::close(reader);
+                    }
                 }
                 Err(fd_error(e))
             }
         }
     })
+}
+
+/// The current version of the stored file `stored`, open for reading: read whole if it is
+/// short, else through a store reader with its first piece read.
+fn open_for_reading(stored: alloc::string::String) -> Result<DiskFile, AbiError> {
+    let size = crate::fs::len_of(&stored)
+        .map_err(fs_error)?
+        .ok_or(AbiError::NotFound)?;
+    let first = usize::try_from(size).unwrap_or(usize::MAX).min(PIECE);
+    if !with(|p| p.disk.has_room(first)) {
+        return Err(AbiError::NoMemory);
+    }
+    let mut file = DiskFile {
+        stored,
+        writing: false,
+        data: Vec::new(),
+        data_at: 0,
+        len: 0,
+        reader: None,
+        pos: 0,
+        version: 0,
+        synced: 0,
+        draft: None,
+        failed: None,
+    };
+    if first as u64 == size {
+        file.data = crate::fs::read(&file.stored).map_err(fs_error)?;
+        file.len = file.data.len() as u64;
+        return Ok(file);
+    }
+    let (reader, len) = crate::fs::open(&file.stored).map_err(fs_error)?;
+    (file.reader, file.len) = (Some(reader), len);
+    let mut piece = vec![0u8; first.min(usize::try_from(len).unwrap_or(usize::MAX))];
+    match crate::fs::read_at(reader, 0, &mut piece) {
+        Ok(n) => {
+            piece.truncate(n);
+            file.data = piece;
+            Ok(file)
+        }
+        Err(e) => {
+            crate::fs::close(reader);
+            Err(fs_error(e))
+        }
+    }
 }
 
 /// `fsync(fd)`: the file open for writing on `fd` saved as written so far.

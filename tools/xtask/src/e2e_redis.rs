@@ -168,6 +168,7 @@ pub fn run(kernel: &Path, accel: Accel, apps: &[BuiltApp], slow: bool) -> Result
             "redis-benchmark's PING_INLINE, SET and GET complete without errors",
             "a BGSAVE amid writes under a redis-benchmark load holds exactly the writes before the fork",
             "a saving child killed mid-save leaves the previous dump.rdb whole",
+            "restarted, it loads a dump.rdb of over 256 KiB with every key",
         ] {
             println!(
                 "e2e {accel}/redis: {name} ... not run: this KVM emulates ring 0, tens of times \
@@ -186,6 +187,10 @@ pub fn run(kernel: &Path, accel: Accel, apps: &[BuiltApp], slow: bool) -> Result
         check(
             "a saving child killed mid-save leaves the previous dump.rdb whole, and the failed save is reported",
             crash_mid_save(gateway, fjord, pid, (&image, &check_rdb), limit),
+        );
+        check(
+            "restarted, it loads a dump.rdb of over 256 KiB (read a piece at a time) with every key",
+            restart_loads_the_dump(gateway, fjord, (pid, &redis.bytes), (&vm, &image), limit),
         );
     }
     if let Ok(mut r) = reference {
@@ -504,6 +509,79 @@ fn bgsave_consistency(
     })();
     loader.stop();
     loaded
+}
+
+/// Saves 64 keys of 8 KiB (binary values) with `SAVE`, kills the server through `DELETE
+/// /processes`, starts it again and compares every key it loaded: a dump this long is read
+/// through the kernel a 256 KiB piece at a time.
+fn restart_loads_the_dump(
+    gateway: SocketAddr,
+    addr: SocketAddr,
+    (pid, program): (u64, &[u8]),
+    (vm, image): (&crate::qemu_run::QemuRun, &Path),
+    limit: Duration,
+) -> Result<(), String> {
+    const KEYS: usize = 64;
+    let value =
+        |i: usize| -> Vec<u8> { (0..8192).map(|j| ((i * 31 + j * 7) % 256) as u8).collect() };
+    let mut s = connect(addr)?;
+    let mut buf = Vec::new();
+    command(&mut s, &mut buf, "FLUSHALL")?;
+    for i in 0..KEYS {
+        let (k, v) = (format!("big:{i}"), value(i));
+        let mut req =
+            format!("*3\r\n$3\r\nSET\r\n${}\r\n{k}\r\n${}\r\n", k.len(), v.len()).into_bytes();
+        req.extend_from_slice(&v);
+        req.extend_from_slice(b"\r\n");
+        s.write_all(&req).map_err(|e| format!("write: {e}"))?;
+        let r = read_reply(&mut s, &mut buf)?;
+        if r != b"+OK\r\n" {
+            return Err(format!("SET {k}: {:?}", String::from_utf8_lossy(&r)));
+        }
+    }
+    let saved = command(&mut s, &mut buf, "SAVE")?;
+    if saved != "+OK\r\n" {
+        return Err(format!("SAVE answered {saved:?}"));
+    }
+    let size = dump_on_disk(image)?.len();
+    if size <= 256 << 10 {
+        return Err(format!("dump.rdb is only {size} bytes"));
+    }
+    drop(s);
+    one(gateway, "DELETE", &format!("/processes/{pid}"), b"")?.expect(204)?;
+    // Its listening socket goes with it: wait until it has, then start it again.
+    let deadline = Instant::now() + limit;
+    while one(gateway, "GET", "/processes", b"")?
+        .text()
+        .contains(&format!("{{\"pid\":{pid},"))
+    {
+        if Instant::now() > deadline {
+            return Err(format!("process {pid} did not end"));
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    crate::e2e_sockets::start(gateway, "redis", program)?;
+    let loaded = format!("redis: DB loaded from disk: {KEYS} keys");
+    vm.wait_for_line(|l| l.contains(&loaded), limit)
+        .map_err(|e| format!("no `{loaded}` line: {e}"))?;
+    let mut s = connect(addr)?;
+    let mut buf = Vec::new();
+    let size = command(&mut s, &mut buf, "DBSIZE")?;
+    if size != format!(":{KEYS}\r\n") {
+        return Err(format!("DBSIZE after the restart: {size:?}"));
+    }
+    for i in 0..KEYS {
+        s.write_all(format!("GET big:{i}\r\n").as_bytes())
+            .map_err(|e| format!("write: {e}"))?;
+        let r = read_reply(&mut s, &mut buf)?;
+        let mut want = b"$8192\r\n".to_vec();
+        want.extend_from_slice(&value(i));
+        want.extend_from_slice(b"\r\n");
+        if r != want {
+            return Err(format!("big:{i} differs after the restart"));
+        }
+    }
+    Ok(())
 }
 
 /// The dump on the disk image, as the guest last saved it.

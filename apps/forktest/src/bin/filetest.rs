@@ -1,9 +1,9 @@
 //! The `filetest` program: disk files as a μprocess uses them. It writes, syncs and reads back a
-//! file; streams one of 1 MiB and writes to it after an `fsync`; saves a larger one the
-//! crash-safe way (a temporary name, `fsync`, `rename` over the old
-//! one) twice; shares a file open for writing with a forked child; checks the errors of bad
-//! names, missing files and wrong directions; removes its scratch file; and leaves `dump.dat`
-//! (100,000 bytes of a known pattern) for the host to read. Exit code 0 when every check held,
+//! file; saves another the crash-safe way (a temporary name, `fsync`, `rename` over the old
+//! one) twice; streams one of 1 MiB, writes to it after an `fsync`, and reads it back (in
+//! pieces) while it is replaced and removed; shares a file open for writing with a forked
+//! child; checks the errors of bad names, missing files and wrong directions; removes its
+//! scratch file; and leaves `dump.dat` (100,000 bytes of a known pattern) for the host to read. Exit code 0 when every check held,
 //! the number of the first that failed otherwise.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
@@ -87,8 +87,25 @@ mod program {
         check(process::close(fd).is_ok(), 75)?;
         let mut whole = big;
         whole.extend_from_slice(b"tail");
-        check(read_all("stream.dat") == Ok(whole), 76)?;
+        check(read_all("stream.dat") == Ok(whole.clone()), 76)?;
+        // A reader keeps the version it opened (read a piece at a time) while the file is
+        // replaced and removed; a new reader sees the new contents.
+        let fd = process::open("stream.dat", OpenMode::Read).map_err(|_| 78)?;
+        let mut seen = vec![0u8; 100];
+        check(process::read(fd, &mut seen) == Ok(100), 79)?;
+        check(save("stream.dat", b"replaced").is_ok(), 80)?;
+        check(read_all("stream.dat").as_deref() == Ok(b"replaced"), 81)?;
         check(process::unlink("stream.dat").is_ok(), 77)?;
+        let mut buf = vec![0u8; 50_000];
+        loop {
+            match process::read(fd, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+                Err(_) => return Err(82),
+            }
+        }
+        check(seen == whole, 83)?;
+        check(process::close(fd).is_ok(), 84)?;
         // A descriptor open for writing, shared with a forked child: both writes land.
         let fd = process::open("shared.log", OpenMode::Write).map_err(|_| 40)?;
         match process::fork() {
@@ -162,7 +179,7 @@ fjord_libos::program!(
     program::main,
     name = "filetest",
     stack_size = "32K",
-    heap_size = "8M"
+    heap_size = "16M"
 );
 
 #[cfg(not(target_os = "none"))]

@@ -158,6 +158,24 @@ fn bench_cr3_switch() -> Result<(), &'static str> {
 }
 
 /// Runs the benchmark groups whose name contains `filter` and exits QEMU.
+/// Deploys every function whose name starts with `prefix` again in the instance mode `mode`
+/// (their idle instances go) and empties the key-value store.
+pub(crate) fn redeploy_in_mode(
+    prefix: &str,
+    mode: fjord_groundhog::GroundhogMode,
+) -> Result<(), alloc::string::String> {
+    for name in crate::runtime::list() {
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        let elf = crate::runtime::module_file(&name).ok_or("no module file")?;
+        crate::runtime::deploy_with(&name, &elf, Some(mode))
+            .map_err(|e| alloc::format!("{name}: {e}"))?;
+    }
+    crate::kv::clear();
+    Ok(())
+}
+
 pub fn run_all(filter: Option<&str>, nanoseconds: bool, first_line_tsc: u64) -> ! {
     NANOSECONDS.store(nanoseconds, Ordering::Relaxed);
     let wants = |g: &str| filter.is_none_or(|f| g.contains(f) || f.contains(g));

@@ -126,15 +126,7 @@ fn targets() -> Vec<Target> {
 
 /// Deploys every function of `t` again in `mode` (its idle instances go).
 fn set_mode(t: &Target, mode: GroundhogMode) -> R<()> {
-    for name in runtime::list() {
-        if !name.starts_with(t.functions) {
-            continue;
-        }
-        let elf = runtime::module_file(&name).ok_or("no module file")?;
-        runtime::deploy_with(&name, &elf, Some(mode)).map_err(|e| format!("{name}: {e}"))?;
-    }
-    crate::kv::clear();
-    Ok(())
+    crate::bench::redeploy_in_mode(t.functions, mode)
 }
 
 /// The restore totals of `t`'s functions.

@@ -7,6 +7,12 @@
 //! - the NightCore-like baseline (`fjord_baseline`): full isolation, and every hop copies the
 //!   request and the response through a kernel channel.
 //!
+//! Those three reuse warm instances that Groundhog restores after each request (the manifests'
+//! default). Jord then runs each workload operation again with its functions in the two other
+//! instance modes, on the same loads and SLO: `fresh` (a new PD and `init` per request) and
+//! `fork` (each request in a child forked from a zygote that ran `init`, μFork's
+//! fork-per-request FaaS): `<op>_service_<mode>` and `<op>_throughput_at_slo_<mode>`.
+//!
 //! For each operation: the minimal-load service time (requests one at a time, latency from the
 //! orchestrator's receipt to completion), then open-loop runs with Poisson arrivals whose offered
 //! load is bisected (as a fraction of Jord_NI's capacity, over the same range for every system)
@@ -30,6 +36,7 @@ use alloc::vec::Vec;
 use fjord_faas::jbsq::RequestClass;
 use fjord_faas::metrics::exact_quantile;
 use fjord_faas::open_loop::{self, MIN_LOAD_REQUESTS, Point, REQUESTS, SLO_FACTOR};
+use fjord_groundhog::GroundhogMode;
 use fjord_pd::PdIsolation;
 
 type R<T> = Result<T, String>;
@@ -41,7 +48,12 @@ struct Op {
     entry: &'static str,
     request: &'static [u8],
     expect: &'static [u8],
+    /// The prefix of its functions' names, when they are run in the other instance modes.
+    functions: Option<&'static str>,
 }
+
+/// The instance modes Jord runs the workload operations in besides warm reuse with restore.
+const OTHER_MODES: [GroundhogMode; 2] = [GroundhogMode::Fresh, GroundhogMode::Fork];
 
 fn operations() -> Vec<Op> {
     let mut ops: Vec<Op> = fjord_faas::workloads::OPERATIONS
@@ -51,6 +63,7 @@ fn operations() -> Vec<Op> {
             entry: o.entry,
             request: o.request,
             expect: o.expect,
+            functions: Some(o.workload),
         })
         .collect();
     // A plain chain of three functions (A -> B -> C), for reference.
@@ -59,6 +72,7 @@ fn operations() -> Vec<Op> {
         entry: "relay",
         request: b"2 abc",
         expect: b"sum=294;",
+        functions: None,
     });
     ops
 }
@@ -119,7 +133,7 @@ fn min_load(f: &Arc<LoadedFunction>, op: &Op) -> R<Vec<u64>> {
 /// [`open_loop::bisect_common`]: offered loads between [`open_loop::LOW_LOAD`] and
 /// [`open_loop::HIGH_LOAD`] percent of the capacity `hz / service` (Jord_NI's, for every
 /// system), in [`open_loop::BISECTIONS`] open-loop runs.
-fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> R<u64> {
+fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, mode: &str, service: u64, slo: u64) -> R<u64> {
     let hz = crate::arch::time::ticks_per_second() as f64;
     let capacity = hz / service as f64;
     let run_at = |pct: f64, seed: u64| -> R<Point> {
@@ -132,7 +146,7 @@ fn sweep(f: &Arc<LoadedFunction>, op: &Op, sys: Sys, service: u64, slo: u64) -> 
         let achieved = run.achieved(hz);
         let within = p99 <= slo;
         kprintln!(
-            "fjord: workloads: {} {}: offered {:.0} req/s ({pct:.1}%): achieved {:.0}, p50 {p50} p99 {p99} p99.9 {p999}{}{}",
+            "fjord: workloads: {} {}{mode}: offered {:.0} req/s ({pct:.1}%): achieved {:.0}, p50 {p50} p99 {p99} p99.9 {p999}{}{}",
             op.label,
             system_name(sys),
             rate,
@@ -171,6 +185,41 @@ pub fn run_group() -> Result<(), &'static str> {
     }
 }
 
+/// Jord's service time and throughput at `slo` for `op` with its functions in `mode`, offered
+/// the same loads as the warm systems (fractions of the capacity `ni_service` gives).
+fn run_in_mode(
+    op: &Op,
+    functions: &str,
+    mode: GroundhogMode,
+    ni_service: u64,
+    slo: u64,
+) -> R<(u64, u64)> {
+    set_system(Sys::Fjord)?;
+    crate::bench::redeploy_in_mode(functions, mode)?;
+    let f = runtime::lookup(op.entry).ok_or_else(|| format!("{} is not deployed", op.entry))?;
+    for _ in 0..3 {
+        check(&f, op)?;
+    }
+    let mut lat = min_load(&f, op)?;
+    let service = exact_quantile(&lat, 500).ok_or("no samples")?;
+    report_unit(
+        "workloads",
+        &format!("{}_service_{mode}", op.label),
+        Sys::Fjord,
+        "insns",
+        &mut lat,
+    );
+    let at_slo = sweep(&f, op, Sys::Fjord, &format!(" {mode}"), ni_service, slo)?;
+    report_unit(
+        "workloads",
+        &format!("{}_throughput_at_slo_{mode}", op.label),
+        Sys::Fjord,
+        "req_per_s",
+        &mut [at_slo],
+    );
+    Ok((service, at_slo))
+}
+
 fn run_op(op: &Op) -> R<()> {
     let mut service = [0u64; 3];
     // Per step: orchestrator-to-idle-executor hand-off ticks; per request: steps dispatched.
@@ -205,7 +254,7 @@ fn run_op(op: &Op) -> R<()> {
             slo = SLO_FACTOR * service[i];
         }
         // Every system is offered the same loads: fractions of Jord_NI's capacity.
-        throughput[i] = sweep(&f, op, sys, service[0], slo)?;
+        throughput[i] = sweep(&f, op, sys, "", service[0], slo)?;
         report_unit(
             "workloads",
             &format!("{}_throughput_at_slo", op.label),
@@ -215,6 +264,18 @@ fn run_op(op: &Op) -> R<()> {
         );
     }
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    if let Some(functions) = op.functions {
+        for mode in OTHER_MODES {
+            let (service_in, at_slo) = run_in_mode(op, functions, mode, service[0], slo)?;
+            kprintln!(
+                "fjord: workloads: {} {mode}: service {service_in} insns ({:.2}x warm), at p99 <= {slo}: {at_slo} req/s ({:.2}x warm)",
+                op.label,
+                ratio(service_in, service[1]),
+                ratio(at_slo, throughput[1]),
+            );
+        }
+        crate::bench::redeploy_in_mode(functions, GroundhogMode::Restore)?;
+    }
     // Dispatch plus isolation, as a share of Jord's service time: the hand-off of every step
     // (dispatch; a caller resumed on the executor that ran its callee has its own, shorter
     // hand-off) and what full isolation adds over Jord_NI.

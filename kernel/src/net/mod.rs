@@ -3,10 +3,12 @@
 //!
 //! [`run`] is the boot CPU's network poll loop in `mode=run`. Nothing is interrupt-driven: the
 //! loop polls the card and the stack (a bounded batch of received frames per pass, so the
-//! server can refill its listening backlog between batches), serves the sockets, and spins
-//! while traffic flows; after [`IDLE_AFTER_MS`] without traffic it halts between timer ticks
-//! (10 ms at 100 Hz) to leave the host CPU alone, so the first packet after a quiet spell waits
-//! up to one tick.
+//! server can refill its listening backlog between batches) and serves the sockets. While
+//! traffic flows, a pass that found nothing to do halts for [`NAP_US`] (or until an interrupt,
+//! such as an executor's wake-up IPI) rather than spinning, so that under an emulator the
+//! vCPU leaves its host CPU to the executors' vCPUs and to QEMU's I/O thread; a frame waits at
+//! most that long. After [`IDLE_AFTER_MS`] without traffic it halts between timer ticks (10 ms
+//! at 100 Hz), so the first packet after a quiet spell waits up to one tick.
 //!
 //! Addresses come from the `ip=` and `gw=` options; the defaults are QEMU user networking's:
 //! the guest is 10.0.2.15/24, the gateway 10.0.2.2.
@@ -31,6 +33,19 @@ use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, Ipv4Address};
 pub const HTTP_PORT: u16 = 80;
 /// Quiet time after which the loop halts between timer ticks.
 pub const IDLE_AFTER_MS: u64 = 50;
+
+/// While traffic flows, how long a pass that found nothing to do halts before the next (an
+/// interrupt, such as an executor's wake-up IPI, ends it sooner).
+pub const NAP_US: u64 = 20;
+
+/// Halts this CPU for `ticks` or until an interrupt: the vCPU leaves its host CPU to the
+/// others (the executors' vCPUs, QEMU's I/O thread, the clients) instead of spinning.
+fn nap(ticks: u64) {
+    cpu::disable_interrupts();
+    time::arm_oneshot(ticks);
+    crate::arch::smp::halt_idle(crate::arch::percpu::cpu_index());
+    time::start_tick();
+}
 
 /// Current time for smoltcp, from the TSC.
 fn now() -> Instant {
@@ -297,6 +312,7 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
     );
 
     let idle_ticks = time::ms_to_ticks(IDLE_AFTER_MS);
+    let nap_ticks = time::ns_to_ticks(NAP_US * 1000);
     let mut last_busy = cpu::rdtsc();
     let mut last_rx = 0;
     let mut next_sweep = now();
@@ -336,7 +352,7 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
         } else if t.wrapping_sub(last_busy) > idle_ticks {
             crate::arch::smp::halt_idle(crate::arch::percpu::cpu_index());
         } else {
-            core::hint::spin_loop();
+            nap(nap_ticks);
         }
     }
 }

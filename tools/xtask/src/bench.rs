@@ -147,8 +147,12 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         let mut run = QemuRun::spawn(&config, echo)?;
         // The restore group runs 27 open-loop sweeps in one boot, 15 of them of 4,800 requests
         // a run pooled over two or eight arrival sequences.
+        // The workloads group runs five sweeps per operation: three systems warm, then Jord
+        // with fresh and with forked instances.
         let limit = if config.append.contains("bench=restore") {
             10 * TIME_LIMIT
+        } else if config.append.contains("bench=workloads") {
+            4 * TIME_LIMIT
         } else {
             TIME_LIMIT
         };

@@ -348,7 +348,12 @@ impl QemuConfig {
             args.pair("-serial", "mon:stdio");
         } else {
             args.pair("-serial", "stdio");
-            args.pair("-monitor", "none");
+            match std::env::var("FJORD_QEMU_MONITOR") {
+                Ok(path) if !path.is_empty() => {
+                    args.pair("-monitor", format!("unix:{path},server,nowait"))
+                }
+                _ => args.pair("-monitor", "none"),
+            }
         }
         if self.icount {
             args.pair("-icount", "shift=0,sleep=off");

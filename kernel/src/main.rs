@@ -24,6 +24,8 @@ mod boot;
 #[cfg(target_os = "none")]
 mod console;
 #[cfg(target_os = "none")]
+mod cxl;
+#[cfg(target_os = "none")]
 mod drivers;
 #[cfg(target_os = "none")]
 mod fs;

@@ -207,6 +207,8 @@ pub struct BootOptions<'a> {
     pub scratch_disk: bool,
     /// The HTTP gateway's deadlines and connection limit.
     pub http: HttpOptions,
+    /// This VM's number in a cluster (`node=`), under which it joins the shared CXL region.
+    pub node: u32,
 }
 
 impl Default for BootOptions<'_> {
@@ -230,12 +232,13 @@ impl Default for BootOptions<'_> {
             init: None,
             tags: fjord_ufork::source::TagChoice::Both,
             http: HttpOptions::default(),
+            node: 0,
         }
     }
 }
 
 /// The option names the parser knows, for error messages.
-pub const KNOWN_OPTIONS: &str = "mode, log, test, slow_tests, bench, bench_clock, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, tags, disk, \
+pub const KNOWN_OPTIONS: &str = "mode, log, test, slow_tests, bench, node, bench_clock, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, tags, disk, \
      http_head_timeout_ms, http_body_timeout_ms, http_idle_timeout_ms, http_send_timeout_ms, http_max_conns";
 
 /// Why a command line was rejected.
@@ -291,6 +294,7 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             "log",
             "test",
             "slow_tests",
+            "node",
             "bench",
             "bench_clock",
             "modules",
@@ -339,6 +343,13 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
                 }
             }
             "test" => opts.test_filter = Some(value),
+            "node" => {
+                opts.node = value
+                    .parse()
+                    .ok()
+                    .filter(|&n: &u32| n < 1 << 16)
+                    .ok_or(bad("a number from 0 to 65535"))?
+            }
             "slow_tests" => {
                 opts.run_slow_tests = match value {
                     "run" => true,
@@ -551,6 +562,9 @@ mod tests {
         assert!(o.run_slow_tests);
         assert!(!parse("slow_tests=skip").unwrap().run_slow_tests);
         assert!(parse("slow_tests=maybe").is_err());
+        assert_eq!(parse("node=3").unwrap().node, 3);
+        assert!(parse("node=x").is_err());
+        assert!(parse("node=70000").is_err());
     }
 
     #[test]

@@ -149,6 +149,32 @@ extern "C" fn boot_on_stack() -> ! {
             ),
         }
     }
+    match crate::cxl::init(opts.node) {
+        crate::cxl::Found::NoDevice => {}
+        crate::cxl::Found::Attached {
+            bytes,
+            formatted,
+            node,
+            checkpoints,
+        } => kprintln!(
+            "fjord: cxl: {} MiB shared region at {:#x}, {}; joined as node {} (entry {node}), {checkpoints} checkpoint(s) ready",
+            bytes >> 20,
+            fjord_kernel::layout::CXL_BASE,
+            if formatted {
+                "formatted here"
+            } else {
+                "attached"
+            },
+            opts.node
+        ),
+        crate::cxl::Found::Device(e) => {
+            kprintln!("fjord: cxl: the ivshmem device is unusable: {e:?}")
+        }
+        crate::cxl::Found::Refused(e) => {
+            kprintln!("fjord: cxl: the shared region was refused and left untouched: {e:?}")
+        }
+        crate::cxl::Found::Join(e) => kprintln!("fjord: cxl: could not join the region: {e:?}"),
+    }
     check_initrd(info, &opts);
     crate::runtime::boot(initrd(info), &opts);
     crate::ufork::init();

@@ -149,6 +149,29 @@ pub fn map_mmio_window(pa: u64, size: u64) -> Result<MmioWindow, PagingError> {
     map_mmio(pa, size).map(|base| MmioWindow { base, len: size })
 }
 
+/// Maps the shared CXL region, `size` bytes of memory at physical `pa` (page-aligned), at
+/// [`fjord_kernel::layout::CXL_BASE`], write-back and not executable, once; returns that address.
+pub fn map_cxl_region(pa: u64, size: u64) -> Result<u64, PagingError> {
+    use fjord_kernel::layout::{CXL_BASE, CXL_SIZE};
+    static MAPPED: Mutex<bool> = Mutex::new(false);
+    let mut mapped = MAPPED.lock();
+    if *mapped || size > CXL_SIZE || !pa.is_multiple_of(PAGE_SIZE) {
+        return Err(PagingError::OutOfMemory);
+    }
+    let _g = EDIT.lock();
+    let mut pt = kernel();
+    for off in (0..align_up(size, PAGE_SIZE)).step_by(PAGE_SIZE as usize) {
+        pt.map(
+            CXL_BASE + off,
+            pa + off,
+            Flags::KERNEL_RW,
+            &mut KernelFrames,
+        )?;
+    }
+    *mapped = true;
+    Ok(CXL_BASE)
+}
+
 /// Maps `size` bytes of device memory at physical `pa` into the MMIO window; returns the
 /// virtual address of `pa`.
 pub fn map_mmio(pa: u64, size: u64) -> Result<u64, PagingError> {

@@ -10,6 +10,8 @@
 //! 0x0000_1000_0000_0000 ─ 0x0000_1fff_ffff_ffff  Jord region: function VMAs (see the `pd` crate)
 //! 0xffff_8000_0000_0000 ─ + RAM size             direct map of physical memory, RW-, NX, 2 MiB pages
 //! 0xffff_c000_0000_0000 ─ + 1 MiB per CPU        kernel stacks, each below an unmapped guard page
+//! 0xffff_e000_0000_0000 ─ + 64 GiB               the shared CXL region (ivshmem BAR2), write-back,
+//!                                                 NX, at this address on every node
 //! 0xffff_f000_0000_0000 ─ + 1 GiB                device MMIO window (local APIC, ...), uncached, NX
 //! ```
 //!
@@ -33,6 +35,13 @@ pub const DIRECT_MAP_BASE: u64 = 0xffff_8000_0000_0000;
 pub const KERNEL_STACKS_BASE: u64 = 0xffff_c000_0000_0000;
 /// Size of each CPU's slot in the kernel stack area.
 pub const KERNEL_STACK_SLOT: u64 = 1 << 20;
+/// Where the shared CXL region is mapped, on every node.
+pub const CXL_BASE: u64 = 0xffff_e000_0000_0000;
+/// Most bytes of the CXL window.
+pub const CXL_SIZE: u64 = 64 << 30;
+/// The guest-physical address every node programs the region's BAR to (64 GiB: above any
+/// RAM these guests have, and within the 36 physical address bits every x86_64 CPU has).
+pub const CXL_PHYS: u64 = 64 << 30;
 /// Base of the device MMIO window.
 pub const MMIO_BASE: u64 = 0xffff_f000_0000_0000;
 /// Size of the device MMIO window.

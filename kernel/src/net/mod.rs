@@ -69,6 +69,7 @@ fn kernel_samples(net: NetCounters) -> Vec<Sample> {
     let mut v = Vec::new();
     crate::arch::metrics::samples(&mut v);
     crate::mm::metrics::samples(&mut v);
+    crate::cxl::samples(&mut v);
     crate::jord::metrics::samples(&mut v);
     crate::orchestrator::metrics::samples(&mut v);
     crate::kv::metrics::samples(&mut v);

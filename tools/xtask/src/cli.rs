@@ -53,6 +53,34 @@ pub enum Command {
     Soak(SoakArgs),
     /// List or copy out the files on the disk image `cargo xtask run` attaches.
     Disk(DiskArgs),
+    /// Start N Fjord nodes on q35 sharing one emulated CXL memory (ivshmem), behind HAProxy.
+    Cluster(ClusterArgs),
+}
+
+/// Arguments of `cluster`.
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
+    /// Nodes (2 or more).
+    #[arg(long, default_value_t = 2)]
+    pub nodes: u32,
+    /// Size of the shared region in MiB (a power of two, 16 or more).
+    #[arg(long, default_value_t = 256, value_name = "MIB")]
+    pub region: u64,
+    /// vCPUs per node.
+    #[arg(long, default_value_t = 2)]
+    pub smp: u32,
+    /// Guest RAM per node in MiB.
+    #[arg(long, default_value_t = 512)]
+    pub mem: u32,
+    /// The accelerator [default: KVM if /dev/kvm is usable, else TCG].
+    #[arg(long, value_enum)]
+    pub accel: Option<crate::qemu::Accel>,
+    /// Extra kernel command-line options for every node.
+    #[arg(long)]
+    pub append: Option<String>,
+    /// Stop the cluster another `cargo xtask cluster` started (and remove its shared file).
+    #[arg(long)]
+    pub stop: bool,
 }
 
 /// Arguments of `disk`.
@@ -365,6 +393,21 @@ fn dispatch(cli: Cli) -> anyhow::Result<bool> {
             match args.verb {
                 DiskCommand::List => crate::disk::list(&image, &mut std::io::stdout().lock())?,
                 DiskCommand::Get { name, out } => crate::disk::get(&image, &name, out.as_deref())?,
+            }
+            Ok(true)
+        }
+        Command::Cluster(args) => {
+            if args.stop {
+                crate::cluster::stop_running()?;
+            } else {
+                crate::cluster::run(&crate::cluster::ClusterOptions {
+                    nodes: args.nodes,
+                    region_mib: args.region,
+                    smp: args.smp,
+                    memory_mib: args.mem,
+                    accel: args.accel,
+                    append: args.append.unwrap_or_default(),
+                })?;
             }
             Ok(true)
         }

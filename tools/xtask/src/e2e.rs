@@ -188,6 +188,19 @@ pub fn run(setup: &BootSetup, filter: Option<&str>) -> Tally {
             .and_then(|apps| crate::e2e_redis::run(&setup.kernel, accel, &apps, slow));
         report_group(&mut tally, &format!("{accel}"), true, outcomes);
     }
+    // A cluster of two nodes sharing the emulated CXL memory, behind HAProxy.
+    if filter.is_none_or(|f| "cluster".contains(f) || f.contains("cluster")) {
+        if slow {
+            not_run("cluster");
+        } else {
+            report_group(
+                &mut tally,
+                &format!("{accel}"),
+                true,
+                crate::e2e_cluster::run(accel),
+            );
+        }
+    }
     // A short soak: memory back to its baseline after the mix, latency reported.
     if filter.is_none_or(|f| "soak".contains(f) || f.contains("soak")) {
         let name = format!(

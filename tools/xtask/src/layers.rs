@@ -21,6 +21,7 @@ pub const ORDER: &[&str] = &[
     "mm",
     "drivers",
     "fs",
+    "cxl",
     "sockets",
     "jord",
     "groundhog",

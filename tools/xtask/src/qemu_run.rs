@@ -298,6 +298,16 @@ impl QemuRun {
         exit
     }
 
+    /// QEMU's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether QEMU has exited (or was killed).
+    pub fn has_exited(&mut self) -> bool {
+        self.exit.is_some() || matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     /// Kills QEMU now (if still running) and returns how it ended.
     pub fn kill(&mut self) -> QemuExit {
         if let Some(exit) = self.exit {

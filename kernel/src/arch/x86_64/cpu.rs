@@ -69,6 +69,20 @@ pub fn features() -> Features {
     }
 }
 
+/// The instruction-set features user code may use, as one mask: CPUID leaf 1's ECX (SSE3 to
+/// AVX, XSAVE, ...) in the low half and leaf 7's EBX (AVX2, BMI, ...) in the high half. A
+/// checkpoint taken on one CPU runs on another whose mask has every bit of its own.
+pub fn isa_features() -> u64 {
+    let l0 = __cpuid(0);
+    let ecx = u64::from(__cpuid(1).ecx);
+    let ebx = if l0.eax >= 7 {
+        u64::from(__cpuid_count(7, 0).ebx)
+    } else {
+        0
+    };
+    ecx | ebx << 32
+}
+
 /// Reads the time-stamp counter (under `-icount shift=0` it counts guest instructions).
 #[inline(always)]
 pub fn rdtsc() -> u64 {

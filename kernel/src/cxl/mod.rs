@@ -1,0 +1,146 @@
+//! The emulated CXL memory this node shares with the other nodes of a cluster (`cargo xtask
+//! cluster`): the ivshmem region (`crate::drivers::ivshmem`), attached at boot with the
+//! `fjord-cxl` format and protocol (header, node table, checkpoint directory, page owners).
+//!
+//! At boot [`init`] finds the device; on a blank region it formats it (a race between nodes
+//! formats once), otherwise it checks the header and refuses a bad, foreign or incompatible
+//! region (another version or size, CPU features this CPU lacks) without writing to it. The
+//! node then joins the node table under its number (`node=` on the command line; an entry an
+//! earlier boot of the same number left is released first). Without the device, or with a
+//! refused region, the node runs on its own.
+
+use crate::drivers::ivshmem::{self, IvshmemError, SharedMemory};
+use alloc::vec::Vec;
+use fjord_cxl::{AttachError, Attached, CxlError, Node};
+use spin::Once;
+
+/// The region this node attached, and its entry in the node table.
+pub struct Cxl {
+    /// The region.
+    pub region: Attached<SharedMemory>,
+    /// This node's entry.
+    pub node: Node,
+    /// The number it joined under.
+    pub id: u32,
+}
+
+static CXL: Once<Cxl> = Once::new();
+
+/// What [`init`] found.
+#[derive(Debug)]
+pub enum Found {
+    /// No ivshmem device.
+    NoDevice,
+    /// The device is unusable.
+    Device(IvshmemError),
+    /// The region was refused (left unchanged).
+    Refused(AttachError),
+    /// The node table is full.
+    Join(CxlError),
+    /// Attached: the region's size, whether this node formatted it, this node's entry, and
+    /// the ready checkpoints it holds.
+    Attached {
+        /// Bytes.
+        bytes: u64,
+        /// This node formatted it.
+        formatted: bool,
+        /// This node's entry in the node table.
+        node: u8,
+        /// Checkpoints ready.
+        checkpoints: usize,
+    },
+}
+
+/// Finds, checks (or formats) and joins the shared region as node `id`.
+pub fn init(id: u32) -> Found {
+    let mem = match ivshmem::find() {
+        None => return Found::NoDevice,
+        Some(Err(e)) => return Found::Device(e),
+        Some(Ok(mem)) => mem,
+    };
+    let bytes = fjord_cxl::Region::len(&mem);
+    let (region, formatted) =
+        match Attached::format_or_attach(mem, crate::arch::cpu::isa_features()) {
+            Ok(r) => r,
+            Err(e) => return Found::Refused(e),
+        };
+    // An entry of this number is an earlier boot of this node: release it (and what it held).
+    let stale: Vec<Node> = region
+        .nodes()
+        .into_iter()
+        .filter(|n| n.id == id)
+        .map(|n| n.node)
+        .collect();
+    for node in stale {
+        let _ = region.leave(node);
+    }
+    let node = match region.join(id) {
+        Ok(n) => n,
+        Err(e) => return Found::Join(e),
+    };
+    let checkpoints = region.list().len();
+    CXL.call_once(|| Cxl { region, node, id });
+    Found::Attached {
+        bytes,
+        formatted,
+        node: node.index(),
+        checkpoints,
+    }
+}
+
+/// The attached region, if any.
+pub fn get() -> Option<&'static Cxl> {
+    CXL.get()
+}
+
+/// Appends the shared region's samples to `out` (nothing without a region).
+pub fn samples(out: &mut Vec<fjord_faas::gateway::Sample>) {
+    use fjord_faas::gateway::Sample;
+    use fjord_faas::gateway::SampleKind::{Counter, Gauge};
+    let Some(c) = get() else {
+        return;
+    };
+    let r = &c.region;
+    let gauges: [(&str, &str, u64); 6] = [
+        (
+            "fjord_cxl_region_bytes",
+            "Size of the shared CXL region this node attached.",
+            fjord_cxl::Region::len(r.region()),
+        ),
+        (
+            "fjord_cxl_free_pages",
+            "Data pages of the shared region that no checkpoint owns.",
+            r.free_pages(),
+        ),
+        (
+            "fjord_cxl_nodes_joined",
+            "Nodes joined to the shared region.",
+            r.nodes().len() as u64,
+        ),
+        (
+            "fjord_cxl_checkpoints_ready",
+            "Checkpoints ready in the shared region.",
+            r.list().len() as u64,
+        ),
+        (
+            "fjord_cxl_node_id",
+            "This node's number in its cluster (node=), under which it joined.",
+            u64::from(c.id),
+        ),
+        (
+            "fjord_cxl_node_entry",
+            "This node's entry in the region's node table.",
+            u64::from(c.node.index()),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        out.push(Sample::new(name, Gauge, help, &[], value));
+    }
+    out.push(Sample::new(
+        "fjord_cxl_out_of_range_total",
+        Counter,
+        "Accesses outside the shared region that were refused (a corrupt layout).",
+        &[],
+        ivshmem::OUT_OF_RANGE.load(core::sync::atomic::Ordering::Relaxed),
+    ));
+}

@@ -1,0 +1,62 @@
+//! The emulated CXL memory as the kernel maps it: a checkpoint written, listed, read back and
+//! retired through the ivshmem mapping, its pages at the guest-physical addresses every node
+//! uses. xtask attaches a scratch region to the q35 test boots; microvm has no PCI, so there
+//! the test says it was not run.
+
+use crate::ktest;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use fjord_cxl::Kind;
+use fjord_kernel::layout::{CXL_BASE, CXL_PHYS};
+use fjord_kernel::{kassert, kassert_eq};
+
+fn page(i: u64) -> Vec<u8> {
+    (0..4096).map(|j| (i as usize * 13 + j * 7) as u8).collect()
+}
+
+ktest! {
+    fn a_checkpoint_round_trips_through_the_mapped_region_and_gives_its_pages_back() {
+        let Some(c) = crate::cxl::get() else {
+            return Err(String::from("not run: no ivshmem device on this board (the q35 boots have one)"));
+        };
+        let e = |e: fjord_cxl::CxlError| format!("{e:?}");
+        let r = &c.region;
+        let free = r.free_pages();
+        let mut w = r.begin("ktest-cxl", 7, Kind::Function, c.node).map_err(e)?;
+        for i in 0..3 {
+            w.push_page(&page(i)).map_err(e)?;
+        }
+        w.write_image(b"layout, registers and tags").map_err(e)?;
+        let cid = w.publish().map_err(e)?;
+        let listed = r.list();
+        kassert!(
+            listed.iter().any(|cp| cp.cid == cid && cp.name == "ktest-cxl" && cp.pages == 3),
+            "{listed:?}"
+        );
+        let reader = r.open(cid, c.node).map_err(e)?;
+        for i in 0..3 {
+            let mut buf = vec![0u8; 4096];
+            reader.page(i, &mut buf).map_err(e)?;
+            kassert!(buf == page(i), "page {i} differs");
+            // Where a clone would map it from: the same physical page on every node.
+            let offset = reader.page_offset(i).ok_or("no offset")?;
+            let t = crate::mm::kernel_tables::kernel()
+                .translate(CXL_BASE + offset)
+                .ok_or("the page is not mapped")?;
+            kassert_eq!(t.phys, CXL_PHYS + offset);
+            // Write-back (neither uncached nor write-through), not executable.
+            let uncached = fjord_kernel::paging::Flags::NO_CACHE.0 | fjord_kernel::paging::Flags::WRITE_THROUGH.0;
+            kassert_eq!(t.flags.0 & uncached, 0);
+            kassert!(t.flags.0 & fjord_kernel::paging::Flags::NO_EXECUTE.0 != 0);
+        }
+        kassert_eq!(reader.image(), b"layout, registers and tags");
+        reader.close();
+        r.retire(cid, c.node).map_err(e)?;
+        let _ = r.gc(c.node, |_| true);
+        kassert!(r.list().iter().all(|cp| cp.cid != cid));
+        kassert_eq!(r.free_pages(), free);
+        Ok(())
+    }
+}

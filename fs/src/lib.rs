@@ -184,6 +184,21 @@ impl Draft {
     }
 }
 
+/// Puts `value` in the first empty slot of `slots` (a new one at the end if none is empty);
+/// its index.
+fn put_in_free_slot<T>(slots: &mut Vec<Option<T>>, value: T) -> u32 {
+    match slots.iter().position(Option::is_none) {
+        Some(i) => {
+            slots[i] = Some(value);
+            i as u32
+        }
+        None => {
+            slots.push(Some(value));
+            (slots.len() - 1) as u32
+        }
+    }
+}
+
 fn is_valid_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= MAX_NAME && !name.bytes().any(|b| b == 0)
 }
@@ -402,17 +417,7 @@ impl<D: BlockDevice> FileStore<D> {
             return Err(FsError::Corrupt);
         }
         let len = e.len;
-        let slot = match self.readers.iter().position(Option::is_none) {
-            Some(i) => {
-                self.readers[i] = Some(e);
-                i
-            }
-            None => {
-                self.readers.push(Some(e));
-                self.readers.len() - 1
-            }
-        };
-        Ok((ReaderId(slot as u32), len))
+        Ok((ReaderId(put_in_free_slot(&mut self.readers, e)), len))
     }
 
     /// Reads the bytes of reader `id`'s version from `offset` into `buf`; how many (fewer than
@@ -558,17 +563,7 @@ impl<D: BlockDevice> FileStore<D> {
             crc: crc32fast::Hasher::new(),
             committed: false,
         };
-        let slot = match self.drafts.iter().position(Option::is_none) {
-            Some(i) => {
-                self.drafts[i] = Some(draft);
-                i
-            }
-            None => {
-                self.drafts.push(Some(draft));
-                self.drafts.len() - 1
-            }
-        };
-        Ok(DraftId(slot as u32))
+        Ok(DraftId(put_in_free_slot(&mut self.drafts, draft)))
     }
 
     fn draft_mut(&mut self, id: DraftId) -> Result<&mut Draft, FsError<D::Error>> {

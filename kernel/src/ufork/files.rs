@@ -135,6 +135,24 @@ pub struct DiskFile {
     failed: Option<AbiError>,
 }
 
+impl DiskFile {
+    /// Read: `read` has consumed the piece it holds, and more of the file is left.
+    fn piece_used_up(&self) -> bool {
+        self.pos == self.data_at + self.data.len() as u64 && self.pos < self.len
+    }
+
+    /// Gives back what the store keeps for it: the draft of a file written (what a commit
+    /// named stays), the reader of a file read.
+    fn let_go(&self) {
+        if let Some(draft) = self.draft {
+            crate::fs::discard(draft);
+        }
+        if let Some(reader) = self.reader {
+            crate::fs::close(reader);
+        }
+    }
+}
+
 /// Every open disk file, by slot, and the bytes they hold.
 #[derive(Default)]
 pub struct DiskFiles {
@@ -347,72 +365,75 @@ pub(super) fn read(
     if is_socket(pid, fd) {
         return super::net::read(pid, fd, (buf, len), ctx, info);
     }
-    match copies(pid) {
-        Some((true, _)) => {}
-        Some((false, pd)) => {
-            for attempt in 0.. {
-                let (next, used_up) = in_space(pd, || read_direct(pid, fd, (buf, len), ctx, info));
-                // A disk file's piece is used up: the next one, out of the caller's address
-                // space; a read that got nothing (another reader of the same open file used
-                // the piece up) tries again.
-                if let Some((id, got_nothing)) = used_up {
-                    next_piece(id);
-                    if got_nothing && attempt < 3 {
-                        continue;
-                    }
-                }
-                return next;
-            }
-        }
-        None => return Next::Continue(fjord_libos::abi::encode(Err(AbiError::InvalidArgs))),
-    }
+    let Some((copy, pd)) = copies(pid) else {
+        return Next::Continue(fjord_libos::abi::encode(Err(AbiError::InvalidArgs)));
+    };
     let mut attempts = 0;
-    let r = loop {
-        let r = with(|p| {
-            area_offset(p, pid, buf, len)?;
-            match file_of(p, pid, fd)? {
-                File::Console => Ok(Some((Vec::new(), Vec::new(), None))),
-                File::PipeWrite(_) | File::Socket(_) => Err(AbiError::BadFd),
-                File::Disk(id) => {
-                    let (bytes, used_up) = disk_read(p, id, len)?;
-                    Ok(Some((bytes.to_vec(), Vec::new(), used_up.then_some(id))))
-                }
-                File::PipeRead(id) => {
-                    let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
-                    let mut data = vec![0u8; len as usize];
-                    match pipe.read(&mut data) {
-                        Ok(n) => {
-                            data.truncate(n);
-                            // Room was made: writers blocked on this pipe may go on.
-                            let woken = p.table.wake_all(BlockReason::Write(id.raw()));
-                            Ok(Some((data, woken, None)))
-                        }
-                        Err(PipeError::WouldBlock) => {
-                            park_on(p, pid, id, Blocked::Read { fd, buf, len }, (ctx, info));
-                            Ok(None)
-                        }
-                        Err(_) => Err(AbiError::InvalidArgs),
-                    }
-                }
-            }
-        });
-        if let Ok(Some((data, _, Some(id)))) = &r {
-            // A disk file's piece is used up: the next one, outside the lock; a read that got
-            // nothing (another reader of the same open file used it up) tries again.
-            next_piece(*id);
-            if data.is_empty() && attempts < 3 {
+    loop {
+        let (next, used_up) = match copy {
+            true => read_copying(pid, fd, (buf, len), ctx, info),
+            false => in_space(pd, || read_direct(pid, fd, (buf, len), ctx, info)),
+        };
+        // A disk file's piece is used up: the next one, outside the lock and out of the
+        // caller's address space; a read that got nothing (another reader of the same open
+        // file used the piece up) tries again.
+        if let Some((id, got_nothing)) = used_up {
+            next_piece(id);
+            if got_nothing && attempts < 3 {
                 attempts += 1;
                 continue;
             }
         }
-        break r.map(|d| {
-            d.map(|(data, woken, _)| {
-                wake(woken);
-                data
-            })
-        });
-    };
-    match r {
+        return next;
+    }
+}
+
+/// `read` at isolation `full`: the bytes are gathered in the kernel, then copied out. With it,
+/// the slot of a disk file whose piece the read used up, and whether the read got nothing.
+fn read_copying(
+    pid: Pid,
+    fd: u32,
+    (buf, len): (u64, u64),
+    ctx: &mut UserContext,
+    info: JobInfo,
+) -> (Next, Option<(u32, bool)>) {
+    let mut used_up = None;
+    let r = with(|p| {
+        area_offset(p, pid, buf, len)?;
+        match file_of(p, pid, fd)? {
+            File::Console => Ok(Some((Vec::new(), Vec::new()))),
+            File::PipeWrite(_) | File::Socket(_) => Err(AbiError::BadFd),
+            File::Disk(id) => {
+                let (bytes, done) = disk_read(p, id, len)?;
+                used_up = done.then_some((id, bytes.is_empty()));
+                Ok(Some((bytes.to_vec(), Vec::new())))
+            }
+            File::PipeRead(id) => {
+                let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
+                let mut data = vec![0u8; len as usize];
+                match pipe.read(&mut data) {
+                    Ok(n) => {
+                        data.truncate(n);
+                        // Room was made: writers blocked on this pipe may go on.
+                        let woken = p.table.wake_all(BlockReason::Write(id.raw()));
+                        Ok(Some((data, woken)))
+                    }
+                    Err(PipeError::WouldBlock) => {
+                        park_on(p, pid, id, Blocked::Read { fd, buf, len }, (ctx, info));
+                        Ok(None)
+                    }
+                    Err(_) => Err(AbiError::InvalidArgs),
+                }
+            }
+        }
+    });
+    let r = r.map(|d| {
+        d.map(|(data, woken)| {
+            wake(woken);
+            data
+        })
+    });
+    let next = match r {
         Ok(Some(data)) => match copy_out(pid, buf, &data) {
             Ok(()) => {
                 count_copied(data.len());
@@ -423,7 +444,8 @@ pub(super) fn read(
         // Parked already, under the lock that saw the pipe empty.
         Ok(None) => Next::Stop,
         Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
-    }
+    };
+    (next, used_up)
 }
 
 /// `read` below isolation `full`, with the caller's address space loaded: the pipe's bytes go
@@ -642,12 +664,7 @@ fn release(file: File) {
             if let Err(e) = saved {
                 log::warn!("disk file {}: not saved at its last close: {e:?}", f.stored);
             }
-            if let Some(draft) = f.draft {
-                crate::fs::discard(draft);
-            }
-            if let Some(reader) = f.reader {
-                crate::fs::close(reader);
-            }
+            f.let_go();
         }
         return;
     }
@@ -678,7 +695,7 @@ fn disk_read(p: &mut Procs, id: u32, len: u64) -> Result<(&[u8], bool), AbiError
         .min(f.data.len());
     let end = start.saturating_add(len as usize).min(f.data.len());
     f.pos = f.data_at + end as u64;
-    let used_up = end == f.data.len() && f.pos < f.len;
+    let used_up = f.piece_used_up();
     if used_up
         && start == end
         && let Some(e) = f.failed
@@ -693,14 +710,15 @@ fn disk_read(p: &mut Procs, id: u32, len: u64) -> Result<(&[u8], bool), AbiError
 fn next_piece(id: u32) {
     let want = with(|p| {
         let f = p.disk.get(id)?;
-        let used_up = f.pos == f.data_at + f.data.len() as u64 && f.pos < f.len;
-        (used_up && f.failed.is_none()).then_some((f.reader, f.pos, f.len))
+        let reader = f
+            .reader
+            .filter(|_| f.piece_used_up() && f.failed.is_none())?;
+        let size = usize::try_from(f.len - f.pos).unwrap_or(PIECE).min(PIECE);
+        Some((reader, f.pos, size, p.disk.has_room(size)))
     });
-    let Some((Some(reader), pos, len)) = want else {
+    let Some((reader, pos, size, room)) = want else {
         return;
     };
-    let size = usize::try_from(len - pos).unwrap_or(PIECE).min(PIECE);
-    let room = with(|p| p.disk.has_room(size));
     let piece = match room {
         false => Err(AbiError::NoMemory),
         true => {
@@ -717,7 +735,7 @@ fn next_piece(id: u32) {
         let Some(f) = disk.slots.get_mut(id as usize).and_then(Option::as_mut) else {
             return;
         };
-        if f.pos != pos || f.data_at + f.data.len() as u64 != pos {
+        if f.pos != pos || !f.piece_used_up() {
             return;
         }
         match piece {
@@ -807,12 +825,7 @@ pub(super) fn open(pid: Pid, name: u64, len: u64, flags: u64) -> Result<u64, Abi
             Ok(fd) => Ok(u64::from(fd)),
             Err((e, _)) => {
                 if let Some(f) = p.disk.remove(id) {
-                    if let Some(draft) = f.draft {
-                        crate::fs::discard(draft);
-                    }
-                    if let Some(reader) = f.reader {
-                        crate::fs::close(reader);
-                    }
+                    f.let_go();
                 }
                 Err(fd_error(e))
             }

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
+use crate::e2e_http::free_port;
 use crate::qemu::{Accel, Device, HostForward, Machine, QemuConfig};
 use crate::qemu_run::QemuRun;
 use crate::{host_deps, initrd, kernel_build, workspace};
@@ -94,7 +95,8 @@ pub struct Cluster {
     pub entry: SocketAddr,
     /// The shared-memory file.
     pub region: PathBuf,
-    haproxy: Child,
+    /// HAProxy, once the nodes are up.
+    haproxy: Option<Child>,
     dir: PathBuf,
     echo: bool,
 }
@@ -131,12 +133,6 @@ pub fn haproxy_config(entry: SocketAddr, nodes: &[SocketAddr], admin: &Path) -> 
         cfg.push_str(&format!("    server node{i} {node}\n"));
     }
     cfg
-}
-
-/// A free loopback port.
-fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind(("127.0.0.1", 0)).context("no free loopback port")?;
-    Ok(l.local_addr()?.port())
 }
 
 /// What every node boots from and attaches.
@@ -228,7 +224,7 @@ impl Cluster {
             nodes: Vec::new(),
             entry: SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?)),
             region,
-            haproxy: Command::new("true").spawn()?,
+            haproxy: None,
             dir,
             echo,
         };
@@ -261,9 +257,11 @@ impl Cluster {
         if !echo {
             proxy.stdout(Stdio::null()).stderr(Stdio::null());
         }
-        cluster.haproxy = proxy
-            .spawn()
-            .with_context(|| format!("starting {}", haproxy.display()))?;
+        cluster.haproxy = Some(
+            proxy
+                .spawn()
+                .with_context(|| format!("starting {}", haproxy.display()))?,
+        );
         cluster.wait_entry()?;
         Ok(cluster)
     }
@@ -280,7 +278,7 @@ impl Cluster {
     fn wait_entry(&mut self) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Some(status) = self.haproxy.try_wait()? {
+            if let Some(status) = self.haproxy_exit()? {
                 bail!(
                     "HAProxy exited at start ({status}); its configuration is in {}",
                     self.dir.display()
@@ -295,6 +293,14 @@ impl Cluster {
                 bail!("HAProxy at {} did not answer within 30 s", self.entry);
             }
             std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// How HAProxy ended, if it has.
+    fn haproxy_exit(&mut self) -> Result<Option<std::process::ExitStatus>> {
+        match &mut self.haproxy {
+            Some(h) => Ok(h.try_wait()?),
+            None => Ok(None),
         }
     }
 
@@ -314,14 +320,16 @@ impl Cluster {
     /// Every process of the cluster: QEMU's and HAProxy's.
     fn pids(&self) -> Vec<u32> {
         let mut pids: Vec<u32> = self.nodes.iter().map(|n| n.vm.pid()).collect();
-        pids.push(self.haproxy.id());
+        pids.extend(self.haproxy.as_ref().map(Child::id));
         pids
     }
 
     /// Stops HAProxy and every node, and removes the shared file and the working directory.
     pub fn stop(&mut self) {
-        let _ = self.haproxy.kill();
-        let _ = self.haproxy.wait();
+        if let Some(h) = &mut self.haproxy {
+            let _ = h.kill();
+            let _ = h.wait();
+        }
         for node in &mut self.nodes {
             node.vm.kill();
         }
@@ -390,7 +398,7 @@ pub fn run(options: &ClusterOptions) -> Result<()> {
         if stop.load(Ordering::SeqCst) {
             break None;
         }
-        if let Ok(Some(status)) = cluster.haproxy.try_wait() {
+        if let Ok(Some(status)) = cluster.haproxy_exit() {
             break Some(format!("HAProxy exited ({status})"));
         }
         if let Some(i) = cluster.nodes.iter_mut().position(|n| n.vm.has_exited()) {

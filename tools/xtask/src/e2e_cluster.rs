@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::cluster::{Cluster, ClusterOptions};
+use crate::e2e_conns::metric;
 use crate::e2e_http::Outcome;
 use crate::http_client::one;
 use crate::qemu::Accel;
@@ -62,20 +63,6 @@ pub fn run(accel: Accel) -> Result<Vec<Outcome>> {
         foreign_region(accel),
     );
     Ok(out)
-}
-
-/// A metric's value in a node's `/metrics`.
-fn metric(addr: std::net::SocketAddr, name: &str) -> Result<u64, String> {
-    let r = one(addr, "GET", "/metrics", b"")?;
-    r.expect(200)?;
-    let text = r.text();
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| {
-            let (key, value) = l.rsplit_once(' ')?;
-            (key == name).then(|| value.parse::<f64>().ok().map(|v| v as u64))?
-        })
-        .ok_or_else(|| format!("no {name} in /metrics"))
 }
 
 /// `fjord_function_invocations_total` of `hello` on a node.

@@ -579,7 +579,7 @@ fn metrics_show(addr: SocketAddr, want: &[(&str, u64)]) -> Result<(), String> {
 }
 
 /// The value of one series of `/metrics`.
-fn metric(addr: SocketAddr, series: &str) -> Result<u64, String> {
+pub fn metric(addr: SocketAddr, series: &str) -> Result<u64, String> {
     let text = one(addr, "GET", "/metrics", b"")?.text();
     series_value(&text, series).ok_or_else(|| format!("no {series} in /metrics"))
 }

@@ -564,6 +564,19 @@ fn restart_loads_the_dump(
     let loaded = format!("redis: DB loaded from disk: {KEYS} keys");
     vm.wait_for_line(|l| l.contains(&loaded), limit)
         .map_err(|e| format!("no `{loaded}` line: {e}"))?;
+    // It listens only after loading: wait for the ready line that follows the load (QEMU's
+    // port forward accepts a connection even when nothing listens in the guest, then resets it).
+    let after_load = std::cell::Cell::new(false);
+    vm.wait_for_line(
+        |l| {
+            if l.contains(&loaded) {
+                after_load.set(true);
+            }
+            after_load.get() && l.contains("redis: ready to accept connections")
+        },
+        limit,
+    )
+    .map_err(|e| format!("not ready after loading: {e}"))?;
     let mut s = connect(addr)?;
     let mut buf = Vec::new();
     let size = command(&mut s, &mut buf, "DBSIZE")?;

@@ -93,6 +93,11 @@ fn layering() -> Tally {
 /// Runs `cargo test --workspace [filter]`, sums its `test result:` lines and prints one line;
 /// on failure also the end of cargo's output.
 pub fn unit_tests(filter: Option<&str>) -> Tally {
+    // xtask's own tests check `/metrics` texts with promtool: installed here, once, not by
+    // tests running in parallel.
+    if let Err(e) = crate::host_deps::ensure_promtool() {
+        eprintln!("xtask: {e:#}");
+    }
     let mut command = workspace::cargo();
     command.args(["test", "--workspace"]);
     if let Some(filter) = filter {

@@ -46,6 +46,12 @@ pub fn ensure_program(binary: &str, package: &str) -> Result<PathBuf> {
     if let Some(path) = find_on_path(binary) {
         return Ok(path);
     }
+    // Threads of one process (tests run in parallel) install one at a time; whoever waited
+    // looks again, since the one before may have installed it.
+    let _one_at_a_time = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(path) = find_on_path(binary) {
+        return Ok(path);
+    }
     if !is_root() {
         bail!(
             "{binary} is not on PATH. Install it with:\n    \
@@ -108,6 +114,7 @@ fn rust_target_installed(target: &str) -> bool {
 /// Makes sure every named Debian package is installed: checks with `dpkg -s`, and installs the
 /// missing ones with `apt-get` when running as root; otherwise fails naming what to install.
 pub fn ensure_debian_packages(packages: &[&str]) -> Result<()> {
+    let _one_at_a_time = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
     let missing: Vec<&str> = packages
         .iter()
         .copied()
@@ -146,9 +153,14 @@ fn install_debian_packages(packages: &[&str]) -> Result<()> {
     run_apt(&args)
 }
 
-/// Runs one `apt-get` command with no terminal interaction, failing on a non-zero exit.
+/// Held while xtask installs packages: two `apt-get`s at once fail on apt's lock.
+static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs one `apt-get` command with no terminal interaction, failing on a non-zero exit. An
+/// `apt-get` of another process holding apt's lock is waited for (up to five minutes).
 fn run_apt(args: &[&str]) -> Result<()> {
     let status = Command::new("apt-get")
+        .args(["-o", "DPkg::Lock::Timeout=300"])
         .args(args)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .stdin(Stdio::null())

@@ -66,6 +66,10 @@ pub struct Pipe {
     len: usize,
     readers: u32,
     writers: u32,
+    /// Whether a reader (index 0) or a writer (index 1) parked on the pipe since the last
+    /// [`Pipe::take_waiting`] of that end: a hint that spares looking for waiters when none can
+    /// be there.
+    waiting: [bool; 2],
 }
 
 impl Pipe {
@@ -80,7 +84,19 @@ impl Pipe {
             len: 0,
             readers: 1,
             writers: 1,
+            waiting: [false; 2],
         })
+    }
+
+    /// Notes that a caller of `end` parks until the pipe changes.
+    pub fn note_waiting(&mut self, end: End) {
+        self.waiting[end as usize] = true;
+    }
+
+    /// Whether a caller of `end` parked since the last call (clears the note): false means
+    /// nobody can be waiting on that end.
+    pub fn take_waiting(&mut self, end: End) -> bool {
+        core::mem::take(&mut self.waiting[end as usize])
     }
 
     /// The capacity in bytes.
@@ -312,6 +328,16 @@ impl PipeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waiting_notes_are_per_end_and_cleared_when_taken() {
+        let mut p = Pipe::new(4).unwrap();
+        assert!(!p.take_waiting(End::Read) && !p.take_waiting(End::Write));
+        p.note_waiting(End::Read);
+        assert!(!p.take_waiting(End::Write));
+        assert!(p.take_waiting(End::Read));
+        assert!(!p.take_waiting(End::Read), "taken once");
+    }
 
     #[test]
     fn peek_and_consume_read_what_read_would_across_the_wrap() {

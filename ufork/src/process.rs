@@ -66,6 +66,12 @@ impl Pid {
     pub const fn raw(self) -> u32 {
         self.0
     }
+
+    /// The PID numbered `raw`, as [`Pid::raw`] gave it (whether a μprocess has it is the
+    /// table's to say).
+    pub const fn from_raw(raw: u32) -> Pid {
+        Pid(raw)
+    }
 }
 
 /// A signal number, 1 to 64. Every signal terminates: μprocesses have no handlers.
@@ -320,8 +326,55 @@ impl Process {
     }
 }
 
-/// The μprocesses woken by an operation (now [`State::Runnable`]).
-pub type Woken = Vec<Pid>;
+/// The μprocesses woken by an operation (now [`State::Runnable`]), in the order they were
+/// woken. Most operations wake none or one: those are held without allocating.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Woken {
+    first: Option<Pid>,
+    rest: Vec<Pid>,
+}
+
+impl Woken {
+    /// None woken.
+    pub const fn new() -> Woken {
+        Woken {
+            first: None,
+            rest: Vec::new(),
+        }
+    }
+
+    /// Adds `pid`, woken after the others.
+    pub fn push(&mut self, pid: Pid) {
+        match self.first {
+            None => self.first = Some(pid),
+            Some(_) => self.rest.push(pid),
+        }
+    }
+
+    /// Whether none was woken.
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    /// How many were woken.
+    pub fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    /// The woken PIDs, in order.
+    pub fn to_vec(&self) -> Vec<Pid> {
+        self.clone().into_iter().collect()
+    }
+}
+
+impl IntoIterator for Woken {
+    type Item = Pid;
+    type IntoIter = core::iter::Chain<core::option::IntoIter<Pid>, alloc::vec::IntoIter<Pid>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.first.into_iter().chain(self.rest)
+    }
+}
 
 /// Every μprocess, by PID.
 #[derive(Clone, Debug)]
@@ -496,7 +549,7 @@ impl ProcessTable {
         p.pending_kill = None;
         let parent = p.parent;
         let orphans = core::mem::take(&mut p.children);
-        let mut woken = Vec::new();
+        let mut woken = Woken::new();
         let mut orphan_zombie = false;
         for &c in &orphans {
             if let Some(cp) = self.procs.get_mut(&c) {
@@ -687,7 +740,7 @@ impl ProcessTable {
 
     /// Wakes every μprocess whose sleep ends at or before `now`.
     pub fn wake_sleepers(&mut self, now: u64) -> Woken {
-        let mut woken = Vec::new();
+        let mut woken = Woken::new();
         for p in self.procs.values_mut() {
             if let State::Blocked(BlockReason::Sleep { until }) = p.state
                 && until <= now
@@ -701,7 +754,7 @@ impl ProcessTable {
 
     /// Wakes every μprocess blocked for this reason (the pipe became readable or writable).
     pub fn wake_all(&mut self, reason: BlockReason) -> Woken {
-        let mut woken = Vec::new();
+        let mut woken = Woken::new();
         for p in self.procs.values_mut() {
             if p.state == State::Blocked(reason) {
                 p.state = State::Runnable;
@@ -771,7 +824,7 @@ mod tests {
             t.get(a).unwrap().state(),
             State::Blocked(BlockReason::Wait(ANY))
         );
-        assert_eq!(t.exit(b, 7), Ok(alloc::vec![a]));
+        assert_eq!(t.exit(b, 7).map(|w| w.to_vec()), Ok(alloc::vec![a]));
         assert_eq!(t.get(a).unwrap().state(), State::Runnable);
         assert_eq!(
             t.waitpid(a, ANY, HANG),
@@ -803,7 +856,8 @@ mod tests {
         // b's exit does not wake a waiter for c.
         assert_eq!(t.exit(b, 1), Ok(Woken::new()));
         assert_eq!(
-            t.terminate(c, ExitStatus::Signaled(Signal::SEGV)),
+            t.terminate(c, ExitStatus::Signaled(Signal::SEGV))
+                .map(|w| w.to_vec()),
             Ok(alloc::vec![a])
         );
         assert_eq!(
@@ -831,7 +885,7 @@ mod tests {
         t.exit(c, 4).unwrap();
         assert_eq!(t.waitpid(Pid::INIT, ANY, HANG), Ok(WaitOutcome::MustBlock));
         // a exits: init is woken once (a is its child, and it inherits zombie c).
-        assert_eq!(t.exit(a, 0), Ok(alloc::vec![Pid::INIT]));
+        assert_eq!(t.exit(a, 0).map(|w| w.to_vec()), Ok(alloc::vec![Pid::INIT]));
         assert_eq!(t.parent_of(b), Ok(Pid::INIT));
         let mut reaped = t.init_reap();
         reaped.sort_by_key(|r| r.0);
@@ -1002,10 +1056,10 @@ mod tests {
         t.block(a, BlockReason::Sleep { until: 50 }).unwrap();
         assert_eq!(t.block(a, BlockReason::Read(3)), Err(ProcError::WrongState));
         assert!(t.wake_sleepers(49).is_empty());
-        assert_eq!(t.wake_sleepers(50), [a]);
+        assert_eq!(t.wake_sleepers(50).to_vec(), [a]);
         t.block(a, BlockReason::Read(3)).unwrap();
         assert!(t.wake_all(BlockReason::Write(3)).is_empty());
-        assert_eq!(t.wake_all(BlockReason::Read(3)), [a]);
+        assert_eq!(t.wake_all(BlockReason::Read(3)).to_vec(), [a]);
         assert!(!t.wake(a));
         assert_eq!(t.lookup(2), Some(a));
         assert_eq!(t.lookup(3), None);

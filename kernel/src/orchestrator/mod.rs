@@ -116,9 +116,29 @@ pub struct JobInfo {
 /// One step of a request that may suspend: it returns the request's result when the request
 /// finished, or `None` when it continues in a later step (submitted with [`resume`]) or belongs
 /// to another request (a nested call).
-pub type TaskWork = Box<dyn FnOnce(JobInfo) -> Option<Outcome> + Send>;
+pub enum TaskWork {
+    /// A closure.
+    Closure(Box<dyn FnOnce(JobInfo) -> Option<Outcome> + Send>),
+    /// A function with its argument: queued without allocating (a μprocess's next slice).
+    Call(fn(u64, JobInfo) -> Option<Outcome>, u64),
+}
 
-/// One step, in a central queue or an executor's step queue: kept to seven words, as it is
+impl TaskWork {
+    /// The step `f`.
+    pub fn new(f: impl FnOnce(JobInfo) -> Option<Outcome> + Send + 'static) -> TaskWork {
+        TaskWork::Closure(Box::new(f))
+    }
+
+    /// Runs the step as part of the request `info`.
+    fn run(self, info: JobInfo) -> Option<Outcome> {
+        match self {
+            TaskWork::Closure(f) => f(info),
+            TaskWork::Call(f, arg) => f(arg, info),
+        }
+    }
+}
+
+/// One step, in a central queue or an executor's step queue: kept to eight words, as it is
 /// moved on every dispatch.
 struct Job {
     info: JobInfo,
@@ -507,7 +527,7 @@ fn enqueue(
 
 /// Queues `work` in the central queue of `class`.
 pub fn submit(class: RequestClass, work: Work) -> Result<Ticket, SubmitError> {
-    let (t, group) = enqueue(class, None, Box::new(move |_| Some(work())))?;
+    let (t, group) = enqueue(class, None, TaskWork::new(move |_| Some(work())))?;
     wake_orchestrator_of(Some(group));
     Ok(t)
 }
@@ -659,7 +679,7 @@ pub fn poll() -> usize {
 fn execute(job: Job) {
     let started = cpu::rdtsc();
     let (group, executor) = (usize::from(job.group), usize::from(job.executor));
-    let result = (job.work)(job.info);
+    let result = job.work.run(job.info);
     let finished = cpu::rdtsc();
     // A request completed (its response is published below), not one step of a nested call.
     let completed = result.is_some();
@@ -671,7 +691,7 @@ fn execute(job: Job) {
         finished,
         cpu: percpu::cpu_index(),
     });
-    let requests_waiting = with(|s| {
+    let (requests_waiting, orchestrator) = with(|s| {
         let handoff = started.saturating_sub(job.dispatched);
         s.stats.handoff_ticks += handoff;
         if job.to_idle {
@@ -692,18 +712,25 @@ fn execute(job: Job) {
         // A completion from before a re-layout has no slot to release any more.
         dispatch_may_change();
         let Some(g) = s.groups.get_mut(group) else {
-            return false;
+            return (false, None);
         };
         if let Err(e) = g.jbsq.complete(executor) {
             log::error!("orchestrator: completion for executor {executor}: {e}");
         }
-        // A step already pushed to this executor, or one waiting centrally (every executor
-        // is then at its bound, this one included until the next dispatch).
-        g.jbsq.outstanding(executor) > 0
-            || g.jbsq.waiting(RequestClass::Internal) + g.jbsq.waiting(RequestClass::External) > 0
+        // A step waiting centrally (every executor is then at its bound, this one included
+        // until the next dispatch).
+        let central =
+            g.jbsq.waiting(RequestClass::Internal) + g.jbsq.waiting(RequestClass::External) > 0;
+        // The orchestrator core, if it may have halted waiting for this: a completion (its
+        // submitter may wait on it) or a slot for a step waiting centrally. A step that only
+        // suspended, with nothing waiting, leaves it asleep: whatever is queued later wakes it.
+        let orchestrator = (completed || central).then_some(g.orchestrator_cpu);
+        (g.jbsq.outstanding(executor) > 0 || central, orchestrator)
     });
-    // Wake the orchestrator core if it halted waiting for work to finish.
-    wake_orchestrator_of(Some(group));
+    if let Some(cpu) = orchestrator.filter(|&c| c != percpu::cpu_index()) {
+        // An orchestrator core is online; there is nothing to do if it were not.
+        let _ = smp::wake(cpu);
+    }
     // Off the response path: once a request's response is out, the instances it and its
     // nested calls used are restored (a callee's restore waits, so its caller resumes first),
     // after the requests waiting for this executor when there are any: they take other idle

@@ -138,7 +138,7 @@ pub fn root_work<R: AsRef<[u8]> + Send + 'static>(
     f: Arc<LoadedFunction>,
     request: R,
 ) -> orchestrator::TaskWork {
-    Box::new(move |info| run_root(f, request.as_ref(), info))
+    orchestrator::TaskWork::new(move |info| run_root(f, request.as_ref(), info))
 }
 
 /// Runs `request` as an external request of `f` (the first step of the request `info`);
@@ -290,7 +290,7 @@ fn park(task: Box<Task>, cont: exec::Continuation, handle: u64, info: JobInfo) {
 fn resume_later(task: Box<Task>, cont: exec::Continuation, value: u64, info: JobInfo) {
     orchestrator::resume_here(
         info,
-        Box::new(move |info| step(task, Some((cont, value)), info)),
+        orchestrator::TaskWork::new(move |info| step(task, Some((cont, value)), info)),
     );
 }
 
@@ -363,7 +363,7 @@ fn start_call(caller: &Task, pd: PdId, a: [u64; 4], suspending: bool) -> Result<
             caller_buf: buf,
         },
     });
-    let work = Box::new(move |info| step(task, None, info));
+    let work = orchestrator::TaskWork::new(move |info| step(task, None, info));
     match orchestrator::submit_task(RequestClass::Internal, work) {
         Ok(_) => {
             NESTED_CALLS.fetch_add(1, Ordering::Relaxed);

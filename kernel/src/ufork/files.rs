@@ -31,7 +31,7 @@ use alloc::vec::Vec;
 use fjord_libos::abi::Error as AbiError;
 use fjord_ufork::fd::{FdError, FdTable};
 use fjord_ufork::pipe::{End, PipeError, PipeId};
-use fjord_ufork::process::BlockReason;
+use fjord_ufork::process::{BlockReason, Woken};
 
 /// Most open files over all μprocesses.
 pub const MAX_FILES: usize = 4096;
@@ -68,12 +68,19 @@ fn copies(pid: Pid) -> Option<(bool, fjord_pd::PdId)> {
 }
 
 /// Runs `f` with `pd`'s address space loaded (for reading and writing its memory through its
-/// own page tables), interrupts off.
+/// own page tables), interrupts off; the tables loaded before are loaded again after. Nothing
+/// is switched when `pd`'s are loaded already (a μprocess's own system call, see
+/// `super::keeps_space`).
 fn in_space<R>(pd: fjord_pd::PdId, f: impl FnOnce() -> R) -> R {
     crate::arch::cpu::without_interrupts(|| {
+        let before = crate::arch::percpu::current().current_pd;
+        if before == u64::from(pd.raw()) {
+            return f();
+        }
         jord::with(|j| j.switch_to(pd));
         let r = f();
-        jord::with(|j| j.switch_to(fjord_pd::PdId::KERNEL));
+        let before = fjord_pd::PdId::from_raw(before).unwrap_or(fjord_pd::PdId::KERNEL);
+        jord::with(|j| j.switch_to(before));
         r
     })
 }
@@ -241,8 +248,12 @@ pub(super) fn area_offset(
     addr: u64,
     len: u64,
 ) -> Result<(u64, u64), AbiError> {
+    area_offset_of(p.procs.get(&pid).ok_or(AbiError::InvalidArgs)?, addr, len)
+}
+
+/// [`area_offset`] for the μprocess `pr`.
+fn area_offset_of(pr: &super::Proc, addr: u64, len: u64) -> Result<(u64, u64), AbiError> {
     use fjord_ufork::cap::{Cap, CapPerms};
-    let pr = p.procs.get(&pid).ok_or(AbiError::InvalidArgs)?;
     let (base, size) = pr.area;
     let cap = super::area_of(base, size)
         .and_then(|area| Some((area, Cap::new(&area, base, size, CapPerms::DATA).ok()?)));
@@ -254,6 +265,15 @@ pub(super) fn area_offset(
         return Err(AbiError::BadAddress);
     }
     Ok((base, addr - base))
+}
+
+/// What `fd` of `pid` names, once `[buf, buf + len)` is checked to lie in `pid`'s area (one
+/// look-up of `pid` for both).
+fn checked_file(p: &Procs, pid: Pid, fd: u32, (buf, len): (u64, u64)) -> Result<File, AbiError> {
+    let pr = p.procs.get(&pid).ok_or(AbiError::InvalidArgs)?;
+    area_offset_of(pr, buf, len)?;
+    let id = pr.fds.get(fd).map_err(fd_error)?;
+    p.files.get(id).copied().ok_or(AbiError::BadFd)
 }
 
 /// Copies `len` bytes `pid` may read at `addr` (its area, its code and read-only data): read
@@ -340,40 +360,49 @@ fn park_on(
     blocked: Blocked,
     (ctx, info): (&UserContext, JobInfo),
 ) {
-    let reason = match blocked {
-        Blocked::Read { .. } => BlockReason::Read(id.raw()),
-        _ => BlockReason::Write(id.raw()),
+    let (reason, end) = match blocked {
+        Blocked::Read { .. } => (BlockReason::Read(id.raw()), End::Read),
+        _ => (BlockReason::Write(id.raw()), End::Write),
     };
+    if let Some(pipe) = p.pipes.get_mut(id) {
+        pipe.note_waiting(end);
+    }
     park_locked(p, pid, (reason, blocked), ctx, info);
 }
 
-/// Whether `fd` of `pid` names a socket.
-fn is_socket(pid: Pid, fd: u32) -> bool {
-    with(|p| matches!(file_of(p, pid, fd), Ok(File::Socket(_))))
+/// The μprocess making a system call, as its step knows it: no lookup needed.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Caller {
+    /// Its PID.
+    pub pid: Pid,
+    /// Its PD.
+    pub pd: fjord_pd::PdId,
+    /// Whether its isolation copies system-call buffers.
+    pub copies: bool,
 }
 
 /// `read(fd, buf, len)`.
 pub(super) fn read(
-    pid: Pid,
+    caller: Caller,
     fd: u32,
     buf: u64,
     len: u64,
     ctx: &mut UserContext,
     info: JobInfo,
 ) -> Next {
-    let len = len.min(MAX_IO);
-    if is_socket(pid, fd) {
-        return super::net::read(pid, fd, (buf, len), ctx, info);
-    }
-    let Some((copy, pd)) = copies(pid) else {
-        return Next::Continue(fjord_libos::abi::encode(Err(AbiError::InvalidArgs)));
-    };
+    let (pid, len) = (caller.pid, len.min(MAX_IO));
     let mut attempts = 0;
     loop {
-        let (next, used_up) = match copy {
-            true => read_copying(pid, fd, (buf, len), ctx, info),
-            false => in_space(pd, || read_direct(pid, fd, (buf, len), ctx, info)),
+        let mut socket = false;
+        let (next, used_up) = match caller.copies {
+            true => read_copying(pid, fd, (buf, len), (ctx, info), &mut socket),
+            false => in_space(caller.pd, || {
+                read_direct(pid, fd, (buf, len), (ctx, info), &mut socket)
+            }),
         };
+        if socket {
+            return super::net::read(pid, fd, (buf, len), ctx, info);
+        }
         // A disk file's piece is used up: the next one, outside the lock and out of the
         // caller's address space; a read that got nothing (another reader of the same open
         // file used the piece up) tries again.
@@ -390,23 +419,27 @@ pub(super) fn read(
 
 /// `read` at isolation `full`: the bytes are gathered in the kernel, then copied out. With it,
 /// the slot of a disk file whose piece the read used up, and whether the read got nothing.
+/// `socket` is set, and nothing done, when `fd` names a socket.
 fn read_copying(
     pid: Pid,
     fd: u32,
     (buf, len): (u64, u64),
-    ctx: &mut UserContext,
-    info: JobInfo,
+    (ctx, info): (&mut UserContext, JobInfo),
+    socket: &mut bool,
 ) -> (Next, Option<(u32, bool)>) {
     let mut used_up = None;
     let r = with(|p| {
-        area_offset(p, pid, buf, len)?;
-        match file_of(p, pid, fd)? {
-            File::Console => Ok(Some((Vec::new(), Vec::new()))),
-            File::PipeWrite(_) | File::Socket(_) => Err(AbiError::BadFd),
+        match checked_file(p, pid, fd, (buf, len))? {
+            File::Console => Ok(Some((Vec::new(), Woken::new()))),
+            File::Socket(_) => {
+                *socket = true;
+                Err(AbiError::BadFd)
+            }
+            File::PipeWrite(_) => Err(AbiError::BadFd),
             File::Disk(id) => {
                 let (bytes, done) = disk_read(p, id, len)?;
                 used_up = done.then_some((id, bytes.is_empty()));
-                Ok(Some((bytes.to_vec(), Vec::new())))
+                Ok(Some((bytes.to_vec(), Woken::new())))
             }
             File::PipeRead(id) => {
                 let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
@@ -415,7 +448,10 @@ fn read_copying(
                     Ok(n) => {
                         data.truncate(n);
                         // Room was made: writers blocked on this pipe may go on.
-                        let woken = p.table.wake_all(BlockReason::Write(id.raw()));
+                        let woken = match pipe.take_waiting(End::Write) {
+                            true => p.table.wake_all(BlockReason::Write(id.raw())),
+                            false => Woken::new(),
+                        };
                         Ok(Some((data, woken)))
                     }
                     Err(PipeError::WouldBlock) => {
@@ -450,25 +486,29 @@ fn read_copying(
 
 /// `read` below isolation `full`, with the caller's address space loaded: the pipe's bytes go
 /// straight into the caller's buffer, through its own page tables. With it, the slot of a disk
-/// file whose piece the read used up, and whether the read got nothing.
+/// file whose piece the read used up, and whether the read got nothing. `socket` is set, and
+/// nothing done, when `fd` names a socket.
 fn read_direct(
     pid: Pid,
     fd: u32,
     (buf, len): (u64, u64),
-    ctx: &mut UserContext,
-    info: JobInfo,
+    (ctx, info): (&mut UserContext, JobInfo),
+    socket: &mut bool,
 ) -> (Next, Option<(u32, bool)>) {
     let mut used_up = None;
     let r = with(|p| {
-        area_offset(p, pid, buf, len)?;
-        match file_of(p, pid, fd)? {
-            File::Console => Ok(Some((0, Vec::new()))),
-            File::PipeWrite(_) | File::Socket(_) => Err(AbiError::BadFd),
+        match checked_file(p, pid, fd, (buf, len))? {
+            File::Console => Ok(Some((0, Woken::new()))),
+            File::Socket(_) => {
+                *socket = true;
+                Err(AbiError::BadFd)
+            }
+            File::PipeWrite(_) => Err(AbiError::BadFd),
             File::Disk(id) => {
                 let (bytes, done) = disk_read(p, id, len)?;
                 crate::mm::user_memory::copy_to(buf, bytes)?;
                 used_up = done.then_some((id, bytes.is_empty()));
-                Ok(Some((bytes.len(), Vec::new())))
+                Ok(Some((bytes.len(), Woken::new())))
             }
             File::PipeRead(id) => {
                 let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
@@ -479,10 +519,10 @@ fn read_direct(
                         let n = a.len() + b.len();
                         pipe.consume(n);
                         // Room was made: writers blocked on this pipe may go on.
-                        let woken = if n > 0 {
+                        let woken = if n > 0 && pipe.take_waiting(End::Write) {
                             p.table.wake_all(BlockReason::Write(id.raw()))
                         } else {
-                            Vec::new()
+                            Woken::new()
                         };
                         Ok(Some((n, woken)))
                     }
@@ -509,18 +549,44 @@ fn read_direct(
 
 /// `write(fd, buf, len)`.
 pub(super) fn write(
-    pid: Pid,
+    caller: Caller,
     fd: u32,
     buf: u64,
     len: u64,
     ctx: &mut UserContext,
     info: JobInfo,
 ) -> Next {
-    let len = len.min(MAX_IO);
-    let Some((copy, pd)) = copies(pid) else {
-        return Next::Continue(fjord_libos::abi::encode(Err(AbiError::InvalidArgs)));
+    let (pid, pd, len) = (caller.pid, caller.pd, len.min(MAX_IO));
+    // A disk file that the write filled to `STREAM_AT` streams to the disk afterwards, out of
+    // the caller's address space (an error shows at the next `write` or `fsync`).
+    let mut full = None;
+    let mut socket = false;
+    let next = if caller.copies {
+        // Full isolation: the bytes are copied into the kernel first, so a sibling changing
+        // them meanwhile cannot make the kernel act on two versions.
+        match read_into_kernel(pd, buf, len) {
+            Ok(data) => {
+                count_copied(data.len());
+                let to = (&mut full, &mut socket);
+                let next = write_from(pid, fd, &data, (buf, len), (&mut *ctx, info), to);
+                match socket {
+                    true => super::net::write(pid, fd, &data, (buf, len), (ctx, info)),
+                    false => next,
+                }
+            }
+            Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
+        }
+    } else {
+        // Lesser isolation: straight from the caller's pages (checked, through its own tables).
+        in_space(pd, || match crate::mm::user_memory::bytes(buf, len) {
+            Ok(data) => {
+                let ctx = (&mut *ctx, info);
+                write_from(pid, fd, data, (buf, len), ctx, (&mut full, &mut socket))
+            }
+            Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e.into()))),
+        })
     };
-    if is_socket(pid, fd) {
+    if socket && !caller.copies {
         // Copied in at every isolation level: the socket's buffer is the kernel's.
         return match read_into_kernel(pd, buf, len) {
             Ok(data) => {
@@ -530,26 +596,6 @@ pub(super) fn write(
             Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
         };
     }
-    // A disk file that the write filled to `STREAM_AT` streams to the disk afterwards, out of
-    // the caller's address space (an error shows at the next `write` or `fsync`).
-    let mut full = None;
-    let next = if copy {
-        // Full isolation: the bytes are copied into the kernel first, so a sibling changing
-        // them meanwhile cannot make the kernel act on two versions.
-        match read_into_kernel(pd, buf, len) {
-            Ok(data) => {
-                count_copied(data.len());
-                write_from(pid, fd, &data, (buf, len), (ctx, info), &mut full)
-            }
-            Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
-        }
-    } else {
-        // Lesser isolation: straight from the caller's pages (checked, through its own tables).
-        in_space(pd, || match crate::mm::user_memory::bytes(buf, len) {
-            Ok(data) => write_from(pid, fd, data, (buf, len), (ctx, info), &mut full),
-            Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e.into()))),
-        })
-    };
     if let Some(id) = full {
         let _ = stream(id, false);
     }
@@ -557,30 +603,39 @@ pub(super) fn write(
 }
 
 /// `write` of `data` (the caller's `buf` and `len`) to `fd`; `full` gets the slot of a disk
-/// file the write filled to [`STREAM_AT`].
+/// file the write filled to [`STREAM_AT`]; `socket` is set, and nothing done, when `fd` names
+/// a socket.
 fn write_from(
     pid: Pid,
     fd: u32,
     data: &[u8],
     (buf, len): (u64, u64),
     (ctx, info): (&mut UserContext, JobInfo),
-    full: &mut Option<u32>,
+    (full, socket): (&mut Option<u32>, &mut bool),
 ) -> Next {
     let r = with(|p| match file_of(p, pid, fd)? {
         File::Console => Ok(Some((data.len(), None))),
-        File::PipeRead(_) | File::Socket(_) => Err(AbiError::BadFd),
+        File::Socket(_) => {
+            *socket = true;
+            Err(AbiError::BadFd)
+        }
+        File::PipeRead(_) => Err(AbiError::BadFd),
         File::Disk(id) => {
             if p.disk.append(id, data)? {
                 *full = Some(id);
             }
-            Ok(Some((data.len(), Some(Vec::new()))))
+            Ok(Some((data.len(), Some(Woken::new()))))
         }
         File::PipeWrite(id) => {
             let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
             match pipe.write(data) {
+                // Readers blocked on this pipe may go on.
                 Ok(n) => Ok(Some((
                     n,
-                    Some(p.table.wake_all(BlockReason::Read(id.raw()))),
+                    Some(match pipe.take_waiting(End::Read) {
+                        true => p.table.wake_all(BlockReason::Read(id.raw())),
+                        false => Woken::new(),
+                    }),
                 ))),
                 Err(PipeError::WouldBlock) => {
                     park_on(p, pid, id, Blocked::Write { fd, buf, len }, (ctx, info));
@@ -669,7 +724,7 @@ fn release(file: File) {
         return;
     }
     let woken = with(|p| match file {
-        File::Console | File::Disk(_) | File::Socket(_) => Vec::new(),
+        File::Console | File::Disk(_) | File::Socket(_) => Woken::new(),
         File::PipeRead(id) => {
             let _ = p.pipes.close_end(id, End::Read);
             p.table.wake_all(BlockReason::Write(id.raw()))

@@ -38,6 +38,7 @@ use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
 use fjord_faas::jbsq::RequestClass;
 use fjord_libos::abi::{Error as AbiError, Sysno, encode};
 use fjord_pd::PdId;
@@ -276,7 +277,10 @@ fn log_limit(f: &LoadedFunction) -> u32 {
 }
 
 fn step_work(pid: Pid) -> orchestrator::TaskWork {
-    alloc::boxed::Box::new(move |info| step(pid, info))
+    orchestrator::TaskWork::Call(
+        |pid, info| step(Pid::from_raw(pid as u32), info),
+        u64::from(pid.raw()),
+    )
 }
 
 /// The exit status a μprocess's request completes with: one byte, the exit code for an exit,
@@ -294,21 +298,43 @@ enum Next {
 }
 
 /// One time slice of `pid`.
+///
+/// The μprocess's address space stays loaded across the system calls that touch only its own
+/// memory and the kernel's (see [`keeps_space`]): the kernel's own tables are loaded only for
+/// the others, and when the slice ends.
 fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
+    let mut kills_seen = KILLS.load(Ordering::Acquire);
     let taken = with(|p| {
         let pr = p.procs.get_mut(&pid)?;
         let _ = p.table.run(pid);
-        Some((pr.instance.pd, pr.ctx.take()?, pr.blocked.take()))
+        let ctx = pr.ctx.take()?;
+        let blocked = pr.blocked.take();
+        let copies = pr.isolation.copies_buffers();
+        Some((
+            pr.instance.pd,
+            copies,
+            ctx,
+            blocked,
+            p.table.take_pending_kill(pid),
+        ))
     });
-    let (pd, mut ctx, blocked) = taken?;
-    if let Some(sig) = with(|p| p.table.take_pending_kill(pid)) {
+    let (pd, copies, mut ctx, blocked, killed) = taken?;
+    let caller = files::Caller { pid, pd, copies };
+    if let Some(sig) = killed {
         return finish(pid, ExitStatus::Signaled(sig));
     }
+    let mut space = Space { pd, loaded: false };
     if let Some(b) = blocked {
         let next = match b {
             Blocked::Wait(target, options) => wait(pid, (target, options), &mut ctx, info),
-            Blocked::Read { fd, buf, len } => files::read(pid, fd, buf, len, &mut ctx, info),
-            Blocked::Write { fd, buf, len } => files::write(pid, fd, buf, len, &mut ctx, info),
+            Blocked::Read { fd, buf, len } => {
+                space.enter();
+                files::read(caller, fd, buf, len, &mut ctx, info)
+            }
+            Blocked::Write { fd, buf, len } => {
+                space.enter();
+                files::write(caller, fd, buf, len, &mut ctx, info)
+            }
             Blocked::Sleep => Next::Continue(0),
             Blocked::Accept { fd, peer } => net::accept(pid, fd, peer, &mut ctx, info),
             Blocked::Connect { fd } => net::connect_wait(pid, fd, &mut ctx, info),
@@ -321,16 +347,27 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
         };
         match next {
             Next::Continue(v) => ctx.frame.rax = v,
-            Next::Stop => return None,
+            Next::Stop => {
+                space.leave();
+                return None;
+            }
         }
     }
     let deadline = crate::arch::time::deadline_after_ms(SLICE_MS);
     loop {
-        jord::with(|j| j.switch_to(pd));
+        space.enter();
         let exit = user::run(&mut ctx, Some(deadline));
-        jord::with(|j| j.switch_to(PdId::KERNEL));
-        if let Some(sig) = with(|p| p.table.take_pending_kill(pid)) {
-            return finish(pid, ExitStatus::Signaled(sig));
+        if !matches!(exit, UserExit::Request { no, .. } if keeps_space(no)) {
+            space.leave();
+        }
+        // A kill since the last look: lock and see whether it was this μprocess's.
+        let kills = KILLS.load(Ordering::Acquire);
+        if kills != kills_seen {
+            kills_seen = kills;
+            if let Some(sig) = with(|p| p.table.take_pending_kill(pid)) {
+                space.leave();
+                return finish(pid, ExitStatus::Signaled(sig));
+            }
         }
         let next = match exit {
             UserExit::Exited(code) => return finish(pid, ExitStatus::Exited(code as u8)),
@@ -371,11 +408,11 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
                 Some(Sysno::Pipe) => Next::Continue(encode(files::pipe(pid, args[0]))),
                 Some(Sysno::Read) => {
                     let fd = u32::try_from(args[0]).unwrap_or(u32::MAX);
-                    files::read(pid, fd, args[1], args[2], &mut ctx, info)
+                    files::read(caller, fd, args[1], args[2], &mut ctx, info)
                 }
                 Some(Sysno::Write) => {
                     let fd = u32::try_from(args[0]).unwrap_or(u32::MAX);
-                    files::write(pid, fd, args[1], args[2], &mut ctx, info)
+                    files::write(caller, fd, args[1], args[2], &mut ctx, info)
                 }
                 Some(Sysno::Close) => Next::Continue(encode(files::close(pid, args[0]))),
                 Some(Sysno::Dup2) => Next::Continue(encode(files::dup2(pid, args[0], args[1]))),
@@ -414,10 +451,69 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
         };
         match next {
             Next::Continue(v) => ctx.frame.rax = v,
-            Next::Stop => return None,
+            Next::Stop => {
+                space.leave();
+                return None;
+            }
         }
     }
 }
+
+/// Whether the system call `no` is served with the caller's address space left loaded: it
+/// reads and writes only the caller's own memory (through its page tables) and the kernel's.
+/// Calls that make, change or end address spaces (`fork`, `spawn`, `exit`, `waitpid`'s reap,
+/// `mmap`) and the blocking ones that park the caller run on the kernel's tables.
+fn keeps_space(no: u64) -> bool {
+    matches!(
+        Sysno::from_raw(no),
+        Some(
+            Sysno::Read
+                | Sysno::Write
+                | Sysno::Close
+                | Sysno::Pipe
+                | Sysno::Getpid
+                | Sysno::Getppid
+                | Sysno::Isolation
+                | Sysno::Socket
+                | Sysno::Bind
+                | Sysno::Listen
+                | Sysno::Accept
+                | Sysno::Connect
+                | Sysno::Shutdown
+                | Sysno::Poll
+                | Sysno::SetNonblocking
+        )
+    )
+}
+
+/// Whether this CPU has a μprocess's address space loaded, so that it is loaded and left once
+/// per run of system calls rather than around each.
+struct Space {
+    pd: PdId,
+    loaded: bool,
+}
+
+impl Space {
+    /// Loads the μprocess's tables (if they are not loaded yet).
+    fn enter(&mut self) {
+        if !self.loaded {
+            jord::with(|j| j.switch_to(self.pd));
+            self.loaded = true;
+        }
+    }
+
+    /// Loads the kernel's tables (if the μprocess's are loaded).
+    fn leave(&mut self) {
+        if self.loaded {
+            jord::with(|j| j.switch_to(PdId::KERNEL));
+            self.loaded = false;
+        }
+    }
+}
+
+/// Kills since boot: a μprocess's step looks for a pending kill of its own only when this
+/// moved since its last look (raised under the process-table lock, after the kill is noted).
+static KILLS: AtomicU64 = AtomicU64::new(0);
 
 /// Saves `pid`'s context and queues its next slice.
 fn yield_now(pid: Pid, ctx: UserContext, info: JobInfo) -> Next {
@@ -992,7 +1088,7 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
     drop(gone);
     collect_stale();
     for (w, info) in woken {
-        orchestrator::resume(info, step_work(w));
+        orchestrator::resume_here(info, step_work(w));
     }
     let byte = match status {
         ExitStatus::Exited(code) => code,
@@ -1028,15 +1124,13 @@ pub fn count() -> usize {
     with(|p| p.table.len().saturating_sub(1))
 }
 
-/// Wakes `pids` (now runnable): queues the step each was parked at.
-fn wake(pids: Vec<Pid>) {
-    let parked: Vec<(Pid, JobInfo)> = with(|p| {
-        pids.into_iter()
-            .filter_map(|w| p.procs.get_mut(&w)?.parked.take().map(|i| (w, i)))
-            .collect()
-    });
-    for (w, info) in parked {
-        orchestrator::resume(info, step_work(w));
+/// Wakes `pids` (now runnable): queues the step each was parked at, on this executor when
+/// JBSQ admits it there (the waker usually blocks next, and the woken runs without a dispatch).
+fn wake(pids: impl IntoIterator<Item = Pid>) {
+    for w in pids {
+        if let Some(info) = with(|p| p.procs.get_mut(&w)?.parked.take()) {
+            orchestrator::resume_here(info, step_work(w));
+        }
     }
 }
 
@@ -1077,6 +1171,9 @@ fn kill(caller: Option<Pid>, target: u64, sig: u64) -> Result<u64, AbiError> {
             Some(caller) => p.table.kill_from(caller, pid, sig),
             None => p.table.kill(pid, sig),
         };
+        if killed.is_ok() {
+            KILLS.fetch_add(1, Ordering::Release);
+        }
         let woken = killed.map_err(|e| match e {
             ProcError::InvalidArgument => AbiError::InvalidArgs,
             ProcError::NotPermitted => AbiError::AccessDenied,
@@ -1086,7 +1183,7 @@ fn kill(caller: Option<Pid>, target: u64, sig: u64) -> Result<u64, AbiError> {
         Ok::<_, AbiError>(woken.then_some(pid))
     })?;
     if let Some(pid) = woken {
-        wake(alloc::vec![pid]);
+        wake([pid]);
     }
     Ok(0)
 }

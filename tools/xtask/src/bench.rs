@@ -235,6 +235,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         measurements.retain(|m| {
             m.group.contains(group.as_str())
                 || (group.contains("faas") && (m.group == "chain" || m.group == "workloads"))
+                || (group.contains("fork") && m.group == "ctxswitch")
         });
         if measurements.is_empty() && !options.report {
             bail!("no benchmark group name contains `{group}`");
@@ -286,7 +287,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
             4,
             "Linux baseline (Debian kernel under the same QEMU settings)",
         );
-        let mut linux = crate::linux::LinuxBenchOpts::new(options.group.iter().cloned().collect());
+        let mut linux = crate::linux::LinuxBenchOpts::new(linux_groups(options.group.as_deref()));
         linux.echo_serial = options.verbose;
         linux.workloads = crate::linux::nightcore::params(&measurements);
         linux.restore = crate::linux::nightcore::restore_params(&measurements);
@@ -304,6 +305,16 @@ pub fn run(options: &BenchOptions) -> Result<()> {
     print!("{}", bench_results::format_table(&measurements));
     bench_results::write_results(&path, &measurements)?;
     Ok(())
+}
+
+/// The Linux guest's groups that pair with Fjord's `group` (all when `None`): the `fork` boot
+/// also measures the pipe ping-pong between a μprocess and its child, Linux's `ctxswitch`.
+fn linux_groups(group: Option<&str>) -> Vec<String> {
+    match group {
+        None => Vec::new(),
+        Some(g) if g.contains("fork") => vec![g.to_owned(), "ctxswitch".to_owned()],
+        Some(g) => vec![g.to_owned()],
+    }
 }
 
 /// `cargo xtask bench redis|prefork` ([`crate::bench_apps`]): both systems in one run, wall
@@ -750,6 +761,13 @@ pub fn boot_wall_time(wall: Duration) -> Measurement {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fork_group_pairs_with_linux_ctxswitch_too() {
+        assert!(linux_groups(None).is_empty(), "all groups");
+        assert_eq!(linux_groups(Some("fork")), ["fork", "ctxswitch"]);
+        assert_eq!(linux_groups(Some("mm")), ["mm"]);
+    }
 
     #[test]
     fn a_sweep_point_is_its_median_round_with_the_lowest_and_highest() {

@@ -215,6 +215,21 @@ impl Sysno {
         Sysno::Clock,
     ];
 
+    /// Whether this is one of the TCP socket calls (`socket` to `set_nonblocking`, `poll`).
+    pub const fn is_socket(self) -> bool {
+        matches!(
+            self,
+            Sysno::Socket
+                | Sysno::Bind
+                | Sysno::Listen
+                | Sysno::Accept
+                | Sysno::Connect
+                | Sysno::Shutdown
+                | Sysno::Poll
+                | Sysno::SetNonblocking
+        )
+    }
+
     /// The call with number `n`, if one is defined.
     #[inline]
     pub fn from_raw(n: u64) -> Option<Sysno> {

@@ -13,6 +13,15 @@ use crate::jord::{self, Owes, state::abi_error};
 use fjord_libos::abi::{Error, Sysno, encode};
 use fjord_pd::{Error as PdError, MapFlags, PdId, Perm};
 
+/// A μprocess's call goes to the executor; outside any PD (the kernel's own test spaces,
+/// `ucid` 0) it is refused.
+fn delegate() -> Action {
+    match percpu::current().current_pd {
+        0 => Action::Return(encode(Err(Error::AccessDenied))),
+        _ => Action::Delegate,
+    }
+}
+
 /// Decides and performs system call `no` with `args` for the code running on this CPU.
 pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
     let Some(call) = Sysno::from_raw(no) else {
@@ -57,21 +66,8 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         | Sysno::Open
         | Sysno::Fsync
         | Sysno::Rename
-        | Sysno::Unlink
-        | Sysno::Socket
-        | Sysno::Bind
-        | Sysno::Listen
-        | Sysno::Accept
-        | Sysno::Connect
-        | Sysno::Shutdown
-        | Sysno::Poll
-        | Sysno::SetNonblocking => {
-            if percpu::current().current_pd == 0 {
-                Err(Error::AccessDenied)
-            } else {
-                return Action::Delegate;
-            }
-        }
+        | Sysno::Unlink => return delegate(),
+        s if s.is_socket() => return delegate(),
         Sysno::Clock => clock(args[0]),
         _ => privlib(call, args),
     };

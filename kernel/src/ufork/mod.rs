@@ -464,26 +464,19 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
 /// Calls that make, change or end address spaces (`fork`, `spawn`, `exit`, `waitpid`'s reap,
 /// `mmap`) and the blocking ones that park the caller run on the kernel's tables.
 fn keeps_space(no: u64) -> bool {
-    matches!(
-        Sysno::from_raw(no),
-        Some(
-            Sysno::Read
-                | Sysno::Write
-                | Sysno::Close
-                | Sysno::Pipe
-                | Sysno::Getpid
-                | Sysno::Getppid
-                | Sysno::Isolation
-                | Sysno::Socket
-                | Sysno::Bind
-                | Sysno::Listen
-                | Sysno::Accept
-                | Sysno::Connect
-                | Sysno::Shutdown
-                | Sysno::Poll
-                | Sysno::SetNonblocking
-        )
-    )
+    Sysno::from_raw(no).is_some_and(|s| {
+        s.is_socket()
+            || matches!(
+                s,
+                Sysno::Read
+                    | Sysno::Write
+                    | Sysno::Close
+                    | Sysno::Pipe
+                    | Sysno::Getpid
+                    | Sysno::Getppid
+                    | Sysno::Isolation
+            )
+    })
 }
 
 /// Whether this CPU has a μprocess's address space loaded, so that it is loaded and left once

@@ -295,8 +295,18 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         let root = workspace::root();
         let md = crate::report::write_report(&measurements, &root.join("bench/results"))?;
         println!("bench: report written to {}", md.display());
-        if crate::report::update_readme(&root.join("README.md"), &measurements)? {
-            println!("bench: README benchmark section updated");
+        match &options.group {
+            // The README's table covers every group: rewriting it from some would drop the
+            // others' rows.
+            Some(group) => println!(
+                "bench: README not updated (this run measured only `{group}`); its rows for the                  table:\n{}",
+                crate::report::readme_block(&measurements, "today", "this run")
+            ),
+            None => {
+                if crate::report::update_readme(&root.join("README.md"), &measurements)? {
+                    println!("bench: README benchmark section updated");
+                }
+            }
         }
     }
 

@@ -55,6 +55,35 @@ pub enum Command {
     Disk(DiskArgs),
     /// Start N Fjord nodes on q35 sharing one emulated CXL memory (ivshmem), behind HAProxy.
     Cluster(ClusterArgs),
+    /// Exact guest instructions per kernel symbol over a window of a boot (icount, QEMU's
+    /// log of executed blocks).
+    Profile(ProfileArgs),
+}
+
+/// Arguments of `profile`.
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// The kernel command line of the boot to profile.
+    #[arg(long, default_value = "mode=bench bench=fork modules=initrd")]
+    pub append: String,
+    /// vCPUs.
+    #[arg(long, default_value_t = 2)]
+    pub smp: u32,
+    /// Guest RAM in MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub mem: u32,
+    /// The guest output line the delay counts from [default: the banner's last line].
+    #[arg(long)]
+    pub after: Option<String>,
+    /// Host seconds from that line to the window.
+    #[arg(long, default_value_t = 3.0)]
+    pub delay: f64,
+    /// Host seconds of logged executions (about 1.5 million guest instructions a second).
+    #[arg(long, default_value_t = 1.0)]
+    pub window: f64,
+    /// Symbols shown per vCPU.
+    #[arg(long, default_value_t = 40)]
+    pub top: usize,
 }
 
 /// Arguments of `cluster`.
@@ -394,6 +423,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<bool> {
                 DiskCommand::List => crate::disk::list(&image, &mut std::io::stdout().lock())?,
                 DiskCommand::Get { name, out } => crate::disk::get(&image, &name, out.as_deref())?,
             }
+            Ok(true)
+        }
+        Command::Profile(args) => {
+            crate::profile::run(&crate::profile::ProfileOptions {
+                append: args.append,
+                smp: args.smp,
+                memory_mib: args.mem,
+                after: args.after,
+                delay: args.delay,
+                window: args.window,
+                top: args.top,
+            })?;
             Ok(true)
         }
         Command::Cluster(args) => {

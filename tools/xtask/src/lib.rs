@@ -41,6 +41,7 @@ pub mod linux;
 pub mod loadgen;
 pub mod measure;
 pub mod netns;
+pub mod profile;
 pub mod qemu;
 pub mod qemu_run;
 pub mod report;

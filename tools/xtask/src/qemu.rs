@@ -290,6 +290,13 @@ pub struct QemuConfig {
     pub interactive: bool,
     /// Extra devices.
     pub devices: Vec<Device>,
+    /// QEMU's monitor on this Unix socket (non-interactive runs; otherwise the path in
+    /// `FJORD_QEMU_MONITOR`, if set, or none).
+    pub monitor: Option<PathBuf>,
+    /// QEMU's log of translated blocks (`-d in_asm,nochain -D <path>`): each block's
+    /// instructions when it is translated, and with chaining off every execution can be logged
+    /// (`log in_asm,exec,nochain` from the monitor), as `cargo xtask profile` does.
+    pub trace_log: Option<PathBuf>,
 }
 
 impl QemuConfig {
@@ -310,6 +317,8 @@ impl QemuConfig {
             icount: false,
             interactive: false,
             devices: Vec::new(),
+            monitor: None,
+            trace_log: None,
         }
     }
 
@@ -348,12 +357,20 @@ impl QemuConfig {
             args.pair("-serial", "mon:stdio");
         } else {
             args.pair("-serial", "stdio");
-            match std::env::var("FJORD_QEMU_MONITOR") {
-                Ok(path) if !path.is_empty() => {
-                    args.pair("-monitor", format!("unix:{path},server,nowait"))
+            let from_env = std::env::var("FJORD_QEMU_MONITOR")
+                .ok()
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from);
+            match self.monitor.clone().or(from_env) {
+                Some(path) => {
+                    args.pair("-monitor", format!("unix:{},server,nowait", path.display()))
                 }
-                _ => args.pair("-monitor", "none"),
+                None => args.pair("-monitor", "none"),
             }
+        }
+        if let Some(log) = &self.trace_log {
+            args.pair("-d", "in_asm,nochain");
+            args.pair("-D", log.clone());
         }
         if self.icount {
             args.pair("-icount", "shift=0,sleep=off");

@@ -51,6 +51,10 @@ pub enum Found {
     },
 }
 
+/// How long a node waits for another node's format of the region to finish before it refuses
+/// the region (a node that died mid-format leaves it so for good).
+const FORMAT_WAIT_MS: u64 = 5_000;
+
 /// Finds, checks (or formats) and joins the shared region as node `id`.
 pub fn init(id: u32) -> Found {
     let mem = match ivshmem::find() {
@@ -59,11 +63,19 @@ pub fn init(id: u32) -> Found {
         Some(Ok(mem)) => mem,
     };
     let bytes = fjord_cxl::Region::len(&mem);
-    let (region, formatted) =
-        match Attached::format_or_attach(mem, crate::arch::cpu::isa_features()) {
-            Ok(r) => r,
+    let features = crate::arch::cpu::isa_features();
+    // Nodes started together race to format a blank region; the losers find it being
+    // formatted and wait for the winner (a format writes one header page).
+    let deadline = crate::arch::time::deadline_after_ms(FORMAT_WAIT_MS);
+    let (region, formatted) = loop {
+        match Attached::format_or_attach(mem, features) {
+            Ok(r) => break r,
+            Err(AttachError::Formatting) if crate::arch::time::now() < deadline => {
+                core::hint::spin_loop()
+            }
             Err(e) => return Found::Refused(e),
-        };
+        }
+    };
     // An entry of this number is an earlier boot of this node: release it (and what it held).
     let stale: Vec<Node> = region
         .nodes()

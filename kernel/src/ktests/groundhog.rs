@@ -385,14 +385,14 @@ ktest! {
             // first, its restore finished first), never on a half restored one: a restore puts
             // the highest pages back first, so the check reads the lowest. The check's arrival
             // during the restore depends on how the host schedules the vCPUs' threads, so the
-            // pair is sent until a restore stopped, eight times at most.
+            // pair is sent until a restore stopped, sixteen times at most.
             // Where the hypervisor emulates ring 0 instruction by instruction (KVM's PVM
             // backend, found by the boot's SYSCALL probe), 8,000 pages do not fit in the
             // function's one-second limit, and 1,000 take longer than 8,000 do under TCG.
             let n = if crate::boot::ring0_emulated() { 1000 } else { 8000 };
             let low = 64;
             let mut stopped = 0;
-            for _ in 0..8 {
+            for _ in 0..16 {
                 if stopped > 0 {
                     break;
                 }

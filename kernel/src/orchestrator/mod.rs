@@ -606,9 +606,14 @@ fn wake_orchestrator_of(group: Option<usize>) {
             .unwrap_or(0);
         s.groups[g].orchestrator_cpu
     });
-    if target != here {
+    wake_orchestrator(target);
+}
+
+/// Interrupts the orchestrator core `cpu` unless it is this CPU.
+fn wake_orchestrator(cpu: usize) {
+    if cpu != percpu::cpu_index() {
         // An orchestrator core is online; there is nothing to do if it were not.
-        let _ = smp::wake(target);
+        let _ = smp::wake(cpu);
     }
 }
 
@@ -727,9 +732,8 @@ fn execute(job: Job) {
         let orchestrator = (completed || central).then_some(g.orchestrator_cpu);
         (g.jbsq.outstanding(executor) > 0 || central, orchestrator)
     });
-    if let Some(cpu) = orchestrator.filter(|&c| c != percpu::cpu_index()) {
-        // An orchestrator core is online; there is nothing to do if it were not.
-        let _ = smp::wake(cpu);
+    if let Some(cpu) = orchestrator {
+        wake_orchestrator(cpu);
     }
     // Off the response path: once a request's response is out, the instances it and its
     // nested calls used are restored (a callee's restore waits, so its caller resumes first),

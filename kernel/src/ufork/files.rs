@@ -30,8 +30,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 use fjord_libos::abi::Error as AbiError;
 use fjord_ufork::fd::{FdError, FdTable};
-use fjord_ufork::pipe::{End, PipeError, PipeId};
-use fjord_ufork::process::{BlockReason, Woken};
+use fjord_ufork::pipe::{End, Pipe, PipeError, PipeId};
+use fjord_ufork::process::{BlockReason, ProcessTable, Woken};
 
 /// Most open files over all μprocesses.
 pub const MAX_FILES: usize = 4096;
@@ -360,14 +360,31 @@ fn park_on(
     blocked: Blocked,
     (ctx, info): (&UserContext, JobInfo),
 ) {
-    let (reason, end) = match blocked {
-        Blocked::Read { .. } => (BlockReason::Read(id.raw()), End::Read),
-        _ => (BlockReason::Write(id.raw()), End::Write),
+    let end = match blocked {
+        Blocked::Read { .. } => End::Read,
+        _ => End::Write,
     };
     if let Some(pipe) = p.pipes.get_mut(id) {
         pipe.note_waiting(end);
     }
-    park_locked(p, pid, (reason, blocked), ctx, info);
+    park_locked(p, pid, (block_reason(id, end), blocked), ctx, info);
+}
+
+/// Why a μprocess parked on the `end` of pipe `id` waits.
+fn block_reason(id: PipeId, end: End) -> BlockReason {
+    match end {
+        End::Read => BlockReason::Read(id.raw()),
+        End::Write => BlockReason::Write(id.raw()),
+    }
+}
+
+/// Wakes the μprocesses parked on the `end` of pipe `id` (the pipe changed for them); looks
+/// for them only if one parked since the last look ([`park_on`] notes it).
+fn wake_waiters(table: &mut ProcessTable, pipe: &mut Pipe, id: PipeId, end: End) -> Woken {
+    match pipe.take_waiting(end) {
+        true => table.wake_all(block_reason(id, end)),
+        false => Woken::new(),
+    }
 }
 
 /// The μprocess making a system call, as its step knows it: no lookup needed.
@@ -448,10 +465,7 @@ fn read_copying(
                     Ok(n) => {
                         data.truncate(n);
                         // Room was made: writers blocked on this pipe may go on.
-                        let woken = match pipe.take_waiting(End::Write) {
-                            true => p.table.wake_all(BlockReason::Write(id.raw())),
-                            false => Woken::new(),
-                        };
+                        let woken = wake_waiters(&mut p.table, pipe, id, End::Write);
                         Ok(Some((data, woken)))
                     }
                     Err(PipeError::WouldBlock) => {
@@ -519,10 +533,9 @@ fn read_direct(
                         let n = a.len() + b.len();
                         pipe.consume(n);
                         // Room was made: writers blocked on this pipe may go on.
-                        let woken = if n > 0 && pipe.take_waiting(End::Write) {
-                            p.table.wake_all(BlockReason::Write(id.raw()))
-                        } else {
-                            Woken::new()
+                        let woken = match n > 0 {
+                            true => wake_waiters(&mut p.table, pipe, id, End::Write),
+                            false => Woken::new(),
                         };
                         Ok(Some((n, woken)))
                     }
@@ -632,10 +645,7 @@ fn write_from(
                 // Readers blocked on this pipe may go on.
                 Ok(n) => Ok(Some((
                     n,
-                    Some(match pipe.take_waiting(End::Read) {
-                        true => p.table.wake_all(BlockReason::Read(id.raw())),
-                        false => Woken::new(),
-                    }),
+                    Some(wake_waiters(&mut p.table, pipe, id, End::Read)),
                 ))),
                 Err(PipeError::WouldBlock) => {
                     park_on(p, pid, id, Blocked::Write { fd, buf, len }, (ctx, info));

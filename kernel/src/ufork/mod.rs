@@ -462,7 +462,8 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
 /// Whether the system call `no` is served with the caller's address space left loaded: it
 /// reads and writes only the caller's own memory (through its page tables) and the kernel's.
 /// Calls that make, change or end address spaces (`fork`, `spawn`, `exit`, `waitpid`'s reap,
-/// `mmap`) and the blocking ones that park the caller run on the kernel's tables.
+/// `mmap`) run on the kernel's tables, which are loaded again whenever the step ends (a call
+/// that parks the caller included).
 fn keeps_space(no: u64) -> bool {
     Sysno::from_raw(no).is_some_and(|s| {
         s.is_socket()

@@ -9,9 +9,9 @@
 //! ELF; ring-3 code shows as `user`) and its vCPU. Under icount these are the guest
 //! instructions the benchmarks count, so the profile adds up to what they measure.
 //!
-//! Approximate where QEMU splits a block differently on two translations of the same address
-//! (the last translation's size counts) and for instructions QEMU runs one iteration per
-//! execution (`rep movs` counts once per iteration, as icount does).
+//! Each execution counts the size of the latest translation at its address (QEMU may split a
+//! block differently when it translates an address again); `rep movs` counts once per
+//! iteration, as icount does.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -59,45 +59,32 @@ impl Profile {
     /// [<cs base>/<pc>/<flags>/<cflags>] <symbol>`).
     pub fn from_log(log: impl BufRead) -> Result<Profile> {
         let mut size: HashMap<u64, u64> = HashMap::new();
+        // The block being read: its address and instructions so far.
         let mut block: Option<(u64, u64)> = None;
-        let mut executed: Vec<(u32, u64, String)> = Vec::new();
+        let mut profile = Profile::default();
         for line in log.lines() {
             let line = line.context("reading the QEMU log")?;
-            if let Some(rest) = line.strip_prefix("Trace ") {
-                if let Some(t) = parse_trace(rest) {
-                    executed.push(t);
-                }
-                continue;
+            let address = instruction_address(&line);
+            if address.is_none()
+                && let Some((pc, n)) = block.take()
+            {
+                size.insert(pc, n);
             }
-            if line.starts_with("IN:") {
-                if let Some((pc, n)) = block.take() {
-                    size.insert(pc, n);
-                }
-                continue;
-            }
-            match instruction_address(&line) {
-                Some(pc) => match &mut block {
+            if let Some(pc) = address {
+                match &mut block {
                     Some((_, n)) => *n += 1,
                     None => block = Some((pc, 1)),
-                },
-                None if line.trim().is_empty() => {
-                    if let Some((pc, n)) = block.take() {
-                        size.insert(pc, n);
-                    }
                 }
-                None => {}
+            } else if let Some((cpu, pc, symbol)) =
+                line.strip_prefix("Trace ").and_then(parse_trace)
+            {
+                // A block is translated before it runs: its size is known by now.
+                let n = size.get(&pc).copied().unwrap_or_else(|| {
+                    profile.unsized_blocks += 1;
+                    1
+                });
+                *profile.counts.entry((cpu, symbol)).or_default() += n;
             }
-        }
-        if let Some((pc, n)) = block {
-            size.insert(pc, n);
-        }
-        let mut profile = Profile::default();
-        for (cpu, pc, symbol) in executed {
-            let n = size.get(&pc).copied().unwrap_or_else(|| {
-                profile.unsized_blocks += 1;
-                1
-            });
-            *profile.counts.entry((cpu, symbol)).or_default() += n;
         }
         Ok(profile)
     }

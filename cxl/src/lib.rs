@@ -77,6 +77,7 @@ pub mod node;
 pub mod page_alloc;
 pub mod reader;
 pub mod region;
+pub mod tiering;
 #[cfg(any(test, feature = "test-region"))]
 pub mod vec_region;
 pub mod writer;
@@ -88,6 +89,7 @@ pub use node::{Node, NodeInfo};
 pub use page_alloc::Owner;
 pub use reader::Reader;
 pub use region::{PAGE, Region};
+pub use tiering::Tiering;
 #[cfg(any(test, feature = "test-region"))]
 pub use vec_region::VecRegion;
 pub use writer::Writer;
@@ -138,7 +140,7 @@ pub enum CxlError {
     NotFound,
     /// Metadata, page list, image or page contents do not match their CRC-32.
     Corrupt,
-    /// The checkpoint was retired: it can no longer be opened.
+    /// The checkpoint was retired (and perhaps freed since): it can no longer be opened.
     Retired,
     /// The slot is not in the state the operation needs (e.g. retiring an unpublished one, or
     /// publishing a slot a collector took back).

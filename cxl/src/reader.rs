@@ -25,9 +25,11 @@ fn refusal(word: u64, cid: Cid) -> CxlError {
         None => CxlError::Corrupt,
         Some(s) if s.epoch != cid.epoch => CxlError::NotFound,
         Some(s) => match s.state {
-            State::Dead | State::Freeing => CxlError::Retired,
+            // Free in the checkpoint's own epoch: it was published (its id was handed out)
+            // and has been retired and freed since.
+            State::Dead | State::Freeing | State::Free => CxlError::Retired,
             State::Ready => CxlError::BadState,
-            State::Free | State::Writing => CxlError::NotFound,
+            State::Writing => CxlError::NotFound,
         },
     }
 }

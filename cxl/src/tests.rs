@@ -331,7 +331,8 @@ fn a_retired_checkpoint_is_freed_by_its_last_close() {
     held.close();
     assert_eq!(b.free_pages(), all);
     assert_eq!(b.slot_state(cid.slot).unwrap().state, State::Free);
-    assert_eq!(b.open(cid, bn).err(), Some(CxlError::NotFound));
+    // Freed in its own epoch: known to have been retired.
+    assert_eq!(b.open(cid, bn).err(), Some(CxlError::Retired));
     assert_eq!(b.retire(cid, bn), Err(CxlError::NotFound));
     // No clone: retiring frees at once; the slot's next checkpoint has a new identity.
     let again = write(&b, bn, &m).unwrap();

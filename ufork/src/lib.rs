@@ -56,6 +56,8 @@
 //! - [`process`]: the μprocess table (PIDs, parents, children, states, exit, kill, waitpid).
 //! - [`fd`]: per-μprocess descriptor tables over shared, reference-counted open files.
 //! - [`pipe`]: bounded pipes and the pipe table.
+//! - [`image`]: a μprocess's checkpoint image (registers, tags, descriptors, page list), for
+//!   restoring it at another address on another node (CXLfork).
 //!
 //! Cargo features: none. The crate needs `alloc` and nothing else.
 #![no_std]
@@ -68,6 +70,7 @@ pub mod area;
 pub mod cap;
 pub mod copy_mode;
 pub mod fd;
+pub mod image;
 pub mod known;
 pub mod lazy;
 pub mod pipe;
@@ -82,6 +85,7 @@ pub use copy_mode::{
     Access, CopyMode, ForkDecision, IsolationLevel, ModeError, OnFault, PageRole, PageState, Prot,
 };
 pub use fd::{Fd, FdError, FdTable, FileId, OpenFiles};
+pub use image::{ImageError, ProcessImage};
 pub use lazy::{FirstTouch, LazyPages, on_first_touch};
 pub use pipe::{End, PIPE_BUF, Pipe, PipeError, PipeId, PipeTable};
 pub use process::{

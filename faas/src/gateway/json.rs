@@ -68,6 +68,31 @@ pub fn process_list(processes: &[ProcessInfo]) -> String {
     out
 }
 
+/// `POST /processes/<pid>/checkpoint`: `{"checkpoint":"S.E","pages":N}` and a newline.
+pub fn checkpoint_written(w: &super::checkpoints::Written) -> String {
+    alloc::format!("{{\"checkpoint\":\"{}\",\"pages\":{}}}\n", w.id, w.pages)
+}
+
+/// `GET /checkpoints`: `[{"id":"S.E","name":"…","kind":"…","pages":N,"writer":N,"clones":N},…]`
+/// and a newline.
+pub fn checkpoint_list(list: &[super::checkpoints::CheckpointInfo]) -> String {
+    let mut out = String::from("[");
+    for (i, c) in list.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{{\"id\":\"{}\",\"name\":", c.id);
+        write_string(&mut out, &c.name);
+        let _ = write!(
+            out,
+            ",\"kind\":\"{}\",\"pages\":{},\"writer\":{},\"clones\":{}}}",
+            c.kind, c.pages, c.writer, c.clones
+        );
+    }
+    out.push_str("]\n");
+    out
+}
+
 /// The body of a successful deployment: `{"name":"…","generation":G,"replaced":bool}`.
 pub fn deployed(name: &str, generation: u64, replaced: bool) -> String {
     let mut out = String::from("{\"name\":");

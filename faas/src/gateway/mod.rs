@@ -13,11 +13,16 @@
 //! | `PUT /functions/<name>[?groundhog=restore\|none\|fresh\|fork]` (`instances=fork` = `groundhog=fork`) | 201 created / 200 replaced; 400 invalid module or Groundhog mode (reason in the body), 413 too large, 503 no room |
 //! | `DELETE /functions/<name>` | 204, or 404 |
 //! | `POST /invoke/<fn>` | the function's output (200); 404 unknown, 500 the function failed (reason in the body), 503 no capacity |
+//! | `POST /processes/<pid>/checkpoint` | 201 `{checkpoint, pages}`; 404, 409 still running, 501 no region, 503 region full |
+//! | `GET /checkpoints` | 200, JSON list of `{id, name, kind, pages, writer, clones}` |
+//! | `POST /checkpoints/<id>/restore[?tiering=write\|access\|hybrid]` | 201 `{pid}`; 404 unknown, retired or program absent, 409 other version, 422 corrupt |
+//! | `DELETE /checkpoints/<id>` | 204, or 404 |
 //!
 //! Unknown paths are 404, known paths with another method 405, unparsable requests get the
 //! parser's status and the connection closes.
 
 pub mod admission;
+pub mod checkpoints;
 pub mod connection;
 pub mod json;
 pub mod service;
@@ -342,6 +347,83 @@ impl<S: FunctionService> Gateway<S> {
                     Response::text(Status::NotFound, "no such process\n")
                 };
                 ("process_kill", r)
+            }
+            Ok(Route::CheckpointProcess(pid)) => {
+                use checkpoints::CheckpointError as E;
+                let r = match self.service.checkpoint_process(pid) {
+                    Ok(w) => json_response(Status::Created, &json::checkpoint_written(&w)),
+                    Err(E::NoSuchProcess) => Response::text(Status::NotFound, "no such process\n"),
+                    Err(E::Busy) => Response::text(
+                        Status::Conflict,
+                        "the process kept running or is being checkpointed; try again\n",
+                    ),
+                    Err(E::RegionFull) => Response::text(
+                        Status::ServiceUnavailable,
+                        "the shared region is full (no free checkpoint slot or page)\n",
+                    ),
+                    Err(E::NoRegion) => {
+                        Response::text(Status::NotImplemented, "no shared region on this node\n")
+                    }
+                };
+                ("checkpoint", r)
+            }
+            Ok(Route::ResetAccessed(pid)) => {
+                let r = if self.service.reset_accessed(pid) {
+                    Response::new(Status::NoContent)
+                } else {
+                    Response::text(Status::NotFound, "no such process\n")
+                };
+                ("reset_accessed", r)
+            }
+            Ok(Route::ListCheckpoints) => {
+                let body = json::checkpoint_list(&self.service.checkpoints());
+                ("checkpoint_list", json_response(Status::Ok, &body))
+            }
+            Ok(Route::RestoreCheckpoint(id)) => {
+                use checkpoints::RestoreError as E;
+                let restored = match checkpoints::tiering_from_target(&req.target) {
+                    Ok(t) => self.service.restore_checkpoint(id, t),
+                    Err(checkpoints::UnknownTiering) => Err(E::BadOptions),
+                };
+                let r = match restored {
+                    Ok(pid) => json_response(Status::Created, &json::started(pid)),
+                    Err(E::NotFound) => Response::text(Status::NotFound, "no such checkpoint\n"),
+                    Err(E::Retired) => Response::text(
+                        Status::NotFound,
+                        "the checkpoint was retired (its program was replaced or deleted)\n",
+                    ),
+                    Err(E::Corrupt) => Response::text(
+                        Status::UnprocessableContent,
+                        "the checkpoint is corrupt: refused\n",
+                    ),
+                    Err(E::NoSuchProgram) => Response::text(
+                        Status::NotFound,
+                        "the checkpoint's program is not deployed on this node\n",
+                    ),
+                    Err(E::OtherVersion) => Response::text(
+                        Status::Conflict,
+                        "the program deployed here is another version than the checkpoint's\n",
+                    ),
+                    Err(E::Full) => {
+                        Response::text(Status::ServiceUnavailable, "no room for a process\n")
+                    }
+                    Err(E::NoRegion) => {
+                        Response::text(Status::NotImplemented, "no shared region on this node\n")
+                    }
+                    Err(E::BadOptions) => Response::text(
+                        Status::BadRequest,
+                        "bad options: tiering=write|access|hybrid\n",
+                    ),
+                };
+                ("restore", r)
+            }
+            Ok(Route::RetireCheckpoint(id)) => {
+                let r = if self.service.retire_checkpoint(id) {
+                    Response::new(Status::NoContent)
+                } else {
+                    Response::text(Status::NotFound, "no such checkpoint\n")
+                };
+                ("checkpoint_retire", r)
             }
             Ok(Route::Remove(name)) => {
                 let r = if self.service.remove(&name) {

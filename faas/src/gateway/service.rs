@@ -2,6 +2,9 @@
 //! answers with. The kernel implements it (its registry of deployed functions, the loader and the
 //! orchestrator behind it); the gateway's tests use a scripted fake.
 
+use super::checkpoints::{
+    CheckpointError, CheckpointId, CheckpointInfo, RestoreError, Tiering, Written,
+};
 use crate::function_name::FunctionName;
 use crate::module::ModuleError;
 use alloc::string::String;
@@ -244,6 +247,34 @@ pub trait FunctionService {
     /// Kills the μprocess `pid` (signal 9); `false` if there is none.
     fn kill_process(&mut self, pid: u64) -> bool {
         let _ = pid;
+        false
+    }
+    /// Checkpoints the μprocess `pid` into the shared region.
+    fn checkpoint_process(&mut self, pid: u64) -> Result<Written, CheckpointError> {
+        let _ = pid;
+        Err(CheckpointError::NoRegion)
+    }
+    /// Clears the accessed bits of μprocess `pid`; `false` if there is none.
+    fn reset_accessed(&mut self, pid: u64) -> bool {
+        let _ = pid;
+        false
+    }
+    /// The ready checkpoints of the shared region.
+    fn checkpoints(&self) -> Vec<CheckpointInfo> {
+        Vec::new()
+    }
+    /// Restores checkpoint `id` as a μprocess of this node; its PID.
+    fn restore_checkpoint(
+        &mut self,
+        id: CheckpointId,
+        tiering: Tiering,
+    ) -> Result<u64, RestoreError> {
+        let _ = (id, tiering);
+        Err(RestoreError::NoRegion)
+    }
+    /// Retires checkpoint `id`; `false` if there is no such ready checkpoint.
+    fn retire_checkpoint(&mut self, id: CheckpointId) -> bool {
+        let _ = id;
         false
     }
 }

@@ -10,6 +10,11 @@
 //! | `POST` | `/processes/<program>` | [`Route::StartProcess`] |
 //! | `GET` | `/processes` | [`Route::ListProcesses`] |
 //! | `DELETE` | `/processes/<pid>` | [`Route::KillProcess`] |
+//! | `POST` | `/processes/<pid>/checkpoint` | [`Route::CheckpointProcess`] |
+//! | `POST` | `/processes/<pid>/reset-accessed` | [`Route::ResetAccessed`] |
+//! | `GET` | `/checkpoints` | [`Route::ListCheckpoints`] |
+//! | `POST` | `/checkpoints/<id>/restore` | [`Route::RestoreCheckpoint`] |
+//! | `DELETE` | `/checkpoints/<id>` | [`Route::RetireCheckpoint`] |
 //!
 //! Paths match exactly (no trailing slash, no percent-decoding: valid names need none); the query
 //! string is ignored. An unknown path is 404, a known path with another method 405 with an
@@ -18,6 +23,7 @@
 use super::request::Method;
 use super::response::{Response, Status};
 use crate::function_name::{FunctionName, NameError};
+use crate::gateway::checkpoints::CheckpointId;
 
 /// A request the API understands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +44,17 @@ pub enum Route {
     ListProcesses,
     /// Kill the μprocess with this PID.
     KillProcess(u64),
+    /// Checkpoint the μprocess with this PID into the shared region.
+    CheckpointProcess(u64),
+    /// Clear the accessed bits of the μprocess with this PID (what its next checkpoint records
+    /// as accessed starts now).
+    ResetAccessed(u64),
+    /// List the checkpoints of the shared region.
+    ListCheckpoints,
+    /// Restore this checkpoint as a μprocess of this node.
+    RestoreCheckpoint(CheckpointId),
+    /// Retire this checkpoint.
+    RetireCheckpoint(CheckpointId),
 }
 
 /// Why a request matches no route.
@@ -54,6 +71,8 @@ pub enum RouteError {
     InvalidName(NameError),
     /// The PID in the path is not a decimal number (400).
     InvalidPid,
+    /// The checkpoint identity in the path is not `<slot>.<epoch>` (400).
+    InvalidCheckpoint,
 }
 
 impl RouteError {
@@ -62,7 +81,9 @@ impl RouteError {
         match self {
             RouteError::NotFound => Status::NotFound,
             RouteError::MethodNotAllowed { .. } => Status::MethodNotAllowed,
-            RouteError::InvalidName(_) | RouteError::InvalidPid => Status::BadRequest,
+            RouteError::InvalidName(_) | RouteError::InvalidPid | RouteError::InvalidCheckpoint => {
+                Status::BadRequest
+            }
         }
     }
 
@@ -75,6 +96,9 @@ impl RouteError {
             }
             RouteError::InvalidName(e) => alloc::format!("{e}\n"),
             RouteError::InvalidPid => alloc::string::String::from("invalid process id\n"),
+            RouteError::InvalidCheckpoint => {
+                alloc::string::String::from("invalid checkpoint id: <slot>.<epoch>\n")
+            }
         };
         let r = Response::text(self.status(), &msg);
         match self {
@@ -108,15 +132,41 @@ pub fn route(method: Method, target: &str) -> Result<Route, RouteError> {
             }),
         };
     }
+    let pid = |s: &str| {
+        s.parse::<u64>()
+            .ok()
+            .filter(|_| !s.starts_with('+'))
+            .ok_or(RouteError::InvalidPid)
+    };
+    if let Some(rest) = path.strip_prefix("/processes/")
+        && let Some((p, action)) = rest.split_once('/')
+    {
+        let route = match action {
+            "checkpoint" => Route::CheckpointProcess(pid(p)?),
+            "reset-accessed" => Route::ResetAccessed(pid(p)?),
+            _ => return Err(RouteError::NotFound),
+        };
+        expect(Method::Post, "POST")?;
+        return Ok(route);
+    }
+    if let Some(rest) = path.strip_prefix("/checkpoints/") {
+        let id = |s: &str| CheckpointId::parse(s).ok_or(RouteError::InvalidCheckpoint);
+        return match rest.split_once('/') {
+            Some((c, "restore")) => {
+                expect(Method::Post, "POST")?;
+                id(c).map(Route::RestoreCheckpoint)
+            }
+            Some(_) => Err(RouteError::NotFound),
+            None => {
+                expect(Method::Delete, "DELETE")?;
+                id(rest).map(Route::RetireCheckpoint)
+            }
+        };
+    }
     if let Some(rest) = path.strip_prefix("/processes/") {
         return match method {
             Method::Post => named(rest).map(Route::StartProcess),
-            Method::Delete => rest
-                .parse::<u64>()
-                .ok()
-                .filter(|_| !rest.starts_with('+'))
-                .map(Route::KillProcess)
-                .ok_or(RouteError::InvalidPid),
+            Method::Delete => pid(rest).map(Route::KillProcess),
             _ => Err(RouteError::MethodNotAllowed {
                 allow: "POST, DELETE",
             }),
@@ -124,6 +174,7 @@ pub fn route(method: Method, target: &str) -> Result<Route, RouteError> {
     }
     match path {
         "/processes" => expect(Method::Get, "GET").map(|()| Route::ListProcesses),
+        "/checkpoints" => expect(Method::Get, "GET").map(|()| Route::ListCheckpoints),
         "/functions" => expect(Method::Get, "GET").map(|()| Route::ListFunctions),
         "/metrics" => expect(Method::Get, "GET").map(|()| Route::Metrics),
         _ => Err(RouteError::NotFound),
@@ -173,6 +224,41 @@ mod tests {
         assert_eq!(code(Method::Delete, "/processes/"), 400);
         assert_eq!(code(Method::Get, "/processes/1"), 405);
         assert_eq!(code(Method::Post, "/processes"), 405);
+    }
+
+    #[test]
+    fn routes_the_checkpoint_api() {
+        let id = CheckpointId { slot: 2, epoch: 5 };
+        assert_eq!(
+            route(Method::Post, "/processes/7/checkpoint"),
+            Ok(Route::CheckpointProcess(7))
+        );
+        assert_eq!(
+            route(Method::Post, "/processes/7/reset-accessed"),
+            Ok(Route::ResetAccessed(7))
+        );
+        assert_eq!(
+            route(Method::Get, "/checkpoints"),
+            Ok(Route::ListCheckpoints)
+        );
+        assert_eq!(
+            route(Method::Post, "/checkpoints/2.5/restore?tiering=access"),
+            Ok(Route::RestoreCheckpoint(id))
+        );
+        assert_eq!(
+            route(Method::Delete, "/checkpoints/2.5"),
+            Ok(Route::RetireCheckpoint(id))
+        );
+        let code = |m, p| route(m, p).unwrap_err().status().code();
+        assert_eq!(code(Method::Post, "/processes/x/checkpoint"), 400);
+        assert_eq!(code(Method::Get, "/processes/7/checkpoint"), 405);
+        assert_eq!(code(Method::Post, "/processes/7/other"), 404);
+        assert_eq!(code(Method::Post, "/checkpoints/2/restore"), 400);
+        assert_eq!(code(Method::Get, "/checkpoints/2.5/restore"), 405);
+        assert_eq!(code(Method::Post, "/checkpoints/2.5/other"), 404);
+        assert_eq!(code(Method::Post, "/checkpoints/2.5"), 405);
+        assert_eq!(code(Method::Delete, "/checkpoints/x"), 400);
+        assert_eq!(code(Method::Post, "/checkpoints"), 405);
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //! earlier boot of the same number left is released first). Without the device, or with a
 //! refused region, the node runs on its own.
 
+pub mod checkpoint;
+pub mod clone;
+
 use crate::drivers::ivshmem::{self, IvshmemError, SharedMemory};
 use alloc::vec::Vec;
 use fjord_cxl::{AttachError, Attached, CxlError, Node};
@@ -148,6 +151,61 @@ pub fn samples(out: &mut Vec<fjord_faas::gateway::Sample>) {
     for (name, help, value) in gauges {
         out.push(Sample::new(name, Gauge, help, &[], value));
     }
+    use core::sync::atomic::Ordering::Relaxed;
+    let counters: [(&str, &str, u64); 7] = [
+        (
+            "fjord_cxl_checkpoints_written_total",
+            "Checkpoints of μprocesses this node wrote into the region.",
+            checkpoint::WRITTEN.load(Relaxed),
+        ),
+        (
+            "fjord_cxl_checkpoint_pages_written_total",
+            "Pages this node wrote into checkpoints.",
+            checkpoint::PAGES_WRITTEN.load(Relaxed),
+        ),
+        (
+            "fjord_cxl_restores_total",
+            "Clones this node restored from checkpoints.",
+            checkpoint::RESTORED.load(Relaxed),
+        ),
+        (
+            "fjord_cxl_pages_attached_total",
+            "Checkpoint pages clones mapped read-only in place from the region.",
+            clone::PAGES_ATTACHED.load(Relaxed),
+        ),
+        (
+            "fjord_cxl_pages_copied_total",
+            "Checkpoint pages copied (migrated) from the region into clones' local memory.",
+            clone::PAGES_COPIED.load(Relaxed),
+        ),
+        (
+            "fjord_cxl_pages_refused_total",
+            "Checkpoint pages refused because they failed their CRC-32.",
+            clone::PAGES_REFUSED.load(Relaxed),
+        ),
+        (
+            "fjord_cxl_words_relocated_total",
+            "Words relocated in checkpoint pages copied into clones.",
+            clone::WORDS_RELOCATED.load(Relaxed),
+        ),
+    ];
+    for (name, help, value) in counters {
+        out.push(Sample::new(name, Counter, help, &[], value));
+    }
+    out.push(Sample::new(
+        "fjord_cxl_clones_attached",
+        Gauge,
+        "Clones on this node that still take pages from the region.",
+        &[],
+        clone::attached_clones(),
+    ));
+    out.push(Sample::new(
+        "fjord_cxl_clone_pages_in_region",
+        Gauge,
+        "Pages this node's clones still take from the region (not in local memory).",
+        &[],
+        clone::pages_in_region(),
+    ));
     out.push(Sample::new(
         "fjord_cxl_out_of_range_total",
         Counter,

@@ -62,6 +62,12 @@ impl Jord {
                 return false;
             }
             match self.pager_fill(grant.base, index, access, grant.perm) {
+                // A pager that refuses the page (e.g. its contents failed a check) grants
+                // rights without the access: a protection fault.
+                Some((_, perm)) if !perm.contains(access) => {
+                    self.stats.protection_faults += 1;
+                    return false;
+                }
                 Some(paged) => paged,
                 None => match self.initialise_page(grant.base, index) {
                     Some(Some(pa)) => (pa, grant.perm),

@@ -52,6 +52,9 @@ pub struct LoadedFunction {
     /// In Groundhog mode `fork`: the instance that ran `init` and that each request's instance
     /// is forked from (made by the first request; destroyed with this value).
     pub zygote: Mutex<Option<instance::Instance>>,
+    /// FNV-1a of its module file: the same on every node that deployed the same file (a
+    /// checkpoint records it, and is restored only where it matches).
+    pub digest: u64,
 }
 
 /// Makes a request's instance of a function in Groundhog mode `fork` (μFork's fork of its
@@ -167,6 +170,12 @@ fn map(
         namespace,
         restores: Mutex::new(fjord_groundhog::RestoreStats::default()),
         zygote: Mutex::new(None),
+        digest: {
+            use core::hash::Hasher;
+            let mut h = fjord_kernel::fnv::Fnv1a::default();
+            h.write(file);
+            h.finish()
+        },
     }))
 }
 

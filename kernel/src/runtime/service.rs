@@ -7,6 +7,9 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use fjord_faas::FunctionName;
+use fjord_faas::gateway::checkpoints::{
+    CheckpointError, CheckpointId, CheckpointInfo, RestoreError, Tiering, Written,
+};
 use fjord_faas::gateway::{
     Completion, DeployError, DeployOutcome, FunctionInfo, FunctionService, Generation,
     InvocationId, InvokeError, ProcessError, ProcessInfo, ProcessOptions, Started,
@@ -168,7 +171,9 @@ impl FunctionService for RuntimeService {
             return Err(DeployError::Full);
         }
         match super::deploy_with(name.as_str(), image, mode) {
-            Ok(_) => {
+            Ok(f) => {
+                // Checkpoints of another version of it are stale: no one restores them again.
+                crate::cxl::checkpoint::retire_program(name.as_str(), Some(f.digest));
                 let generation = self.bump();
                 self.generations
                     .insert(String::from(name.as_str()), generation);
@@ -203,7 +208,11 @@ impl FunctionService for RuntimeService {
 
     fn remove(&mut self, name: &FunctionName) -> bool {
         self.generations.remove(name.as_str());
-        super::remove(name.as_str())
+        let removed = super::remove(name.as_str());
+        if removed {
+            crate::cxl::checkpoint::retire_program(name.as_str(), None);
+        }
+        removed
     }
 
     fn start_process(
@@ -242,5 +251,83 @@ impl FunctionService for RuntimeService {
 
     fn kill_process(&mut self, pid: u64) -> bool {
         crate::ufork::kill_pid(pid)
+    }
+
+    fn checkpoint_process(&mut self, pid: u64) -> Result<Written, CheckpointError> {
+        use crate::cxl::checkpoint::{self, CheckpointError as E};
+        use fjord_cxl::CxlError;
+        checkpoint::checkpoint_process(pid)
+            .map(|w| Written {
+                id: CheckpointId {
+                    slot: w.cid.slot,
+                    epoch: w.cid.epoch,
+                },
+                pages: w.pages,
+            })
+            .map_err(|e| match e {
+                E::NoRegion => CheckpointError::NoRegion,
+                E::NoSuchProcess => CheckpointError::NoSuchProcess,
+                E::Busy => CheckpointError::Busy,
+                E::Region(CxlError::DirectoryFull | CxlError::RegionFull) => {
+                    CheckpointError::RegionFull
+                }
+                E::Region(_) => CheckpointError::Busy,
+            })
+    }
+
+    fn reset_accessed(&mut self, pid: u64) -> bool {
+        crate::cxl::checkpoint::reset_accessed(pid)
+    }
+
+    fn checkpoints(&self) -> Vec<CheckpointInfo> {
+        crate::cxl::checkpoint::list()
+            .into_iter()
+            .map(|c| CheckpointInfo {
+                id: CheckpointId {
+                    slot: c.info.cid.slot,
+                    epoch: c.info.cid.epoch,
+                },
+                kind: match c.info.kind {
+                    fjord_cxl::Kind::Uprocess => "uprocess",
+                    fjord_cxl::Kind::Function => "function",
+                },
+                name: c.info.name,
+                pages: c.info.pages,
+                writer: c.info.writer.index(),
+                clones: c.clones,
+            })
+            .collect()
+    }
+
+    fn restore_checkpoint(
+        &mut self,
+        id: CheckpointId,
+        tiering: Tiering,
+    ) -> Result<u64, RestoreError> {
+        use crate::cxl::checkpoint::{self, CloneError as E};
+        use crate::ufork::snapshot::RestoreError as R;
+        use fjord_cxl::CxlError;
+        let cid = fjord_cxl::Cid {
+            slot: id.slot,
+            epoch: id.epoch,
+        };
+        checkpoint::restore(cid, tiering).map_err(|e| match e {
+            E::NoRegion => RestoreError::NoRegion,
+            E::Region(CxlError::Retired) => RestoreError::Retired,
+            E::Region(CxlError::Corrupt) | E::BadImage | E::Restore(R::BadImage) => {
+                RestoreError::Corrupt
+            }
+            E::Region(_) => RestoreError::NotFound,
+            E::Restore(R::NoSuchProgram) => RestoreError::NoSuchProgram,
+            E::Restore(R::OtherVersion) => RestoreError::OtherVersion,
+            E::Restore(R::TableFull | R::NoMemory) => RestoreError::Full,
+        })
+    }
+
+    fn retire_checkpoint(&mut self, id: CheckpointId) -> bool {
+        crate::cxl::checkpoint::retire(fjord_cxl::Cid {
+            slot: id.slot,
+            epoch: id.epoch,
+        })
     }
 }

@@ -233,6 +233,24 @@ pub(super) fn console_fds(p: &mut Procs) -> FdTable {
     fds
 }
 
+/// A descriptor table with the console open at each of `fds` (a restored μprocess's: the
+/// console is the one kind of file that travels with a checkpoint).
+pub(super) fn console_fds_at(p: &mut Procs, fds: &[u32]) -> FdTable {
+    let mut table = FdTable::new(MAX_FDS);
+    let Some((&first, rest)) = fds.split_first() else {
+        return table;
+    };
+    if let Ok(fd) = table.open(&mut p.files, File::Console) {
+        for &want in core::iter::once(&first).chain(rest) {
+            let _ = table.dup2(&mut p.files, fd, want);
+        }
+        if !fds.contains(&fd) {
+            let _ = table.close(&mut p.files, fd);
+        }
+    }
+    table
+}
+
 pub(super) fn fd_error(_: FdError) -> AbiError {
     AbiError::BadFd
 }

@@ -213,15 +213,6 @@ pub fn stats() -> LazyStats {
     crate::jord::with(|_| LAZY.lock().stats)
 }
 
-/// Pages the lazily forked area at `base` still lacks (0 for any other VMA); called under
-/// Jord's lock (`j`), which orders the two locks.
-pub fn pending(_j: &mut Jord, base: u64) -> usize {
-    LAZY.lock()
-        .links
-        .get(&base)
-        .map_or(0, |l| l.pages.pending_count())
-}
-
 /// `perm` without write.
 fn read_only(perm: Perm) -> Perm {
     Perm::from_bits_truncate(perm.bits() & !Perm::W.bits())

@@ -26,6 +26,7 @@
 
 pub mod lazy;
 pub mod metrics;
+pub mod snapshot;
 pub mod tags;
 
 use crate::arch::cpu;
@@ -88,6 +89,12 @@ struct Proc {
     source: tags::Source,
     /// The bound on its tree's μprocesses: the `max_processes` of the program at its root.
     bound: u16,
+    /// Held still by a checkpoint ([`snapshot::freeze`]): its steps park instead of running.
+    frozen: bool,
+    /// A step arrived while it was frozen: the thaw queues it again.
+    missed: bool,
+    /// Restored from a checkpoint: its area may still lack pages its pager provides.
+    restored: bool,
 }
 
 /// How a μprocess started by the kernel runs: its default copy mode and its isolation level
@@ -225,7 +232,22 @@ fn start(
     area: (u64, u64),
     ctx: UserContext,
     fds: FdTable,
+    how: (SpawnOptions, tags::Source, u16),
+) -> Result<Ticket, SpawnError> {
+    start_with(pid, func, instance, area, ctx, fds, how, false)
+}
+
+/// [`start`], for a μprocess `restored` from a checkpoint or not.
+#[allow(clippy::too_many_arguments)]
+fn start_with(
+    pid: Pid,
+    func: Arc<LoadedFunction>,
+    instance: Instance,
+    area: (u64, u64),
+    ctx: UserContext,
+    fds: FdTable,
     (options, source, bound): (SpawnOptions, tags::Source, u16),
+    restored: bool,
 ) -> Result<Ticket, SpawnError> {
     with(|p| {
         p.procs.insert(
@@ -243,6 +265,9 @@ fn start(
                 isolation: options.isolation,
                 source,
                 bound,
+                frozen: false,
+                missed: false,
+                restored,
             },
         )
     });
@@ -306,6 +331,11 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
     let mut kills_seen = KILLS.load(Ordering::Acquire);
     let taken = with(|p| {
         let pr = p.procs.get_mut(&pid)?;
+        if pr.frozen {
+            pr.parked = Some(info);
+            pr.missed = true;
+            return None;
+        }
         let _ = p.table.run(pid);
         let ctx = pr.ctx.take()?;
         let blocked = pr.blocked.take();
@@ -648,23 +678,32 @@ fn set_fork_mode(pid: Pid, raw: u64) -> Result<u64, AbiError> {
 /// `fork` from `parent`, whose context is `ctx` (stopped at the system call), in the copy mode
 /// `raw_mode` names (0: the parent's default, else 1 + the mode's code): the child's PID.
 fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> {
-    let (func, (base, len), parent_pd, options, default_mode, (tags, bound)) = with(|p| {
-        let pr = p.procs.get(&parent)?;
-        let options = SpawnOptions {
-            mode: pr.mode,
-            isolation: pr.isolation,
-        };
-        let tags = pr.source.clone();
-        Some((
-            pr.func.clone(),
-            pr.area,
-            pr.instance.pd,
-            options,
-            pr.mode,
-            (tags, pr.bound),
-        ))
-    })
-    .ok_or(AbiError::InvalidArgs)?;
+    let (func, (base, len), parent_pd, options, default_mode, (tags, bound, restored)) =
+        with(|p| {
+            let pr = p.procs.get(&parent)?;
+            let options = SpawnOptions {
+                mode: pr.mode,
+                isolation: pr.isolation,
+            };
+            let tags = pr.source.clone();
+            Some((
+                pr.func.clone(),
+                pr.area,
+                pr.instance.pd,
+                options,
+                pr.mode,
+                (tags, pr.bound, pr.restored),
+            ))
+        })
+        .ok_or(AbiError::InvalidArgs)?;
+    if restored {
+        // A clone's area may still lack pages of its checkpoint, which its own pager provides:
+        // they come first, so that the fork copies (or shares) memory this node holds.
+        jord::settled(|j| {
+            j.settle_paged(base);
+            j.take_pager_flushes()
+        });
+    }
     let call = match raw_mode {
         0 => None,
         r => Some(CopyMode::from_raw(r - 1).map_err(|_| AbiError::InvalidArgs)?),
@@ -1400,11 +1439,24 @@ pub fn list() -> Vec<Info> {
         // Pages of its own: those it lacks still (a lazy fork's) are its parent's frames.
         info.touched = jord::with(|j| {
             let base = info.area.0;
-            let own = j.initialised_pages(base).len() - lazy::pending(j, base);
+            let own = j.initialised_pages(base).len() - j.pager_held(base);
             own as u64 * 4096
         });
     }
     v
+}
+
+/// The PD and area (base, length) of μprocess `pid`, if it lives (a zombie's PD is gone).
+pub fn pd_and_area(pid: u64) -> Option<(PdId, (u64, u64))> {
+    with(|p| {
+        let pid = p.table.lookup(pid)?;
+        let entry = p.table.get(pid)?;
+        if matches!(entry.state(), fjord_ufork::process::State::Zombie(_)) {
+            return None;
+        }
+        let pr = p.procs.get(&pid)?;
+        Some((pr.instance.pd, pr.area))
+    })
 }
 
 /// `kill(target, sig)` as the μprocess `caller` calls it: [`AbiError::AccessDenied`] for a

@@ -4,6 +4,12 @@
 //! request still succeeds and HAProxy marks it down, and once it boots again it rejoins the
 //! region under its old number and HAProxy routes to it again. A region whose header is not
 //! Fjord's is refused by a node and left byte for byte as it was.
+//!
+//! Checkpoints (CXLfork): `ticker`, started on node0, is checkpointed into the region, listed
+//! on both nodes and restored on node1 under each tiering policy, mostly at other addresses
+//! than the original's; each clone's heap checksums match the original's tick by tick. A
+//! checkpoint corrupted in the shared file is refused; retired ones (deleted, or of a deleted
+//! program) are refused with a clear error.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -49,6 +55,20 @@ pub fn run(accel: Accel) -> Result<Vec<Outcome>> {
         "HAProxy's entry spreads invocations over both nodes",
         spread(&cluster),
     );
+    let ckpt = checkpoint_restore(&cluster);
+    let id = ckpt.as_ref().ok().cloned();
+    check(
+        "a μprocess checkpointed on node0 is listed on both nodes and restored on node1 at another address under each tiering policy (write, access, hybrid): every clone prints, tick by tick, the sums of its heap the original prints",
+        ckpt.map(|_| ()),
+    );
+    check(
+        "a checkpoint whose metadata is corrupted in the region is refused (422) and never restored",
+        corrupted(&cluster),
+    );
+    check(
+        "a retired checkpoint (DELETE) and the checkpoints of a deleted program cannot be restored (404, 'retired'); errors are clear",
+        retired(&cluster, id.as_deref()),
+    );
     check(
         "a node killed: every request through HAProxy still succeeds, and HAProxy marks it down",
         node_down(&mut cluster),
@@ -63,6 +83,207 @@ pub fn run(accel: Accel) -> Result<Vec<Outcome>> {
         foreign_region(accel),
     );
     Ok(out)
+}
+
+/// The value of `"key":` in a one-object JSON body (a number or a string).
+fn field(body: &str, key: &str) -> Result<String, String> {
+    let v: serde_json::Value =
+        serde_json::from_str(body).map_err(|e| format!("not JSON ({e}): {body:?}"))?;
+    match &v[key] {
+        serde_json::Value::Number(n) => Ok(n.to_string()),
+        serde_json::Value::String(s) => Ok(s.clone()),
+        _ => Err(format!("no {key} in {body:?}")),
+    }
+}
+
+/// The tick and sum of the first `ticker` line of μprocess `pid` on `node` at or after tick
+/// `from`.
+fn tick_line(
+    cluster: &Cluster,
+    node: usize,
+    pid: &str,
+    from: u64,
+) -> Result<(u64, String), String> {
+    let prefix = format!("ticker: μprocess {pid} tick ");
+    let parse = |l: &str| -> Option<(u64, String)> {
+        let rest = &l[l.find(&prefix)? + prefix.len()..];
+        let (tick, sum) = rest.split_once(" sum ")?;
+        Some((tick.parse().ok()?, sum.trim().to_owned()))
+    };
+    let line = cluster.nodes[node]
+        .vm
+        .wait_for_line(
+            |l| parse(l).is_some_and(|(t, _)| t >= from),
+            Duration::from_secs(60),
+        )
+        .map_err(|e| format!("node{node}: no tick {from} of μprocess {pid}: {e}"))?;
+    parse(&line).ok_or_else(|| format!("unparsable {line:?}"))
+}
+
+/// The area base of μprocess `pid` on a node, from `GET /processes`.
+fn area_of(addr: std::net::SocketAddr, pid: &str) -> Result<String, String> {
+    let text = one(addr, "GET", "/processes", b"")?.text();
+    let list: Vec<serde_json::Value> =
+        serde_json::from_str(&text).map_err(|e| format!("GET /processes: {e}"))?;
+    list.iter()
+        .find(|p| p["pid"].as_u64().is_some_and(|n| n.to_string() == pid))
+        .and_then(|p| p["area"].as_str().map(str::to_owned))
+        .ok_or_else(|| format!("no μprocess {pid} in {text}"))
+}
+
+/// Starts `ticker` on node0, checkpoints it, restores it on node1 under each policy and
+/// compares every clone's sums with the original's; returns the checkpoint's id.
+fn checkpoint_restore(cluster: &Cluster) -> Result<String, String> {
+    let (n0, n1) = (cluster.nodes[0].gateway, cluster.nodes[1].gateway);
+    let r = one(n0, "POST", "/processes/ticker", b"")?;
+    r.expect(201)?;
+    let pid = field(&r.text(), "pid")?;
+    tick_line(cluster, 0, &pid, 5)?;
+    let r = one(n0, "POST", &format!("/processes/{pid}/checkpoint"), b"")?;
+    r.expect(201)?;
+    let id = field(&r.text(), "checkpoint")?;
+    let pages: u64 = field(&r.text(), "pages")?.parse().unwrap_or(0);
+    if pages == 0 {
+        return Err(format!("an empty checkpoint: {}", r.text()));
+    }
+    for addr in [n0, n1, cluster.entry] {
+        let r = one(addr, "GET", "/checkpoints", b"")?;
+        r.expect(200)?;
+        r.expect_body_contains(&format!(
+            "{{\"id\":\"{id}\",\"name\":\"ticker\",\"kind\":\"uprocess\",\"pages\":{pages}"
+        ))?;
+    }
+    let original = area_of(n0, &pid)?;
+    let mut clones = Vec::new();
+    for tiering in ["write", "access", "hybrid"] {
+        let r = one(
+            n1,
+            "POST",
+            &format!("/checkpoints/{id}/restore?tiering={tiering}"),
+            b"",
+        )?;
+        r.expect(201)
+            .map_err(|e| format!("tiering {tiering}: {e}"))?;
+        clones.push((tiering, field(&r.text(), "pid")?));
+    }
+    let mut moved = 0;
+    for (tiering, clone) in &clones {
+        moved += usize::from(area_of(n1, clone)? != original);
+        // Several ticks of each clone, each against the original's sum for the same tick.
+        let (first, _) = tick_line(cluster, 1, clone, 0)?;
+        for t in first..first + 3 {
+            let (t1, sum1) = tick_line(cluster, 1, clone, t)?;
+            let (t0, sum0) = tick_line(cluster, 0, &pid, t1)?;
+            if (t0, &sum0) != (t1, &sum1) {
+                return Err(format!(
+                    "tiering {tiering}: clone {clone} tick {t1} sum {sum1}, original tick {t0} sum {sum0}"
+                ));
+            }
+        }
+    }
+    if moved < 2 {
+        return Err(format!(
+            "{moved} of 3 clones at another address than the original's {original}"
+        ));
+    }
+    let attached = metric(n1, "fjord_cxl_pages_attached_total")?;
+    let copied = metric(n1, "fjord_cxl_pages_copied_total")?;
+    let restored = metric(n1, "fjord_cxl_restores_total")?;
+    if attached == 0 || copied == 0 || restored < 3 {
+        return Err(format!(
+            "node1 counts {attached} pages attached in place, {copied} copied, {restored} restores"
+        ));
+    }
+    for (_, clone) in &clones {
+        one(n1, "DELETE", &format!("/processes/{clone}"), b"")?.expect(204)?;
+    }
+    one(n0, "DELETE", &format!("/processes/{pid}"), b"")?.expect(204)?;
+    Ok(id)
+}
+
+/// Checkpoints a `ticker`, flips a byte of its name in the shared file, and restores it.
+fn corrupted(cluster: &Cluster) -> Result<(), String> {
+    let n0 = cluster.nodes[0].gateway;
+    let r = one(n0, "POST", "/processes/ticker", b"")?;
+    r.expect(201)?;
+    let pid = field(&r.text(), "pid")?;
+    tick_line(cluster, 0, &pid, 2)?;
+    let r = one(n0, "POST", &format!("/processes/{pid}/checkpoint"), b"")?;
+    r.expect(201)?;
+    one(n0, "DELETE", &format!("/processes/{pid}"), b"")?.expect(204)?;
+    let id = field(&r.text(), "checkpoint")?;
+    let slot: u64 = id
+        .split('.')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("bad id {id}"))?;
+    // The directory starts at 4 KiB, 256 bytes a slot; the name is at byte 180 of its slot.
+    let at = 4096 + slot * 256 + 180;
+    let mut bytes = std::fs::read(&cluster.region).map_err(|e| format!("region: {e}"))?;
+    let b = bytes
+        .get_mut(at as usize)
+        .ok_or("region too small".to_owned())?;
+    *b ^= 0x20;
+    {
+        use std::io::{Seek, SeekFrom};
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&cluster.region)
+            .map_err(|e| format!("region: {e}"))?;
+        f.seek(SeekFrom::Start(at)).map_err(|e| e.to_string())?;
+        f.write_all(&bytes[at as usize..at as usize + 1])
+            .map_err(|e| e.to_string())?;
+    }
+    let r = one(
+        cluster.nodes[1].gateway,
+        "POST",
+        &format!("/checkpoints/{id}/restore"),
+        b"",
+    )?;
+    r.expect(422)?;
+    r.expect_body_contains("corrupt")?;
+    let listed = one(cluster.nodes[1].gateway, "GET", "/checkpoints", b"")?.text();
+    if listed.contains(&format!("\"{id}\"")) {
+        return Err(format!("the corrupt checkpoint is still listed: {listed}"));
+    }
+    Ok(())
+}
+
+/// Retires checkpoint `id` by DELETE, checkpoints another `ticker` and deletes the program on
+/// node0: neither checkpoint restores on node1.
+fn retired(cluster: &Cluster, id: Option<&str>) -> Result<(), String> {
+    let (n0, n1) = (cluster.nodes[0].gateway, cluster.nodes[1].gateway);
+    let id = id.ok_or("no checkpoint from the restore check")?;
+    one(n1, "DELETE", &format!("/checkpoints/{id}"), b"")?.expect(204)?;
+    one(n1, "DELETE", &format!("/checkpoints/{id}"), b"")?.expect(404)?;
+    let r = one(n1, "POST", &format!("/checkpoints/{id}/restore"), b"")?;
+    r.expect(404)?;
+    r.expect_body_contains("retired")?;
+    let r = one(n0, "POST", "/processes/ticker", b"")?;
+    r.expect(201)?;
+    let pid = field(&r.text(), "pid")?;
+    tick_line(cluster, 0, &pid, 1)?;
+    let r = one(n0, "POST", &format!("/processes/{pid}/checkpoint"), b"")?;
+    r.expect(201)?;
+    let second = field(&r.text(), "checkpoint")?;
+    one(n0, "DELETE", &format!("/processes/{pid}"), b"")?.expect(204)?;
+    one(n0, "DELETE", "/functions/ticker", b"")?.expect(204)?;
+    let r = one(n1, "POST", &format!("/checkpoints/{second}/restore"), b"")?;
+    r.expect(404)?;
+    r.expect_body_contains("retired")?;
+    let r = one(n1, "POST", "/checkpoints/200.1/restore", b"")?;
+    r.expect(404)?;
+    r.expect_body_contains("no such checkpoint")?;
+    one(n1, "POST", "/checkpoints/x/restore", b"")?.expect(400)?;
+    one(
+        n1,
+        "POST",
+        &format!("/checkpoints/{second}/restore?tiering=fast"),
+        b"",
+    )?
+    .expect(400)?;
+    one(n1, "POST", "/processes/999/checkpoint", b"")?.expect(404)?;
+    Ok(())
 }
 
 /// `fjord_function_invocations_total` of `hello` on a node.

@@ -96,6 +96,18 @@ impl Jord {
         }
     }
 
+    /// Has the pager of the VMA at `base` provide every page it still holds (nothing for a VMA
+    /// without one); the flushes it owes are taken with [`Jord::take_pager_flushes`].
+    pub fn settle_paged(&mut self, base: u64) {
+        self.vma_before_whole(base);
+    }
+
+    /// Pages of the VMA at `base` its pager still holds instead of the VMA's own frames (0
+    /// without a pager).
+    pub fn pager_held(&self, base: u64) -> usize {
+        self.pager_of(base).map_or(0, |p| p.held(base).len())
+    }
+
     /// Tells the pager of the VMA at `base` that its frames go, and forgets it.
     pub(super) fn detach_pager(&mut self, base: u64) {
         if let Some(p) = self.pager_of(base) {

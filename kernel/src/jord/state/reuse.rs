@@ -202,6 +202,25 @@ impl Jord {
         }
     }
 
+    /// Which of `pages` (indices of the VMA at `base`) `pd` accessed since the last call: the
+    /// pages whose leaf in its table has the ACCESSED bit, which this clears. Returns them
+    /// ascending with the flushes after which the next accesses set the bits again.
+    pub fn take_accessed(&mut self, pd: PdId, base: u64, pages: &[usize]) -> (Vec<u32>, Pending) {
+        let root = self.root_of(pd);
+        let mut tables = PageTables::new(root, &DIRECT);
+        let mut hot: Vec<u32> = pages
+            .iter()
+            .filter(|&&i| {
+                tables
+                    .take_bits(base + i as u64 * PAGE_SIZE, Flags::ACCESSED)
+                    .is_ok_and(|f| f.contains(Flags::ACCESSED))
+            })
+            .map(|&i| i as u32)
+            .collect();
+        hot.sort_unstable();
+        (hot, self.flush_pd(pd, root))
+    }
+
     /// The flushes after `pd`'s leaves (in the table at `root`) changed: this CPU if it has
     /// that table loaded, and every CPU that may cache `pd`'s translations.
     pub fn flush_pd(&mut self, pd: PdId, root: u64) -> Pending {

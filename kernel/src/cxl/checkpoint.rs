@@ -1,0 +1,207 @@
+//! Checkpoints of μprocesses in the shared region: written once by the node the μprocess runs
+//! on, listed and restored on every node (CXLfork, ASPLOS '25 §4).
+//!
+//! [`checkpoint_process`] holds the μprocess still (`crate::ufork::snapshot::freeze`), writes
+//! every page of its area it holds (its code excepted: each node maps its own copy of the
+//! program, and a restore needs the same module) and that is not all zero, then its image
+//! (`fjord_ufork::image::ProcessImage`: registers, precise tags, descriptors that travel,
+//! layout, the pages it had accessed), and publishes it (`fjord_cxl::Writer::publish`: ready
+//! flag last). The μprocess goes on as before. [`restore`] opens a checkpoint, checks it,
+//! and starts a clone ([`super::clone`]).
+
+use super::clone::{self, Tiering};
+use super::get;
+use crate::jord;
+use crate::ufork::snapshot::{self, FreezeError, RestoreError};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use fjord_cxl::{Checkpoint, Cid, CxlError, Kind};
+use fjord_kernel::layout::PAGE_SIZE;
+use fjord_ufork::image::ProcessImage;
+
+/// Checkpoints this node wrote.
+pub static WRITTEN: AtomicU64 = AtomicU64::new(0);
+/// Pages this node wrote into checkpoints.
+pub static PAGES_WRITTEN: AtomicU64 = AtomicU64::new(0);
+/// Clones this node restored.
+pub static RESTORED: AtomicU64 = AtomicU64::new(0);
+
+/// How long a checkpoint waits for a running μprocess's slice to end.
+const FREEZE_WAIT_MS: u64 = 200;
+
+/// Why a checkpoint failed. Nothing of it is left in the region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckpointError {
+    /// This node has no shared region.
+    NoRegion,
+    /// No such μprocess.
+    NoSuchProcess,
+    /// It kept running (or another checkpoint held it).
+    Busy,
+    /// The region refused it (full directory or region).
+    Region(CxlError),
+}
+
+/// Why a clone could not be restored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloneError {
+    /// This node has no shared region.
+    NoRegion,
+    /// The region refused to open it: not found, retired, or corrupt.
+    Region(CxlError),
+    /// It is not a μprocess checkpoint, or its image does not check.
+    BadImage,
+    /// This node cannot run it.
+    Restore(RestoreError),
+}
+
+/// A checkpoint written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// Its identity.
+    pub cid: Cid,
+    /// Data pages.
+    pub pages: u64,
+}
+
+/// Writes a checkpoint of μprocess `pid` (see the module documentation).
+pub fn checkpoint_process(pid: u64) -> Result<Written, CheckpointError> {
+    let cxl = get().ok_or(CheckpointError::NoRegion)?;
+    let deadline = crate::arch::time::deadline_after_ms(FREEZE_WAIT_MS);
+    let frozen = loop {
+        match snapshot::freeze(pid) {
+            Ok(f) => break f,
+            Err(FreezeError::NoSuchProcess) => return Err(CheckpointError::NoSuchProcess),
+            Err(_) if crate::arch::time::now() < deadline => core::hint::spin_loop(),
+            Err(_) => return Err(CheckpointError::Busy),
+        }
+    };
+    let (base, _) = frozen.area;
+    let mut image = frozen.image.clone();
+    let mut w = cxl
+        .region
+        .begin(&image.program, image.digest, Kind::Uprocess, cxl.node)
+        .map_err(CheckpointError::Region)?;
+    let held = jord::with(|j| j.initialised_pages(base));
+    let (hot, owed) = jord::with(|j| j.take_accessed(frozen.pd, base, &held));
+    owed.finish();
+    image.hot = hot;
+    let mut page = [0u8; PAGE_SIZE as usize];
+    for i in held {
+        if i < image.shared_pages as usize {
+            continue;
+        }
+        jord::with(|j| j.read_page(base, i, &mut page))
+            .map_err(|_| CheckpointError::NoSuchProcess)?;
+        // A page never written but touched reads as zero in a clone anyway.
+        if page.iter().all(|&b| b == 0) {
+            continue;
+        }
+        w.push_page(&page).map_err(CheckpointError::Region)?;
+        image.pages.push(i as u32);
+    }
+    drop(frozen);
+    let pages = w.pages();
+    w.write_image(&image.encode())
+        .map_err(CheckpointError::Region)?;
+    let cid = w.publish().map_err(CheckpointError::Region)?;
+    WRITTEN.fetch_add(1, Relaxed);
+    PAGES_WRITTEN.fetch_add(pages, Relaxed);
+    log::info!(
+        "cxl: checkpoint {}.{} of μprocess {pid} ({}): {pages} pages, {} tags, {} accessed",
+        cid.slot,
+        cid.epoch,
+        image.program,
+        image.tags.len(),
+        image.hot.len()
+    );
+    Ok(Written { cid, pages })
+}
+
+/// Restores checkpoint `cid` as a new μprocess of this node with `tiering`; its PID.
+pub fn restore(cid: Cid, tiering: Tiering) -> Result<u64, CloneError> {
+    let cxl = get().ok_or(CloneError::NoRegion)?;
+    let reader = cxl.region.open(cid, cxl.node).map_err(CloneError::Region)?;
+    if reader.info().kind != Kind::Uprocess {
+        return Err(CloneError::BadImage);
+    }
+    let image = ProcessImage::decode(reader.image()).map_err(|_| CloneError::BadImage)?;
+    if image.pages.len() as u64 != reader.pages() {
+        return Err(CloneError::BadImage);
+    }
+    let (pages, hot) = (image.pages.clone(), image.hot.clone());
+    let pid = snapshot::restore(&image, move |a| {
+        clone::attach(a, reader, pages, hot, tiering)
+    })
+    .map_err(CloneError::Restore)?;
+    RESTORED.fetch_add(1, Relaxed);
+    log::info!(
+        "cxl: restored checkpoint {}.{} ({}) as μprocess {pid}, tiering {}",
+        cid.slot,
+        cid.epoch,
+        image.program,
+        tiering.name()
+    );
+    Ok(pid)
+}
+
+/// A checkpoint as `GET /checkpoints` lists it.
+pub struct Listed {
+    /// What the directory says of it.
+    pub info: Checkpoint,
+    /// References its clones hold, on every node.
+    pub clones: u64,
+}
+
+/// The ready checkpoints of the region (none without one).
+pub fn list() -> Vec<Listed> {
+    let Some(cxl) = get() else {
+        return Vec::new();
+    };
+    cxl.region
+        .list()
+        .into_iter()
+        .map(|info| Listed {
+            clones: cxl.region.refcount(info.cid).unwrap_or(0),
+            info,
+        })
+        .collect()
+}
+
+/// Clears the accessed bits of μprocess `pid`'s pages, so that its next checkpoint records
+/// the pages it accesses from now on (what a hybrid-tiered clone copies first); false if
+/// there is no such μprocess.
+pub fn reset_accessed(pid: u64) -> bool {
+    let Some((pd, (base, _))) = crate::ufork::pd_and_area(pid) else {
+        return false;
+    };
+    let pages = jord::with(|j| j.initialised_pages(base));
+    let (_, owed) = jord::with(|j| j.take_accessed(pd, base, &pages));
+    owed.finish();
+    true
+}
+
+/// Retires checkpoint `cid`: no one restores it again, and its pages are freed once its last
+/// clone lets go. False if there is no such ready checkpoint.
+pub fn retire(cid: Cid) -> bool {
+    get().is_some_and(|cxl| cxl.region.retire(cid, cxl.node).is_ok())
+}
+
+/// Retires every checkpoint of program or function `name` whose module digest is not `keep`
+/// (all of them when `keep` is `None`: it was deleted); how many.
+pub fn retire_program(name: &str, keep: Option<u64>) -> usize {
+    let Some(cxl) = get() else {
+        return 0;
+    };
+    let stale: Vec<Cid> = cxl
+        .region
+        .list()
+        .into_iter()
+        .filter(|c| c.name == name && Some(c.generation) != keep)
+        .map(|c| c.cid)
+        .collect();
+    stale
+        .into_iter()
+        .filter(|&cid| cxl.region.retire(cid, cxl.node).is_ok())
+        .count()
+}

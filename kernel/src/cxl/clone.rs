@@ -1,0 +1,326 @@
+//! Clones: μprocesses restored from a checkpoint in the shared region, on any node, at any
+//! address (CXLfork's restore, with μFork's relocation across nodes).
+//!
+//! A clone's area is a fresh area of this node. Its checkpoint pages stay in the region until
+//! they are needed; this module is the [`Pager`] of the area and decides, page by page, on the
+//! clone's first access (a VLB miss), by the clone's [`Tiering`]:
+//!
+//! - **migrate-on-write** (the default): a read maps the region's page itself, read-only, if it
+//!   holds no tagged word (nothing in it needs relocating); its first write copies it into a
+//!   frame of this node. A page with tags is copied and relocated on its first access.
+//! - **migrate-on-access**: every page is copied and relocated on its first access.
+//! - **hybrid**: the pages the checkpointed μprocess had accessed since its accessed bits were
+//!   last reset (the checkpoint records them) are copied on first access, the others are
+//!   handled as migrate-on-write.
+//!
+//! Every page is checked against its CRC-32 in the region when it is first copied or mapped; a
+//! corrupt page is refused: the clone's access faults and the clone is killed, never run on
+//! corrupt data. The kernel's own reads of a clone's memory copy the page first.
+//!
+//! A clone holds a reference on its checkpoint (so no node frees its pages) until it has every
+//! page of its own or ends. Counters: pages attached in place, pages copied, and pages refused
+//! (`/metrics`).
+
+use crate::drivers::ivshmem::SharedMemory;
+use crate::jord::state::{Frames, PageWords, Pager};
+use crate::ufork::snapshot::Attach;
+use crate::ufork::tags::Source;
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use fjord_cxl::Reader;
+use fjord_kernel::layout::{CXL_PHYS, PAGE_SIZE};
+use fjord_pd::{PdId, Perm};
+use fjord_ufork::area::Area;
+use fjord_ufork::lazy::LazyPages;
+use fjord_ufork::relocate::relocate_page_tallied;
+use fjord_ufork::source::{TagSource, Tally};
+use spin::Mutex;
+
+pub use fjord_cxl::Tiering;
+
+/// Pages mapped read-only from the region in place.
+pub static PAGES_ATTACHED: AtomicU64 = AtomicU64::new(0);
+/// Pages copied from the region into a clone's own frames.
+pub static PAGES_COPIED: AtomicU64 = AtomicU64::new(0);
+/// Pages refused because they did not match their CRC-32.
+pub static PAGES_REFUSED: AtomicU64 = AtomicU64::new(0);
+/// Words relocated in the pages copied.
+pub static WORDS_RELOCATED: AtomicU64 = AtomicU64::new(0);
+
+/// One clone's area.
+struct CloneArea {
+    pd: PdId,
+    reader: Reader<'static, SharedMemory>,
+    /// The area page each checkpoint page is (ascending).
+    pages: Vec<u32>,
+    /// The area pages still in the region (shared: mapped in place).
+    pending: LazyPages,
+    /// Pages copied on first access under [`Tiering::Hybrid`] (ascending).
+    hot: Vec<u32>,
+    from: Area,
+    to: Area,
+    source: Source,
+    tiering: Tiering,
+}
+
+struct Clones {
+    /// The Jord state the bases below belong to.
+    generation: u64,
+    areas: BTreeMap<u64, CloneArea>,
+}
+
+static CLONES: Mutex<Clones> = Mutex::new(Clones {
+    generation: 0,
+    areas: BTreeMap::new(),
+});
+
+/// The pager of clones' areas.
+struct ClonePager;
+
+static PAGER: ClonePager = ClonePager;
+
+/// The clone state for an operation on `f`'s Jord state (emptied first if it belonged to an
+/// earlier one: a reset Jord reuses VMA bases).
+fn state<'a>(f: &Frames<'_>, g: &'a mut spin::MutexGuard<'static, Clones>) -> &'a mut Clones {
+    if g.generation != f.generation() {
+        g.generation = f.generation();
+        g.areas.clear();
+    }
+    g
+}
+
+/// Makes the new area `a` describes hold checkpoint `reader`'s pages (`pages`: the area page
+/// of each), taken as `tiering` says; `hot`: the pages the hybrid policy copies on access.
+pub fn attach(
+    a: Attach<'_>,
+    reader: Reader<'static, SharedMemory>,
+    pages: Vec<u32>,
+    hot: Vec<u32>,
+    tiering: Tiering,
+) -> Result<(), ()> {
+    if pages.is_empty() {
+        return Ok(());
+    }
+    crate::jord::with(|j| {
+        let f = &mut j.frames();
+        let n = f.pages(a.base).ok_or(())?;
+        let mut pending = LazyPages::new(n);
+        for &p in &pages {
+            if !pending.mark_pending(p as usize) {
+                return Err(());
+            }
+        }
+        let mut g = CLONES.lock();
+        state(f, &mut g).areas.insert(
+            a.base,
+            CloneArea {
+                pd: a.pd,
+                reader,
+                pages,
+                pending,
+                hot,
+                from: a.from,
+                to: a.to,
+                source: a.source.clone(),
+                tiering,
+            },
+        );
+        f.set_pager(a.base, Some(&PAGER));
+        Ok(())
+    })
+}
+
+/// Pages clones on this node still take from the region.
+pub fn pages_in_region() -> u64 {
+    crate::jord::with(|_| {
+        CLONES
+            .lock()
+            .areas
+            .values()
+            .map(|c| c.pending.pending_count() as u64)
+            .sum()
+    })
+}
+
+/// Clones on this node that still take pages from the region.
+pub fn attached_clones() -> u64 {
+    crate::jord::with(|_| CLONES.lock().areas.len() as u64)
+}
+
+/// `perm` without write.
+fn read_only(perm: Perm) -> Perm {
+    Perm::from_bits_truncate(perm.bits() & !Perm::W.bits())
+}
+
+impl CloneArea {
+    /// Checkpoint page `i` of the area as the region holds it, checked against its CRC-32.
+    fn load(&self, i: usize) -> Option<PageWords> {
+        let k = self.pages.binary_search(&(i as u32)).ok()?;
+        let mut bytes = [0u8; PAGE_SIZE as usize];
+        if self.reader.page(k as u64, &mut bytes).is_err() {
+            PAGES_REFUSED.fetch_add(1, Relaxed);
+            return None;
+        }
+        let mut words: PageWords = [0; (PAGE_SIZE / 8) as usize];
+        for (w, c) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            *w = u64::from_le_bytes(b);
+        }
+        Some(words)
+    }
+
+    /// Copies pending page `i` (whose region contents are `words`) into the area at `base`,
+    /// relocated, and takes away its in-place mapping if it had one.
+    fn copy(&mut self, f: &mut Frames<'_>, base: u64, i: usize, mut words: PageWords) {
+        let page = self.from.base() + i as u64 * PAGE_SIZE;
+        let mut tally = Tally::default();
+        let _ = relocate_page_tallied(
+            &*self.source,
+            &self.from,
+            &self.to,
+            page,
+            &mut words,
+            &mut tally,
+        );
+        WORDS_RELOCATED.fetch_add(
+            tally.precise + tally.inferred + tally.both + tally.other,
+            Relaxed,
+        );
+        f.write_words(base, i, &words);
+        PAGES_COPIED.fetch_add(1, Relaxed);
+        if self.pending.settle(i) {
+            let p = f.revoke(self.pd, base + i as u64 * PAGE_SIZE, PAGE_SIZE);
+            f.owe(p);
+        }
+    }
+
+    /// Copies pending page `i` now; false if the region's copy is corrupt (it stays pending).
+    fn settle(&mut self, f: &mut Frames<'_>, base: u64, i: usize) -> bool {
+        if !self.pending.is_pending(i) {
+            return true;
+        }
+        match self.load(i) {
+            Some(words) => {
+                self.copy(f, base, i, words);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a first read of page `i` copies it rather than mapping it in place.
+    fn copies_on_read(&self, i: usize) -> bool {
+        let hot = self.hot.binary_search(&(i as u32)).is_ok();
+        self.tiering.copies_on_read(hot)
+    }
+
+    /// The VLB-miss path (see [`Pager::fill`]).
+    fn fill(
+        &mut self,
+        f: &mut Frames<'_>,
+        base: u64,
+        i: usize,
+        access: Perm,
+        perm: Perm,
+    ) -> Option<(u64, Perm)> {
+        // A refusal: rights without the access make the miss a fault.
+        const REFUSED: Option<(u64, Perm)> = Some((0, Perm::NONE));
+        if access.contains(Perm::W) || self.copies_on_read(i) {
+            if !self.settle(f, base, i) {
+                return REFUSED;
+            }
+            return Some((f.frame(base, i)?, perm));
+        }
+        let Some(words) = self.load(i) else {
+            return REFUSED;
+        };
+        let page = self.from.base() + i as u64 * PAGE_SIZE;
+        if self.source.page_has_tags(page, &words) {
+            self.copy(f, base, i, words);
+            return Some((f.frame(base, i)?, perm));
+        }
+        let k = self.pages.binary_search(&(i as u32)).ok()?;
+        let offset = self.reader.page_offset(k as u64)?;
+        if !self.pending.is_shared(i) {
+            PAGES_ATTACHED.fetch_add(1, Relaxed);
+        }
+        self.pending.share(i);
+        Some((CXL_PHYS + offset, read_only(perm)))
+    }
+}
+
+impl Clones {
+    /// Forgets the clone at `base` once it has every page (dropping its reference).
+    fn release_if_settled(&mut self, f: &mut Frames<'_>, base: u64) {
+        if self
+            .areas
+            .get(&base)
+            .is_some_and(|c| c.pending.is_settled())
+        {
+            self.areas.remove(&base);
+            f.set_pager(base, None);
+        }
+    }
+}
+
+impl Pager for ClonePager {
+    fn fill(
+        &self,
+        f: &mut Frames<'_>,
+        base: u64,
+        i: usize,
+        access: Perm,
+        perm: Perm,
+    ) -> Option<(u64, Perm)> {
+        let mut g = CLONES.lock();
+        let s = state(f, &mut g);
+        let c = s.areas.get_mut(&base)?;
+        if !c.pending.is_pending(i) {
+            return None;
+        }
+        let r = c.fill(f, base, i, access, perm);
+        s.release_if_settled(f, base);
+        r
+    }
+
+    fn before_read(&self, f: &mut Frames<'_>, base: u64, i: usize) {
+        self.before_write(f, base, i);
+    }
+
+    fn before_write(&self, f: &mut Frames<'_>, base: u64, i: usize) {
+        let mut g = CLONES.lock();
+        let s = state(f, &mut g);
+        if let Some(c) = s.areas.get_mut(&base) {
+            c.settle(f, base, i);
+            s.release_if_settled(f, base);
+        }
+    }
+
+    fn before_whole(&self, f: &mut Frames<'_>, base: u64) {
+        let mut g = CLONES.lock();
+        let s = state(f, &mut g);
+        if let Some(c) = s.areas.get_mut(&base) {
+            let pending: Vec<usize> = c.pending.pending_pages().collect();
+            for i in pending {
+                c.settle(f, base, i);
+            }
+            s.release_if_settled(f, base);
+        }
+    }
+
+    fn held(&self, base: u64) -> Vec<usize> {
+        CLONES
+            .lock()
+            .areas
+            .get(&base)
+            .map(|c| c.pending.pending_pages().collect())
+            .unwrap_or_default()
+    }
+
+    fn detach(&self, f: &mut Frames<'_>, base: u64) {
+        let mut g = CLONES.lock();
+        state(f, &mut g).areas.remove(&base);
+    }
+}

@@ -75,6 +75,7 @@ pub mod node;
 // The file is the page allocator; `alloc` is the name of the alloc crate.
 #[path = "alloc.rs"]
 pub mod page_alloc;
+pub mod porter;
 pub mod reader;
 pub mod region;
 pub mod tiering;

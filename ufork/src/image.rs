@@ -34,6 +34,10 @@ pub struct ProcessImage {
     pub program: String,
     /// A digest of the program's module file: a clone needs the same module.
     pub digest: u64,
+    /// Where the module's code lies when it is outside the area (a function's code VMA, which
+    /// pointers in its pages may name: a clone needs its code at the same address); 0 when
+    /// the code is in the area (a program's).
+    pub code_base: u64,
     /// Base of the area its pages were taken from.
     pub area_base: u64,
     /// Length of its area VMA in bytes.
@@ -101,7 +105,7 @@ impl ProcessImage {
         out.extend_from_slice(&MAGIC);
         out.push(self.program.len() as u8);
         out.extend_from_slice(self.program.as_bytes());
-        for v in [self.digest, self.area_base, self.area_len] {
+        for v in [self.digest, self.code_base, self.area_base, self.area_len] {
             out.extend_from_slice(&v.to_le_bytes());
         }
         out.extend_from_slice(&self.shared_pages.to_le_bytes());
@@ -131,7 +135,8 @@ impl ProcessImage {
             .ok()
             .filter(|n| !n.is_empty() && n.len() <= MAX_PROGRAM)
             .ok_or(ImageError::BadProgram)?;
-        let (digest, area_base, area_len) = (r.u64()?, r.u64()?, r.u64()?);
+        let (digest, code_base) = (r.u64()?, r.u64()?);
+        let (area_base, area_len) = (r.u64()?, r.u64()?);
         let shared_pages = r.u32()?;
         let mut registers = [0u64; REGISTERS];
         for reg in &mut registers {
@@ -144,6 +149,7 @@ impl ProcessImage {
         let mut image = ProcessImage {
             program: String::from(program),
             digest,
+            code_base,
             area_base,
             area_len,
             shared_pages,
@@ -235,6 +241,7 @@ mod tests {
         ProcessImage {
             program: String::from("ticker"),
             digest: 0x1234_5678_9abc_def0,
+            code_base: 0,
             area_base: 0x4000_0000,
             area_len: 0x5_3000,
             shared_pages: 3,

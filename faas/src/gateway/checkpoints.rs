@@ -74,6 +74,12 @@ pub enum CheckpointError {
     RegionFull,
     /// This node has no shared region (501).
     NoRegion,
+    /// No such function (404).
+    NoSuchFunction,
+    /// The function's instances are not forked from a zygote (`instances=fork`) (400).
+    NotForkPerRequest,
+    /// No memory for the function's zygote, or its `init` failed (503).
+    NoMemory,
 }
 
 /// Why a checkpoint was not restored.

@@ -13,7 +13,7 @@
 //! | `PUT /functions/<name>[?groundhog=restore\|none\|fresh\|fork]` (`instances=fork` = `groundhog=fork`) | 201 created / 200 replaced; 400 invalid module or Groundhog mode (reason in the body), 413 too large, 503 no room |
 //! | `DELETE /functions/<name>` | 204, or 404 |
 //! | `POST /invoke/<fn>` | the function's output (200); 404 unknown, 500 the function failed (reason in the body), 503 no capacity |
-//! | `POST /processes/<pid>/checkpoint` | 201 `{checkpoint, pages}`; 404, 409 still running, 501 no region, 503 region full |
+//! | `POST /processes/<pid>/checkpoint`, `POST /functions/<name>/checkpoint` | 201 `{checkpoint, pages}`; 404, 400 not fork-per-request, 409 still running, 501 no region, 503 region full |
 //! | `GET /checkpoints` | 200, JSON list of `{id, name, kind, pages, writer, clones}` |
 //! | `POST /checkpoints/<id>/restore[?tiering=write\|access\|hybrid]` | 201 `{pid}`; 404 unknown, retired or program absent, 409 other version, 422 corrupt |
 //! | `DELETE /checkpoints/<id>` | 204, or 404 |
@@ -348,23 +348,12 @@ impl<S: FunctionService> Gateway<S> {
                 };
                 ("process_kill", r)
             }
+            Ok(Route::CheckpointFunction(name)) => {
+                let r = checkpoint_response(self.service.checkpoint_function(&name));
+                ("checkpoint", r)
+            }
             Ok(Route::CheckpointProcess(pid)) => {
-                use checkpoints::CheckpointError as E;
-                let r = match self.service.checkpoint_process(pid) {
-                    Ok(w) => json_response(Status::Created, &json::checkpoint_written(&w)),
-                    Err(E::NoSuchProcess) => Response::text(Status::NotFound, "no such process\n"),
-                    Err(E::Busy) => Response::text(
-                        Status::Conflict,
-                        "the process kept running or is being checkpointed; try again\n",
-                    ),
-                    Err(E::RegionFull) => Response::text(
-                        Status::ServiceUnavailable,
-                        "the shared region is full (no free checkpoint slot or page)\n",
-                    ),
-                    Err(E::NoRegion) => {
-                        Response::text(Status::NotImplemented, "no shared region on this node\n")
-                    }
-                };
+                let r = checkpoint_response(self.service.checkpoint_process(pid));
                 ("checkpoint", r)
             }
             Ok(Route::ResetAccessed(pid)) => {
@@ -580,6 +569,37 @@ fn json_response(status: Status, body: &str) -> Response {
     r.body = Vec::from(body.as_bytes());
     r.header("Content-Type", "application/json")
         .unwrap_or_else(|_| Response::new(Status::InternalServerError))
+}
+
+/// The answer to a checkpoint request.
+fn checkpoint_response(
+    written: Result<checkpoints::Written, checkpoints::CheckpointError>,
+) -> Response {
+    use checkpoints::CheckpointError as E;
+    match written {
+        Ok(w) => json_response(Status::Created, &json::checkpoint_written(&w)),
+        Err(E::NoSuchProcess) => Response::text(Status::NotFound, "no such process\n"),
+        Err(E::NoSuchFunction) => Response::text(Status::NotFound, "no such function\n"),
+        Err(E::NotForkPerRequest) => Response::text(
+            Status::BadRequest,
+            "only fork-per-request functions (instances=fork) can be checkpointed\n",
+        ),
+        Err(E::NoMemory) => Response::text(
+            Status::ServiceUnavailable,
+            "no memory for the function's zygote, or its init failed\n",
+        ),
+        Err(E::Busy) => Response::text(
+            Status::Conflict,
+            "the process kept running or is being checkpointed; try again\n",
+        ),
+        Err(E::RegionFull) => Response::text(
+            Status::ServiceUnavailable,
+            "the shared region is full (no free checkpoint slot or page)\n",
+        ),
+        Err(E::NoRegion) => {
+            Response::text(Status::NotImplemented, "no shared region on this node\n")
+        }
+    }
 }
 
 #[cfg(test)]

@@ -254,6 +254,11 @@ pub trait FunctionService {
         let _ = pid;
         Err(CheckpointError::NoRegion)
     }
+    /// Checkpoints the zygote of the fork-per-request function `name` into the shared region.
+    fn checkpoint_function(&mut self, name: &FunctionName) -> Result<Written, CheckpointError> {
+        let _ = name;
+        Err(CheckpointError::NoRegion)
+    }
     /// Clears the accessed bits of μprocess `pid`; `false` if there is none.
     fn reset_accessed(&mut self, pid: u64) -> bool {
         let _ = pid;

@@ -11,6 +11,7 @@
 //! | `GET` | `/processes` | [`Route::ListProcesses`] |
 //! | `DELETE` | `/processes/<pid>` | [`Route::KillProcess`] |
 //! | `POST` | `/processes/<pid>/checkpoint` | [`Route::CheckpointProcess`] |
+//! | `POST` | `/functions/<name>/checkpoint` | [`Route::CheckpointFunction`] |
 //! | `POST` | `/processes/<pid>/reset-accessed` | [`Route::ResetAccessed`] |
 //! | `GET` | `/checkpoints` | [`Route::ListCheckpoints`] |
 //! | `POST` | `/checkpoints/<id>/restore` | [`Route::RestoreCheckpoint`] |
@@ -46,6 +47,8 @@ pub enum Route {
     KillProcess(u64),
     /// Checkpoint the μprocess with this PID into the shared region.
     CheckpointProcess(u64),
+    /// Checkpoint this fork-per-request function's zygote into the shared region.
+    CheckpointFunction(FunctionName),
     /// Clear the accessed bits of the μprocess with this PID (what its next checkpoint records
     /// as accessed starts now).
     ResetAccessed(u64),
@@ -122,6 +125,13 @@ pub fn route(method: Method, target: &str) -> Result<Route, RouteError> {
     if let Some(name) = path.strip_prefix("/invoke/") {
         expect(Method::Post, "POST")?;
         return named(name).map(Route::Invoke);
+    }
+    if let Some((name, "checkpoint")) = path
+        .strip_prefix("/functions/")
+        .and_then(|r| r.split_once('/'))
+    {
+        expect(Method::Post, "POST")?;
+        return named(name).map(Route::CheckpointFunction);
     }
     if let Some(name) = path.strip_prefix("/functions/") {
         return match method {
@@ -259,6 +269,8 @@ mod tests {
         assert_eq!(code(Method::Post, "/checkpoints/2.5"), 405);
         assert_eq!(code(Method::Delete, "/checkpoints/x"), 400);
         assert_eq!(code(Method::Post, "/checkpoints"), 405);
+        assert_eq!(code(Method::Put, "/functions/f/checkpoint"), 405);
+        assert_eq!(code(Method::Post, "/functions/F/checkpoint"), 400);
     }
 
     #[test]

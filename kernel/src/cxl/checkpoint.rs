@@ -12,6 +12,8 @@
 use super::clone::{self, Tiering};
 use super::get;
 use crate::jord;
+use crate::module::LoadedFunction;
+use crate::module::instance::Instance;
 use crate::ufork::snapshot::{self, FreezeError, RestoreError};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -40,6 +42,13 @@ pub enum CheckpointError {
     Busy,
     /// The region refused it (full directory or region).
     Region(CxlError),
+    /// No such function.
+    NoSuchFunction,
+    /// The function's instances are not forked from a zygote (`instances=fork`): nothing
+    /// position-independent to checkpoint.
+    NotForkPerRequest,
+    /// No memory for the zygote (or its `init` failed).
+    NoMemory,
 }
 
 /// Why a clone could not be restored.
@@ -86,8 +95,45 @@ pub fn checkpoint_process(pid: u64) -> Result<Written, CheckpointError> {
     let (hot, owed) = jord::with(|j| j.take_accessed(frozen.pd, base, &held));
     owed.finish();
     image.hot = hot;
+    write_pages(&mut w, base, &held, &mut image)?;
+    drop(frozen);
+    publish(w, &image, "μprocess", &alloc::format!("{pid}"))
+}
+
+/// Writes a checkpoint of the fork-per-request function `name`'s zygote (made, its `init` run,
+/// if this node has none): the warm state every request's instance starts from.
+pub fn checkpoint_function(name: &str) -> Result<Written, CheckpointError> {
+    let cxl = get().ok_or(CheckpointError::NoRegion)?;
+    let f = crate::module::lookup(name).ok_or(CheckpointError::NoSuchFunction)?;
+    if f.manifest.kind != fjord_faas::module::ModuleKind::Function
+        || f.groundhog_mode() != fjord_groundhog::GroundhogMode::Fork
+    {
+        return Err(CheckpointError::NotForkPerRequest);
+    }
+    let (pd, (base, _), mut image) =
+        snapshot::describe_zygote(&f).map_err(|_| CheckpointError::NoMemory)?;
+    let mut w = cxl
+        .region
+        .begin(&image.program, image.digest, Kind::Function, cxl.node)
+        .map_err(CheckpointError::Region)?;
+    let held = jord::with(|j| j.initialised_pages(base));
+    let (hot, owed) = jord::with(|j| j.take_accessed(pd, base, &held));
+    owed.finish();
+    image.hot = hot;
+    write_pages(&mut w, base, &held, &mut image)?;
+    publish(w, &image, "function", name)
+}
+
+/// Writes the pages `held` of the area at `base` that are not all zero, from the image's
+/// first private page on, and lists them in `image`.
+fn write_pages(
+    w: &mut fjord_cxl::Writer<'_, crate::drivers::ivshmem::SharedMemory>,
+    base: u64,
+    held: &[usize],
+    image: &mut ProcessImage,
+) -> Result<(), CheckpointError> {
     let mut page = [0u8; PAGE_SIZE as usize];
-    for i in held {
+    for &i in held {
         if i < image.shared_pages as usize {
             continue;
         }
@@ -100,7 +146,16 @@ pub fn checkpoint_process(pid: u64) -> Result<Written, CheckpointError> {
         w.push_page(&page).map_err(CheckpointError::Region)?;
         image.pages.push(i as u32);
     }
-    drop(frozen);
+    Ok(())
+}
+
+/// Writes the image and publishes the checkpoint; counts and logs it.
+fn publish(
+    mut w: fjord_cxl::Writer<'_, crate::drivers::ivshmem::SharedMemory>,
+    image: &ProcessImage,
+    what: &str,
+    who: &str,
+) -> Result<Written, CheckpointError> {
     let pages = w.pages();
     w.write_image(&image.encode())
         .map_err(CheckpointError::Region)?;
@@ -108,7 +163,7 @@ pub fn checkpoint_process(pid: u64) -> Result<Written, CheckpointError> {
     WRITTEN.fetch_add(1, Relaxed);
     PAGES_WRITTEN.fetch_add(pages, Relaxed);
     log::info!(
-        "cxl: checkpoint {}.{} of μprocess {pid} ({}): {pages} pages, {} tags, {} accessed",
+        "cxl: checkpoint {}.{} of {what} {who} ({}): {pages} pages, {} tags, {} accessed",
         cid.slot,
         cid.epoch,
         image.program,
@@ -116,6 +171,31 @@ pub fn checkpoint_process(pid: u64) -> Result<Written, CheckpointError> {
         image.hot.len()
     );
     Ok(Written { cid, pages })
+}
+
+/// A request's instance of fork-per-request function `f` cloned from checkpoint `cid` of
+/// its zygote, with `tiering`.
+pub fn clone_function(
+    f: &LoadedFunction,
+    cid: Cid,
+    tiering: Tiering,
+) -> Result<Instance, CloneError> {
+    let cxl = get().ok_or(CloneError::NoRegion)?;
+    let reader = cxl.region.open(cid, cxl.node).map_err(CloneError::Region)?;
+    if reader.info().kind != Kind::Function || reader.info().name != f.manifest.name.as_str() {
+        return Err(CloneError::BadImage);
+    }
+    let image = ProcessImage::decode(reader.image()).map_err(|_| CloneError::BadImage)?;
+    if image.pages.len() as u64 != reader.pages() {
+        return Err(CloneError::BadImage);
+    }
+    let (pages, hot) = (image.pages.clone(), image.hot.clone());
+    let inst = snapshot::clone_instance(f, &image, move |a| {
+        clone::attach(a, reader, pages, hot, tiering)
+    })
+    .map_err(CloneError::Restore)?;
+    RESTORED.fetch_add(1, Relaxed);
+    Ok(inst)
 }
 
 /// Restores checkpoint `cid` as a new μprocess of this node with `tiering`; its PID.

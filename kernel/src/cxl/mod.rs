@@ -11,6 +11,7 @@
 
 pub mod checkpoint;
 pub mod clone;
+pub mod porter;
 
 use crate::drivers::ivshmem::{self, IvshmemError, SharedMemory};
 use alloc::vec::Vec;
@@ -191,6 +192,15 @@ pub fn samples(out: &mut Vec<fjord_faas::gateway::Sample>) {
     ];
     for (name, help, value) in counters {
         out.push(Sample::new(name, Counter, help, &[], value));
+    }
+    for (d, c) in porter::DECISIONS.iter().zip(&porter::COUNTS) {
+        out.push(Sample::new(
+            "fjord_cxlporter_decisions_total",
+            Counter,
+            "CXLporter's decisions for fork-per-request functions, by kind.",
+            d,
+            c.load(Relaxed),
+        ));
     }
     out.push(Sample::new(
         "fjord_cxl_clones_attached",

@@ -190,6 +190,11 @@ impl Instance {
                 if f.groundhog_mode().restores() {
                     crate::arch::cpu::without_interrupts(|| f.restores.lock().replaced += 1);
                 }
+                if f.groundhog_mode() == fjord_groundhog::GroundhogMode::Fork
+                    && let Some(ended) = crate::module::fork_end()
+                {
+                    ended(f, instance.pd);
+                }
                 destroy(instance.pd);
                 f.warm.note_gone();
                 warm::Ran::Gone

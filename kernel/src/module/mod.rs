@@ -69,6 +69,21 @@ pub fn set_forker(f: Forker) {
     crate::arch::cpu::without_interrupts(|| *FORKER.lock() = Some(f));
 }
 
+/// Told that a request's instance of a fork-per-request function ends (before it goes).
+pub type ForkEnd = fn(&LoadedFunction, fjord_pd::PdId);
+
+static FORK_END: Mutex<Option<ForkEnd>> = Mutex::new(None);
+
+/// Sets what is told when a fork-per-request function's instance ends.
+pub fn set_fork_end(f: ForkEnd) {
+    crate::arch::cpu::without_interrupts(|| *FORK_END.lock() = Some(f));
+}
+
+/// The hook [`set_fork_end`] set.
+pub fn fork_end() -> Option<ForkEnd> {
+    crate::arch::cpu::without_interrupts(|| *FORK_END.lock())
+}
+
 /// The forker [`set_forker`] set.
 pub fn forker() -> Option<Forker> {
     crate::arch::cpu::without_interrupts(|| *FORKER.lock())

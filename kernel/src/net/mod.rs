@@ -344,6 +344,7 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
         // came) is dispatched too.
         crate::ufork::wake_sleepers();
         crate::ufork::wake_socket_waiters();
+        crate::cxl::porter::tick();
         let dispatched = crate::orchestrator::poll() > 0;
         let t = cpu::rdtsc();
         let arrived = dev.rx_packets() != last_rx;

@@ -19,7 +19,7 @@ use fjord_faas::module::{ModuleLimits, validate};
 use fjord_kernel::fnv::FnvBuild;
 
 /// Most functions deployed at once.
-pub const MAX_FUNCTIONS: usize = 64;
+pub const MAX_FUNCTIONS: usize = 128;
 
 /// Deploys with the module loader and invokes through the orchestrator.
 pub struct RuntimeService {
@@ -254,25 +254,11 @@ impl FunctionService for RuntimeService {
     }
 
     fn checkpoint_process(&mut self, pid: u64) -> Result<Written, CheckpointError> {
-        use crate::cxl::checkpoint::{self, CheckpointError as E};
-        use fjord_cxl::CxlError;
-        checkpoint::checkpoint_process(pid)
-            .map(|w| Written {
-                id: CheckpointId {
-                    slot: w.cid.slot,
-                    epoch: w.cid.epoch,
-                },
-                pages: w.pages,
-            })
-            .map_err(|e| match e {
-                E::NoRegion => CheckpointError::NoRegion,
-                E::NoSuchProcess => CheckpointError::NoSuchProcess,
-                E::Busy => CheckpointError::Busy,
-                E::Region(CxlError::DirectoryFull | CxlError::RegionFull) => {
-                    CheckpointError::RegionFull
-                }
-                E::Region(_) => CheckpointError::Busy,
-            })
+        checkpoint_answer(crate::cxl::checkpoint::checkpoint_process(pid))
+    }
+
+    fn checkpoint_function(&mut self, name: &FunctionName) -> Result<Written, CheckpointError> {
+        checkpoint_answer(crate::cxl::checkpoint::checkpoint_function(name.as_str()))
     }
 
     fn reset_accessed(&mut self, pid: u64) -> bool {
@@ -330,4 +316,29 @@ impl FunctionService for RuntimeService {
             epoch: id.epoch,
         })
     }
+}
+
+/// A checkpoint's outcome as the gateway reports it.
+fn checkpoint_answer(
+    r: Result<crate::cxl::checkpoint::Written, crate::cxl::checkpoint::CheckpointError>,
+) -> Result<Written, CheckpointError> {
+    use crate::cxl::checkpoint::CheckpointError as E;
+    use fjord_cxl::CxlError;
+    r.map(|w| Written {
+        id: CheckpointId {
+            slot: w.cid.slot,
+            epoch: w.cid.epoch,
+        },
+        pages: w.pages,
+    })
+    .map_err(|e| match e {
+        E::NoRegion => CheckpointError::NoRegion,
+        E::NoSuchProcess => CheckpointError::NoSuchProcess,
+        E::Busy => CheckpointError::Busy,
+        E::Region(CxlError::DirectoryFull | CxlError::RegionFull) => CheckpointError::RegionFull,
+        E::Region(_) => CheckpointError::Busy,
+        E::NoSuchFunction => CheckpointError::NoSuchFunction,
+        E::NotForkPerRequest => CheckpointError::NotForkPerRequest,
+        E::NoMemory => CheckpointError::NoMemory,
+    })
 }

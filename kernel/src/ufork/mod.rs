@@ -1241,36 +1241,57 @@ pub fn init() {
     crate::module::set_forker(fork_instance);
 }
 
+/// The PD and instance boundary of `f`'s zygote, made (its `init` run) if it has none yet.
+pub fn zygote(f: &LoadedFunction) -> Result<(PdId, u64), orchestrator::InvokeFailure> {
+    use orchestrator::InvokeFailure;
+    let zygote_of =
+        || cpu::without_interrupts(|| f.zygote.lock().as_ref().map(|z| (z.pd, z.boundary)));
+    if let Some(z) = zygote_of() {
+        return Ok(z);
+    }
+    let made = Instance::create_zygote(f)?;
+    let extra = cpu::without_interrupts(|| {
+        let mut slot = f.zygote.lock();
+        match *slot {
+            None => {
+                *slot = Some(made);
+                None
+            }
+            Some(_) => Some(made),
+        }
+    });
+    // Another request made one meanwhile: that one is the zygote.
+    if let Some(extra) = extra {
+        instance::destroy(extra.pd);
+    }
+    zygote_of().ok_or(InvokeFailure::OutOfMemory)
+}
+
+/// Whether `f` has a zygote now.
+pub fn has_zygote(f: &LoadedFunction) -> bool {
+    cpu::without_interrupts(|| f.zygote.lock().is_some())
+}
+
+/// Destroys `f`'s zygote, if it has one (its children keep what they took from it).
+pub fn drop_zygote(f: &LoadedFunction) -> bool {
+    let z = cpu::without_interrupts(|| f.zygote.lock().take());
+    match z {
+        Some(z) => {
+            instance::destroy(z.pd);
+            true
+        }
+        None => false,
+    }
+}
+
 /// A request's instance of the fork-per-request function `f` (Groundhog mode `fork`): a child
 /// of `f`'s zygote (made, its `init` run, by the first request), whose instance VMA is a lazy
 /// copy of the zygote's (copy on pointer access, tagged words relocated as pages are copied,
 /// tags as `tags=` chose), with the page of the heap header copied at once. The zygote never
 /// runs again, so every child sees it as `init` left it; the child ends with its request.
-fn fork_instance(f: &LoadedFunction) -> Result<Instance, orchestrator::InvokeFailure> {
+pub fn fork_instance(f: &LoadedFunction) -> Result<Instance, orchestrator::InvokeFailure> {
     use orchestrator::InvokeFailure;
-    let zygote_of =
-        || cpu::without_interrupts(|| f.zygote.lock().as_ref().map(|z| (z.pd, z.boundary)));
-    let (zygote_pd, zygote_boundary) = match zygote_of() {
-        Some(z) => z,
-        None => {
-            let made = Instance::create_zygote(f)?;
-            let extra = cpu::without_interrupts(|| {
-                let mut slot = f.zygote.lock();
-                match *slot {
-                    None => {
-                        *slot = Some(made);
-                        None
-                    }
-                    Some(_) => Some(made),
-                }
-            });
-            // Another request made one meanwhile: that one is the zygote.
-            if let Some(extra) = extra {
-                instance::destroy(extra.pd);
-            }
-            zygote_of().ok_or(InvokeFailure::OutOfMemory)?
-        }
-    };
+    let (zygote_pd, zygote_boundary) = zygote(f)?;
     let child = Instance::create_for_fork(f)?;
     let m = &f.manifest;
     let image = f.image_in_area();

@@ -20,6 +20,7 @@ use super::{
 };
 use crate::arch::user::UserContext;
 use crate::jord;
+use crate::module::LoadedFunction;
 use crate::module::instance::{self, Instance};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -174,6 +175,7 @@ fn describe(pr: &Proc, ctx: &UserContext, console_fds: Vec<u32>) -> ProcessImage
     ProcessImage {
         program: String::from(pr.func.manifest.name.as_str()),
         digest: pr.func.digest,
+        code_base: 0,
         area_base: base,
         area_len: len,
         shared_pages: shared,
@@ -285,4 +287,72 @@ pub fn restore(
     )
     .map_err(|_| RestoreError::TableFull)?;
     Ok(u64::from(pid.raw()))
+}
+
+/// A fork-per-request function's zygote (made, its `init` run, if it has none) as a
+/// checkpoint describes it: its PD, its instance area (base, length) and its image (no
+/// registers: each request enters the function afresh; its code outside the area, at the code
+/// base the image records). The zygote never runs again, so it needs no freezing.
+pub fn describe_zygote(
+    f: &LoadedFunction,
+) -> Result<(PdId, (u64, u64), ProcessImage), crate::orchestrator::InvokeFailure> {
+    let (pd, boundary) = super::zygote(f)?;
+    let m = &f.manifest;
+    let image = f.image_in_area();
+    let base = boundary - m.stack_size - image;
+    let len = image + m.stack_size + m.heap_size;
+    let described = ProcessImage {
+        program: String::from(m.name.as_str()),
+        digest: f.digest,
+        code_base: f.image.base,
+        area_base: base,
+        area_len: len,
+        shared_pages: 0,
+        registers: [0; REGISTERS],
+        mode: fjord_ufork::copy_mode::CopyMode::CopyOnPointerAccess,
+        isolation: fjord_ufork::copy_mode::IsolationLevel::Full,
+        console_fds: Vec::new(),
+        tags: Vec::new(),
+        pages: Vec::new(),
+        hot: Vec::new(),
+    };
+    Ok((pd, (base, len), described))
+}
+
+/// A request's instance of the fork-per-request function `f` cloned from a checkpoint of a
+/// zygote of it (`image`), instead of forked from a zygote of this node: a fresh instance whose
+/// area `attach` makes hold the checkpoint's pages. The same module (digest) at the same code
+/// address is needed.
+pub fn clone_instance(
+    f: &LoadedFunction,
+    image: &ProcessImage,
+    attach: impl FnOnce(Attach<'_>) -> Result<(), ()>,
+) -> Result<Instance, RestoreError> {
+    if f.digest != image.digest || f.image.base != image.code_base {
+        return Err(RestoreError::OtherVersion);
+    }
+    let from = image.area().map_err(|_| RestoreError::BadImage)?;
+    let inst = Instance::create_for_fork(f).map_err(|_| RestoreError::NoMemory)?;
+    let (base, len) = area_of_instance(f, &inst);
+    let Some(to) = area_of(base, len).filter(|_| len == image.area_len) else {
+        instance::destroy(inst.pd);
+        return Err(RestoreError::BadImage);
+    };
+    let mut shadow = ShadowTags::new(from);
+    for &slot in &image.tags {
+        let _ = shadow.set(from.base() + u64::from(slot) * 8);
+    }
+    let source = tags::source(shadow);
+    let attached = attach(Attach {
+        pd: inst.pd,
+        base,
+        from,
+        to,
+        source: &source,
+    });
+    if attached.is_err() {
+        instance::destroy(inst.pd);
+        return Err(RestoreError::NoMemory);
+    }
+    Ok(inst)
 }

@@ -62,12 +62,26 @@ pub fn run(accel: Accel) -> Result<Vec<Outcome>> {
         ckpt.map(|_| ()),
     );
     check(
+        "a fork-per-request function's warm zygote checkpointed on node0 (index): node1, with no zygote, serves it by clones of the checkpoint (no init run there), answering as node0 does",
+        function_clones(&cluster),
+    );
+    check(
+        "CXLporter checkpoints a function after its 16th local invocation, and says so in /metrics and its log",
+        porter_checkpoints(&cluster),
+    );
+    check(
         "a checkpoint whose metadata is corrupted in the region is refused (422) and never restored",
         corrupted(&cluster),
     );
     check(
         "a retired checkpoint (DELETE) and the checkpoints of a deleted program cannot be restored (404, 'retired'); errors are clear",
         retired(&cluster, id.as_deref()),
+    );
+    let mid = kill_mid_checkpoint(&mut cluster);
+    let free_before = mid.as_ref().ok().copied();
+    check(
+        "a node killed in the middle of a checkpoint (32 MiB) leaves nothing listed, only a slot still being written",
+        mid.map(|_| ()),
     );
     check(
         "a node killed: every request through HAProxy still succeeds, and HAProxy marks it down",
@@ -76,6 +90,14 @@ pub fn run(accel: Accel) -> Result<Vec<Outcome>> {
     check(
         "the node boots again: it rejoins the region under its number, and HAProxy routes to it again",
         node_back(&mut cluster),
+    );
+    check(
+        "rejoining, it gave back what its interrupted checkpoint held: no slot left Writing, every page free again",
+        interrupted_reclaimed(&cluster, free_before),
+    );
+    check(
+        "a full region: checkpoints until the directory is full answer 503 with a clear reason; retiring them frees every page",
+        full_region(&cluster),
     );
     drop(cluster);
     check(
@@ -199,6 +221,82 @@ fn checkpoint_restore(cluster: &Cluster) -> Result<String, String> {
     }
     one(n0, "DELETE", &format!("/processes/{pid}"), b"")?.expect(204)?;
     Ok(id)
+}
+
+/// `fjord_cxlporter_decisions_total{decision=...}` on a node.
+fn decisions(addr: std::net::SocketAddr, decision: &str) -> Result<u64, String> {
+    metric(
+        addr,
+        &format!("fjord_cxlporter_decisions_total{{decision=\"{decision}\"}}"),
+    )
+}
+
+fn function_clones(cluster: &Cluster) -> Result<(), String> {
+    let (n0, n1) = (cluster.nodes[0].gateway, cluster.nodes[1].gateway);
+    let requests: [&[u8]; 3] = [b"get 5", b"get 4321", b"sum"];
+    let mut want = Vec::new();
+    for req in requests {
+        let r = one(n0, "POST", "/invoke/index", req)?;
+        r.expect(200)?;
+        want.push(r.text());
+    }
+    let r = one(n0, "POST", "/functions/index/checkpoint", b"")?;
+    r.expect(201)?;
+    let id = field(&r.text(), "checkpoint")?;
+    let listed = one(n1, "GET", "/checkpoints", b"")?.text();
+    if !listed.contains(&format!(
+        "{{\"id\":\"{id}\",\"name\":\"index\",\"kind\":\"function\""
+    )) {
+        return Err(format!("node1 lists {listed}"));
+    }
+    let cold = decisions(n1, "cold_start")?;
+    for (req, want) in requests.iter().zip(&want) {
+        let r = one(n1, "POST", "/invoke/index", req)?;
+        r.expect(200)?;
+        if &r.text() != want {
+            return Err(format!("node1 answers {:?}, node0 {want:?}", r.text()));
+        }
+    }
+    let restored = decisions(n1, "restore")?;
+    if restored < 3 || decisions(n1, "cold_start")? != cold {
+        return Err(format!(
+            "node1: {restored} restores, cold starts {cold} → {}",
+            decisions(n1, "cold_start")?
+        ));
+    }
+    one(n0, "POST", "/functions/hello/checkpoint", b"")?.expect(400)?;
+    one(n0, "POST", "/functions/nope/checkpoint", b"")?.expect(404)?;
+    Ok(())
+}
+
+fn porter_checkpoints(cluster: &Cluster) -> Result<(), String> {
+    let n0 = cluster.nodes[0].gateway;
+    // Retire what the previous check wrote: node0 has a warm zygote and no checkpoint.
+    let text = one(n0, "GET", "/checkpoints", b"")?.text();
+    let list: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    for c in list.iter().filter(|c| c["name"] == "index") {
+        let id = c["id"].as_str().unwrap_or("");
+        one(n0, "DELETE", &format!("/checkpoints/{id}"), b"")?.expect(204)?;
+    }
+    let before = decisions(n0, "checkpoint")?;
+    for i in 0..16 {
+        one(n0, "POST", "/invoke/index", format!("get {i}").as_bytes())?.expect(200)?;
+    }
+    let line = cluster.nodes[0]
+        .vm
+        .wait_for_line(
+            |l| l.contains("cxlporter: index: checkpointed as"),
+            Duration::from_secs(10),
+        )
+        .map_err(|e| format!("no checkpoint line: {e}"))?;
+    if decisions(n0, "checkpoint")? != before + 1 {
+        return Err(format!("{line}: the decision is not counted"));
+    }
+    let listed = one(n0, "GET", "/checkpoints", b"")?.text();
+    if !listed.contains("\"name\":\"index\",\"kind\":\"function\"") {
+        return Err(format!("not listed: {listed}"));
+    }
+    Ok(())
 }
 
 /// Checkpoints a `ticker`, flips a byte of its name in the shared file, and restores it.
@@ -380,8 +478,67 @@ fn wait_status(cluster: &Cluster, server: &str, want: &str) -> Result<(), String
     }
 }
 
-fn node_down(cluster: &mut Cluster) -> Result<(), String> {
+/// The state byte of each directory slot in the shared file (1: Writing, 2: Ready).
+fn slot_states(region: &Path) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(region).map_err(|e| format!("region: {e}"))?;
+    Ok((0..256)
+        .map(|s| bytes.get(4096 + s * 256).copied().unwrap_or(0))
+        .collect())
+}
+
+/// Starts `hoard` (32 MiB) on node0 and asks node0 to checkpoint it; kills node0 as soon as
+/// the shared file shows a slot being written. Returns node1's free region pages before.
+fn kill_mid_checkpoint(cluster: &mut Cluster) -> Result<u64, String> {
+    let (n0, n1) = (cluster.nodes[0].gateway, cluster.nodes[1].gateway);
+    let free = metric(n1, "fjord_cxl_free_pages")?;
+    let writing_before = slot_states(&cluster.region)?
+        .iter()
+        .filter(|&&s| s == 1)
+        .count();
+    let r = one(n0, "POST", "/processes/hoard", b"")?;
+    r.expect(201)?;
+    let pid = field(&r.text(), "pid")?;
+    cluster.nodes[0]
+        .vm
+        .wait_for_line(
+            |l| l.contains(&format!("hoard: μprocess {pid} holds")),
+            Duration::from_secs(60),
+        )
+        .map_err(|e| format!("hoard did not fill its heap: {e}"))?;
+    let path = format!("/processes/{pid}/checkpoint");
+    let request = std::thread::spawn(move || one(n0, "POST", &path, b"").map(|r| r.status));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let writing = slot_states(&cluster.region)?
+            .iter()
+            .filter(|&&s| s == 1)
+            .count();
+        if writing > writing_before {
+            break;
+        }
+        if request.is_finished() || Instant::now() > deadline {
+            return Err("the checkpoint ended before node0 could be killed in it".into());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
     cluster.kill_node(0);
+    let _ = request.join();
+    let listed = one(n1, "GET", "/checkpoints", b"")?.text();
+    if listed.contains("\"hoard\"") {
+        return Err(format!(
+            "a checkpoint of the killed node is listed: {listed}"
+        ));
+    }
+    if !slot_states(&cluster.region)?.contains(&1) {
+        return Err("no slot left Writing by the killed node".into());
+    }
+    Ok(free)
+}
+
+fn node_down(cluster: &mut Cluster) -> Result<(), String> {
+    if !cluster.nodes[0].vm.has_exited() {
+        cluster.kill_node(0);
+    }
     // Requests at once, before and while the health checks notice: HAProxy retries and
     // redispatches a failed connection to the other node.
     round(cluster)?;
@@ -411,6 +568,54 @@ fn node_back(cluster: &mut Cluster) -> Result<(), String> {
         true => Ok(()),
         false => Err("HAProxy sent the restarted node nothing".into()),
     }
+}
+
+fn interrupted_reclaimed(cluster: &Cluster, free: Option<u64>) -> Result<(), String> {
+    let free = free.ok_or("no interrupted checkpoint to look at")?;
+    if slot_states(&cluster.region)?.contains(&1) {
+        return Err("a slot is still Writing".into());
+    }
+    let now = metric(cluster.nodes[1].gateway, "fjord_cxl_free_pages")?;
+    if now != free {
+        return Err(format!(
+            "{now} free region pages, {free} before the checkpoint"
+        ));
+    }
+    Ok(())
+}
+
+fn full_region(cluster: &Cluster) -> Result<(), String> {
+    let n1 = cluster.nodes[1].gateway;
+    let free = metric(n1, "fjord_cxl_free_pages")?;
+    let r = one(n1, "POST", "/processes/ticker", b"")?;
+    r.expect(201)?;
+    let pid = field(&r.text(), "pid")?;
+    tick_line(cluster, 1, &pid, 1)?;
+    let mut ids = Vec::new();
+    let refusal = loop {
+        let r = one(n1, "POST", &format!("/processes/{pid}/checkpoint"), b"")?;
+        if r.status != 201 {
+            break r;
+        }
+        ids.push(field(&r.text(), "checkpoint")?);
+        if ids.len() > 256 {
+            return Err("more checkpoints than directory slots".into());
+        }
+    };
+    refusal.expect(503)?;
+    refusal.expect_body_contains("the shared region is full")?;
+    for id in &ids {
+        one(n1, "DELETE", &format!("/checkpoints/{id}"), b"")?.expect(204)?;
+    }
+    one(n1, "DELETE", &format!("/processes/{pid}"), b"")?.expect(204)?;
+    let now = metric(n1, "fjord_cxl_free_pages")?;
+    if now != free {
+        return Err(format!(
+            "{now} free pages after retiring {} checkpoints, {free} before",
+            ids.len()
+        ));
+    }
+    Ok(())
 }
 
 /// One node on a region file whose header page holds something else: it says it refused the

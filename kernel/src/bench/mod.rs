@@ -5,6 +5,7 @@
 //! tool (`cargo xtask bench`) collects them. Numbers include the cost of the RDTSC pair around
 //! the measured work (reported separately as `rdtsc_pair`).
 
+mod cxl;
 mod faas;
 mod invoke;
 mod pd;
@@ -229,6 +230,13 @@ pub fn run_all(filter: Option<&str>, nanoseconds: bool, first_line_tsc: u64) -> 
         && let Err(e) = crate::bench::restore::run_group()
     {
         kprintln!("fjord: bench error: restore: {e}");
+        ok = false;
+    }
+    // Only when asked for: it needs a q35 boot with a shared region.
+    if filter.is_some_and(|f| f.contains("cxl"))
+        && let Err(e) = crate::bench::cxl::run_group()
+    {
+        kprintln!("fjord: bench error: {e}");
         ok = false;
     }
     kprintln!("fjord: bench done");

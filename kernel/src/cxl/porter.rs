@@ -143,8 +143,59 @@ fn still_ready(cid: Cid) -> bool {
         .is_some_and(|s| s.state == fjord_cxl::State::Ready && s.epoch == cid.epoch)
 }
 
+/// Where every request's instance comes from while a benchmark forces it (instead of the
+/// policy's choice).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forced {
+    /// The zygote destroyed first, then made again (its `init` run) and forked.
+    ColdStart,
+    /// A fork of the warm zygote.
+    LocalFork,
+    /// A clone of this checkpoint with this tiering.
+    Restore(Cid, Tiering),
+    /// A clone of this checkpoint with every page copied (and relocated) before the request
+    /// runs: a full-copy restore, as CRIU's.
+    FullCopy(Cid),
+}
+
+static FORCED: Mutex<Option<Forced>> = Mutex::new(None);
+
+/// Forces where instances come from (`None`: the policy decides again); for benchmarks.
+pub fn force(forced: Option<Forced>) {
+    crate::arch::cpu::without_interrupts(|| *FORCED.lock() = forced);
+}
+
+/// An instance made as `forced` says.
+fn forced_instance(f: &LoadedFunction, forced: Forced) -> Result<Instance, InvokeFailure> {
+    let fail = |e| {
+        log::warn!("cxlporter: forced {forced:?}: {e:?}");
+        InvokeFailure::OutOfMemory
+    };
+    match forced {
+        Forced::ColdStart => {
+            crate::ufork::drop_zygote(f);
+            crate::ufork::fork_instance(f)
+        }
+        Forced::LocalFork => crate::ufork::fork_instance(f),
+        Forced::Restore(cid, t) => checkpoint::clone_function(f, cid, t).map_err(fail),
+        Forced::FullCopy(cid) => {
+            let inst =
+                checkpoint::clone_function(f, cid, Tiering::MigrateOnAccess).map_err(fail)?;
+            let base = inst.boundary - f.manifest.stack_size - f.image_in_area();
+            crate::jord::settled(|j| {
+                j.settle_paged(base);
+                j.take_pager_flushes()
+            });
+            Ok(inst)
+        }
+    }
+}
+
 /// A request's instance of fork-per-request function `f` (see the module documentation).
 fn instance_for(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
+    if let Some(forced) = crate::arch::cpu::without_interrupts(|| *FORCED.lock()) {
+        return forced_instance(f, forced);
+    }
     let name = f.manifest.name.as_str();
     let now = crate::arch::time::now();
     let zygote = crate::ufork::has_zygote(f);

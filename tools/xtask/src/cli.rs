@@ -271,7 +271,8 @@ pub struct TestArgs {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Run only the benchmark groups whose name contains this (boot, syscall, fork, pd, faas, …);
-    /// `redis` and `prefork` run Fjord's programs beside redis-server and nginx in the Linux guest.
+    /// `cxl` (only when named) runs CXLfork on one q35 node with a shared region; `redis` and
+    /// `prefork` run Fjord's programs beside redis-server and nginx in the Linux guest.
     pub group: Option<String>,
     /// Also run the Linux baseline and write the report.
     #[arg(long)]

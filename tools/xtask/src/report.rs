@@ -414,6 +414,16 @@ fn this_command() -> String {
 /// Writes `<date>.json`, `<date>.md` and one `<date>-<group>.png` per group with instruction
 /// counts into `out_dir`, and returns the Markdown file's path.
 pub fn write_report(measurements: &[Measurement], out_dir: &Path) -> Result<PathBuf> {
+    write_report_named(measurements, out_dir, None)
+}
+
+/// [`write_report`], the Markdown file named `<date>-<name>.md` when a run measured only
+/// `name`'s group (so that it does not replace the day's report of the other groups).
+pub fn write_report_named(
+    measurements: &[Measurement],
+    out_dir: &Path,
+    name: Option<&str>,
+) -> Result<PathBuf> {
     let date = today();
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     bench_results::write_results(&out_dir.join(format!("{date}.json")), measurements)?;
@@ -424,7 +434,10 @@ pub fn write_report(measurements: &[Measurement], out_dir: &Path) -> Result<Path
                 .with_context(|| format!("plotting {}", path.display()))?;
         }
     }
-    let path = out_dir.join(format!("{date}.md"));
+    let path = match name {
+        Some(name) => out_dir.join(format!("{date}-{name}.md")),
+        None => out_dir.join(format!("{date}.md")),
+    };
     std::fs::write(&path, markdown(measurements, &date, &this_command()))
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(path)

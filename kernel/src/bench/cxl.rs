@@ -1,0 +1,196 @@
+//! The `cxl` benchmark group (CXLfork): one node's work, in guest instructions under icount, on
+//! a q35 boot with an emulated CXL region (`cargo xtask bench cxl`), on `index`, a
+//! fork-per-request function whose `init` builds a 6,000-entry pointer-rich index (about 1.1 MiB
+//! of heap):
+//!
+//! - `cxl_checkpoint_index`: writing its warm zygote into the region (pages, CRCs, image,
+//!   publish);
+//! - a request's latency (the orchestrator's receipt to completion) by where its instance comes
+//!   from: `cxl_cold_start_<req>` (a zygote made, `init` run, then forked),
+//!   `cxl_local_fork_<req>` (a fork of the warm zygote), `cxl_restore_<tiering>_<req>` (a clone
+//!   of the checkpoint under each tiering), `cxl_restore_full_copy_<req>` (a clone with every
+//!   page copied and relocated before the request: a full-copy restore, as CRIU's), for `get`
+//!   (one entry: a few pages) and `sum` (the whole index);
+//! - local memory: pages a request's clone copied into this node's memory
+//!   (`cxl_clone_pages_<tiering>_<req>`), against a cold-started instance's pages (its zygote's
+//!   and its child's: `cxl_cold_instance_pages`);
+//! - `cxl_burst_100_clones`: 100 `get` requests submitted at once, each in a clone
+//!   (migrate-on-write): receipt of the first to completion of the last, and the pages the 100
+//!   copied (`cxl_burst_100_clones_pages`).
+//!
+//! On one host the region is as fast as local memory, and a restore on another node runs the
+//! same instructions as one here: instruction counts cannot tell local from remote restores.
+
+use crate::bench::faas::wait_halting;
+use crate::bench::{Sys, report_unit};
+use crate::cxl::clone::{PAGES_COPIED, Tiering};
+use crate::cxl::porter::{Forced, force};
+use crate::orchestrator::{self, Ticket};
+use crate::runtime::{LoadedFunction, task};
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering::Relaxed;
+use fjord_faas::jbsq::RequestClass;
+
+type R<T> = Result<T, String>;
+
+const GROUP: &str = "cxl";
+/// Samples per latency.
+const RUNS: usize = 21;
+/// Requests in the burst.
+const BURST: usize = 100;
+
+fn submit(f: &Arc<LoadedFunction>, request: &[u8]) -> R<Ticket> {
+    orchestrator::submit_task(
+        RequestClass::External,
+        task::root_work(f.clone(), request.to_vec()),
+    )
+    .map_err(|_| String::from("queue full"))
+}
+
+/// One request's latency and the clone pages it copied, with instances made as `forced` says.
+fn request(f: &Arc<LoadedFunction>, req: &[u8]) -> R<(u64, u64)> {
+    let copied = PAGES_COPIED.load(Relaxed);
+    let d = wait_halting(submit(f, req)?);
+    d.result.map_err(|e| format!("{e}"))?;
+    Ok((d.finished - d.arrived, PAGES_COPIED.load(Relaxed) - copied))
+}
+
+/// [`RUNS`] requests with instances made as `forced` says: latencies and pages copied.
+fn measure(f: &Arc<LoadedFunction>, forced: Forced, req: &[u8]) -> R<(Vec<u64>, Vec<u64>)> {
+    force(Some(forced));
+    let r = (0..RUNS).map(|_| request(f, req)).collect::<R<Vec<_>>>();
+    force(None);
+    Ok(r?.into_iter().unzip())
+}
+
+pub fn run_group() -> Result<(), &'static str> {
+    match run() {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            crate::kprintln!("fjord: bench cxl: {e}");
+            force(None);
+            Err("cxl")
+        }
+    }
+}
+
+fn run() -> R<()> {
+    if crate::cxl::get().is_none() {
+        return Err("no shared region (boot q35 with an ivshmem device)".into());
+    }
+    let f = crate::runtime::lookup("index").ok_or("no `index` function (modules=initrd)")?;
+    // Warm: the zygote made, a first request served.
+    force(Some(Forced::LocalFork));
+    request(&f, b"get 1")?;
+    force(None);
+    let mut ckpt = Vec::new();
+    let mut cid = None;
+    for _ in 0..RUNS {
+        if let Some(old) = cid.take() {
+            crate::cxl::checkpoint::retire(old);
+        }
+        let t = crate::arch::cpu::rdtsc();
+        let w = crate::cxl::checkpoint::checkpoint_function("index")
+            .map_err(|e| format!("checkpoint: {e:?}"))?;
+        ckpt.push(crate::arch::cpu::rdtsc() - t);
+        cid = Some(w.cid);
+    }
+    let cid = cid.ok_or("no checkpoint")?;
+    report_unit(
+        GROUP,
+        "cxl_checkpoint_index",
+        Sys::Fjord,
+        "insns",
+        &mut ckpt,
+    );
+    let m = &f.manifest;
+    let zygote_pages = crate::ufork::zygote(&f)
+        .map(|(_, boundary)| {
+            let base = boundary - m.stack_size - f.image_in_area();
+            crate::jord::with(|j| j.initialised_pages(base).len() as u64)
+        })
+        .map_err(|e| format!("zygote: {e:?}"))?;
+    let sources: [(&str, Forced); 6] = [
+        ("cold_start", Forced::ColdStart),
+        ("local_fork", Forced::LocalFork),
+        (
+            "restore_write",
+            Forced::Restore(cid, Tiering::MigrateOnWrite),
+        ),
+        (
+            "restore_access",
+            Forced::Restore(cid, Tiering::MigrateOnAccess),
+        ),
+        ("restore_hybrid", Forced::Restore(cid, Tiering::Hybrid)),
+        ("restore_full_copy", Forced::FullCopy(cid)),
+    ];
+    for (req_name, req) in [("get", &b"get 4321"[..]), ("sum", &b"sum"[..])] {
+        for (label, forced) in sources {
+            let lazy_before = crate::ufork::lazy::stats().pages_copied;
+            let (mut lat, mut pages) = measure(&f, forced, req)?;
+            let lazy = crate::ufork::lazy::stats().pages_copied - lazy_before;
+            report_unit(
+                GROUP,
+                &format!("cxl_{label}_{req_name}"),
+                Sys::Fjord,
+                "insns",
+                &mut lat,
+            );
+            if label.starts_with("restore") {
+                report_unit(
+                    GROUP,
+                    &format!("cxl_clone_pages_{}_{req_name}", &label["restore_".len()..]),
+                    Sys::Fjord,
+                    "pages",
+                    &mut pages,
+                );
+            }
+            if label == "cold_start" && req_name == "get" {
+                // A cold instance holds its zygote's pages and what its child copied.
+                let child = lazy / RUNS as u64;
+                report_unit(
+                    GROUP,
+                    "cxl_cold_instance_pages",
+                    Sys::Fjord,
+                    "pages",
+                    &mut [zygote_pages + child],
+                );
+            }
+        }
+    }
+    // The burst: every request in a clone, all queued at once.
+    force(Some(Forced::Restore(cid, Tiering::MigrateOnWrite)));
+    let copied = PAGES_COPIED.load(Relaxed);
+    let tickets: Vec<Ticket> = (0..BURST)
+        .map(|i| submit(&f, format!("get {}", i * 37).as_bytes()))
+        .collect::<R<_>>()?;
+    let mut first = u64::MAX;
+    let mut last = 0;
+    for t in tickets {
+        let d = wait_halting(t);
+        d.result.map_err(|e| format!("burst: {e}"))?;
+        first = first.min(d.arrived);
+        last = last.max(d.finished);
+    }
+    force(None);
+    let pages = PAGES_COPIED.load(Relaxed) - copied;
+    report_unit(
+        GROUP,
+        "cxl_burst_100_clones",
+        Sys::Fjord,
+        "insns",
+        &mut [last - first],
+    );
+    report_unit(
+        GROUP,
+        "cxl_burst_100_clones_pages",
+        Sys::Fjord,
+        "pages",
+        &mut [pages],
+    );
+    crate::cxl::checkpoint::retire(cid);
+    Ok(())
+}

@@ -15,6 +15,7 @@
 //! | `POST /invoke/<fn>` | the function's output (200); 404 unknown, 500 the function failed (reason in the body), 503 no capacity |
 //! | `POST /processes/<pid>/checkpoint`, `POST /functions/<name>/checkpoint` | 201 `{checkpoint, pages}`; 404, 400 not fork-per-request, 409 still running, 501 no region, 503 region full |
 //! | `GET /checkpoints` | 200, JSON list of `{id, name, kind, pages, writer, clones}` |
+//! | `DELETE /functions/<name>/zygote` | 204: this node's warm zygote of a fork-per-request function destroyed; 404 |
 //! | `POST /checkpoints/<id>/restore[?tiering=write\|access\|hybrid]` | 201 `{pid}`; 404 unknown, retired or program absent, 409 other version, 422 corrupt |
 //! | `DELETE /checkpoints/<id>` | 204, or 404 |
 //!
@@ -351,6 +352,14 @@ impl<S: FunctionService> Gateway<S> {
             Ok(Route::CheckpointFunction(name)) => {
                 let r = checkpoint_response(self.service.checkpoint_function(&name));
                 ("checkpoint", r)
+            }
+            Ok(Route::DropZygote(name)) => {
+                let r = if self.service.drop_zygote(&name) {
+                    Response::new(Status::NoContent)
+                } else {
+                    Response::text(Status::NotFound, "no such function, or no zygote of it\n")
+                };
+                ("drop_zygote", r)
             }
             Ok(Route::CheckpointProcess(pid)) => {
                 let r = checkpoint_response(self.service.checkpoint_process(pid));

@@ -259,6 +259,12 @@ pub trait FunctionService {
         let _ = name;
         Err(CheckpointError::NoRegion)
     }
+    /// Destroys this node's warm zygote of the fork-per-request function `name`; `false` if it
+    /// has none.
+    fn drop_zygote(&mut self, name: &FunctionName) -> bool {
+        let _ = name;
+        false
+    }
     /// Clears the accessed bits of μprocess `pid`; `false` if there is none.
     fn reset_accessed(&mut self, pid: u64) -> bool {
         let _ = pid;

@@ -12,6 +12,7 @@
 //! | `DELETE` | `/processes/<pid>` | [`Route::KillProcess`] |
 //! | `POST` | `/processes/<pid>/checkpoint` | [`Route::CheckpointProcess`] |
 //! | `POST` | `/functions/<name>/checkpoint` | [`Route::CheckpointFunction`] |
+//! | `DELETE` | `/functions/<name>/zygote` | [`Route::DropZygote`] |
 //! | `POST` | `/processes/<pid>/reset-accessed` | [`Route::ResetAccessed`] |
 //! | `GET` | `/checkpoints` | [`Route::ListCheckpoints`] |
 //! | `POST` | `/checkpoints/<id>/restore` | [`Route::RestoreCheckpoint`] |
@@ -49,6 +50,8 @@ pub enum Route {
     CheckpointProcess(u64),
     /// Checkpoint this fork-per-request function's zygote into the shared region.
     CheckpointFunction(FunctionName),
+    /// Destroy this node's warm zygote of this fork-per-request function.
+    DropZygote(FunctionName),
     /// Clear the accessed bits of the μprocess with this PID (what its next checkpoint records
     /// as accessed starts now).
     ResetAccessed(u64),
@@ -126,12 +129,21 @@ pub fn route(method: Method, target: &str) -> Result<Route, RouteError> {
         expect(Method::Post, "POST")?;
         return named(name).map(Route::Invoke);
     }
-    if let Some((name, "checkpoint")) = path
+    if let Some((name, action)) = path
         .strip_prefix("/functions/")
         .and_then(|r| r.split_once('/'))
     {
-        expect(Method::Post, "POST")?;
-        return named(name).map(Route::CheckpointFunction);
+        return match action {
+            "checkpoint" => {
+                expect(Method::Post, "POST")?;
+                named(name).map(Route::CheckpointFunction)
+            }
+            "zygote" => {
+                expect(Method::Delete, "DELETE")?;
+                named(name).map(Route::DropZygote)
+            }
+            _ => Err(RouteError::NotFound),
+        };
     }
     if let Some(name) = path.strip_prefix("/functions/") {
         return match method {
@@ -270,6 +282,12 @@ mod tests {
         assert_eq!(code(Method::Delete, "/checkpoints/x"), 400);
         assert_eq!(code(Method::Post, "/checkpoints"), 405);
         assert_eq!(code(Method::Put, "/functions/f/checkpoint"), 405);
+        assert_eq!(
+            route(Method::Delete, "/functions/f/zygote"),
+            Ok(Route::DropZygote(name("f")))
+        );
+        assert_eq!(code(Method::Post, "/functions/f/zygote"), 405);
+        assert_eq!(code(Method::Post, "/functions/f/other"), 404);
         assert_eq!(code(Method::Post, "/functions/F/checkpoint"), 400);
     }
 

@@ -209,6 +209,9 @@ pub struct BootOptions<'a> {
     pub http: HttpOptions,
     /// This VM's number in a cluster (`node=`), under which it joins the shared CXL region.
     pub node: u32,
+    /// The tiering every clone of a function gets (`cxl_tiering=`), instead of CXLporter's
+    /// choice (`None`, `auto`).
+    pub cxl_tiering: Option<fjord_cxl::Tiering>,
 }
 
 impl Default for BootOptions<'_> {
@@ -233,12 +236,13 @@ impl Default for BootOptions<'_> {
             tags: fjord_ufork::source::TagChoice::Both,
             http: HttpOptions::default(),
             node: 0,
+            cxl_tiering: None,
         }
     }
 }
 
 /// The option names the parser knows, for error messages.
-pub const KNOWN_OPTIONS: &str = "mode, log, test, slow_tests, bench, node, bench_clock, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, tags, disk, \
+pub const KNOWN_OPTIONS: &str = "mode, log, test, slow_tests, bench, node, cxl_tiering, bench_clock, modules, crash, ip, gw, jbsq_k, hops, orch_group, warm, init, tags, disk, \
      http_head_timeout_ms, http_body_timeout_ms, http_idle_timeout_ms, http_send_timeout_ms, http_max_conns";
 
 /// Why a command line was rejected.
@@ -295,6 +299,7 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
             "test",
             "slow_tests",
             "node",
+            "cxl_tiering",
             "bench",
             "bench_clock",
             "modules",
@@ -349,6 +354,15 @@ pub fn parse(line: &str) -> Result<BootOptions<'_>, CmdlineError<'_>> {
                     .ok()
                     .filter(|&n: &u32| n < 1 << 16)
                     .ok_or(bad("a number from 0 to 65535"))?
+            }
+            "cxl_tiering" => {
+                opts.cxl_tiering = match value {
+                    "auto" => None,
+                    v => Some(
+                        fjord_cxl::Tiering::from_name(v)
+                            .ok_or(bad("auto, write, access, hybrid"))?,
+                    ),
+                }
             }
             "slow_tests" => {
                 opts.run_slow_tests = match value {
@@ -563,6 +577,12 @@ mod tests {
         assert!(!parse("slow_tests=skip").unwrap().run_slow_tests);
         assert!(parse("slow_tests=maybe").is_err());
         assert_eq!(parse("node=3").unwrap().node, 3);
+        assert_eq!(
+            parse("cxl_tiering=access").unwrap().cxl_tiering,
+            Some(fjord_cxl::Tiering::MigrateOnAccess)
+        );
+        assert_eq!(parse("cxl_tiering=auto").unwrap().cxl_tiering, None);
+        assert!(parse("cxl_tiering=fast").is_err());
         assert!(parse("node=x").is_err());
         assert!(parse("node=70000").is_err());
     }

@@ -178,7 +178,7 @@ extern "C" fn boot_on_stack() -> ! {
     check_initrd(info, &opts);
     crate::runtime::boot(initrd(info), &opts);
     crate::ufork::init();
-    crate::cxl::porter::enable();
+    crate::cxl::porter::enable(opts.cxl_tiering);
     crate::ufork::tags::set_choice(opts.tags);
     crate::orchestrator::init_groups(opts.jbsq_k, opts.orch_group);
     crate::runtime::task::set_hop_mode(opts.hops);

@@ -114,8 +114,13 @@ fn memory_used_percent() -> u8 {
     ((total - free) * 100 / total) as u8
 }
 
-/// Takes over making fork-per-request functions' instances, when this node has a region.
-pub fn enable() {
+/// The tiering every clone gets, when the operator pinned one (`cxl_tiering=`).
+static PINNED: Mutex<Option<Tiering>> = Mutex::new(None);
+
+/// Takes over making fork-per-request functions' instances, when this node has a region; with
+/// `pinned`, every clone gets that tiering instead of the policy's.
+pub fn enable(pinned: Option<Tiering>) {
+    *PINNED.lock() = pinned;
     if get().is_some() {
         crate::module::set_forker(instance_for);
         crate::module::set_fork_end(instance_ended);
@@ -228,7 +233,9 @@ fn instance_for(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
     if let (Source::Restore, Some(cid)) = (source, checkpoint) {
         let tiering = with(|p| {
             let st = p.functions.get_mut(name)?;
-            let t = POLICY.tiering(memory_used_percent(), st.restored, st.local);
+            let pinned = *PINNED.lock();
+            let t = pinned
+                .unwrap_or_else(|| POLICY.tiering(memory_used_percent(), st.restored, st.local));
             let changed = st.last_tiering.replace(t) != Some(t);
             Some((t, changed))
         });

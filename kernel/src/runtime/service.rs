@@ -261,6 +261,10 @@ impl FunctionService for RuntimeService {
         checkpoint_answer(crate::cxl::checkpoint::checkpoint_function(name.as_str()))
     }
 
+    fn drop_zygote(&mut self, name: &FunctionName) -> bool {
+        super::lookup(name.as_str()).is_some_and(|f| crate::ufork::drop_zygote(&f))
+    }
+
     fn reset_accessed(&mut self, pid: u64) -> bool {
         crate::cxl::checkpoint::reset_accessed(pid)
     }

@@ -246,26 +246,11 @@ pub fn restore(
         instance::destroy(inst.pd);
         return Err(RestoreError::TableFull);
     };
-    let fail = |inst: Instance, e| {
+    let Ok(source) = attach_pages(image, (inst.pd, base), (from, to), attach) else {
         instance::destroy(inst.pd);
         with(|p| p.table.discard(pid)).ok();
-        e
+        return Err(RestoreError::NoMemory);
     };
-    let mut shadow = ShadowTags::new(from);
-    for &slot in &image.tags {
-        let _ = shadow.set(from.base() + u64::from(slot) * 8);
-    }
-    let source = tags::source(shadow);
-    let attached = attach(Attach {
-        pd: inst.pd,
-        base,
-        from,
-        to,
-        source: &source,
-    });
-    if attached.is_err() {
-        return Err(fail(inst, RestoreError::NoMemory));
-    }
     let mut ctx = context_of(&image.registers);
     super::relocate_registers(&mut ctx, &from, &to, &*source);
     let fds = with(|p| files::console_fds_at(p, &image.console_fds));
@@ -338,21 +323,32 @@ pub fn clone_instance(
         instance::destroy(inst.pd);
         return Err(RestoreError::BadImage);
     };
+    if attach_pages(image, (inst.pd, base), (from, to), attach).is_err() {
+        instance::destroy(inst.pd);
+        return Err(RestoreError::NoMemory);
+    }
+    Ok(inst)
+}
+
+/// Has `attach` make the new area (`pd`, VMA `base`) hold the checkpoint's pages, relocated
+/// from `from` to `to` by the tag source of the image's precise tags, which it returns.
+fn attach_pages(
+    image: &ProcessImage,
+    (pd, base): (PdId, u64),
+    (from, to): (Area, Area),
+    attach: impl FnOnce(Attach<'_>) -> Result<(), ()>,
+) -> Result<tags::Source, ()> {
     let mut shadow = ShadowTags::new(from);
     for &slot in &image.tags {
         let _ = shadow.set(from.base() + u64::from(slot) * 8);
     }
     let source = tags::source(shadow);
-    let attached = attach(Attach {
-        pd: inst.pd,
+    attach(Attach {
+        pd,
         base,
         from,
         to,
         source: &source,
-    });
-    if attached.is_err() {
-        instance::destroy(inst.pd);
-        return Err(RestoreError::NoMemory);
-    }
-    Ok(inst)
+    })?;
+    Ok(source)
 }

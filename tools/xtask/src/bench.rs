@@ -219,6 +219,10 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         }
         total_wall += wall;
     }
+    if options.group.as_deref().is_some_and(|g| g.contains("cxl")) {
+        // Wall time of restores on two nodes, each policy pinned in a cluster of its own.
+        measurements.extend(crate::bench_cxl::wall(options.accel)?);
+    }
     let wall = total_wall;
     if kvm && let Some(mhz) = tsc_mhz {
         // The μprocess programs time themselves with RDTSC in ring 3 and print TSC deltas.

@@ -62,7 +62,7 @@ pub fn run(accel: Accel) -> Result<Vec<Outcome>> {
         ckpt.map(|_| ()),
     );
     check(
-        "a fork-per-request function's warm zygote checkpointed on node0 (index): node1, with no zygote, serves it by clones of the checkpoint (no init run there), answering as node0 does",
+        "a fork-per-request function's warm zygote checkpointed on node0 (index): node1, with no zygote, serves it by clones of the checkpoint (no init run there), answering as node0 does; DELETE /functions/index/zygote destroys node0's",
         function_clones(&cluster),
     );
     check(
@@ -266,6 +266,8 @@ fn function_clones(cluster: &Cluster) -> Result<(), String> {
     }
     one(n0, "POST", "/functions/hello/checkpoint", b"")?.expect(400)?;
     one(n0, "POST", "/functions/nope/checkpoint", b"")?.expect(404)?;
+    one(n0, "DELETE", "/functions/index/zygote", b"")?.expect(204)?;
+    one(n0, "DELETE", "/functions/index/zygote", b"")?.expect(404)?;
     Ok(())
 }
 

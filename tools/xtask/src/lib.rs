@@ -15,6 +15,7 @@
 pub mod apps_build;
 pub mod bench;
 pub mod bench_apps;
+pub mod bench_cxl;
 pub mod bench_results;
 pub mod cli;
 pub mod cluster;

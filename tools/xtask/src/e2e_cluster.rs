@@ -74,7 +74,7 @@ pub fn run(accel: Accel) -> Result<Vec<Outcome>> {
         corrupted(&cluster),
     );
     check(
-        "a retired checkpoint (DELETE) and the checkpoints of a deleted program cannot be restored (404, 'retired'); errors are clear",
+        "a retired checkpoint (DELETE) and the checkpoints of a program replaced by another version or deleted cannot be restored (404, 'retired'); errors are clear",
         retired(&cluster, id.as_deref()),
     );
     let mid = kill_mid_checkpoint(&mut cluster);
@@ -359,14 +359,31 @@ fn retired(cluster: &Cluster, id: Option<&str>) -> Result<(), String> {
     let r = one(n1, "POST", &format!("/checkpoints/{id}/restore"), b"")?;
     r.expect(404)?;
     r.expect_body_contains("retired")?;
-    let r = one(n0, "POST", "/processes/ticker", b"")?;
-    r.expect(201)?;
-    let pid = field(&r.text(), "pid")?;
-    tick_line(cluster, 0, &pid, 1)?;
-    let r = one(n0, "POST", &format!("/processes/{pid}/checkpoint"), b"")?;
-    r.expect(201)?;
-    let second = field(&r.text(), "checkpoint")?;
-    one(n0, "DELETE", &format!("/processes/{pid}"), b"")?.expect(204)?;
+    let checkpoint_ticker = || -> Result<String, String> {
+        let r = one(n0, "POST", "/processes/ticker", b"")?;
+        r.expect(201)?;
+        let pid = field(&r.text(), "pid")?;
+        tick_line(cluster, 0, &pid, 1)?;
+        let r = one(n0, "POST", &format!("/processes/{pid}/checkpoint"), b"")?;
+        r.expect(201)?;
+        one(n0, "DELETE", &format!("/processes/{pid}"), b"")?.expect(204)?;
+        field(&r.text(), "checkpoint")
+    };
+    // Replaced: another version of the program (its module and one more byte) deployed on
+    // node1 retires the checkpoints of the old one, for every node.
+    let first = checkpoint_ticker()?;
+    let apps = crate::apps_build::build_apps().map_err(|e| format!("{e:#}"))?;
+    let mut other = apps
+        .iter()
+        .find(|a| a.name == "ticker")
+        .map(|a| a.bytes.clone())
+        .ok_or("ticker was not built")?;
+    other.push(0);
+    one(n1, "PUT", "/functions/ticker", &other)?.expect(200)?;
+    let r = one(n0, "POST", &format!("/checkpoints/{first}/restore"), b"")?;
+    r.expect(404)?;
+    r.expect_body_contains("retired")?;
+    let second = checkpoint_ticker()?;
     one(n0, "DELETE", "/functions/ticker", b"")?.expect(204)?;
     let r = one(n1, "POST", &format!("/checkpoints/{second}/restore"), b"")?;
     r.expect(404)?;

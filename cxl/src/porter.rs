@@ -106,18 +106,23 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Policy {
-        Policy {
-            checkpoint_after: 16,
-            high_mem_percent: 90,
-            keep_alive_ms: 10 * 60 * 1000,
-            pressure_keep_alive_ms: 10 * 1000,
-            region_low_percent: 10,
-            slower_percent: 10,
-        }
+        Policy::PAPER
     }
 }
 
 impl Policy {
+    /// The paper's thresholds: checkpoint after 16 invocations, HighMem at 90 %, keep-alive
+    /// of 10 minutes or 10 seconds under pressure; reclaim below 10 % free, tiering turns at
+    /// 10 % slower.
+    pub const PAPER: Policy = Policy {
+        checkpoint_after: 16,
+        high_mem_percent: 90,
+        keep_alive_ms: 10 * 60 * 1000,
+        pressure_keep_alive_ms: 10 * 1000,
+        region_low_percent: 10,
+        slower_percent: 10,
+    };
+
     /// Where the next instance comes from, given whether this node has a warm zygote and
     /// whether the region has a checkpoint of the function's version.
     pub const fn source(&self, zygote: bool, checkpoint: bool) -> Source {

@@ -232,6 +232,30 @@ impl PrivLib {
         self.mmap_placed(caller, len, prot, MapFlags::default(), true)
     }
 
+    /// [`PrivLib::mmap_area`] at `base` itself (a VMA slot's base, which must be free): for a
+    /// clone restored where its checkpoint's area was. [`Error::Busy`] when the slot is taken,
+    /// [`Error::BadAddress`] for an address that is no slot's base or beyond its class's
+    /// capacity, [`Error::InvalidArgs`] for a length the slot's class cannot hold.
+    pub fn mmap_area_at(&mut self, caller: PdId, base: u64, len: u64, prot: Perm) -> Result<u64> {
+        self.pds.check_live(caller)?;
+        if !prot.may_request(caller == PdId::KERNEL) {
+            return Err(Error::AccessDenied);
+        }
+        let d = vaddr::decode(base)?;
+        if d.offset != 0 {
+            return Err(Error::BadAddress);
+        }
+        self.vmas
+            .alloc_at(d.vma, caller, len, prot, MapFlags::default())?;
+        self.pds.note_owned(caller, d.vma, true);
+        self.pds.touch_vma(caller, d.vma);
+        if !prot.is_empty() {
+            self.pds.note_granted(caller, d.vma, true);
+            self.pds.note_held(caller, true);
+        }
+        Ok(base)
+    }
+
     #[inline(always)]
     fn mmap_placed(
         &mut self,

@@ -767,3 +767,35 @@ fn scrubbed_since_follows_every_change_to_what_an_instance_owns_or_holds() {
         l.check_consistency().unwrap();
     }
 }
+
+#[test]
+fn mmap_area_at_takes_that_slot_or_says_why_not() {
+    let mut l = lib(PdIsolation::Full);
+    let a = l.cget(K).unwrap();
+    let b = l.cget(K).unwrap();
+    let va = l.mmap_area(a, 40_000, Perm::RW).unwrap();
+    // The slot is a's: b cannot have it, at its base or inside it.
+    assert_eq!(l.mmap_area_at(b, va, 40_000, Perm::RW), Err(Error::Busy));
+    assert_eq!(
+        l.mmap_area_at(b, va + 4096, 40_000, Perm::RW),
+        Err(Error::BadAddress)
+    );
+    l.munmap(a, va, 40_000).unwrap();
+    // Free again: b gets that very slot, owns it, and may use it.
+    assert_eq!(l.mmap_area_at(b, va, 40_000, Perm::RW), Ok(va));
+    let g = l.lookup(b, va + 39_999).unwrap();
+    assert_eq!((g.base, g.len, g.perm), (va, 40_000, Perm::RW));
+    assert_eq!(l.lookup(a, va), Err(Fault::NoPermission));
+    // A length its class cannot hold, and an address outside every class.
+    l.munmap(b, va, 40_000).unwrap();
+    let class = vaddr::decode(va).unwrap().vma.sc.size();
+    assert_eq!(
+        l.mmap_area_at(b, va, class + 1, Perm::RW),
+        Err(Error::InvalidArgs)
+    );
+    assert_eq!(
+        l.mmap_area_at(b, REGION_START - 4096, 4096, Perm::RW),
+        Err(Error::BadAddress)
+    );
+    l.check_consistency().unwrap();
+}

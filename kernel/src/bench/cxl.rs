@@ -8,15 +8,18 @@
 //! - a request's latency (the orchestrator's receipt to completion) by where its instance comes
 //!   from: `cxl_cold_start_<req>` (a zygote made, `init` run, then forked),
 //!   `cxl_local_fork_<req>` (a fork of the warm zygote), `cxl_restore_<tiering>_<req>` (a clone
-//!   of the checkpoint under each tiering), `cxl_restore_full_copy_<req>` (a clone with every
-//!   page copied and relocated before the request: a full-copy restore, as CRIU's), for `get`
-//!   (one entry: a few pages) and `sum` (the whole index);
+//!   of the checkpoint under each tiering, at another address than the checkpoint's, which the
+//!   zygote holds: relocated), `cxl_restore_full_copy_<req>` (a clone with every page copied
+//!   and relocated before the request: a full-copy restore, as CRIU's), and each restore again
+//!   with `_same_address` (no zygote: the clone at the checkpoint's own address, nothing to
+//!   relocate), for `get` (one entry: a few pages) and `sum` (the whole index);
 //! - local memory: pages a request's clone copied into this node's memory
 //!   (`cxl_clone_pages_<tiering>_<req>`), against a cold-started instance's pages (its zygote's
 //!   and its child's: `cxl_cold_instance_pages`);
 //! - `cxl_burst_100_clones`: 100 `get` requests submitted at once, each in a clone
-//!   (migrate-on-write): receipt of the first to completion of the last, and the pages the 100
-//!   copied (`cxl_burst_100_clones_pages`).
+//!   (migrate-on-write, no zygote: one executor serves them in turn, each clone at the
+//!   checkpoint's address): receipt of the first to completion of the last, and the pages the
+//!   100 copied (`cxl_burst_100_clones_pages`).
 //!
 //! On one host the region is as fast as local memory, and a restore on another node runs the
 //! same instructions as one here: instruction counts cannot tell local from remote restores.
@@ -127,8 +130,22 @@ fn run() -> R<()> {
         ("restore_hybrid", Forced::Restore(cid, Tiering::Hybrid)),
         ("restore_full_copy", Forced::FullCopy(cid)),
     ];
+    // First with the zygote alive, holding the checkpoint's address: clones elsewhere,
+    // relocated; then with no zygote: clones at the checkpoint's own address.
+    let runs = sources
+        .iter()
+        .map(|&(l, f)| (String::from(l), f, false))
+        .chain(
+            sources[2..]
+                .iter()
+                .map(|&(l, f)| (format!("{l}_same_address"), f, true)),
+        );
     for (req_name, req) in [("get", &b"get 4321"[..]), ("sum", &b"sum"[..])] {
-        for (label, forced) in sources {
+        for (label, forced, same) in runs.clone() {
+            if same {
+                crate::ufork::drop_zygote(&f);
+            }
+            let label = label.as_str();
             let lazy_before = crate::ufork::lazy::stats().pages_copied;
             let (mut lat, mut pages) = measure(&f, forced, req)?;
             let lazy = crate::ufork::lazy::stats().pages_copied - lazy_before;
@@ -139,10 +156,10 @@ fn run() -> R<()> {
                 "insns",
                 &mut lat,
             );
-            if label.starts_with("restore") {
+            if let Some(kind) = label.strip_prefix("restore_") {
                 report_unit(
                     GROUP,
-                    &format!("cxl_clone_pages_{}_{req_name}", &label["restore_".len()..]),
+                    &format!("cxl_clone_pages_{kind}_{req_name}"),
                     Sys::Fjord,
                     "pages",
                     &mut pages,
@@ -161,7 +178,9 @@ fn run() -> R<()> {
             }
         }
     }
-    // The burst: every request in a clone, all queued at once.
+    // The burst: every request in a clone, all queued at once (no zygote: each clone at the
+    // checkpoint's address once the one before it has ended).
+    crate::ufork::drop_zygote(&f);
     force(Some(Forced::Restore(cid, Tiering::MigrateOnWrite)));
     let copied = PAGES_COPIED.load(Relaxed);
     let tickets: Vec<Ticket> = (0..BURST)

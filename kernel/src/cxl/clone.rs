@@ -1,13 +1,16 @@
 //! Clones: μprocesses restored from a checkpoint in the shared region, on any node, at any
 //! address (CXLfork's restore, with μFork's relocation across nodes).
 //!
-//! A clone's area is a fresh area of this node. Its checkpoint pages stay in the region until
+//! A clone's area is a fresh area of this node: at the checkpoint's own address when that slot
+//! is free here (then nothing needs relocating), elsewhere otherwise. Its checkpoint pages stay
+//! in the region until
 //! they are needed; this module is the [`Pager`] of the area and decides, page by page, on the
 //! clone's first access (a VLB miss), by the clone's [`Tiering`]:
 //!
-//! - **migrate-on-write** (the default): a read maps the region's page itself, read-only, if it
-//!   holds no tagged word (nothing in it needs relocating); its first write copies it into a
-//!   frame of this node. A page with tags is copied and relocated on its first access.
+//! - **migrate-on-write** (the default): a read maps the region's page itself, read-only, if
+//!   nothing in it needs relocating (the clone is at the checkpoint's address, or the page holds
+//!   no tagged word); its first write copies it into a frame of this node. A page with tags in a
+//!   clone elsewhere is copied and relocated on its first access.
 //! - **migrate-on-access**: every page is copied and relocated on its first access.
 //! - **hybrid**: the pages the checkpointed μprocess had accessed since its accessed bits were
 //!   last reset (the checkpoint records them) are copied on first access, the others are
@@ -154,6 +157,12 @@ fn read_only(perm: Perm) -> Perm {
 }
 
 impl CloneArea {
+    /// Whether the clone's area lies elsewhere than its checkpoint's (its pointers need
+    /// relocating); a clone restored at the checkpoint's own address needs none.
+    fn moved(&self) -> bool {
+        self.from.base() != self.to.base()
+    }
+
     /// Checkpoint page `i` of the area as the region holds it, checked against its CRC-32.
     fn load(&self, i: usize) -> Option<PageWords> {
         let k = self.pages.binary_search(&(i as u32)).ok()?;
@@ -176,14 +185,16 @@ impl CloneArea {
     fn copy(&mut self, f: &mut Frames<'_>, base: u64, i: usize, mut words: PageWords) {
         let page = self.from.base() + i as u64 * PAGE_SIZE;
         let mut tally = Tally::default();
-        let _ = relocate_page_tallied(
-            &*self.source,
-            &self.from,
-            &self.to,
-            page,
-            &mut words,
-            &mut tally,
-        );
+        if self.moved() {
+            let _ = relocate_page_tallied(
+                &*self.source,
+                &self.from,
+                &self.to,
+                page,
+                &mut words,
+                &mut tally,
+            );
+        }
         WORDS_RELOCATED.fetch_add(
             tally.precise + tally.inferred + tally.both + tally.other,
             Relaxed,
@@ -237,7 +248,7 @@ impl CloneArea {
             return REFUSED;
         };
         let page = self.from.base() + i as u64 * PAGE_SIZE;
-        if self.source.page_has_tags(page, &words) {
+        if self.moved() && self.source.page_has_tags(page, &words) {
             self.copy(f, base, i, words);
             return Some((f.frame(base, i)?, perm));
         }

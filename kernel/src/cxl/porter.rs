@@ -33,15 +33,8 @@ use fjord_cxl::porter::{Candidate, Mean, Policy, Source};
 use fjord_cxl::{Cid, Kind};
 use spin::Mutex;
 
-/// The policy's thresholds (the paper's defaults).
-const POLICY: Policy = Policy {
-    checkpoint_after: 16,
-    high_mem_percent: 90,
-    keep_alive_ms: 10 * 60 * 1000,
-    pressure_keep_alive_ms: 10 * 1000,
-    region_low_percent: 10,
-    slower_percent: 10,
-};
+/// The policy's thresholds (the paper's).
+const POLICY: Policy = Policy::PAPER;
 
 /// The decisions counted in `/metrics`, as their labels.
 pub static DECISIONS: [[(&str, &str); 1]; 11] = [

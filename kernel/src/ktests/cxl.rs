@@ -60,3 +60,49 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    fn a_function_checkpoint_clones_anywhere_with_the_answers_of_its_zygote() {
+        use crate::cxl::clone::{PAGES_COPIED, Tiering};
+        use crate::cxl::porter::{Forced, force};
+        use core::sync::atomic::Ordering::Relaxed;
+        if crate::cxl::get().is_none() {
+            return Err(String::from("not run: no ivshmem device on this board (the q35 boots have one)"));
+        }
+        let Some(f) = crate::runtime::lookup("index") else {
+            return Err(String::from("not run: no `index` function (modules=initrd)"));
+        };
+        let ask = |req: &[u8]| {
+            crate::runtime::invoke("index", req).map_err(|e| format!("{e}"))
+        };
+        let run = || -> Result<(), String> {
+            force(Some(Forced::LocalFork));
+            let want = (ask(b"get 4321")?, ask(b"sum")?);
+            let w = crate::cxl::checkpoint::checkpoint_function("index")
+                .map_err(|e| format!("{e:?}"))?;
+            // The zygote holds the checkpoint's address: the clone lies elsewhere, relocated.
+            for t in [Tiering::MigrateOnWrite, Tiering::MigrateOnAccess, Tiering::Hybrid] {
+                force(Some(Forced::Restore(w.cid, t)));
+                let copied = PAGES_COPIED.load(Relaxed);
+                let got = (ask(b"get 4321")?, ask(b"sum")?);
+                kassert!(got == want, "{t:?}: {got:?}, want {want:?}");
+                kassert!(PAGES_COPIED.load(Relaxed) - copied >= w.pages, "{t:?}: sum copied too little");
+            }
+            // No zygote: the clone at the checkpoint's own address, mapping what it only reads.
+            crate::ufork::drop_zygote(&f);
+            force(Some(Forced::Restore(w.cid, Tiering::MigrateOnWrite)));
+            let copied = PAGES_COPIED.load(Relaxed);
+            kassert!(ask(b"sum")? == want.1, "same address: sum differs");
+            let same = PAGES_COPIED.load(Relaxed) - copied;
+            kassert!(same < 4, "a clone at its checkpoint's address copied {same} pages for reads");
+            force(Some(Forced::FullCopy(w.cid)));
+            kassert!(ask(b"get 4321")? == want.0, "full copy: get differs");
+            force(None);
+            kassert!(crate::cxl::checkpoint::retire(w.cid), "not retired");
+            Ok(())
+        };
+        let r = run();
+        force(None);
+        r
+    }
+}

@@ -45,16 +45,26 @@ impl Instance {
     /// A new PD for `f` with its instance VMA and heap header, its memory allowance and its
     /// bound on the PDs it may create (not from the pool: a μprocess's area, too).
     pub fn create(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
-        Self::create_with(f, true)
+        Self::create_with(f, true, None)
     }
 
     /// [`Instance::create`] without the heap header: for a forked μprocess, whose stack
     /// region's top page (the header's) is its parent's copy.
     pub fn create_for_fork(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
-        Self::create_with(f, false)
+        Self::create_with(f, false, None)
     }
 
-    fn create_with(f: &LoadedFunction, header: bool) -> Result<Instance, InvokeFailure> {
+    /// [`Instance::create_for_fork`] whose area lies at `base` when that slot is free (a clone
+    /// restored where its checkpoint's area was: nothing to relocate), elsewhere otherwise.
+    pub fn create_for_fork_at(f: &LoadedFunction, base: u64) -> Result<Instance, InvokeFailure> {
+        Self::create_with(f, false, Some(base))
+    }
+
+    fn create_with(
+        f: &LoadedFunction,
+        header: bool,
+        at: Option<u64>,
+    ) -> Result<Instance, InvokeFailure> {
         let m = &f.manifest;
         let r = jord::settled(|j| {
             let pd = match j.cget(PdId::KERNEL) {
@@ -64,7 +74,7 @@ impl Instance {
             j.set_memory_limit(pd, m.memory_limit);
             // Cannot fail: the kernel just made `pd`.
             let _ = j.set_pd_limit(pd, m.max_pds);
-            match map_instance(j, pd, f, header) {
+            match map_instance(j, pd, f, (header, at)) {
                 Ok(boundary) => (
                     None,
                     Ok(Instance {
@@ -100,17 +110,23 @@ fn map_instance(
     j: &mut jord::state::Jord,
     pd: PdId,
     f: &LoadedFunction,
-    header: bool,
+    (header, at): (bool, Option<u64>),
 ) -> Result<u64, PdError> {
     let m = &f.manifest;
     let image = f.image_in_area();
     let len = image + m.stack_size + m.heap_size;
+    let area = |j: &mut jord::state::Jord| match at {
+        Some(base) => j
+            .mmap_area_at(pd, base, len)
+            .or_else(|_| j.mmap_area(pd, len)),
+        None => j.mmap_area(pd, len),
+    };
     // A program's instance VMA is a μprocess area, and so is a fork-per-request function's
     // (its instances are forked): placed so that μFork's inferred tags never take a small
     // integer over a stale pointer's upper half for one of its addresses.
     let instance =
         if f.program.is_some() || f.groundhog_mode() == fjord_groundhog::GroundhogMode::Fork {
-            j.mmap_area(pd, len)?
+            area(j)?
         } else {
             j.mmap(pd, len, Perm::RW, MapFlags::default())?
         };

@@ -233,7 +233,8 @@ pub fn restore(
         isolation: image.isolation,
     };
     let from = image.area().map_err(|_| RestoreError::BadImage)?;
-    let inst = Instance::create_for_fork(&f).map_err(|_| RestoreError::NoMemory)?;
+    let inst =
+        Instance::create_for_fork_at(&f, image.area_base).map_err(|_| RestoreError::NoMemory)?;
     let (base, len) = area_of_instance(&f, &inst);
     let Some(to) = area_of(base, len).filter(|_| len == image.area_len) else {
         instance::destroy(inst.pd);
@@ -317,7 +318,8 @@ pub fn clone_instance(
         return Err(RestoreError::OtherVersion);
     }
     let from = image.area().map_err(|_| RestoreError::BadImage)?;
-    let inst = Instance::create_for_fork(f).map_err(|_| RestoreError::NoMemory)?;
+    let inst =
+        Instance::create_for_fork_at(f, image.area_base).map_err(|_| RestoreError::NoMemory)?;
     let (base, len) = area_of_instance(f, &inst);
     let Some(to) = area_of(base, len).filter(|_| len == image.area_len) else {
         instance::destroy(inst.pd);

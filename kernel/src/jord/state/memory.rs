@@ -243,6 +243,13 @@ impl Jord {
         self.back_new(base, len, Sparse::Yes)
     }
 
+    /// [`Jord::mmap_area`] at `base` itself, when that slot is free (see
+    /// [`fjord_pd::PrivLib::mmap_area_at`]).
+    pub fn mmap_area_at(&mut self, caller: PdId, base: u64, len: u64) -> Result<u64, Error> {
+        let base = self.privlib.mmap_area_at(caller, base, len, Perm::RW)?;
+        self.back_new(base, len, Sparse::Yes)
+    }
+
     /// Backs the VMA PrivLib just made at `base` ([`Jord::back_vma`]); without frames for it,
     /// frees it again. Returns `base`.
     #[inline]

@@ -13,8 +13,9 @@
 //!   clone elsewhere is copied and relocated on its first access.
 //! - **migrate-on-access**: every page is copied and relocated on its first access.
 //! - **hybrid**: the pages the checkpointed μprocess had accessed since its accessed bits were
-//!   last reset (the checkpoint records them) are copied on first access, the others are
-//!   handled as migrate-on-write.
+//!   last reset (the checkpoint records them), and those this node's earlier hybrid clones of
+//!   the checkpoint accessed, are copied on first access; the others are handled as
+//!   migrate-on-write.
 //!
 //! Every page is checked against its CRC-32 in the region when it is first copied or mapped; a
 //! corrupt page is refused: the clone's access faults and the clone is killed, never run on
@@ -31,7 +32,7 @@ use crate::ufork::tags::Source;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use fjord_cxl::Reader;
+use fjord_cxl::{Cid, Reader};
 use fjord_kernel::layout::{CXL_PHYS, PAGE_SIZE};
 use fjord_pd::{PdId, Perm};
 use fjord_ufork::area::Area;
@@ -71,12 +72,50 @@ struct Clones {
     /// The Jord state the bases below belong to.
     generation: u64,
     areas: BTreeMap<u64, CloneArea>,
+    /// For each checkpoint, the area pages its hybrid clones on this node have accessed so far
+    /// (ascending): what later hybrid clones copy on first access, beside the checkpoint's own
+    /// accessed set.
+    accessed: BTreeMap<Cid, Vec<u32>>,
 }
 
 static CLONES: Mutex<Clones> = Mutex::new(Clones {
     generation: 0,
     areas: BTreeMap::new(),
+    accessed: BTreeMap::new(),
 });
+
+/// Most checkpoints whose clones' accessed pages are remembered.
+const REMEMBERED: usize = 64;
+
+/// The union of two ascending lists, ascending.
+fn union(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(a.len().max(b.len()));
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let next = match (a.get(i), b.get(j)) {
+            (Some(&x), Some(&y)) if x == y => {
+                i += 1;
+                j += 1;
+                x
+            }
+            (Some(&x), Some(&y)) if x < y => {
+                i += 1;
+                x
+            }
+            (_, Some(&y)) => {
+                j += 1;
+                y
+            }
+            (Some(&x), None) => {
+                i += 1;
+                x
+            }
+            (None, None) => break,
+        };
+        out.push(next);
+    }
+    out
+}
 
 /// The pager of clones' areas.
 struct ClonePager;
@@ -115,7 +154,13 @@ pub fn attach(
             }
         }
         let mut g = CLONES.lock();
-        state(f, &mut g).areas.insert(
+        let s = state(f, &mut g);
+        let cid = reader.info().cid;
+        let hot = match s.accessed.get(&cid) {
+            Some(learned) => union(&hot, learned),
+            None => hot,
+        };
+        s.areas.insert(
             a.base,
             CloneArea {
                 pd: a.pd,
@@ -270,10 +315,39 @@ impl Clones {
             .get(&base)
             .is_some_and(|c| c.pending.is_settled())
         {
-            self.areas.remove(&base);
+            self.forget(base);
             f.set_pager(base, None);
         }
     }
+
+    /// Forgets the clone at `base`; a hybrid clone's checkpoint pages it accessed (copied, or
+    /// mapped in place) are remembered for the next hybrid clones of its checkpoint.
+    fn forget(&mut self, base: u64) {
+        let Some(c) = self.areas.remove(&base) else {
+            return;
+        };
+        if c.tiering != Tiering::Hybrid {
+            return;
+        }
+        let touched: Vec<u32> = c
+            .pages
+            .iter()
+            .copied()
+            .filter(|&p| !c.pending.is_pending(p as usize) || c.pending.is_shared(p as usize))
+            .collect();
+        let cid = c.reader.info().cid;
+        if !self.accessed.contains_key(&cid) && self.accessed.len() >= REMEMBERED {
+            self.accessed.pop_first();
+        }
+        let known = self.accessed.entry(cid).or_default();
+        *known = union(known, &touched);
+    }
+}
+
+/// The pages this node's hybrid clones of checkpoint `cid` have accessed so far (what its next
+/// hybrid clones copy on first access besides the checkpoint's own accessed set).
+pub fn accessed_by_clones(cid: Cid) -> usize {
+    crate::jord::with(|_| CLONES.lock().accessed.get(&cid).map_or(0, Vec::len))
 }
 
 impl Pager for ClonePager {
@@ -332,6 +406,6 @@ impl Pager for ClonePager {
 
     fn detach(&self, f: &mut Frames<'_>, base: u64) {
         let mut g = CLONES.lock();
-        state(f, &mut g).areas.remove(&base);
+        state(f, &mut g).forget(base);
     }
 }

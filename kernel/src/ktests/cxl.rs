@@ -95,6 +95,15 @@ ktest! {
             kassert!(ask(b"sum")? == want.1, "same address: sum differs");
             let same = PAGES_COPIED.load(Relaxed) - copied;
             kassert!(same < 4, "a clone at its checkpoint's address copied {same} pages for reads");
+            // Hybrid: what earlier hybrid clones of the checkpoint accessed here (every page:
+            // one summed) is copied on first access, not mapped in place.
+            let learned = crate::cxl::clone::accessed_by_clones(w.cid) as u64;
+            kassert!(learned >= w.pages, "clones accessed {learned} of {} pages", w.pages);
+            force(Some(Forced::Restore(w.cid, Tiering::Hybrid)));
+            let copied = PAGES_COPIED.load(Relaxed);
+            kassert!(ask(b"sum")? == want.1, "hybrid: sum differs");
+            let hybrid = PAGES_COPIED.load(Relaxed) - copied;
+            kassert!(hybrid >= w.pages, "a hybrid clone copied {hybrid} of {} learned pages", w.pages);
             force(Some(Forced::FullCopy(w.cid)));
             kassert!(ask(b"get 4321")? == want.0, "full copy: get differs");
             force(None);

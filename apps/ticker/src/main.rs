@@ -4,7 +4,9 @@
 //! `ticker: μprocess P tick T sum S`, where the sum is a hash of everything it holds. The
 //! changes depend only on the tick, so the sum of tick T is the same in every run: a clone
 //! restored from a checkpoint (on any node, at any address) must print, for each tick, the sum
-//! the original prints for it. It exits with 0 after 1200 ticks.
+//! the original prints for it. Every 25 ticks it forks a child that hashes what it inherited
+//! and exits with 0 if the hash is its parent's (`ticker: μprocess P tick T child C ended
+//! Some(Exited(0))`). It exits with 0 after 1200 ticks.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 #[cfg(target_os = "none")]
@@ -22,6 +24,8 @@ mod program {
     const KEYS: u32 = 200;
     const SMALL: usize = 4096;
     const TICKS: u64 = 1200;
+    /// Every this many ticks it forks a child that checks what it inherited.
+    const FORK_EVERY: u64 = 25;
 
     struct Node {
         value: u64,
@@ -129,6 +133,23 @@ mod program {
         }
     }
 
+    /// Forks a child that hashes the state it inherited and exits 0 when the hash is the
+    /// parent's `sum`; says how the child ended.
+    fn fork_check(pid: u64, t: u64, state: &State, sum: u64) {
+        match process::fork() {
+            Ok(0) => process::exit(u8::from(state.sum(t) != Some(sum))),
+            Ok(child) => {
+                let status = process::waitpid(child, 0).ok().flatten().map(|(_, s)| s);
+                say(format_args!(
+                    "ticker: μprocess {pid} tick {t} child {child} ended {status:?}"
+                ));
+            }
+            Err(e) => say(format_args!(
+                "ticker: μprocess {pid} tick {t} fork failed {e:?}"
+            )),
+        }
+    }
+
     fn say(args: core::fmt::Arguments<'_>) {
         let mut line = fjord_libos::function::StackText::<96>::new();
         let _ = core::fmt::Write::write_fmt(&mut line, args);
@@ -142,12 +163,13 @@ mod program {
             state.change(t);
             // After a restore the clone has a PID of its own node.
             let pid = process::getpid();
-            match state.sum(t) {
-                Some(s) => say(format_args!("ticker: μprocess {pid} tick {t} sum {s:016x}")),
-                None => {
-                    say(format_args!("ticker: μprocess {pid} tick {t}: list broken"));
-                    return 1;
-                }
+            let Some(s) = state.sum(t) else {
+                say(format_args!("ticker: μprocess {pid} tick {t}: list broken"));
+                return 1;
+            };
+            say(format_args!("ticker: μprocess {pid} tick {t} sum {s:016x}"));
+            if t % FORK_EVERY == 0 {
+                fork_check(pid, t, &state, s);
             }
         }
         0

@@ -58,7 +58,7 @@ pub fn run(accel: Accel) -> Result<Vec<Outcome>> {
     let ckpt = checkpoint_restore(&cluster);
     let id = ckpt.as_ref().ok().cloned();
     check(
-        "a μprocess checkpointed on node0 is listed on both nodes and restored on node1 at another address under each tiering policy (write, access, hybrid): every clone prints, tick by tick, the sums of its heap the original prints",
+        "a μprocess checkpointed on node0 is listed on both nodes and restored on node1 at another address under each tiering policy (write, access, hybrid): every clone prints, tick by tick, the sums of its heap the original prints, and forks children that see the same",
         ckpt.map(|_| ()),
     );
     check(
@@ -207,6 +207,19 @@ fn checkpoint_restore(cluster: &Cluster) -> Result<String, String> {
         return Err(format!(
             "{moved} of 3 clones at another address than the original's {original}"
         ));
+    }
+    // A clone forks too: its child hashes what it inherited (every 25 ticks).
+    for (tiering, clone) in &clones {
+        let line = cluster.nodes[1]
+            .vm
+            .wait_for_line(
+                |l| l.contains(&format!("ticker: μprocess {clone} tick ")) && l.contains(" child "),
+                Duration::from_secs(60),
+            )
+            .map_err(|e| format!("tiering {tiering}: clone {clone} did not fork: {e}"))?;
+        if !line.contains("ended Some(Exited(0))") {
+            return Err(format!("tiering {tiering}: {line}"));
+        }
     }
     let attached = metric(n1, "fjord_cxl_pages_attached_total")?;
     let copied = metric(n1, "fjord_cxl_pages_copied_total")?;

@@ -60,6 +60,11 @@ impl Perm {
         Perm(self.0 | other.0)
     }
 
+    /// These rights but those of `other`.
+    pub const fn without(self, other: Perm) -> Perm {
+        Perm(self.0 & !other.0)
+    }
+
     /// True when both write and execute are held: never allowed (W^X).
     pub const fn is_writable_and_executable(self) -> bool {
         self.0 & 6 == 6
@@ -91,6 +96,13 @@ mod tests {
         assert_eq!(Perm::from_raw(0), Ok(Perm::NONE));
         assert_eq!(Perm::from_raw(8), Err(Error::InvalidArgs));
         assert_eq!(Perm::from_raw(u64::MAX), Err(Error::InvalidArgs));
+    }
+
+    #[test]
+    fn without_takes_rights_away() {
+        assert_eq!(Perm::RWX.without(Perm::W), Perm::RX);
+        assert_eq!(Perm::R.without(Perm::W), Perm::R);
+        assert_eq!(Perm::RW.without(Perm::RW), Perm::NONE);
     }
 
     #[test]

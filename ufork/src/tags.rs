@@ -26,6 +26,16 @@ pub const SLOTS_PER_PAGE: usize = (PAGE_SIZE / SLOT_SIZE) as usize;
 /// A page's contents as 64-bit words, in address order.
 pub type PageWords = [u64; SLOTS_PER_PAGE];
 
+/// Fills `words` with the words of a page given as its bytes (little-endian; bytes past one
+/// page are ignored, words past a short buffer are left as they were).
+pub fn page_words(bytes: &[u8], words: &mut PageWords) {
+    for (w, c) in words.iter_mut().zip(bytes.chunks_exact(SLOT_SIZE as usize)) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(c);
+        *w = u64::from_le_bytes(b);
+    }
+}
+
 /// Why a tag operation was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TagError {
@@ -317,6 +327,21 @@ mod tests {
 
     fn area() -> Area {
         Area::new(0x100_0000, 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn page_words_reads_little_endian_words() {
+        let mut bytes = [0u8; PAGE_SIZE as usize];
+        bytes[0] = 1;
+        bytes[15] = 0x80;
+        bytes[4095] = 2;
+        let mut w = [7; SLOTS_PER_PAGE];
+        page_words(&bytes, &mut w);
+        assert_eq!((w[0], w[1], w[511]), (1, 0x8000_0000_0000_0000, 2 << 56));
+        assert!(w[2..511].iter().all(|&x| x == 0));
+        let mut short = [7; SLOTS_PER_PAGE];
+        page_words(&bytes[..8], &mut short);
+        assert_eq!(short[..2], [1, 7]);
     }
 
     #[test]

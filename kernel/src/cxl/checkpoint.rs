@@ -85,17 +85,8 @@ pub fn checkpoint_process(pid: u64) -> Result<Written, CheckpointError> {
             Err(_) => return Err(CheckpointError::Busy),
         }
     };
-    let (base, _) = frozen.area;
     let mut image = frozen.image.clone();
-    let mut w = cxl
-        .region
-        .begin(&image.program, image.digest, Kind::Uprocess, cxl.node)
-        .map_err(CheckpointError::Region)?;
-    let held = jord::with(|j| j.initialised_pages(base));
-    let (hot, owed) = jord::with(|j| j.take_accessed(frozen.pd, base, &held));
-    owed.finish();
-    image.hot = hot;
-    write_pages(&mut w, base, &held, &mut image)?;
+    let w = write_area(cxl, Kind::Uprocess, (frozen.pd, frozen.area.0), &mut image)?;
     drop(frozen);
     publish(w, &image, "μprocess", &alloc::format!("{pid}"))
 }
@@ -112,28 +103,35 @@ pub fn checkpoint_function(name: &str) -> Result<Written, CheckpointError> {
     }
     let (pd, (base, _), mut image) =
         snapshot::describe_zygote(&f).map_err(|_| CheckpointError::NoMemory)?;
-    let mut w = cxl
-        .region
-        .begin(&image.program, image.digest, Kind::Function, cxl.node)
-        .map_err(CheckpointError::Region)?;
-    let held = jord::with(|j| j.initialised_pages(base));
-    let (hot, owed) = jord::with(|j| j.take_accessed(pd, base, &held));
-    owed.finish();
-    image.hot = hot;
-    write_pages(&mut w, base, &held, &mut image)?;
+    let w = write_area(cxl, Kind::Function, (pd, base), &mut image)?;
     publish(w, &image, "function", name)
 }
 
-/// Writes the pages `held` of the area at `base` that are not all zero, from the image's
-/// first private page on, and lists them in `image`.
-fn write_pages(
-    w: &mut fjord_cxl::Writer<'_, crate::drivers::ivshmem::SharedMemory>,
-    base: u64,
-    held: &[usize],
+/// The pages of `pages` (of the area VMA at `base`) that `pd` accessed since the last call,
+/// ascending; clears their accessed bits (and flushes, so that later accesses set them again).
+fn take_accessed(pd: fjord_pd::PdId, base: u64, pages: &[usize]) -> Vec<u32> {
+    let (hot, owed) = jord::with(|j| j.take_accessed(pd, base, pages));
+    owed.finish();
+    hot
+}
+
+/// Starts a checkpoint of `kind` described by `image` and writes into it the pages of the area
+/// VMA at `base` that are not all zero, from the image's first private page on, listing them
+/// in `image` with the pages `pd` accessed; the writer, to publish.
+fn write_area<'a>(
+    cxl: &'a super::Cxl,
+    kind: Kind,
+    (pd, base): (fjord_pd::PdId, u64),
     image: &mut ProcessImage,
-) -> Result<(), CheckpointError> {
+) -> Result<fjord_cxl::Writer<'a, crate::drivers::ivshmem::SharedMemory>, CheckpointError> {
+    let mut w = cxl
+        .region
+        .begin(&image.program, image.digest, kind, cxl.node)
+        .map_err(CheckpointError::Region)?;
+    let held = jord::with(|j| j.initialised_pages(base));
+    image.hot = take_accessed(pd, base, &held);
     let mut page = [0u8; PAGE_SIZE as usize];
-    for &i in held {
+    for i in held {
         if i < image.shared_pages as usize {
             continue;
         }
@@ -146,7 +144,7 @@ fn write_pages(
         w.push_page(&page).map_err(CheckpointError::Region)?;
         image.pages.push(i as u32);
     }
-    Ok(())
+    Ok(w)
 }
 
 /// Writes the image and publishes the checkpoint; counts and logs it.
@@ -180,13 +178,8 @@ pub fn clone_function(
     cid: Cid,
     tiering: Tiering,
 ) -> Result<Instance, CloneError> {
-    let cxl = get().ok_or(CloneError::NoRegion)?;
-    let reader = cxl.region.open(cid, cxl.node).map_err(CloneError::Region)?;
-    if reader.info().kind != Kind::Function || reader.info().name != f.manifest.name.as_str() {
-        return Err(CloneError::BadImage);
-    }
-    let image = ProcessImage::decode(reader.image()).map_err(|_| CloneError::BadImage)?;
-    if image.pages.len() as u64 != reader.pages() {
+    let (reader, image) = open_image(cid, Kind::Function)?;
+    if reader.info().name != f.manifest.name.as_str() {
         return Err(CloneError::BadImage);
     }
     let (pages, hot) = (image.pages.clone(), image.hot.clone());
@@ -198,17 +191,33 @@ pub fn clone_function(
     Ok(inst)
 }
 
-/// Restores checkpoint `cid` as a new μprocess of this node with `tiering`; its PID.
-pub fn restore(cid: Cid, tiering: Tiering) -> Result<u64, CloneError> {
+/// Opens checkpoint `cid` for a clone of this node: a reference to it, and its image, which
+/// must be of `kind` and list as many pages as the checkpoint holds.
+fn open_image(
+    cid: Cid,
+    kind: Kind,
+) -> Result<
+    (
+        fjord_cxl::Reader<'static, crate::drivers::ivshmem::SharedMemory>,
+        ProcessImage,
+    ),
+    CloneError,
+> {
     let cxl = get().ok_or(CloneError::NoRegion)?;
     let reader = cxl.region.open(cid, cxl.node).map_err(CloneError::Region)?;
-    if reader.info().kind != Kind::Uprocess {
+    if reader.info().kind != kind {
         return Err(CloneError::BadImage);
     }
     let image = ProcessImage::decode(reader.image()).map_err(|_| CloneError::BadImage)?;
     if image.pages.len() as u64 != reader.pages() {
         return Err(CloneError::BadImage);
     }
+    Ok((reader, image))
+}
+
+/// Restores checkpoint `cid` as a new μprocess of this node with `tiering`; its PID.
+pub fn restore(cid: Cid, tiering: Tiering) -> Result<u64, CloneError> {
+    let (reader, image) = open_image(cid, Kind::Uprocess)?;
     let (pages, hot) = (image.pages.clone(), image.hot.clone());
     let pid = snapshot::restore(&image, move |a| {
         clone::attach(a, reader, pages, hot, tiering)
@@ -256,8 +265,7 @@ pub fn reset_accessed(pid: u64) -> bool {
         return false;
     };
     let pages = jord::with(|j| j.initialised_pages(base));
-    let (_, owed) = jord::with(|j| j.take_accessed(pd, base, &pages));
-    owed.finish();
+    take_accessed(pd, base, &pages);
     true
 }
 

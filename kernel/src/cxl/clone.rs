@@ -39,6 +39,7 @@ use fjord_ufork::area::Area;
 use fjord_ufork::lazy::LazyPages;
 use fjord_ufork::relocate::relocate_page_tallied;
 use fjord_ufork::source::{TagSource, Tally};
+use fjord_ufork::tags::page_words;
 use spin::Mutex;
 
 pub use fjord_cxl::Tiering;
@@ -196,11 +197,6 @@ pub fn attached_clones() -> u64 {
     crate::jord::with(|_| CLONES.lock().areas.len() as u64)
 }
 
-/// `perm` without write.
-fn read_only(perm: Perm) -> Perm {
-    Perm::from_bits_truncate(perm.bits() & !Perm::W.bits())
-}
-
 impl CloneArea {
     /// Whether the clone's area lies elsewhere than its checkpoint's (its pointers need
     /// relocating); a clone restored at the checkpoint's own address needs none.
@@ -208,43 +204,33 @@ impl CloneArea {
         self.from.base() != self.to.base()
     }
 
-    /// Checkpoint page `i` of the area as the region holds it, checked against its CRC-32.
-    fn load(&self, i: usize) -> Option<PageWords> {
-        let k = self.pages.binary_search(&(i as u32)).ok()?;
+    /// Reads area page `i` as the region holds it into `words`, checked against its CRC-32;
+    /// its index in the checkpoint.
+    fn load(&self, i: usize, words: &mut PageWords) -> Option<u64> {
+        let k = self.pages.binary_search(&(i as u32)).ok()? as u64;
         let mut bytes = [0u8; PAGE_SIZE as usize];
-        if self.reader.page(k as u64, &mut bytes).is_err() {
+        if self.reader.page(k, &mut bytes).is_err() {
             PAGES_REFUSED.fetch_add(1, Relaxed);
             return None;
         }
-        let mut words: PageWords = [0; (PAGE_SIZE / 8) as usize];
-        for (w, c) in words.iter_mut().zip(bytes.chunks_exact(8)) {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(c);
-            *w = u64::from_le_bytes(b);
-        }
-        Some(words)
+        page_words(&bytes, words);
+        Some(k)
     }
 
-    /// Copies pending page `i` (whose region contents are `words`) into the area at `base`,
-    /// relocated, and takes away its in-place mapping if it had one.
-    fn copy(&mut self, f: &mut Frames<'_>, base: u64, i: usize, mut words: PageWords) {
+    /// Copies pending page `i` (whose region contents are `words`, relocated in place) into the
+    /// area at `base`, and takes away its in-place mapping if it had one.
+    fn copy(&mut self, f: &mut Frames<'_>, base: u64, i: usize, words: &mut PageWords) {
         let page = self.from.base() + i as u64 * PAGE_SIZE;
         let mut tally = Tally::default();
         if self.moved() {
-            let _ = relocate_page_tallied(
-                &*self.source,
-                &self.from,
-                &self.to,
-                page,
-                &mut words,
-                &mut tally,
-            );
+            let _ =
+                relocate_page_tallied(&*self.source, &self.from, &self.to, page, words, &mut tally);
         }
         WORDS_RELOCATED.fetch_add(
             tally.precise + tally.inferred + tally.both + tally.other,
             Relaxed,
         );
-        f.write_words(base, i, &words);
+        f.write_words(base, i, words);
         PAGES_COPIED.fetch_add(1, Relaxed);
         if self.pending.settle(i) {
             let p = f.revoke(self.pd, base + i as u64 * PAGE_SIZE, PAGE_SIZE);
@@ -257,13 +243,12 @@ impl CloneArea {
         if !self.pending.is_pending(i) {
             return true;
         }
-        match self.load(i) {
-            Some(words) => {
-                self.copy(f, base, i, words);
-                true
-            }
-            None => false,
+        let mut words: PageWords = [0; (PAGE_SIZE / 8) as usize];
+        if self.load(i, &mut words).is_none() {
+            return false;
         }
+        self.copy(f, base, i, &mut words);
+        true
     }
 
     /// Whether a first read of page `i` copies it rather than mapping it in place.
@@ -289,21 +274,21 @@ impl CloneArea {
             }
             return Some((f.frame(base, i)?, perm));
         }
-        let Some(words) = self.load(i) else {
+        let mut words: PageWords = [0; (PAGE_SIZE / 8) as usize];
+        let Some(k) = self.load(i, &mut words) else {
             return REFUSED;
         };
         let page = self.from.base() + i as u64 * PAGE_SIZE;
         if self.moved() && self.source.page_has_tags(page, &words) {
-            self.copy(f, base, i, words);
+            self.copy(f, base, i, &mut words);
             return Some((f.frame(base, i)?, perm));
         }
-        let k = self.pages.binary_search(&(i as u32)).ok()?;
-        let offset = self.reader.page_offset(k as u64)?;
+        let offset = self.reader.page_offset(k)?;
         if !self.pending.is_shared(i) {
             PAGES_ATTACHED.fetch_add(1, Relaxed);
         }
         self.pending.share(i);
-        Some((CXL_PHYS + offset, read_only(perm)))
+        Some((CXL_PHYS + offset, perm.without(Perm::W)))
     }
 }
 

@@ -213,11 +213,6 @@ pub fn stats() -> LazyStats {
     crate::jord::with(|_| LAZY.lock().stats)
 }
 
-/// `perm` without write.
-fn read_only(perm: Perm) -> Perm {
-    Perm::from_bits_truncate(perm.bits() & !Perm::W.bits())
-}
-
 impl LazyCopies {
     fn fork(&mut self, f: &mut Frames<'_>, l: &LazyFork) -> Result<(Pending, usize), Error> {
         let pages = f.pages(l.parent_base).ok_or(Error::NotMapped)?;
@@ -417,12 +412,12 @@ impl LazyCopies {
                 self.stats.pages_shared += 1;
                 // The source's frame, read-only: nothing in it points anywhere relocation
                 // would have changed, and the source's first write settles the page.
-                return Some((f.frame(source, i)?, read_only(perm)));
+                return Some((f.frame(source, i)?, perm.without(Perm::W)));
             }
             self.settle_page(f, base, i, false);
         }
         // Settling this area's own page changed nothing its dependents lack.
-        let perm = if lacked { read_only(perm) } else { perm };
+        let perm = if lacked { perm.without(Perm::W) } else { perm };
         Some((f.frame(base, i)?, perm))
     }
 

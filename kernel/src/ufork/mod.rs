@@ -53,7 +53,7 @@ use fjord_ufork::process::{
 };
 use fjord_ufork::relocate::{Gpr, Registers, relocate_page_tallied};
 use fjord_ufork::source::Tally;
-use fjord_ufork::tags::{PageWords, SLOTS_PER_PAGE, ShadowTags};
+use fjord_ufork::tags::{PageWords, SLOTS_PER_PAGE, ShadowTags, page_words};
 use spin::Mutex;
 
 pub mod files;
@@ -991,9 +991,7 @@ fn copy_area(
             for &i in batch {
                 j.read_page(from, i, &mut bytes).map_err(|_| ())?;
                 let mut w: PageWords = [0; SLOTS_PER_PAGE];
-                for (w, c) in w.iter_mut().zip(bytes.chunks_exact(8)) {
-                    *w = u64::from_le_bytes(c.try_into().unwrap_or_default());
-                }
+                page_words(&bytes, &mut w);
                 words.push((i, w));
             }
             Ok::<(), ()>(())

@@ -65,9 +65,9 @@ pub struct Sample {
     /// Labels. Samples sharing a name share `kind` and `help` (the first one's are used); they
     /// need not be adjacent: the renderer groups them.
     pub labels: &'static [(&'static str, &'static str)],
-    /// A further label whose value is known only at run time (a key-value namespace's name),
-    /// written after `labels`.
-    pub runtime_label: Option<(&'static str, String)>,
+    /// Further labels whose values are known only at run time (a key-value namespace's name,
+    /// a clone's checkpoint), written after `labels`.
+    pub runtime_labels: Vec<(&'static str, String)>,
     /// The value, in the unit its name ends in (seconds and bytes are Prometheus's base units).
     pub value: Value,
 }
@@ -86,9 +86,15 @@ impl Sample {
             kind,
             help,
             labels,
-            runtime_label: None,
+            runtime_labels: Vec::new(),
             value: Value::from(value),
         }
+    }
+
+    /// This sample with the run-time label `name` = `value` after its others.
+    pub fn with_label(mut self, name: &'static str, value: String) -> Sample {
+        self.runtime_labels.push((name, value));
+        self
     }
 
     /// The samples of one family (`name`, `kind`, `help`): one per fixed label set and value in
@@ -530,13 +536,12 @@ impl<S: FunctionService> Gateway<S> {
                 SampleKind::Counter => FamilyType::Counter,
                 SampleKind::Gauge => FamilyType::Gauge,
             };
-            let _ = match &s.runtime_label {
-                None => e.add(s.name, kind, s.help, s.labels, s.value),
-                Some((k, v)) => {
-                    let mut labels: Vec<(&str, &str)> = s.labels.to_vec();
-                    labels.push((k, v.as_str()));
-                    e.add(s.name, kind, s.help, &labels, s.value)
-                }
+            let _ = if s.runtime_labels.is_empty() {
+                e.add(s.name, kind, s.help, s.labels, s.value)
+            } else {
+                let mut labels: Vec<(&str, &str)> = s.labels.to_vec();
+                labels.extend(s.runtime_labels.iter().map(|(k, v)| (*k, v.as_str())));
+                e.add(s.name, kind, s.help, &labels, s.value)
             };
         }
         e.render()

@@ -386,7 +386,7 @@ fn metrics_have_gateway_kernel_and_function_series() {
                 kind: SampleKind::Gauge,
                 help: "Free physical frames.",
                 labels: &[],
-                runtime_label: None,
+                runtime_labels: Vec::new(),
                 value: Value::from(42),
             },
             Sample {
@@ -394,7 +394,7 @@ fn metrics_have_gateway_kernel_and_function_series() {
                 kind: SampleKind::Counter,
                 help: "Timer interrupts.",
                 labels: &[("cpu", "0")],
-                runtime_label: None,
+                runtime_labels: Vec::new(),
                 value: Value::from(7),
             },
             Sample {
@@ -402,7 +402,7 @@ fn metrics_have_gateway_kernel_and_function_series() {
                 kind: SampleKind::Gauge,
                 help: "Bytes held.",
                 labels: &[],
-                runtime_label: Some(("namespace", "a\"b".into())),
+                runtime_labels: alloc::vec![("namespace", "a\"b".into())],
                 value: Value::from(9),
             },
         ]
@@ -797,7 +797,7 @@ fn realistic_kernel_samples() -> Vec<Sample> {
                 kind,
                 help: "Per-namespace usage.\nSecond line.",
                 labels: &[],
-                runtime_label: Some(("namespace", ns.into())),
+                runtime_labels: alloc::vec![("namespace", ns.into())],
                 value: Value::from(1),
             });
         }
@@ -807,7 +807,7 @@ fn realistic_kernel_samples() -> Vec<Sample> {
         kind: Counter,
         help: "Time spent restoring instances.",
         labels: &[],
-        runtime_label: Some(("function", "echo".into())),
+        runtime_labels: alloc::vec![("function", "echo".into())],
         value: Value::seconds_from_nanos(1_500_000),
     });
     v

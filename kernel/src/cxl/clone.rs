@@ -22,8 +22,9 @@
 //! corrupt data. The kernel's own reads of a clone's memory copy the page first.
 //!
 //! A clone holds a reference on its checkpoint (so no node frees its pages) until it has every
-//! page of its own or ends. Counters: pages attached in place, pages copied, and pages refused
-//! (`/metrics`).
+//! page of its own or ends. Counters: pages attached in place, pages copied (of which migrated:
+//! copied at a first read rather than a write), and pages refused, node-wide and per clone
+//! ([`per_clone`], `/metrics`).
 
 use crate::drivers::ivshmem::SharedMemory;
 use crate::jord::state::{Frames, PageWords, Pager};
@@ -46,8 +47,11 @@ pub use fjord_cxl::Tiering;
 
 /// Pages mapped read-only from the region in place.
 pub static PAGES_ATTACHED: AtomicU64 = AtomicU64::new(0);
-/// Pages copied from the region into a clone's own frames.
+/// Pages copied from the region into a clone's own frames (at a write or migrated).
 pub static PAGES_COPIED: AtomicU64 = AtomicU64::new(0);
+/// Of those, pages migrated: copied at a first read (the tiering, or pointers to relocate) or
+/// when the kernel read them, not at a write.
+pub static PAGES_MIGRATED: AtomicU64 = AtomicU64::new(0);
 /// Pages refused because they did not match their CRC-32.
 pub static PAGES_REFUSED: AtomicU64 = AtomicU64::new(0);
 /// Words relocated in the pages copied.
@@ -67,6 +71,48 @@ struct CloneArea {
     to: Area,
     source: Source,
     tiering: Tiering,
+    counts: Counts,
+    /// The serial of the area's frames (`Frames::serial`).
+    serial: u64,
+}
+
+/// What one clone took from its checkpoint so far.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counts {
+    /// Pages copied into local memory at a write.
+    copied: u32,
+    /// Pages copied into local memory at a first read (migrated).
+    migrated: u32,
+}
+
+/// Why a checkpoint page is copied into a clone.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// A write (copy-on-write).
+    Write,
+    /// A read: the tiering copies it, its pointers need relocating, or the kernel reads it.
+    Read,
+}
+
+/// One clone as `/metrics` shows it ([`per_clone`]).
+#[derive(Clone, Copy, Debug)]
+pub struct CloneStat {
+    /// The base of its area.
+    pub base: u64,
+    /// Its checkpoint.
+    pub cid: Cid,
+    /// Checkpoint pages it still takes from the region: mapped read-only in place, or not yet
+    /// touched.
+    pub in_region: u64,
+    /// Of those, pages mapped in place now.
+    pub mapped: u64,
+    /// Checkpoint pages copied into local memory at a write.
+    pub copied: u64,
+    /// Checkpoint pages copied into local memory at a first read.
+    pub migrated: u64,
+    /// Bytes of local memory its area holds (checkpoint pages copied and pages it wrote since).
+    pub local_bytes: u64,
+    serial: u64,
 }
 
 struct Clones {
@@ -77,12 +123,16 @@ struct Clones {
     /// (ascending): what later hybrid clones copy on first access, beside the checkpoint's own
     /// accessed set.
     accessed: BTreeMap<Cid, Vec<u32>>,
+    /// Clones that hold every page of their own by now (no longer paged): their checkpoint,
+    /// what they copied and their area's serial, until that area goes.
+    settled: BTreeMap<u64, (Cid, Counts, u64)>,
 }
 
 static CLONES: Mutex<Clones> = Mutex::new(Clones {
     generation: 0,
     areas: BTreeMap::new(),
     accessed: BTreeMap::new(),
+    settled: BTreeMap::new(),
 });
 
 /// Most checkpoints whose clones' accessed pages are remembered.
@@ -129,6 +179,7 @@ fn state<'a>(f: &Frames<'_>, g: &'a mut spin::MutexGuard<'static, Clones>) -> &'
     if g.generation != f.generation() {
         g.generation = f.generation();
         g.areas.clear();
+        g.settled.clear();
     }
     g
 }
@@ -148,6 +199,7 @@ pub fn attach(
     crate::jord::with(|j| {
         let f = &mut j.frames();
         let n = f.pages(a.base).ok_or(())?;
+        let serial = f.serial(a.base).ok_or(())?;
         let mut pending = LazyPages::new(n);
         for &p in &pages {
             if !pending.mark_pending(p as usize) {
@@ -173,8 +225,11 @@ pub fn attach(
                 to: a.to,
                 source: a.source.clone(),
                 tiering,
+                counts: Counts::default(),
+                serial,
             },
         );
+        s.settled.remove(&a.base);
         f.set_pager(a.base, Some(&PAGER));
         Ok(())
     })
@@ -195,6 +250,61 @@ pub fn pages_in_region() -> u64 {
 /// Clones on this node that still take pages from the region.
 pub fn attached_clones() -> u64 {
     crate::jord::with(|_| CLONES.lock().areas.len() as u64)
+}
+
+/// Every clone of this node whose area still exists: what it takes from the region, what it
+/// copied, and the local memory it holds, by area base.
+pub fn per_clone() -> Vec<CloneStat> {
+    crate::jord::with(|j| {
+        let mut stats: Vec<CloneStat> = {
+            let mut g = CLONES.lock();
+            let s = state(&j.frames(), &mut g);
+            let paged = s.areas.iter().map(|(&base, c)| CloneStat {
+                base,
+                cid: c.reader.info().cid,
+                in_region: c.pending.pending_count() as u64,
+                mapped: c.pending.shared_pages().count() as u64,
+                copied: u64::from(c.counts.copied),
+                migrated: u64::from(c.counts.migrated),
+                local_bytes: 0,
+                serial: c.serial,
+            });
+            let settled = s
+                .settled
+                .iter()
+                .map(|(&base, &(cid, n, serial))| CloneStat {
+                    base,
+                    cid,
+                    in_region: 0,
+                    mapped: 0,
+                    copied: u64::from(n.copied),
+                    migrated: u64::from(n.migrated),
+                    local_bytes: 0,
+                    serial,
+                });
+            paged.chain(settled).collect()
+        };
+        // A settled clone's area may have gone since (its pager was no longer told), and
+        // another VMA may lie at its base now.
+        let gone: Vec<u64> = stats
+            .iter()
+            .filter(|c| j.frames().serial(c.base) != Some(c.serial))
+            .map(|c| c.base)
+            .collect();
+        if !gone.is_empty() {
+            let mut g = CLONES.lock();
+            for b in &gone {
+                g.settled.remove(b);
+            }
+            stats.retain(|c| !gone.contains(&c.base));
+        }
+        for c in &mut stats {
+            let own = j.initialised_pages(c.base).len() as u64 - c.in_region;
+            c.local_bytes = own * PAGE_SIZE;
+        }
+        stats.sort_by_key(|c| c.base);
+        stats
+    })
 }
 
 impl CloneArea {
@@ -218,8 +328,15 @@ impl CloneArea {
     }
 
     /// Copies pending page `i` (whose region contents are `words`, relocated in place) into the
-    /// area at `base`, and takes away its in-place mapping if it had one.
-    fn copy(&mut self, f: &mut Frames<'_>, base: u64, i: usize, words: &mut PageWords) {
+    /// area at `base` because of `cause`, and takes away its in-place mapping if it had one.
+    fn copy(
+        &mut self,
+        f: &mut Frames<'_>,
+        base: u64,
+        i: usize,
+        words: &mut PageWords,
+        cause: Cause,
+    ) {
         let page = self.from.base() + i as u64 * PAGE_SIZE;
         let mut tally = Tally::default();
         if self.moved() {
@@ -232,14 +349,22 @@ impl CloneArea {
         );
         f.write_words(base, i, words);
         PAGES_COPIED.fetch_add(1, Relaxed);
+        match cause {
+            Cause::Write => self.counts.copied += 1,
+            Cause::Read => {
+                self.counts.migrated += 1;
+                PAGES_MIGRATED.fetch_add(1, Relaxed);
+            }
+        }
         if self.pending.settle(i) {
             let p = f.revoke(self.pd, base + i as u64 * PAGE_SIZE, PAGE_SIZE);
             f.owe(p);
         }
     }
 
-    /// Copies pending page `i` now; false if the region's copy is corrupt (it stays pending).
-    fn settle(&mut self, f: &mut Frames<'_>, base: u64, i: usize) -> bool {
+    /// Copies pending page `i` now because of `cause`; false if the region's copy is corrupt
+    /// (it stays pending).
+    fn settle(&mut self, f: &mut Frames<'_>, base: u64, i: usize, cause: Cause) -> bool {
         if !self.pending.is_pending(i) {
             return true;
         }
@@ -247,7 +372,7 @@ impl CloneArea {
         if self.load(i, &mut words).is_none() {
             return false;
         }
-        self.copy(f, base, i, &mut words);
+        self.copy(f, base, i, &mut words, cause);
         true
     }
 
@@ -269,7 +394,12 @@ impl CloneArea {
         // A refusal: rights without the access make the miss a fault.
         const REFUSED: Option<(u64, Perm)> = Some((0, Perm::NONE));
         if access.contains(Perm::W) || self.copies_on_read(i) {
-            if !self.settle(f, base, i) {
+            let cause = if access.contains(Perm::W) {
+                Cause::Write
+            } else {
+                Cause::Read
+            };
+            if !self.settle(f, base, i, cause) {
                 return REFUSED;
             }
             return Some((f.frame(base, i)?, perm));
@@ -280,7 +410,7 @@ impl CloneArea {
         };
         let page = self.from.base() + i as u64 * PAGE_SIZE;
         if self.moved() && self.source.page_has_tags(page, &words) {
-            self.copy(f, base, i, &mut words);
+            self.copy(f, base, i, &mut words, Cause::Read);
             return Some((f.frame(base, i)?, perm));
         }
         let offset = self.reader.page_offset(k)?;
@@ -300,19 +430,21 @@ impl Clones {
             .get(&base)
             .is_some_and(|c| c.pending.is_settled())
         {
-            self.forget(base);
+            if let Some((cid, counts, serial)) = self.forget(base) {
+                self.settled.insert(base, (cid, counts, serial));
+            }
             f.set_pager(base, None);
         }
     }
 
-    /// Forgets the clone at `base`; a hybrid clone's checkpoint pages it accessed (copied, or
-    /// mapped in place) are remembered for the next hybrid clones of its checkpoint.
-    fn forget(&mut self, base: u64) {
-        let Some(c) = self.areas.remove(&base) else {
-            return;
-        };
+    /// Forgets the clone at `base`, returning its checkpoint, counts and serial; a hybrid clone's
+    /// checkpoint pages it accessed (copied, or mapped in place) are remembered for the next
+    /// hybrid clones of its checkpoint.
+    fn forget(&mut self, base: u64) -> Option<(Cid, Counts, u64)> {
+        let c = self.areas.remove(&base)?;
+        let cid = c.reader.info().cid;
         if c.tiering != Tiering::Hybrid {
-            return;
+            return Some((cid, c.counts, c.serial));
         }
         let touched: Vec<u32> = c
             .pages
@@ -320,12 +452,12 @@ impl Clones {
             .copied()
             .filter(|&p| !c.pending.is_pending(p as usize) || c.pending.is_shared(p as usize))
             .collect();
-        let cid = c.reader.info().cid;
         if !self.accessed.contains_key(&cid) && self.accessed.len() >= REMEMBERED {
             self.accessed.pop_first();
         }
         let known = self.accessed.entry(cid).or_default();
         *known = union(known, &touched);
+        Some((cid, c.counts, c.serial))
     }
 }
 
@@ -356,16 +488,11 @@ impl Pager for ClonePager {
     }
 
     fn before_read(&self, f: &mut Frames<'_>, base: u64, i: usize) {
-        self.before_write(f, base, i);
+        settle_one(f, base, i, Cause::Read);
     }
 
     fn before_write(&self, f: &mut Frames<'_>, base: u64, i: usize) {
-        let mut g = CLONES.lock();
-        let s = state(f, &mut g);
-        if let Some(c) = s.areas.get_mut(&base) {
-            c.settle(f, base, i);
-            s.release_if_settled(f, base);
-        }
+        settle_one(f, base, i, Cause::Write);
     }
 
     fn before_whole(&self, f: &mut Frames<'_>, base: u64) {
@@ -374,7 +501,7 @@ impl Pager for ClonePager {
         if let Some(c) = s.areas.get_mut(&base) {
             let pending: Vec<usize> = c.pending.pending_pages().collect();
             for i in pending {
-                c.settle(f, base, i);
+                c.settle(f, base, i, Cause::Read);
             }
             s.release_if_settled(f, base);
         }
@@ -391,6 +518,18 @@ impl Pager for ClonePager {
 
     fn detach(&self, f: &mut Frames<'_>, base: u64) {
         let mut g = CLONES.lock();
-        state(f, &mut g).forget(base);
+        let s = state(f, &mut g);
+        s.forget(base);
+        s.settled.remove(&base);
+    }
+}
+
+/// Copies page `i` of the clone at `base` before the kernel accesses it, if still pending.
+fn settle_one(f: &mut Frames<'_>, base: u64, i: usize, cause: Cause) {
+    let mut g = CLONES.lock();
+    let s = state(f, &mut g);
+    if let Some(c) = s.areas.get_mut(&base) {
+        c.settle(f, base, i, cause);
+        s.release_if_settled(f, base);
     }
 }

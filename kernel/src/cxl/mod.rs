@@ -153,7 +153,7 @@ pub fn samples(out: &mut Vec<fjord_faas::gateway::Sample>) {
         out.push(Sample::new(name, Gauge, help, &[], value));
     }
     use core::sync::atomic::Ordering::Relaxed;
-    let counters: [(&str, &str, u64); 7] = [
+    let counters: [(&str, &str, u64); 8] = [
         (
             "fjord_cxl_checkpoints_written_total",
             "Checkpoints of μprocesses this node wrote into the region.",
@@ -178,6 +178,11 @@ pub fn samples(out: &mut Vec<fjord_faas::gateway::Sample>) {
             "fjord_cxl_pages_copied_total",
             "Checkpoint pages copied (migrated) from the region into clones' local memory.",
             clone::PAGES_COPIED.load(Relaxed),
+        ),
+        (
+            "fjord_cxl_pages_migrated_total",
+            "Of the pages copied, those copied at a first read (migrated), not at a write.",
+            clone::PAGES_MIGRATED.load(Relaxed),
         ),
         (
             "fjord_cxl_pages_refused_total",
@@ -216,6 +221,7 @@ pub fn samples(out: &mut Vec<fjord_faas::gateway::Sample>) {
         &[],
         clone::pages_in_region(),
     ));
+    per_clone_samples(out);
     out.push(Sample::new(
         "fjord_cxl_out_of_range_total",
         Counter,
@@ -223,4 +229,61 @@ pub fn samples(out: &mut Vec<fjord_faas::gateway::Sample>) {
         &[],
         ivshmem::OUT_OF_RANGE.load(core::sync::atomic::Ordering::Relaxed),
     ));
+}
+
+/// Appends one sample per clone of this node and measure (`fjord_cxl_clone_*`), labelled with
+/// its checkpoint, its area's base and, for a μprocess, its PID.
+fn per_clone_samples(out: &mut Vec<fjord_faas::gateway::Sample>) {
+    use fjord_faas::gateway::Sample;
+    use fjord_faas::gateway::SampleKind::Gauge;
+    let clones = clone::per_clone();
+    if clones.is_empty() {
+        return;
+    }
+    let procs = crate::ufork::list();
+    for c in clones {
+        let pid = procs
+            .iter()
+            .find(|p| p.area.0 == c.base && p.state != "zombie")
+            .map(|p| p.pid);
+        let measures: [(&'static str, &'static str, u64); 5] = [
+            (
+                "fjord_cxl_clone_pages_pending",
+                "Checkpoint pages a clone still takes from the region (mapped in place or untouched).",
+                c.in_region,
+            ),
+            (
+                "fjord_cxl_clone_pages_mapped",
+                "Checkpoint pages a clone has mapped read-only in place from the region.",
+                c.mapped,
+            ),
+            (
+                "fjord_cxl_clone_pages_copied",
+                "Checkpoint pages copied into a clone's local memory at a write.",
+                c.copied,
+            ),
+            (
+                "fjord_cxl_clone_pages_migrated",
+                "Checkpoint pages copied into a clone's local memory at a first read.",
+                c.migrated,
+            ),
+            (
+                "fjord_cxl_clone_local_bytes",
+                "Local memory a clone's area holds: pages copied from its checkpoint and pages it wrote since.",
+                c.local_bytes,
+            ),
+        ];
+        for (name, help, value) in measures {
+            let mut sample = Sample::new(name, Gauge, help, &[], value)
+                .with_label(
+                    "checkpoint",
+                    alloc::format!("{}.{}", c.cid.slot, c.cid.epoch),
+                )
+                .with_label("area", alloc::format!("{:#x}", c.base));
+            if let Some(pid) = pid {
+                sample = sample.with_label("pid", alloc::format!("{pid}"));
+            }
+            out.push(sample);
+        }
+    }
 }

@@ -107,6 +107,8 @@ ktest! {
             force(Some(Forced::FullCopy(w.cid)));
             kassert!(ask(b"get 4321")? == want.0, "full copy: get differs");
             force(None);
+            let listed = crate::cxl::clone::per_clone();
+            kassert!(listed.is_empty(), "clones whose requests ended still listed: {listed:?}");
             kassert!(crate::cxl::checkpoint::retire(w.cid), "not retired");
             Ok(())
         };

@@ -44,7 +44,7 @@ pub fn samples(out: &mut Vec<Sample>) {
                 kind,
                 help,
                 labels: &[],
-                runtime_label: Some(("namespace", u.name.clone())),
+                runtime_labels: alloc::vec![("namespace", u.name.clone())],
                 value,
             });
         }

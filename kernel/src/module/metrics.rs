@@ -65,7 +65,7 @@ fn restore_samples(out: &mut Vec<Sample>) {
                 kind: Counter,
                 help,
                 labels: &[],
-                runtime_label: Some(("function", f.clone())),
+                runtime_labels: alloc::vec![("function", f.clone())],
                 value,
             });
         }

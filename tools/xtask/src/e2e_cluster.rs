@@ -58,7 +58,7 @@ pub fn run(accel: Accel) -> Result<Vec<Outcome>> {
     let ckpt = checkpoint_restore(&cluster);
     let id = ckpt.as_ref().ok().cloned();
     check(
-        "a μprocess checkpointed on node0 is listed on both nodes and restored on node1 at another address under each tiering policy (write, access, hybrid): every clone prints, tick by tick, the sums of its heap the original prints, and forks children that see the same",
+        "a μprocess checkpointed on node0 is listed on both nodes and restored on node1 at another address under each tiering policy (write, access, hybrid): every clone prints, tick by tick, the sums of its heap the original prints, forks children that see the same, and has its own pages mapped, copied, migrated and local memory in /metrics",
         ckpt.map(|_| ()),
     );
     check(
@@ -221,6 +221,27 @@ fn checkpoint_restore(cluster: &Cluster) -> Result<String, String> {
             return Err(format!("tiering {tiering}: {line}"));
         }
     }
+    // Each clone's own counts: local memory at least what it copied; migrate-on-access maps
+    // nothing in place.
+    let text = one(n1, "GET", "/metrics", b"")?.text();
+    for (tiering, clone) in &clones {
+        let per = |name: &str| clone_series(&text, name, &id, clone);
+        let (mapped, copied, migrated, local) = (
+            per("fjord_cxl_clone_pages_mapped")?,
+            per("fjord_cxl_clone_pages_copied")?,
+            per("fjord_cxl_clone_pages_migrated")?,
+            per("fjord_cxl_clone_local_bytes")?,
+        );
+        if copied + migrated == 0
+            || local < (copied + migrated) * 4096
+            || (*tiering == "access" && mapped != 0)
+        {
+            return Err(format!(
+                "tiering {tiering}: clone {clone} counts {mapped} pages mapped, {copied} copied, \
+                 {migrated} migrated, {local} bytes local"
+            ));
+        }
+    }
     let attached = metric(n1, "fjord_cxl_pages_attached_total")?;
     let copied = metric(n1, "fjord_cxl_pages_copied_total")?;
     let restored = metric(n1, "fjord_cxl_restores_total")?;
@@ -234,6 +255,17 @@ fn checkpoint_restore(cluster: &Cluster) -> Result<String, String> {
     }
     one(n0, "DELETE", &format!("/processes/{pid}"), b"")?.expect(204)?;
     Ok(id)
+}
+
+/// The value of the per-clone sample `name` of μprocess `pid`, a clone of checkpoint `id`, in
+/// exposition `text`.
+fn clone_series(text: &str, name: &str, id: &str, pid: &str) -> Result<u64, String> {
+    let prefix = format!("{name}{{checkpoint=\"{id}\",");
+    let pid = format!(",pid=\"{pid}\"}}");
+    text.lines()
+        .filter(|l| l.starts_with(&prefix))
+        .find_map(|l| l.split_once(&pid)?.1.trim().parse().ok())
+        .ok_or_else(|| format!("no {name} for clone {pid} of {id} in /metrics"))
 }
 
 /// `fjord_cxlporter_decisions_total{decision=...}` on a node.

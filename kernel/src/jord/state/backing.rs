@@ -134,6 +134,8 @@ pub struct Backing {
     initialised: InitBits,
     /// Stamp of the set of initialised pages: see [`Backing::stamp`].
     stamp: u64,
+    /// Its first stamp: names this backing among every backing a VMA base ever had.
+    serial: u64,
     /// The pager of the VMA, if it has one (see [`super::pager`]).
     pub(super) pager: Option<&'static dyn super::Pager>,
 }
@@ -145,6 +147,7 @@ impl Backing {
         pages: 0,
         initialised: InitBits::Inline(0),
         stamp: 0,
+        serial: 0,
         pager: None,
     };
 
@@ -155,12 +158,14 @@ impl Backing {
         } else {
             InitBits::Heap(vec![0; pages.div_ceil(64)])
         };
+        let stamp = next_stamp();
         Backing {
             base,
             frames,
             pages,
             initialised,
-            stamp: next_stamp(),
+            stamp,
+            serial: stamp,
             pager: None,
         }
     }
@@ -170,6 +175,12 @@ impl Backing {
     /// other backing's set has it. 0 for [`Backing::NONE`].
     pub fn stamp(&self) -> u64 {
         self.stamp
+    }
+
+    /// A number no other backing had (never 0): tells a VMA's frames from those of a later
+    /// VMA at the same base.
+    pub fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// Whether it holds the frames of the VMA based at `base`.

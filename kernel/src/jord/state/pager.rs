@@ -151,6 +151,12 @@ impl Frames<'_> {
         }
     }
 
+    /// The serial of the frames of the VMA at `base` ([`Backing::serial`]; `None` without
+    /// frames).
+    pub fn serial(&mut self, base: u64) -> Option<u64> {
+        self.0.backing_mut(base).map(|b| b.serial())
+    }
+
     /// Pages of the VMA at `base` (`None` without frames).
     pub fn pages(&mut self, base: u64) -> Option<usize> {
         self.0.backing_mut(base).map(|b| b.pages)

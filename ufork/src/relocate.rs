@@ -16,7 +16,7 @@
 
 use crate::area::{Area, PAGE_SIZE};
 use crate::source::{TagSource, Tally};
-use crate::tags::PageWords;
+use crate::tags::{PageWords, SlotMask};
 
 /// Why a relocation was refused; nothing was changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -71,6 +71,53 @@ pub fn relocate_page_tallied<S: TagSource + ?Sized>(
     words: &mut PageWords,
     tally: &mut Tally,
 ) -> Result<(), RelocError> {
+    relocate_page_moving_code(source, (from, to), None, page, words, tally).map(|_| ())
+}
+
+/// Where code outside the area moved: a clone of a function's checkpoint on a node that
+/// mapped the function's code elsewhere. Every word whose value lies in the old code range,
+/// tagged or not, is a pointer into the code (a return address, a vtable's entry, a function
+/// pointer): no other value falls in that range but by chance (one in 2^33 for a random
+/// 64-bit word against 32 KiB of code at a 48-bit address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodeMove {
+    /// The old code range's start.
+    pub from: u64,
+    /// Its length.
+    pub len: u64,
+    /// Where it starts now.
+    pub to: u64,
+}
+
+impl CodeMove {
+    /// `word` moved with the code, if it points into the old code range.
+    pub const fn translate(&self, word: u64) -> Option<u64> {
+        let offset = word.wrapping_sub(self.from);
+        if offset < self.len {
+            Some(self.to.wrapping_add(offset))
+        } else {
+            None
+        }
+    }
+
+    /// Whether some word of `words` points into the old code range.
+    pub fn points_into(&self, words: &PageWords) -> bool {
+        words.iter().any(|&w| self.translate(w).is_some())
+    }
+}
+
+/// [`relocate_page_tallied`] with the code moving as `code` says, when it does: every word is
+/// judged by its value before any move, so a word moved with the code is never taken for an
+/// area pointer afterwards (nor the reverse), however the old and new ranges overlap. Returns
+/// how many words moved with the code (not in `tally`, which counts area pointers by source).
+pub fn relocate_page_moving_code<S: TagSource + ?Sized>(
+    source: &S,
+    (from, to): (&Area, &Area),
+    code: Option<&CodeMove>,
+    page: u64,
+    words: &mut PageWords,
+    tally: &mut Tally,
+) -> Result<u64, RelocError> {
     if from.size() != to.size() {
         return Err(RelocError::AreaMismatch);
     }
@@ -78,7 +125,21 @@ pub fn relocate_page_tallied<S: TagSource + ?Sized>(
         return Err(RelocError::BadPage);
     }
     let by = source.tagged_slots_by_source(page, words);
-    for slot in by.precise.union(by.inferred).union(by.other).iter() {
+    let mut moved_code = SlotMask::default();
+    if let Some(code) = code.filter(|c| c.from != c.to) {
+        for (slot, w) in words.iter_mut().enumerate() {
+            if let Some(new) = code.translate(*w) {
+                *w = new;
+                moved_code.set(slot);
+            }
+        }
+    }
+    let area_slots = by
+        .precise
+        .union(by.inferred)
+        .union(by.other)
+        .difference(moved_code);
+    for slot in area_slots.iter() {
         let old = words[slot];
         // A tagged word at the area's end is a one-past-the-end pointer (a heap's limit, as a
         // capability's top may be): it moves with the area. Inferred tags never mark one.
@@ -97,7 +158,7 @@ pub fn relocate_page_tallied<S: TagSource + ?Sized>(
             }
         }
     }
-    Ok(())
+    Ok(moved_code.count() as u64)
 }
 
 /// The fifteen general registers other than rsp, in this order.
@@ -307,6 +368,60 @@ mod tests {
             Area::new(0x4000_0000, 1 << 20).unwrap(),
             Area::new(0x4030_0000, 1 << 20).unwrap(),
         )
+    }
+
+    #[test]
+    fn code_pointers_move_with_the_code_and_area_pointers_with_the_area_in_one_pass() {
+        let (p, c) = areas();
+        let page = p.base();
+        // The new code range lies over the old area and the new area over the old code: a
+        // second pass would move each moved word again.
+        let code = CodeMove {
+            from: c.base(),
+            len: 0x8000,
+            to: p.base() + 0x10_0000 - 0x8000,
+        };
+        let mut words = [0u64; SLOTS_PER_PAGE];
+        words[0] = p.base() + 0x40; // area pointer
+        words[1] = c.base() + 0x1234; // code pointer (old range)
+        words[2] = c.base() + 0x8000; // one past the code: not code
+        words[3] = 6; // a small integer
+        words[4] = 0x9e37_79b9_7f4a_7c15; // a hash
+        let before = words;
+        let mut tally = Tally::default();
+        let source = Inferred::new(p);
+        let n =
+            relocate_page_moving_code(&source, (&p, &c), Some(&code), page, &mut words, &mut tally)
+                .unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(tally.total(), 1);
+        assert_eq!(words[0], c.base() + 0x40);
+        assert_eq!(words[1], code.to + 0x1234);
+        assert_eq!(&words[2..5], &before[2..5]);
+        // Without a code move, or an unmoved one, code pointers stay.
+        for code in [
+            None,
+            Some(CodeMove {
+                to: code.from,
+                ..code
+            }),
+        ] {
+            let mut w = before;
+            let n = relocate_page_moving_code(
+                &source,
+                (&p, &c),
+                code.as_ref(),
+                page,
+                &mut w,
+                &mut Tally::default(),
+            )
+            .unwrap();
+            assert_eq!(n, 0);
+            assert_eq!(w[1], before[1]);
+            assert_eq!(w[0], c.base() + 0x40);
+        }
+        assert!(code.points_into(&before));
+        assert!(!code.points_into(&[0; SLOTS_PER_PAGE]));
     }
 
     #[test]

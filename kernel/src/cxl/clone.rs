@@ -10,7 +10,8 @@
 //! - **migrate-on-write** (the default): a read maps the region's page itself, read-only, if
 //!   nothing in it needs relocating (the clone is at the checkpoint's address, or the page holds
 //!   no tagged word); its first write copies it into a frame of this node. A page with tags in a
-//!   clone elsewhere is copied and relocated on its first access.
+//!   clone elsewhere, or holding pointers into a function's code that this node mapped
+//!   elsewhere, is copied and relocated on its first access.
 //! - **migrate-on-access**: every page is copied and relocated on its first access.
 //! - **hybrid**: the pages the checkpointed μprocess had accessed since its accessed bits were
 //!   last reset (the checkpoint records them), and those this node's earlier hybrid clones of
@@ -38,7 +39,7 @@ use fjord_kernel::layout::{CXL_PHYS, PAGE_SIZE};
 use fjord_pd::{PdId, Perm};
 use fjord_ufork::area::Area;
 use fjord_ufork::lazy::LazyPages;
-use fjord_ufork::relocate::relocate_page_tallied;
+use fjord_ufork::relocate::{CodeMove, relocate_page_moving_code};
 use fjord_ufork::source::{TagSource, Tally};
 use fjord_ufork::tags::page_words;
 use spin::Mutex;
@@ -70,6 +71,8 @@ struct CloneArea {
     from: Area,
     to: Area,
     source: Source,
+    /// Where the function's code moved (a function clone on a node that mapped it elsewhere).
+    code: Option<CodeMove>,
     tiering: Tiering,
     counts: Counts,
     /// The serial of the area's frames (`Frames::serial`).
@@ -224,6 +227,7 @@ pub fn attach(
                 from: a.from,
                 to: a.to,
                 source: a.source.clone(),
+                code: a.code,
                 tiering,
                 counts: Counts::default(),
                 serial,
@@ -314,6 +318,14 @@ impl CloneArea {
         self.from.base() != self.to.base()
     }
 
+    /// Whether page `page` of the checkpoint, holding `words`, needs relocating in this clone:
+    /// it points into the checkpoint's area and the clone lies elsewhere, or into the
+    /// function's code and this node mapped the code elsewhere.
+    fn needs_relocating(&self, page: u64, words: &PageWords) -> bool {
+        (self.moved() && self.source.page_has_tags(page, words))
+            || self.code.is_some_and(|c| c.points_into(words))
+    }
+
     /// Reads area page `i` as the region holds it into `words`, checked against its CRC-32;
     /// its index in the checkpoint.
     fn load(&self, i: usize, words: &mut PageWords) -> Option<u64> {
@@ -339,14 +351,19 @@ impl CloneArea {
     ) {
         let page = self.from.base() + i as u64 * PAGE_SIZE;
         let mut tally = Tally::default();
-        if self.moved() {
-            let _ =
-                relocate_page_tallied(&*self.source, &self.from, &self.to, page, words, &mut tally);
+        let mut code_words = 0;
+        if self.moved() || self.code.is_some() {
+            code_words = relocate_page_moving_code(
+                &*self.source,
+                (&self.from, &self.to),
+                self.code.as_ref(),
+                page,
+                words,
+                &mut tally,
+            )
+            .unwrap_or(0);
         }
-        WORDS_RELOCATED.fetch_add(
-            tally.precise + tally.inferred + tally.both + tally.other,
-            Relaxed,
-        );
+        WORDS_RELOCATED.fetch_add(tally.total() + code_words, Relaxed);
         f.write_words(base, i, words);
         PAGES_COPIED.fetch_add(1, Relaxed);
         match cause {
@@ -409,7 +426,7 @@ impl CloneArea {
             return REFUSED;
         };
         let page = self.from.base() + i as u64 * PAGE_SIZE;
-        if self.moved() && self.source.page_has_tags(page, &words) {
+        if self.needs_relocating(page, &words) {
             self.copy(f, base, i, &mut words, Cause::Read);
             return Some((f.frame(base, i)?, perm));
         }

@@ -63,7 +63,7 @@ ktest! {
 
 ktest! {
     fn a_function_checkpoint_clones_anywhere_with_the_answers_of_its_zygote() {
-        use crate::cxl::clone::{PAGES_COPIED, Tiering};
+        use crate::cxl::clone::{PAGES_COPIED, Tiering, WORDS_RELOCATED};
         use crate::cxl::porter::{Forced, force};
         use core::sync::atomic::Ordering::Relaxed;
         if crate::cxl::get().is_none() {
@@ -106,6 +106,20 @@ ktest! {
             kassert!(hybrid >= w.pages, "a hybrid clone copied {hybrid} of {} learned pages", w.pages);
             force(Some(Forced::FullCopy(w.cid)));
             kassert!(ask(b"get 4321")? == want.0, "full copy: get differs");
+            // The module deployed again (the same bytes): its code lies elsewhere now, and
+            // clones move the pointers into it (a clone at the same code address moves none).
+            let file = crate::module::module_file("index").ok_or("no module file for index")?;
+            crate::module::deploy("index", &file).map_err(|e| format!("{e:?}"))?;
+            let g = crate::runtime::lookup("index").ok_or("index gone")?;
+            kassert!(g.image.base != f.image.base, "the code did not move: {:#x}", g.image.base);
+            let relocated = WORDS_RELOCATED.load(Relaxed);
+            for t in [Tiering::MigrateOnWrite, Tiering::MigrateOnAccess, Tiering::Hybrid] {
+                force(Some(Forced::Restore(w.cid, t)));
+                let got = (ask(b"get 4321")?, ask(b"sum")?);
+                kassert!(got == want, "code moved, {t:?}: {got:?}, want {want:?}");
+            }
+            let moved = WORDS_RELOCATED.load(Relaxed) - relocated;
+            kassert!(moved > 0, "no word moved with the code");
             force(None);
             let listed = crate::cxl::clone::per_clone();
             kassert!(listed.is_empty(), "clones whose requests ended still listed: {listed:?}");

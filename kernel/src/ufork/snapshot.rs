@@ -29,6 +29,7 @@ use fjord_pd::PdId;
 use fjord_ufork::area::Area;
 use fjord_ufork::image::{ProcessImage, REGISTERS};
 use fjord_ufork::process::Pid;
+use fjord_ufork::relocate::CodeMove;
 use fjord_ufork::tags::ShadowTags;
 
 /// Why a μprocess cannot be frozen.
@@ -216,6 +217,9 @@ pub struct Attach<'a> {
     pub to: Area,
     /// The tag source of the checkpoint's pages (its precise tags, as `tags=` reads them).
     pub source: &'a tags::Source,
+    /// Where the code outside the area moved, when a function's checkpoint is cloned on a
+    /// node that mapped the function's code elsewhere.
+    pub code: Option<CodeMove>,
 }
 
 /// Starts a μprocess from `image` (see the module documentation), with `attach` making its
@@ -247,7 +251,7 @@ pub fn restore(
         instance::destroy(inst.pd);
         return Err(RestoreError::TableFull);
     };
-    let Ok(source) = attach_pages(image, (inst.pd, base), (from, to), attach) else {
+    let Ok(source) = attach_pages(image, (inst.pd, base), (from, to), None, attach) else {
         instance::destroy(inst.pd);
         with(|p| p.table.discard(pid)).ok();
         return Err(RestoreError::NoMemory);
@@ -307,16 +311,21 @@ pub fn describe_zygote(
 
 /// A request's instance of the fork-per-request function `f` cloned from a checkpoint of a
 /// zygote of it (`image`), instead of forked from a zygote of this node: a fresh instance whose
-/// area `attach` makes hold the checkpoint's pages. The same module (digest) at the same code
-/// address is needed.
+/// area `attach` makes hold the checkpoint's pages. The same module (digest) is needed; where
+/// this node mapped its code elsewhere, the pointers into the code move with it.
 pub fn clone_instance(
     f: &LoadedFunction,
     image: &ProcessImage,
     attach: impl FnOnce(Attach<'_>) -> Result<(), ()>,
 ) -> Result<Instance, RestoreError> {
-    if f.digest != image.digest || f.image.base != image.code_base {
+    if f.digest != image.digest {
         return Err(RestoreError::OtherVersion);
     }
+    let code = (f.image.base != image.code_base).then_some(CodeMove {
+        from: image.code_base,
+        len: f.image.len,
+        to: f.image.base,
+    });
     let from = image.area().map_err(|_| RestoreError::BadImage)?;
     let inst =
         Instance::create_for_fork_at(f, image.area_base).map_err(|_| RestoreError::NoMemory)?;
@@ -325,7 +334,7 @@ pub fn clone_instance(
         instance::destroy(inst.pd);
         return Err(RestoreError::BadImage);
     };
-    if attach_pages(image, (inst.pd, base), (from, to), attach).is_err() {
+    if attach_pages(image, (inst.pd, base), (from, to), code, attach).is_err() {
         instance::destroy(inst.pd);
         return Err(RestoreError::NoMemory);
     }
@@ -338,6 +347,7 @@ fn attach_pages(
     image: &ProcessImage,
     (pd, base): (PdId, u64),
     (from, to): (Area, Area),
+    code: Option<CodeMove>,
     attach: impl FnOnce(Attach<'_>) -> Result<(), ()>,
 ) -> Result<tags::Source, ()> {
     let mut shadow = ShadowTags::new(from);
@@ -351,6 +361,7 @@ fn attach_pages(
         from,
         to,
         source: &source,
+        code,
     })?;
     Ok(source)
 }

@@ -309,6 +309,32 @@ fn function_clones(cluster: &Cluster) -> Result<(), String> {
             decisions(n1, "cold_start")?
         ));
     }
+    // The same module deployed again on node1 lies at another code address there: clones of
+    // node0's checkpoint still serve it (their pointers into the code moved), no cold start.
+    let apps = crate::apps_build::build_apps().map_err(|e| format!("{e:#}"))?;
+    let index = apps
+        .iter()
+        .find(|a| a.name == "index")
+        .map(|a| a.bytes.clone())
+        .ok_or("index was not built")?;
+    one(n1, "PUT", "/functions/index", &index)?.expect(200)?;
+    for (req, want) in requests.iter().zip(&want) {
+        let r = one(n1, "POST", "/invoke/index", req)?;
+        r.expect(200)?;
+        if &r.text() != want {
+            return Err(format!(
+                "redeployed on node1, it answers {:?}, node0 {want:?}",
+                r.text()
+            ));
+        }
+    }
+    if decisions(n1, "cold_start")? != cold || decisions(n1, "restore")? < restored + 3 {
+        return Err(format!(
+            "redeployed on node1: restores {restored} → {}, cold starts {cold} → {}",
+            decisions(n1, "restore")?,
+            decisions(n1, "cold_start")?
+        ));
+    }
     one(n0, "POST", "/functions/hello/checkpoint", b"")?.expect(400)?;
     one(n0, "POST", "/functions/nope/checkpoint", b"")?.expect(404)?;
     one(n0, "DELETE", "/functions/index/zygote", b"")?.expect(204)?;

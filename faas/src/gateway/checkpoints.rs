@@ -76,8 +76,11 @@ pub enum CheckpointError {
     NoRegion,
     /// No such function (404).
     NoSuchFunction,
-    /// The function's instances are not forked from a zygote (`instances=fork`) (400).
-    NotForkPerRequest,
+    /// A program, not a function: checkpoint its μprocesses (400).
+    NotAFunction,
+    /// The function's `init` mapped memory beyond its instance VMA, which a checkpoint does
+    /// not carry (409).
+    MappedBeyondInstance,
     /// No memory for the function's zygote, or its `init` failed (503).
     NoMemory,
 }

@@ -594,9 +594,13 @@ fn checkpoint_response(
         Ok(w) => json_response(Status::Created, &json::checkpoint_written(&w)),
         Err(E::NoSuchProcess) => Response::text(Status::NotFound, "no such process\n"),
         Err(E::NoSuchFunction) => Response::text(Status::NotFound, "no such function\n"),
-        Err(E::NotForkPerRequest) => Response::text(
+        Err(E::NotAFunction) => Response::text(
             Status::BadRequest,
-            "only fork-per-request functions (instances=fork) can be checkpointed\n",
+            "a program: checkpoint one of its μprocesses (POST /processes/<pid>/checkpoint)\n",
+        ),
+        Err(E::MappedBeyondInstance) => Response::text(
+            Status::Conflict,
+            "the function's init mapped memory beyond its instance, which a checkpoint does not carry\n",
         ),
         Err(E::NoMemory) => Response::text(
             Status::ServiceUnavailable,

@@ -8,6 +8,11 @@
 //! layout, the pages it had accessed), and publishes it (`fjord_cxl::Writer::publish`: ready
 //! flag last). The μprocess goes on as before. [`restore`] opens a checkpoint, checks it,
 //! and starts a clone ([`super::clone`]).
+//!
+//! [`checkpoint_function`] writes a function's state after `init` the same way (a
+//! fork-per-request function's zygote, or an instance made for the checkpoint);
+//! [`clone_function`] clones it as a request's instance of a fork-per-request function, and
+//! [`restore_warm`] copies it into a new warm instance of a function of another mode.
 
 use super::clone::{self, Tiering};
 use super::get;
@@ -44,10 +49,12 @@ pub enum CheckpointError {
     Region(CxlError),
     /// No such function.
     NoSuchFunction,
-    /// The function's instances are not forked from a zygote (`instances=fork`): nothing
-    /// position-independent to checkpoint.
-    NotForkPerRequest,
-    /// No memory for the zygote (or its `init` failed).
+    /// A program, not a function: its μprocesses are checkpointed one by one.
+    NotAFunction,
+    /// The function's `init` mapped memory beyond its instance VMA, which a checkpoint does
+    /// not carry.
+    MappedBeyondInstance,
+    /// No memory for the zygote or instance (or its `init` failed).
     NoMemory,
 }
 
@@ -60,6 +67,8 @@ pub enum CloneError {
     Region(CxlError),
     /// It is not a μprocess checkpoint, or its image does not check.
     BadImage,
+    /// A page fails its CRC-32: refused, never restored.
+    CorruptPage,
     /// This node cannot run it.
     Restore(RestoreError),
 }
@@ -91,20 +100,108 @@ pub fn checkpoint_process(pid: u64) -> Result<Written, CheckpointError> {
     publish(w, &image, "μprocess", &alloc::format!("{pid}"))
 }
 
-/// Writes a checkpoint of the fork-per-request function `name`'s zygote (made, its `init` run,
-/// if this node has none): the warm state every request's instance starts from.
+/// Writes a checkpoint of function `name`'s state after its `init`: a fork-per-request
+/// function's zygote (made, its `init` run, if this node has none), or, for the other modes, an
+/// instance made for it (its `init` run) and destroyed again: the warm state every instance
+/// starts from.
 pub fn checkpoint_function(name: &str) -> Result<Written, CheckpointError> {
     let cxl = get().ok_or(CheckpointError::NoRegion)?;
     let f = crate::module::lookup(name).ok_or(CheckpointError::NoSuchFunction)?;
-    if f.manifest.kind != fjord_faas::module::ModuleKind::Function
-        || f.groundhog_mode() != fjord_groundhog::GroundhogMode::Fork
-    {
-        return Err(CheckpointError::NotForkPerRequest);
+    if f.manifest.kind != fjord_faas::module::ModuleKind::Function {
+        return Err(CheckpointError::NotAFunction);
     }
-    let (pd, (base, _), mut image) =
-        snapshot::describe_zygote(&f).map_err(|_| CheckpointError::NoMemory)?;
-    let w = write_area(cxl, Kind::Function, (pd, base), &mut image)?;
-    publish(w, &image, "function", name)
+    if f.groundhog_mode() == fjord_groundhog::GroundhogMode::Fork {
+        let (pd, (base, _), mut image) =
+            snapshot::describe_zygote(&f).map_err(|_| CheckpointError::NoMemory)?;
+        let w = write_area(cxl, Kind::Function, (pd, base), &mut image)?;
+        return publish(w, &image, "function", name);
+    }
+    let inst = Instance::create_zygote(&f).map_err(|_| CheckpointError::NoMemory)?;
+    let written = (|| {
+        let (pd, (base, len), mut image) = snapshot::describe_instance(&f, inst.pd, inst.boundary);
+        // Its creation stack and its instance VMA, or more: what `init` mapped.
+        if jord::with(|j| j.kept_layout(pd, base, len).0.len()) > 2 {
+            return Err(CheckpointError::MappedBeyondInstance);
+        }
+        let w = write_area(cxl, Kind::Function, (pd, base), &mut image)?;
+        publish(w, &image, "function", name)
+    })();
+    crate::module::instance::destroy(inst.pd);
+    written
+}
+
+/// A new warm instance of function `f` (instances not forked) from checkpoint `cid` of its
+/// state after `init`, instead of running `init`: its instance VMA made at the checkpoint's
+/// own address when that slot is free here, elsewhere otherwise, and every checkpoint page
+/// copied into it, checked by CRC, with the words pointing into the checkpoint's instance VMA
+/// (inferred tags: a function checkpoint carries no precise ones) relocated when it lies
+/// elsewhere and those pointing into the code moved when this node mapped the code elsewhere.
+/// Groundhog's snapshot, taken next, needs every page in local memory: nothing is left in the
+/// region.
+pub fn restore_warm(f: &LoadedFunction, cid: Cid) -> Result<Instance, CloneError> {
+    use fjord_ufork::relocate::{CodeMove, relocate_page_moving_code};
+    let (reader, image) = open_image(cid, Kind::Function)?;
+    if reader.info().name != f.manifest.name.as_str() || f.digest != image.digest {
+        return Err(CloneError::Restore(RestoreError::OtherVersion));
+    }
+    let from = image.area().map_err(|_| CloneError::BadImage)?;
+    let inst = Instance::create_at(f, image.area_base)
+        .map_err(|_| CloneError::Restore(RestoreError::NoMemory))?;
+    let (base, len) = inst.vma(f);
+    let to = fjord_ufork::area::Area::new(base, len.next_power_of_two().max(PAGE_SIZE));
+    let code = (f.image.base != image.code_base).then_some(CodeMove {
+        from: image.code_base,
+        len: f.image.len,
+        to: f.image.base,
+    });
+    let source = fjord_ufork::source::Inferred::new(from);
+    let copied = (|| {
+        let to = to.map_err(|_| CloneError::BadImage)?;
+        if len != image.area_len {
+            return Err(CloneError::BadImage);
+        }
+        let moved = base != image.area_base;
+        let mut bytes = [0u8; PAGE_SIZE as usize];
+        let mut words: fjord_ufork::tags::PageWords = [0; (PAGE_SIZE / 8) as usize];
+        for (k, &i) in image.pages.iter().enumerate() {
+            reader
+                .page(k as u64, &mut bytes)
+                .map_err(|_| CloneError::CorruptPage)?;
+            if moved || code.is_some() {
+                fjord_ufork::tags::page_words(&bytes, &mut words);
+                let page = from.base() + u64::from(i) * PAGE_SIZE;
+                let mut tally = fjord_ufork::source::Tally::default();
+                let code_words = relocate_page_moving_code(
+                    &source,
+                    (&from, &to),
+                    code.as_ref(),
+                    page,
+                    &mut words,
+                    &mut tally,
+                )
+                .map_err(|_| CloneError::BadImage)?;
+                clone::WORDS_RELOCATED.fetch_add(tally.total() + code_words, Relaxed);
+                for (c, w) in bytes.chunks_exact_mut(8).zip(&words) {
+                    c.copy_from_slice(&w.to_le_bytes());
+                }
+            }
+            jord::with(|j| j.write_page(base, i as usize, &bytes))
+                .map_err(|_| CloneError::Restore(RestoreError::NoMemory))?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = copied {
+        if e == CloneError::CorruptPage {
+            clone::PAGES_REFUSED.fetch_add(1, Relaxed);
+        }
+        crate::module::instance::destroy(inst.pd);
+        return Err(e);
+    }
+    let n = image.pages.len() as u64;
+    clone::PAGES_COPIED.fetch_add(n, Relaxed);
+    clone::PAGES_MIGRATED.fetch_add(n, Relaxed);
+    RESTORED.fetch_add(1, Relaxed);
+    Ok(inst)
 }
 
 /// The pages of `pages` (of the area VMA at `base`) that `pd` accessed since the last call,

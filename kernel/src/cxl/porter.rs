@@ -1,8 +1,14 @@
-//! CXLporter on this node (CXLfork, ASPLOS '25 §6): where each request's instance of a
-//! fork-per-request function (`instances=fork`) comes from, and the upkeep around it. The
-//! decisions are `fjord_cxl::porter::Policy`'s (host-tested); this module feeds it what the node
-//! measures and carries them out:
+//! CXLporter on this node (CXLfork, ASPLOS '25 §6): where each function instance comes from,
+//! and the upkeep around it. The decisions are `fjord_cxl::porter::Policy`'s (host-tested);
+//! this module feeds it what the node measures and carries them out:
 //!
+//! - for a function whose instances are not forked (a warm pool, Groundhog), when its pool has
+//!   no idle instance for a request ([`warm_initialised`], the module layer's hook): a new
+//!   instance restored past its `init` from a checkpoint of the function's version in the
+//!   region (`super::checkpoint::restore_warm`: at the checkpoint's own address, every page
+//!   copied, since Groundhog's snapshot needs them local), else a cold start (its `init` run
+//!   here); its requests count towards its checkpoint as a fork-per-request function's local
+//!   forks do, and its idle instances go after the keep-alive as a zygote does;
 //! - per request ([`instance_for`], the module layer's forker while a region is attached): a
 //!   local fork of the warm zygote; else a clone of a checkpoint of the function's version in
 //!   the region, with the tiering the policy picks from the node's memory use and the
@@ -110,13 +116,121 @@ fn memory_used_percent() -> u8 {
 /// The tiering every clone gets, when the operator pinned one (`cxl_tiering=`).
 static PINNED: Mutex<Option<Tiering>> = Mutex::new(None);
 
-/// Takes over making fork-per-request functions' instances, when this node has a region; with
-/// `pinned`, every clone gets that tiering instead of the policy's.
+/// Takes over making functions' instances, when this node has a region; with `pinned`, every
+/// clone gets that tiering instead of the policy's.
 pub fn enable(pinned: Option<Tiering>) {
     *PINNED.lock() = pinned;
     if get().is_some() {
         crate::module::set_forker(instance_for);
         crate::module::set_fork_end(instance_ended);
+        crate::module::set_warm_hooks(crate::module::WarmHooks {
+            initialised: warm_initialised,
+            requested: warm_requested,
+        });
+    }
+}
+
+/// The porter's state of function `f` (reset when `f` is another version), updated by `with`.
+fn with_function<R>(p: &mut Porter, f: &LoadedFunction, with: impl FnOnce(&mut FnState) -> R) -> R {
+    let st = p
+        .functions
+        .entry(String::from(f.manifest.name.as_str()))
+        .or_default();
+    if st.digest != f.digest {
+        *st = FnState {
+            digest: f.digest,
+            ..FnState::default()
+        };
+    }
+    with(st)
+}
+
+/// A request of warm function `f` takes an instance: it counts towards the function's
+/// checkpoint and its keep-alive.
+fn warm_requested(f: &LoadedFunction) {
+    let now = crate::arch::time::now();
+    with(|p| {
+        with_function(p, f, |st| {
+            st.last_used = now;
+            st.served_local += 1;
+            if POLICY.should_checkpoint(st.served_local, true, st.checkpoint.is_some()) {
+                st.checkpoint_wanted = true;
+            }
+        })
+    });
+}
+
+/// A new instance of warm function `f` past its `init`, restored from a checkpoint of its
+/// version; `None` for a cold start (see the module documentation).
+fn warm_initialised(f: &LoadedFunction) -> Option<Instance> {
+    let name = f.manifest.name.as_str();
+    let forced = crate::arch::cpu::without_interrupts(|| *FORCED.lock());
+    let checkpoint = match forced {
+        Some(Forced::Restore(cid, _) | Forced::FullCopy(cid)) => Some(cid),
+        Some(Forced::ColdStart | Forced::LocalFork) => None,
+        None => {
+            let known =
+                with(|p| with_function(p, f, |st| st.checkpoint)).filter(|&c| still_ready(c));
+            let found = known.or_else(|| find_checkpoint(f));
+            with(|p| with_function(p, f, |st| st.checkpoint = found));
+            found
+        }
+    };
+    let Some(cid) = checkpoint else {
+        count("cold_start");
+        note_source(f, Source::ColdStart);
+        return None;
+    };
+    match checkpoint::restore_warm(f, cid) {
+        Ok(inst) => {
+            let now = crate::arch::time::now();
+            with(|p| {
+                p.used.insert(cid, now);
+                with_function(p, f, |st| st.checkpoint = Some(cid));
+            });
+            count("restore");
+            note_source(f, Source::Restore);
+            Some(inst)
+        }
+        Err(e) => {
+            count("restore_failed");
+            log::warn!(
+                "cxlporter: {name}: restore from checkpoint {}.{} failed ({e:?}): cold start",
+                cid.slot,
+                cid.epoch
+            );
+            with(|p| with_function(p, f, |st| st.checkpoint = None));
+            count("cold_start");
+            note_source(f, Source::ColdStart);
+            None
+        }
+    }
+}
+
+/// Checkpoint `cid` of function `name` was written on request (`POST
+/// /functions/<name>/checkpoint`): the porter restores from it and wants no other.
+pub fn note_checkpoint(name: &str, cid: Cid) {
+    let Some(f) = crate::module::lookup(name) else {
+        return;
+    };
+    with(|p| {
+        with_function(p, &f, |st| {
+            st.checkpoint = Some(cid);
+            st.checkpoint_wanted = false;
+        })
+    });
+}
+
+/// Logs where `f`'s instances come from when that changed.
+fn note_source(f: &LoadedFunction, source: Source) {
+    let changed =
+        with(|p| with_function(p, f, |st| st.last_source.replace(source) != Some(source)));
+    if changed {
+        log::info!(
+            "cxlporter: {}: instances made by {}",
+            f.manifest.name.as_str(),
+            source.name()
+        );
     }
 }
 
@@ -198,15 +312,10 @@ fn instance_for(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
     let now = crate::arch::time::now();
     let zygote = crate::ufork::has_zygote(f);
     let known = with(|p| {
-        let st = p.functions.entry(String::from(name)).or_default();
-        if st.digest != f.digest {
-            *st = FnState {
-                digest: f.digest,
-                ..FnState::default()
-            };
-        }
-        st.last_used = now;
-        st.checkpoint
+        with_function(p, f, |st| {
+            st.last_used = now;
+            st.checkpoint
+        })
     });
     // A known checkpoint is checked (one load: retired since?); the directory is searched only
     // while this node has no zygote (a local fork needs no checkpoint).
@@ -372,7 +481,8 @@ fn checkpoint_wanted() {
     }
 }
 
-/// Destroys the zygotes idle past their keep-alive.
+/// Destroys the zygotes, and the warm pools' idle instances, of functions idle past their
+/// keep-alive.
 fn expire_zygotes(now: u64) {
     let used = memory_used_percent();
     let keep = crate::arch::time::ms_to_ticks(POLICY.keep_alive_ms(used));
@@ -388,7 +498,14 @@ fn expire_zygotes(now: u64) {
             with(|p| p.functions.remove(&name));
             continue;
         };
-        if !crate::ufork::drop_zygote(&f) {
+        let gone = if f.groundhog_mode() == fjord_groundhog::GroundhogMode::Fork {
+            crate::ufork::drop_zygote(&f)
+        } else {
+            let idle = f.warm.idle();
+            f.warm.drain();
+            idle > 0
+        };
+        if !gone {
             continue;
         }
         let pressure = POLICY.under_pressure(used);
@@ -398,7 +515,7 @@ fn expire_zygotes(now: u64) {
             "keep_alive_expired"
         });
         log::info!(
-            "cxlporter: {name}: idle zygote destroyed after its keep-alive of {} s (memory {used} % used)",
+            "cxlporter: {name}: idle zygote or instances destroyed after its keep-alive of {} s (memory {used} % used)",
             POLICY.keep_alive_ms(used) / 1000
         );
         with(|p| {

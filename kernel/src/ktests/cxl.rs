@@ -131,3 +131,70 @@ ktest! {
         r
     }
 }
+
+ktest! {
+    fn a_warm_functions_checkpoint_makes_instances_past_init_here_or_elsewhere() {
+        use crate::cxl::checkpoint::{RESTORED, checkpoint_function, restore_warm};
+        use crate::cxl::clone::{Tiering, WORDS_RELOCATED};
+        use crate::cxl::porter::{Forced, force};
+        use core::sync::atomic::Ordering::Relaxed;
+        use fjord_groundhog::GroundhogMode;
+        use fjord_pd::PdId;
+        if crate::cxl::get().is_none() {
+            return Err(String::from("not run: no ivshmem device on this board (the q35 boots have one)"));
+        }
+        let Some(file) = crate::module::module_file("index") else {
+            return Err(String::from("not run: no `index` function (modules=initrd)"));
+        };
+        let ask = |req: &[u8]| {
+            crate::runtime::invoke("index", req).map_err(|e| format!("{e}"))
+        };
+        let run = || -> Result<(), String> {
+            // `index` as a warm pool with Groundhog's restore (its manifest says fork).
+            crate::module::deploy_with("index", &file, Some(GroundhogMode::Restore))
+                .map_err(|e| format!("{e:?}"))?;
+            let f = crate::runtime::lookup("index").ok_or("index gone")?;
+            force(Some(Forced::ColdStart));
+            let want = (ask(b"get 4321")?, ask(b"sum")?);
+            let w = checkpoint_function("index").map_err(|e| format!("{e:?}"))?;
+            // No idle instance: the next request's is restored past its init.
+            f.warm.drain();
+            force(Some(Forced::Restore(w.cid, Tiering::MigrateOnWrite)));
+            let restored = RESTORED.load(Relaxed);
+            let got = (ask(b"get 4321")?, ask(b"sum")?);
+            kassert!(got == want, "restored here: {got:?}, want {want:?}");
+            kassert!(RESTORED.load(Relaxed) > restored, "no instance was restored");
+            // Its slot taken (a kernel VMA there): restored elsewhere, its pointers relocated.
+            f.warm.drain();
+            let probe = restore_warm(&f, w.cid).map_err(|e| format!("{e:?}"))?;
+            let (base, len) = probe.vma(&f);
+            crate::module::instance::destroy(probe.pd);
+            crate::jord::with(|j| j.mmap_at(PdId::KERNEL, base, len))
+                .map_err(|e| format!("blocking {base:#x}: {e:?}"))?;
+            let relocated = WORDS_RELOCATED.load(Relaxed);
+            let got = (ask(b"get 4321")?, ask(b"sum")?);
+            let moved = WORDS_RELOCATED.load(Relaxed) - relocated;
+            crate::jord::settled(|j| match j.munmap(PdId::KERNEL, base, len) {
+                Ok(p) => (Some(p), Ok(())),
+                Err(e) => (None, Err(e)),
+            })
+            .map_err(|e| format!("unblocking {base:#x}: {e:?}"))?;
+            kassert!(got == want, "restored elsewhere: {got:?}, want {want:?}");
+            kassert!(moved > 0, "restored elsewhere, no word relocated");
+            // Programs are checkpointed by μprocess.
+            kassert!(
+                checkpoint_function("ticker") == Err(crate::cxl::checkpoint::CheckpointError::NotAFunction),
+                "a program's function checkpoint"
+            );
+            kassert!(crate::cxl::checkpoint::retire(w.cid), "not retired");
+            Ok(())
+        };
+        let r = run();
+        force(None);
+        if let Some(f) = crate::runtime::lookup("index") {
+            f.warm.drain();
+        }
+        crate::module::deploy("index", &file).map_err(|e| format!("{e:?}"))?;
+        r
+    }
+}

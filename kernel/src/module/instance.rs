@@ -54,6 +54,13 @@ impl Instance {
         Self::create_with(f, false, None)
     }
 
+    /// [`Instance::create`] of a function whose instances are not forked, with its instance VMA
+    /// at `base` when that slot is free (a warm instance restored from a checkpoint: nothing
+    /// to relocate), elsewhere otherwise.
+    pub fn create_at(f: &LoadedFunction, base: u64) -> Result<Instance, InvokeFailure> {
+        Self::create_with(f, true, Some(base))
+    }
+
     /// [`Instance::create_for_fork`] whose area lies at `base` when that slot is free (a clone
     /// restored where its checkpoint's area was: nothing to relocate), elsewhere otherwise.
     pub fn create_for_fork_at(f: &LoadedFunction, base: u64) -> Result<Instance, InvokeFailure> {
@@ -128,7 +135,13 @@ fn map_instance(
         if f.program.is_some() || f.groundhog_mode() == fjord_groundhog::GroundhogMode::Fork {
             area(j)?
         } else {
-            j.mmap(pd, len, Perm::RW, MapFlags::default())?
+            // Placed as an area is, so that a checkpoint of it can be restored elsewhere.
+            match at {
+                Some(base) => j
+                    .mmap_at(pd, base, len)
+                    .or_else(|_| j.mmap_relocatable(pd, len)),
+                None => j.mmap_relocatable(pd, len),
+            }?
         };
     if let Some(p) = &f.program {
         j.share_prefix(instance, f.image.base, p.shared.clone())?;

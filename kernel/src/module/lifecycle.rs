@@ -25,6 +25,9 @@ impl Instance {
             begin_tenant(f, inst.pd);
             return Ok(inst);
         }
+        if let Some(hooks) = crate::module::warm_hooks() {
+            (hooks.requested)(f);
+        }
         // An idle instance; else, while another request's instance awaits its restore, a new
         // one if the pools have room for it, so that this request need not wait for that
         // restore; else that restore now.
@@ -54,14 +57,20 @@ impl Instance {
     }
 
     /// A new instance of `f` ready for its first request: made, its `init` (if it has one) run
-    /// with the manifest's warm-up input, then snapshotted when `f`'s instances are restored
-    /// between requests, or its layout after `init` recorded when they are reused as they are
-    /// (mode `none`). Destroyed again on any failure.
+    /// with the manifest's warm-up input (or restored past its `init` from a checkpoint, when
+    /// [`crate::module::WarmHooks`] give one), then snapshotted when `f`'s instances are
+    /// restored between requests, or its layout after `init` recorded when they are reused as
+    /// they are (mode `none`). Destroyed again on any failure.
     fn create_for_requests(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
-        let mut inst = Instance::create(f)?;
+        let restored = crate::module::warm_hooks().and_then(|h| (h.initialised)(f));
+        let past_init = restored.is_some();
+        let mut inst = match restored {
+            Some(inst) => inst,
+            None => Instance::create(f)?,
+        };
         begin_tenant(f, inst.pd);
         let ready = (|| {
-            if f.manifest.init {
+            if f.manifest.init && !past_init {
                 inst.run_init(f)?;
             }
             let (base, len) = inst.vma(f);

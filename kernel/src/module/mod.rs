@@ -89,6 +89,29 @@ pub fn forker() -> Option<Forker> {
     crate::arch::cpu::without_interrupts(|| *FORKER.lock())
 }
 
+/// What a layer above may do for functions whose instances are not forked (set once, by
+/// `crate::cxl`'s CXLporter on a node with a shared region).
+#[derive(Clone, Copy)]
+pub struct WarmHooks {
+    /// A new instance of `f` already past its `init` (restored from a checkpoint), or `None`:
+    /// one is made and its `init` run.
+    pub initialised: fn(&LoadedFunction) -> Option<instance::Instance>,
+    /// A request of `f` is about to take an instance.
+    pub requested: fn(&LoadedFunction),
+}
+
+static WARM_HOOKS: spin::Once<WarmHooks> = spin::Once::new();
+
+/// Sets the [`WarmHooks`] (once; later calls change nothing).
+pub fn set_warm_hooks(hooks: WarmHooks) {
+    WARM_HOOKS.call_once(|| hooks);
+}
+
+/// The hooks [`set_warm_hooks`] set.
+pub fn warm_hooks() -> Option<&'static WarmHooks> {
+    WARM_HOOKS.get()
+}
+
 /// How a program's image lies at the bottom of each of its μprocesses' areas.
 #[derive(Debug)]
 pub struct ProgramArea {

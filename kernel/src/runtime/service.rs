@@ -258,7 +258,11 @@ impl FunctionService for RuntimeService {
     }
 
     fn checkpoint_function(&mut self, name: &FunctionName) -> Result<Written, CheckpointError> {
-        checkpoint_answer(crate::cxl::checkpoint::checkpoint_function(name.as_str()))
+        let written = crate::cxl::checkpoint::checkpoint_function(name.as_str());
+        if let Ok(w) = &written {
+            crate::cxl::porter::note_checkpoint(name.as_str(), w.cid);
+        }
+        checkpoint_answer(written)
     }
 
     fn drop_zygote(&mut self, name: &FunctionName) -> bool {
@@ -304,9 +308,10 @@ impl FunctionService for RuntimeService {
         checkpoint::restore(cid, tiering).map_err(|e| match e {
             E::NoRegion => RestoreError::NoRegion,
             E::Region(CxlError::Retired) => RestoreError::Retired,
-            E::Region(CxlError::Corrupt) | E::BadImage | E::Restore(R::BadImage) => {
-                RestoreError::Corrupt
-            }
+            E::Region(CxlError::Corrupt)
+            | E::BadImage
+            | E::CorruptPage
+            | E::Restore(R::BadImage) => RestoreError::Corrupt,
             E::Region(_) => RestoreError::NotFound,
             E::Restore(R::NoSuchProgram) => RestoreError::NoSuchProgram,
             E::Restore(R::OtherVersion) => RestoreError::OtherVersion,
@@ -342,7 +347,8 @@ fn checkpoint_answer(
         E::Region(CxlError::DirectoryFull | CxlError::RegionFull) => CheckpointError::RegionFull,
         E::Region(_) => CheckpointError::Busy,
         E::NoSuchFunction => CheckpointError::NoSuchFunction,
-        E::NotForkPerRequest => CheckpointError::NotForkPerRequest,
+        E::NotAFunction => CheckpointError::NotAFunction,
+        E::MappedBeyondInstance => CheckpointError::MappedBeyondInstance,
         E::NoMemory => CheckpointError::NoMemory,
     })
 }

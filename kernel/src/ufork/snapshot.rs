@@ -287,6 +287,17 @@ pub fn describe_zygote(
     f: &LoadedFunction,
 ) -> Result<(PdId, (u64, u64), ProcessImage), crate::orchestrator::InvokeFailure> {
     let (pd, boundary) = super::zygote(f)?;
+    Ok(describe_instance(f, pd, boundary))
+}
+
+/// An instance of `f` (PD `pd`, memory boundary `boundary`) that ran its `init` and serves no
+/// request, as a checkpoint describes it: its PD, its instance VMA (base, length) and its
+/// image (see [`describe_zygote`]).
+pub fn describe_instance(
+    f: &LoadedFunction,
+    pd: PdId,
+    boundary: u64,
+) -> (PdId, (u64, u64), ProcessImage) {
     let m = &f.manifest;
     let image = f.image_in_area();
     let base = boundary - m.stack_size - image;
@@ -306,7 +317,7 @@ pub fn describe_zygote(
         pages: Vec::new(),
         hot: Vec::new(),
     };
-    Ok((pd, (base, len), described))
+    (pd, (base, len), described)
 }
 
 /// A request's instance of the fork-per-request function `f` cloned from a checkpoint of a

@@ -250,6 +250,23 @@ impl Jord {
         self.back_new(base, len, Sparse::Yes)
     }
 
+    /// [`Jord::mmap`] (read-write, for `caller`) placed as a μprocess area is, clear of every
+    /// 4 GiB edge when its size allows: a function instance's VMA, whose pointers a restore
+    /// elsewhere relocates by inferred tags (no small integer over a stale upper half of one
+    /// of its addresses points into it), backed as `mmap` backs a VMA.
+    pub fn mmap_relocatable(&mut self, caller: PdId, len: u64) -> Result<u64, Error> {
+        let base = self.privlib.mmap_area(caller, len, Perm::RW)?;
+        self.back_new(base, len, Sparse::No)
+    }
+
+    /// [`Jord::mmap`] (read-write, for `caller`) at `base` itself, when that slot is free (see
+    /// [`fjord_pd::PrivLib::mmap_area_at`]): a function instance restored where its
+    /// checkpoint's instance VMA was.
+    pub fn mmap_at(&mut self, caller: PdId, base: u64, len: u64) -> Result<u64, Error> {
+        let base = self.privlib.mmap_area_at(caller, base, len, Perm::RW)?;
+        self.back_new(base, len, Sparse::No)
+    }
+
     /// Backs the VMA PrivLib just made at `base` ([`Jord::back_vma`]); without frames for it,
     /// frees it again. Returns `base`.
     #[inline]

@@ -16,6 +16,8 @@
 //! - local memory: pages a request's clone copied into this node's memory
 //!   (`cxl_clone_pages_<tiering>_<req>`), against a cold-started instance's pages (its zygote's
 //!   and its child's: `cxl_cold_instance_pages`);
+//! - `index` as a warm pool ([`warm`]): its checkpoint, and a new instance's request after a
+//!   cold start or a restore from the checkpoint;
 //! - `cxl_burst_100_clones`: 100 `get` requests submitted at once, each in a clone
 //!   (migrate-on-write, no zygote: one executor serves them in turn, each clone at the
 //!   checkpoint's address): receipt of the first to completion of the last, and the pages the
@@ -211,5 +213,71 @@ fn run() -> R<()> {
         &mut [pages],
     );
     crate::cxl::checkpoint::retire(cid);
-    Ok(())
+    warm()
+}
+
+/// `index` as a warm pool (Groundhog's restore): a checkpoint of its state after `init`
+/// (`cxl_warm_checkpoint_index`: an instance made, `init` run, written, destroyed), then one
+/// request's latency when its instance is new, by where it comes from: a cold start
+/// (`cxl_warm_cold_start_<req>`: made, `init` run, snapshotted) or a restore from the
+/// checkpoint (`cxl_warm_restore_<req>`: made, every page copied in, snapshotted), the pool
+/// emptied before each request. `index`'s manifest mode is deployed again afterwards.
+fn warm() -> R<()> {
+    let file = crate::module::module_file("index").ok_or("no module file for index")?;
+    crate::module::deploy_with(
+        "index",
+        &file,
+        Some(fjord_groundhog::GroundhogMode::Restore),
+    )
+    .map_err(|e| format!("index as a warm pool: {e:?}"))?;
+    let r = (|| {
+        let f = crate::runtime::lookup("index").ok_or("index gone")?;
+        let mut ckpt = Vec::new();
+        let mut cid = None;
+        for _ in 0..RUNS {
+            if let Some(old) = cid.take() {
+                crate::cxl::checkpoint::retire(old);
+            }
+            let t = crate::arch::cpu::rdtsc();
+            let w = crate::cxl::checkpoint::checkpoint_function("index")
+                .map_err(|e| format!("warm checkpoint: {e:?}"))?;
+            ckpt.push(crate::arch::cpu::rdtsc() - t);
+            cid = Some(w.cid);
+        }
+        let cid = cid.ok_or("no checkpoint")?;
+        report_unit(
+            GROUP,
+            "cxl_warm_checkpoint_index",
+            Sys::Fjord,
+            "insns",
+            &mut ckpt,
+        );
+        for (req_name, req) in [("get", &b"get 4321"[..]), ("sum", &b"sum"[..])] {
+            for (label, forced) in [
+                ("cold_start", Forced::ColdStart),
+                ("restore", Forced::Restore(cid, Tiering::MigrateOnAccess)),
+            ] {
+                force(Some(forced));
+                let mut lat = Vec::with_capacity(RUNS);
+                for _ in 0..RUNS {
+                    f.warm.drain();
+                    lat.push(request(&f, req)?.0);
+                }
+                force(None);
+                report_unit(
+                    GROUP,
+                    &format!("cxl_warm_{label}_{req_name}"),
+                    Sys::Fjord,
+                    "insns",
+                    &mut lat,
+                );
+            }
+        }
+        f.warm.drain();
+        crate::cxl::checkpoint::retire(cid);
+        Ok(())
+    })();
+    force(None);
+    crate::module::deploy("index", &file).map_err(|e| format!("index again: {e:?}"))?;
+    r
 }

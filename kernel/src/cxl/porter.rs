@@ -132,10 +132,15 @@ pub fn enable(pinned: Option<Tiering>) {
 
 /// The porter's state of function `f` (reset when `f` is another version), updated by `with`.
 fn with_function<R>(p: &mut Porter, f: &LoadedFunction, with: impl FnOnce(&mut FnState) -> R) -> R {
-    let st = p
-        .functions
-        .entry(String::from(f.manifest.name.as_str()))
-        .or_default();
+    let name = f.manifest.name.as_str();
+    // The name is copied only the first time (this runs for every warm request).
+    if !p.functions.contains_key(name) {
+        p.functions.insert(String::from(name), FnState::default());
+    }
+    let Some(st) = p.functions.get_mut(name) else {
+        // Inserted just above: never taken.
+        return with(&mut FnState::default());
+    };
     if st.digest != f.digest {
         *st = FnState {
             digest: f.digest,

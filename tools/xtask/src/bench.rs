@@ -322,11 +322,12 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         linux.restore = crate::linux::nightcore::restore_params(&measurements);
         measurements.extend(crate::linux::run(&linux)?);
         let root = workspace::root();
-        // The cxl group (a q35 boot of its own) gets a report of its own beside the day's.
+        // A run of some groups gets a report of its own beside the day's (`<date>-<group>.md`),
+        // which it would otherwise replace with its rows alone.
         let md = crate::report::write_report_named(
             &measurements,
             &root.join("bench/results"),
-            options.group.as_deref().filter(|g| *g == "cxl"),
+            options.group.as_deref(),
         )?;
         println!("bench: report written to {}", md.display());
         match &options.group {

@@ -55,6 +55,25 @@ fn submit(f: &Arc<LoadedFunction>, request: &[u8]) -> R<Ticket> {
     .map_err(|_| String::from("queue full"))
 }
 
+/// [`RUNS`] checkpoints of `index` (each retiring the one before), reported as `metric`; the
+/// last one.
+fn checkpoints(metric: &str) -> R<fjord_cxl::Cid> {
+    let mut ckpt = Vec::new();
+    let mut cid = None;
+    for _ in 0..RUNS {
+        if let Some(old) = cid.take() {
+            crate::cxl::checkpoint::retire(old);
+        }
+        let t = crate::arch::cpu::rdtsc();
+        let w = crate::cxl::checkpoint::checkpoint_function("index")
+            .map_err(|e| format!("{metric}: {e:?}"))?;
+        ckpt.push(crate::arch::cpu::rdtsc() - t);
+        cid = Some(w.cid);
+    }
+    report_unit(GROUP, metric, Sys::Fjord, "insns", &mut ckpt);
+    cid.ok_or_else(|| String::from("no checkpoint"))
+}
+
 /// One request's latency and the clone pages it copied, with instances made as `forced` says.
 fn request(f: &Arc<LoadedFunction>, req: &[u8]) -> R<(u64, u64)> {
     let copied = PAGES_COPIED.load(Relaxed);
@@ -91,26 +110,7 @@ fn run() -> R<()> {
     force(Some(Forced::LocalFork));
     request(&f, b"get 1")?;
     force(None);
-    let mut ckpt = Vec::new();
-    let mut cid = None;
-    for _ in 0..RUNS {
-        if let Some(old) = cid.take() {
-            crate::cxl::checkpoint::retire(old);
-        }
-        let t = crate::arch::cpu::rdtsc();
-        let w = crate::cxl::checkpoint::checkpoint_function("index")
-            .map_err(|e| format!("checkpoint: {e:?}"))?;
-        ckpt.push(crate::arch::cpu::rdtsc() - t);
-        cid = Some(w.cid);
-    }
-    let cid = cid.ok_or("no checkpoint")?;
-    report_unit(
-        GROUP,
-        "cxl_checkpoint_index",
-        Sys::Fjord,
-        "insns",
-        &mut ckpt,
-    );
+    let cid = checkpoints("cxl_checkpoint_index")?;
     let m = &f.manifest;
     let zygote_pages = crate::ufork::zygote(&f)
         .map(|(_, boundary)| {
@@ -232,26 +232,7 @@ fn warm() -> R<()> {
     .map_err(|e| format!("index as a warm pool: {e:?}"))?;
     let r = (|| {
         let f = crate::runtime::lookup("index").ok_or("index gone")?;
-        let mut ckpt = Vec::new();
-        let mut cid = None;
-        for _ in 0..RUNS {
-            if let Some(old) = cid.take() {
-                crate::cxl::checkpoint::retire(old);
-            }
-            let t = crate::arch::cpu::rdtsc();
-            let w = crate::cxl::checkpoint::checkpoint_function("index")
-                .map_err(|e| format!("warm checkpoint: {e:?}"))?;
-            ckpt.push(crate::arch::cpu::rdtsc() - t);
-            cid = Some(w.cid);
-        }
-        let cid = cid.ok_or("no checkpoint")?;
-        report_unit(
-            GROUP,
-            "cxl_warm_checkpoint_index",
-            Sys::Fjord,
-            "insns",
-            &mut ckpt,
-        );
+        let cid = checkpoints("cxl_warm_checkpoint_index")?;
         for (req_name, req) in [("get", &b"get 4321"[..]), ("sum", &b"sum"[..])] {
             for (label, forced) in [
                 ("cold_start", Forced::ColdStart),

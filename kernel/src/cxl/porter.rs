@@ -168,7 +168,6 @@ fn warm_requested(f: &LoadedFunction) {
 /// A new instance of warm function `f` past its `init`, restored from a checkpoint of its
 /// version; `None` for a cold start (see the module documentation).
 fn warm_initialised(f: &LoadedFunction) -> Option<Instance> {
-    let name = f.manifest.name.as_str();
     let forced = crate::arch::cpu::without_interrupts(|| *FORCED.lock());
     let checkpoint = match forced {
         Some(Forced::Restore(cid, _) | Forced::FullCopy(cid)) => Some(cid),
@@ -198,18 +197,25 @@ fn warm_initialised(f: &LoadedFunction) -> Option<Instance> {
             Some(inst)
         }
         Err(e) => {
-            count("restore_failed");
-            log::warn!(
-                "cxlporter: {name}: restore from checkpoint {}.{} failed ({e:?}): cold start",
-                cid.slot,
-                cid.epoch
-            );
-            with(|p| with_function(p, f, |st| st.checkpoint = None));
+            restore_failed(f, cid, e);
             count("cold_start");
             note_source(f, Source::ColdStart);
             None
         }
     }
+}
+
+/// A restore of `f` from `cid` failed (`e`): counted, logged, and the checkpoint forgotten
+/// (the caller cold-starts).
+fn restore_failed(f: &LoadedFunction, cid: Cid, e: checkpoint::CloneError) {
+    count("restore_failed");
+    log::warn!(
+        "cxlporter: {}: restore from checkpoint {}.{} failed ({e:?}): cold start",
+        f.manifest.name.as_str(),
+        cid.slot,
+        cid.epoch
+    );
+    with(|p| with_function(p, f, |st| st.checkpoint = None));
 }
 
 /// Checkpoint `cid` of function `name` was written on request (`POST
@@ -365,17 +371,7 @@ fn instance_for(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
                 made = Some(inst);
             }
             Err(e) => {
-                count("restore_failed");
-                log::warn!(
-                    "cxlporter: {name}: restore from checkpoint {}.{} failed ({e:?}): cold start",
-                    cid.slot,
-                    cid.epoch
-                );
-                with(|p| {
-                    if let Some(st) = p.functions.get_mut(name) {
-                        st.checkpoint = None;
-                    }
-                });
+                restore_failed(f, cid, e);
                 source = Source::ColdStart;
             }
         }

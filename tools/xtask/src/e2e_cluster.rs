@@ -315,12 +315,7 @@ fn function_clones(cluster: &Cluster) -> Result<(), String> {
     }
     // The same module deployed again on node1 lies at another code address there: clones of
     // node0's checkpoint still serve it (their pointers into the code moved), no cold start.
-    let apps = crate::apps_build::build_apps().map_err(|e| format!("{e:#}"))?;
-    let index = apps
-        .iter()
-        .find(|a| a.name == "index")
-        .map(|a| a.bytes.clone())
-        .ok_or("index was not built")?;
+    let index = app_bytes("index")?;
     one(n1, "PUT", "/functions/index", &index)?.expect(200)?;
     for (req, want) in requests.iter().zip(&want) {
         let r = one(n1, "POST", "/invoke/index", req)?;
@@ -346,14 +341,18 @@ fn function_clones(cluster: &Cluster) -> Result<(), String> {
     Ok(())
 }
 
+/// The module of app `name`, built.
+fn app_bytes(name: &str) -> Result<Vec<u8>, String> {
+    let apps = crate::apps_build::build_apps().map_err(|e| format!("{e:#}"))?;
+    apps.into_iter()
+        .find(|a| a.name == name)
+        .map(|a| a.bytes)
+        .ok_or_else(|| format!("{name} was not built"))
+}
+
 fn warm_clones(cluster: &Cluster) -> Result<(), String> {
     let (n0, n1) = (cluster.nodes[0].gateway, cluster.nodes[1].gateway);
-    let apps = crate::apps_build::build_apps().map_err(|e| format!("{e:#}"))?;
-    let index = apps
-        .iter()
-        .find(|a| a.name == "index")
-        .map(|a| a.bytes.clone())
-        .ok_or("index was not built")?;
+    let index = app_bytes("index")?;
     for n in [n0, n1] {
         one(n, "PUT", "/functions/index?groundhog=restore", &index)?.expect(200)?;
     }
@@ -491,12 +490,7 @@ fn retired(cluster: &Cluster, id: Option<&str>) -> Result<(), String> {
     // Replaced: another version of the program (its module and one more byte) deployed on
     // node1 retires the checkpoints of the old one, for every node.
     let first = checkpoint_ticker()?;
-    let apps = crate::apps_build::build_apps().map_err(|e| format!("{e:#}"))?;
-    let mut other = apps
-        .iter()
-        .find(|a| a.name == "ticker")
-        .map(|a| a.bytes.clone())
-        .ok_or("ticker was not built")?;
+    let mut other = app_bytes("ticker")?;
     other.push(0);
     one(n1, "PUT", "/functions/ticker", &other)?.expect(200)?;
     let r = one(n0, "POST", &format!("/checkpoints/{first}/restore"), b"")?;

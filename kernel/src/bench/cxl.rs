@@ -142,7 +142,18 @@ fn run() -> R<()> {
                 .iter()
                 .map(|&(l, f)| (format!("{l}_same_address"), f, true)),
         );
-    for (req_name, req) in [("get", &b"get 4321"[..]), ("sum", &b"sum"[..])] {
+    // Where the hypervisor emulates ring 0 (KVM's PVM backend), a `sum` request takes longer
+    // than a function's time limit, and the burst longer than a benchmark boot may.
+    let slow = crate::boot::ring0_emulated();
+    let requests: &[(&str, &[u8])] = if slow {
+        crate::kprintln!(
+            "fjord: bench cxl: `sum`, the burst and the warm pool not run, this hypervisor emulates ring 0"
+        );
+        &[("get", b"get 4321")]
+    } else {
+        &[("get", b"get 4321"), ("sum", b"sum")]
+    };
+    for &(req_name, req) in requests {
         for (label, forced, same) in runs.clone() {
             if same {
                 crate::ufork::drop_zygote(&f);
@@ -179,6 +190,10 @@ fn run() -> R<()> {
                 );
             }
         }
+    }
+    if slow {
+        crate::cxl::checkpoint::retire(cid);
+        return Ok(());
     }
     // The burst: every request in a clone, all queued at once (no zygote: each clone at the
     // checkpoint's address once the one before it has ended).

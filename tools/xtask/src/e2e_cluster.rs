@@ -58,7 +58,7 @@ pub fn run(accel: Accel) -> Result<Vec<Outcome>> {
     let ckpt = checkpoint_restore(&cluster);
     let id = ckpt.as_ref().ok().cloned();
     check(
-        "a μprocess checkpointed on node0 is listed on both nodes and restored on node1 at another address under each tiering policy (write, access, hybrid): every clone prints, tick by tick, the sums of its heap the original prints, forks children that see the same, and has its own pages mapped, copied, migrated and local memory in /metrics",
+        "a μprocess checkpointed on node0 is listed on both nodes and restored on node1 at another address under each tiering policy (write, access, hybrid): every clone prints, tick by tick, the sums of its heap the original prints, forks children that see the same, and has its own pages mapped, copied, migrated and local memory in /metrics (which promtool accepts)",
         ckpt.map(|_| ()),
     );
     check(
@@ -246,6 +246,12 @@ fn checkpoint_restore(cluster: &Cluster) -> Result<String, String> {
             ));
         }
     }
+    // With clones' labelled samples in it, node1's /metrics still parses, strictly and for
+    // Prometheus.
+    fjord_faas::metrics::check::check_exposition(&text)
+        .map_err(|e| format!("node1's /metrics: {e}"))?;
+    let promtool = crate::host_deps::ensure_promtool().map_err(|e| format!("{e:#}"))?;
+    crate::e2e_http::promtool_check(&promtool, &text)?;
     let attached = metric(n1, "fjord_cxl_pages_attached_total")?;
     let copied = metric(n1, "fjord_cxl_pages_copied_total")?;
     let restored = metric(n1, "fjord_cxl_restores_total")?;

@@ -574,7 +574,7 @@ fn metrics_format_checks(addr: SocketAddr) -> Vec<Outcome> {
 /// Runs `promtool check metrics` over `text`. Only exit 0 with nothing printed passes: a parse
 /// error, and lint problems too (exit 3, naming advice such as a missing `_total` or a unit
 /// that is not a base unit), fail with promtool's lines.
-fn promtool_check(promtool: &Path, text: &str) -> Result<(), String> {
+pub(crate) fn promtool_check(promtool: &Path, text: &str) -> Result<(), String> {
     use std::process::{Command, Stdio};
     let mut child = Command::new(promtool)
         .args(["check", "metrics"])

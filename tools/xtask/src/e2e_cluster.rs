@@ -624,8 +624,6 @@ fn slot_states(region: &Path) -> Result<Vec<u8>, String> {
         .collect())
 }
 
-/// Starts `hoard` (32 MiB) on node0 and asks node0 to checkpoint it; kills node0 as soon as
-/// the shared file shows a slot being written. Returns node1's free region pages before.
 /// The ids of the checkpoints a node lists.
 fn checkpoint_ids(addr: std::net::SocketAddr) -> Result<Vec<String>, String> {
     let text = one(addr, "GET", "/checkpoints", b"")?.text();
@@ -636,8 +634,9 @@ fn checkpoint_ids(addr: std::net::SocketAddr) -> Result<Vec<String>, String> {
         .collect())
 }
 
-/// Kills node0 in the middle of a checkpoint; the free region pages and the checkpoints listed
-/// before it.
+/// Starts `hoard` (32 MiB) on node0 and asks node0 to checkpoint it; kills node0 as soon as
+/// the shared file shows a slot being written. Returns node1's free region pages and the
+/// checkpoints it listed before.
 fn kill_mid_checkpoint(cluster: &mut Cluster) -> Result<(u64, Vec<String>), String> {
     let (n0, n1) = (cluster.nodes[0].gateway, cluster.nodes[1].gateway);
     let free = metric(n1, "fjord_cxl_free_pages")?;

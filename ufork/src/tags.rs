@@ -36,6 +36,14 @@ pub fn page_words(bytes: &[u8], words: &mut PageWords) {
     }
 }
 
+/// Writes `words` into `bytes` as a page's bytes (little-endian): the inverse of
+/// [`page_words`] (bytes past the words are left as they were).
+pub fn page_bytes(words: &PageWords, bytes: &mut [u8]) {
+    for (c, w) in bytes.chunks_exact_mut(SLOT_SIZE as usize).zip(words) {
+        c.copy_from_slice(&w.to_le_bytes());
+    }
+}
+
 /// Why a tag operation was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TagError {
@@ -342,6 +350,20 @@ mod tests {
         let mut short = [7; SLOTS_PER_PAGE];
         page_words(&bytes[..8], &mut short);
         assert_eq!(short[..2], [1, 7]);
+    }
+
+    #[test]
+    fn page_bytes_inverts_page_words() {
+        let mut words = [0u64; SLOTS_PER_PAGE];
+        for (i, w) in words.iter_mut().enumerate() {
+            *w = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+        let mut bytes = [0u8; PAGE_SIZE as usize];
+        page_bytes(&words, &mut bytes);
+        assert_eq!(bytes[8..16], words[1].to_le_bytes());
+        let mut back = [0; SLOTS_PER_PAGE];
+        page_words(&bytes, &mut back);
+        assert_eq!(back, words);
     }
 
     #[test]

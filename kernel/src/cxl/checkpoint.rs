@@ -139,7 +139,6 @@ pub fn checkpoint_function(name: &str) -> Result<Written, CheckpointError> {
 /// Groundhog's snapshot, taken next, needs every page in local memory: nothing is left in the
 /// region.
 pub fn restore_warm(f: &LoadedFunction, cid: Cid) -> Result<Instance, CloneError> {
-    use fjord_ufork::relocate::{CodeMove, relocate_page_moving_code};
     let (reader, image) = open_image(cid, Kind::Function)?;
     if reader.info().name != f.manifest.name.as_str() || f.digest != image.digest {
         return Err(CloneError::Restore(RestoreError::OtherVersion));
@@ -148,42 +147,25 @@ pub fn restore_warm(f: &LoadedFunction, cid: Cid) -> Result<Instance, CloneError
     let inst = Instance::create_at(f, image.area_base)
         .map_err(|_| CloneError::Restore(RestoreError::NoMemory))?;
     let (base, len) = inst.vma(f);
-    let to = fjord_ufork::area::Area::new(base, len.next_power_of_two().max(PAGE_SIZE));
-    let code = (f.image.base != image.code_base).then_some(CodeMove {
-        from: image.code_base,
-        len: f.image.len,
-        to: f.image.base,
-    });
+    let code = snapshot::code_move(f, &image);
     let source = fjord_ufork::source::Inferred::new(from);
     let copied = (|| {
-        let to = to.map_err(|_| CloneError::BadImage)?;
-        if len != image.area_len {
-            return Err(CloneError::BadImage);
-        }
-        let moved = base != image.area_base;
+        let to = crate::ufork::area_of(base, len)
+            .filter(|_| len == image.area_len)
+            .ok_or(CloneError::BadImage)?;
+        let relocates = to.base() != from.base() || code.is_some();
         let mut bytes = [0u8; PAGE_SIZE as usize];
         let mut words: fjord_ufork::tags::PageWords = [0; (PAGE_SIZE / 8) as usize];
         for (k, &i) in image.pages.iter().enumerate() {
             reader
                 .page(k as u64, &mut bytes)
                 .map_err(|_| CloneError::CorruptPage)?;
-            if moved || code.is_some() {
+            if relocates {
                 fjord_ufork::tags::page_words(&bytes, &mut words);
                 let page = from.base() + u64::from(i) * PAGE_SIZE;
-                let mut tally = fjord_ufork::source::Tally::default();
-                let code_words = relocate_page_moving_code(
-                    &source,
-                    (&from, &to),
-                    code.as_ref(),
-                    page,
-                    &mut words,
-                    &mut tally,
-                )
-                .map_err(|_| CloneError::BadImage)?;
-                clone::WORDS_RELOCATED.fetch_add(tally.total() + code_words, Relaxed);
-                for (c, w) in bytes.chunks_exact_mut(8).zip(&words) {
-                    c.copy_from_slice(&w.to_le_bytes());
-                }
+                clone::relocate(&source, (&from, &to), code.as_ref(), page, &mut words)
+                    .map_err(|_| CloneError::BadImage)?;
+                fjord_ufork::tags::page_bytes(&words, &mut bytes);
             }
             jord::with(|j| j.write_page(base, i as usize, &bytes))
                 .map_err(|_| CloneError::Restore(RestoreError::NoMemory))?;

@@ -39,7 +39,7 @@ use fjord_kernel::layout::{CXL_PHYS, PAGE_SIZE};
 use fjord_pd::{PdId, Perm};
 use fjord_ufork::area::Area;
 use fjord_ufork::lazy::LazyPages;
-use fjord_ufork::relocate::{CodeMove, relocate_page_moving_code};
+use fjord_ufork::relocate::{CodeMove, RelocError, relocate_page_moving_code};
 use fjord_ufork::source::{TagSource, Tally};
 use fjord_ufork::tags::page_words;
 use spin::Mutex;
@@ -350,20 +350,13 @@ impl CloneArea {
         cause: Cause,
     ) {
         let page = self.from.base() + i as u64 * PAGE_SIZE;
-        let mut tally = Tally::default();
-        let mut code_words = 0;
-        if self.moved() || self.code.is_some() {
-            code_words = relocate_page_moving_code(
-                &*self.source,
-                (&self.from, &self.to),
-                self.code.as_ref(),
-                page,
-                words,
-                &mut tally,
-            )
-            .unwrap_or(0);
-        }
-        WORDS_RELOCATED.fetch_add(tally.total() + code_words, Relaxed);
+        let _ = relocate(
+            &*self.source,
+            (&self.from, &self.to),
+            self.code.as_ref(),
+            page,
+            words,
+        );
         f.write_words(base, i, words);
         PAGES_COPIED.fetch_add(1, Relaxed);
         match cause {
@@ -539,6 +532,25 @@ impl Pager for ClonePager {
         s.forget(base);
         s.settled.remove(&base);
     }
+}
+
+/// Relocates checkpoint page `page` (its `words`) for a clone whose area is `to` (the
+/// checkpoint's was `from`) and whose code moved as `code` says, counting the words moved;
+/// nothing to do when neither moved.
+pub(super) fn relocate(
+    source: &dyn TagSource,
+    (from, to): (&Area, &Area),
+    code: Option<&CodeMove>,
+    page: u64,
+    words: &mut PageWords,
+) -> Result<(), RelocError> {
+    if from.base() == to.base() && code.is_none() {
+        return Ok(());
+    }
+    let mut tally = Tally::default();
+    let code_words = relocate_page_moving_code(source, (from, to), code, page, words, &mut tally)?;
+    WORDS_RELOCATED.fetch_add(tally.total() + code_words, Relaxed);
+    Ok(())
 }
 
 /// Copies page `i` of the clone at `base` before the kernel accesses it, if still pending.

@@ -133,13 +133,11 @@ pub fn enable(pinned: Option<Tiering>) {
 /// The porter's state of function `f` (reset when `f` is another version), updated by `with`.
 fn with_function<R>(p: &mut Porter, f: &LoadedFunction, with: impl FnOnce(&mut FnState) -> R) -> R {
     let name = f.manifest.name.as_str();
-    // The name is copied only the first time (this runs for every warm request).
-    if !p.functions.contains_key(name) {
-        p.functions.insert(String::from(name), FnState::default());
-    }
-    let Some(st) = p.functions.get_mut(name) else {
-        // Inserted just above: never taken.
-        return with(&mut FnState::default());
+    // One look-up for a function seen before (this runs for every warm request); the name is
+    // copied only the first time.
+    let st = match p.functions.get_mut(name) {
+        Some(st) => st,
+        None => p.functions.entry(String::from(name)).or_default(),
     };
     if st.digest != f.digest {
         *st = FnState {

@@ -169,16 +169,23 @@ ktest! {
             let probe = restore_warm(&f, w.cid).map_err(|e| format!("{e:?}"))?;
             let (base, len) = probe.vma(&f);
             crate::module::instance::destroy(probe.pd);
-            crate::jord::with(|j| j.mmap_at(PdId::KERNEL, base, len))
+            let blocker = crate::jord::with(|j| j.mmap_area(PdId::KERNEL, len, Some(base), false))
                 .map_err(|e| format!("blocking {base:#x}: {e:?}"))?;
+            let unblock = || {
+                crate::jord::settled(|j| match j.munmap(PdId::KERNEL, blocker, len) {
+                    Ok(p) => (Some(p), Ok(())),
+                    Err(e) => (None, Err(e)),
+                })
+                .map_err(|e| format!("unblocking {blocker:#x}: {e:?}"))
+            };
+            if blocker != base {
+                unblock()?;
+                return Err(format!("{base:#x} was not free to block"));
+            }
             let relocated = WORDS_RELOCATED.load(Relaxed);
             let got = (ask(b"get 4321")?, ask(b"sum")?);
             let moved = WORDS_RELOCATED.load(Relaxed) - relocated;
-            crate::jord::settled(|j| match j.munmap(PdId::KERNEL, base, len) {
-                Ok(p) => (Some(p), Ok(())),
-                Err(e) => (None, Err(e)),
-            })
-            .map_err(|e| format!("unblocking {base:#x}: {e:?}"))?;
+            unblock()?;
             kassert!(got == want, "restored elsewhere: {got:?}, want {want:?}");
             kassert!(moved > 0, "restored elsewhere, no word relocated");
             // Programs are checkpointed by μprocess.

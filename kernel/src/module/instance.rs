@@ -122,27 +122,12 @@ fn map_instance(
     let m = &f.manifest;
     let image = f.image_in_area();
     let len = image + m.stack_size + m.heap_size;
-    let area = |j: &mut jord::state::Jord| match at {
-        Some(base) => j
-            .mmap_area_at(pd, base, len)
-            .or_else(|_| j.mmap_area(pd, len)),
-        None => j.mmap_area(pd, len),
-    };
-    // A program's instance VMA is a μprocess area, and so is a fork-per-request function's
-    // (its instances are forked): placed so that μFork's inferred tags never take a small
-    // integer over a stale pointer's upper half for one of its addresses.
-    let instance =
-        if f.program.is_some() || f.groundhog_mode() == fjord_groundhog::GroundhogMode::Fork {
-            area(j)?
-        } else {
-            // Placed as an area is, so that a checkpoint of it can be restored elsewhere.
-            match at {
-                Some(base) => j
-                    .mmap_at(pd, base, len)
-                    .or_else(|_| j.mmap_relocatable(pd, len)),
-                None => j.mmap_relocatable(pd, len),
-            }?
-        };
+    // Every instance VMA is placed as a μprocess area is, so that μFork's inferred tags never
+    // take a small integer over a stale pointer's upper half for one of its addresses (a fork,
+    // or a checkpoint restored elsewhere, relocates by them). A program's is a μprocess area,
+    // and so is a fork-per-request function's (its instances are forked): paged.
+    let paged = f.program.is_some() || f.groundhog_mode() == fjord_groundhog::GroundhogMode::Fork;
+    let instance = j.mmap_area(pd, len, at, paged)?;
     if let Some(p) = &f.program {
         j.share_prefix(instance, f.image.base, p.shared.clone())?;
     }

@@ -966,7 +966,7 @@ fn write_area(base: u64, offset: u64, bytes: &[u8]) -> Result<(), fjord_pd::Erro
 }
 
 /// The area of a VMA of `len` bytes at `base`: its size class, to which Jord aligns it.
-fn area_of(base: u64, len: u64) -> Option<Area> {
+pub(crate) fn area_of(base: u64, len: u64) -> Option<Area> {
     let size = len.next_power_of_two().max(4096);
     Area::new(base, size).ok()
 }
@@ -1002,9 +1002,7 @@ fn copy_area(
         }
         jord::with(|j| {
             for (i, w) in &words {
-                for (c, w) in bytes.chunks_exact_mut(8).zip(w) {
-                    c.copy_from_slice(&w.to_le_bytes());
-                }
+                fjord_ufork::tags::page_bytes(w, &mut bytes);
                 j.write_page(to, *i, &bytes).map_err(|_| ())?;
             }
             Ok::<(), ()>(())

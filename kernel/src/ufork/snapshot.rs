@@ -332,11 +332,7 @@ pub fn clone_instance(
     if f.digest != image.digest {
         return Err(RestoreError::OtherVersion);
     }
-    let code = (f.image.base != image.code_base).then_some(CodeMove {
-        from: image.code_base,
-        len: f.image.len,
-        to: f.image.base,
-    });
+    let code = code_move(f, image);
     let from = image.area().map_err(|_| RestoreError::BadImage)?;
     let inst =
         Instance::create_for_fork_at(f, image.area_base).map_err(|_| RestoreError::NoMemory)?;
@@ -350,6 +346,16 @@ pub fn clone_instance(
         return Err(RestoreError::NoMemory);
     }
     Ok(inst)
+}
+
+/// Where `f`'s code moved from the code address a checkpoint of it (`image`) records, if this
+/// node mapped it elsewhere: the pointers into it that a clone moves.
+pub fn code_move(f: &LoadedFunction, image: &ProcessImage) -> Option<CodeMove> {
+    (f.image.base != image.code_base).then_some(CodeMove {
+        from: image.code_base,
+        len: f.image.len,
+        to: f.image.base,
+    })
 }
 
 /// Has `attach` make the new area (`pd`, VMA `base`) hold the checkpoint's pages, relocated

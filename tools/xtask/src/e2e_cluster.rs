@@ -289,12 +289,7 @@ fn decisions(addr: std::net::SocketAddr, decision: &str) -> Result<u64, String> 
 fn function_clones(cluster: &Cluster) -> Result<(), String> {
     let (n0, n1) = (cluster.nodes[0].gateway, cluster.nodes[1].gateway);
     let requests: [&[u8]; 3] = [b"get 5", b"get 4321", b"sum"];
-    let mut want = Vec::new();
-    for req in requests {
-        let r = one(n0, "POST", "/invoke/index", req)?;
-        r.expect(200)?;
-        want.push(r.text());
-    }
+    let want = index_answers(n0, &requests)?;
     let r = one(n0, "POST", "/functions/index/checkpoint", b"")?;
     r.expect(201)?;
     let id = field(&r.text(), "checkpoint")?;
@@ -305,12 +300,9 @@ fn function_clones(cluster: &Cluster) -> Result<(), String> {
         return Err(format!("node1 lists {listed}"));
     }
     let cold = decisions(n1, "cold_start")?;
-    for (req, want) in requests.iter().zip(&want) {
-        let r = one(n1, "POST", "/invoke/index", req)?;
-        r.expect(200)?;
-        if &r.text() != want {
-            return Err(format!("node1 answers {:?}, node0 {want:?}", r.text()));
-        }
+    let got = index_answers(n1, &requests)?;
+    if got != want {
+        return Err(format!("node1 answers {got:?}, node0 {want:?}"));
     }
     let restored = decisions(n1, "restore")?;
     if restored < 3 || decisions(n1, "cold_start")? != cold {
@@ -323,15 +315,11 @@ fn function_clones(cluster: &Cluster) -> Result<(), String> {
     // node0's checkpoint still serve it (their pointers into the code moved), no cold start.
     let index = app_bytes("index")?;
     one(n1, "PUT", "/functions/index", &index)?.expect(200)?;
-    for (req, want) in requests.iter().zip(&want) {
-        let r = one(n1, "POST", "/invoke/index", req)?;
-        r.expect(200)?;
-        if &r.text() != want {
-            return Err(format!(
-                "redeployed on node1, it answers {:?}, node0 {want:?}",
-                r.text()
-            ));
-        }
+    let got = index_answers(n1, &requests)?;
+    if got != want {
+        return Err(format!(
+            "redeployed on node1, it answers {got:?}, node0 {want:?}"
+        ));
     }
     if decisions(n1, "cold_start")? != cold || decisions(n1, "restore")? < restored + 3 {
         return Err(format!(
@@ -345,6 +333,18 @@ fn function_clones(cluster: &Cluster) -> Result<(), String> {
     one(n0, "DELETE", "/functions/index/zygote", b"")?.expect(204)?;
     one(n0, "DELETE", "/functions/index/zygote", b"")?.expect(404)?;
     Ok(())
+}
+
+/// `index`'s answers (each 200) to `requests` on the node at `addr`, in order.
+fn index_answers(addr: std::net::SocketAddr, requests: &[&[u8]]) -> Result<Vec<String>, String> {
+    requests
+        .iter()
+        .map(|req| {
+            let r = one(addr, "POST", "/invoke/index", req)?;
+            r.expect(200)?;
+            Ok(r.text())
+        })
+        .collect()
 }
 
 /// The module of app `name`, built.
@@ -368,19 +368,11 @@ fn warm_clones(cluster: &Cluster) -> Result<(), String> {
     r.expect(201)?;
     let id = field(&r.text(), "checkpoint")?;
     let requests: [&[u8]; 3] = [b"get 7", b"get 4000", b"sum"];
-    let mut want = Vec::new();
-    for req in requests {
-        let r = one(n0, "POST", "/invoke/index", req)?;
-        r.expect(200)?;
-        want.push(r.text());
-    }
+    let want = index_answers(n0, &requests)?;
     let (cold, restored) = (decisions(n1, "cold_start")?, decisions(n1, "restore")?);
-    for (req, want) in requests.iter().zip(&want) {
-        let r = one(n1, "POST", "/invoke/index", req)?;
-        r.expect(200)?;
-        if &r.text() != want {
-            return Err(format!("node1 answers {:?}, node0 {want:?}", r.text()));
-        }
+    let got = index_answers(n1, &requests)?;
+    if got != want {
+        return Err(format!("node1 answers {got:?}, node0 {want:?}"));
     }
     let (cold1, restored1) = (decisions(n1, "cold_start")?, decisions(n1, "restore")?);
     if cold1 != cold || restored1 <= restored {
@@ -425,17 +417,23 @@ fn porter_checkpoints(cluster: &Cluster) -> Result<(), String> {
     Ok(())
 }
 
-/// Checkpoints a `ticker`, flips a byte of its name in the shared file, and restores it.
-fn corrupted(cluster: &Cluster) -> Result<(), String> {
+/// Starts a `ticker` on node0, waits for its tick `tick`, checkpoints it and ends it; the
+/// checkpoint's id.
+fn checkpoint_ticker(cluster: &Cluster, tick: u64) -> Result<String, String> {
     let n0 = cluster.nodes[0].gateway;
     let r = one(n0, "POST", "/processes/ticker", b"")?;
     r.expect(201)?;
     let pid = field(&r.text(), "pid")?;
-    tick_line(cluster, 0, &pid, 2)?;
+    tick_line(cluster, 0, &pid, tick)?;
     let r = one(n0, "POST", &format!("/processes/{pid}/checkpoint"), b"")?;
     r.expect(201)?;
     one(n0, "DELETE", &format!("/processes/{pid}"), b"")?.expect(204)?;
-    let id = field(&r.text(), "checkpoint")?;
+    field(&r.text(), "checkpoint")
+}
+
+/// Checkpoints a `ticker`, flips a byte of its name in the shared file, and restores it.
+fn corrupted(cluster: &Cluster) -> Result<(), String> {
+    let id = checkpoint_ticker(cluster, 2)?;
     let slot: u64 = id
         .split('.')
         .next()
@@ -483,26 +481,16 @@ fn retired(cluster: &Cluster, id: Option<&str>) -> Result<(), String> {
     let r = one(n1, "POST", &format!("/checkpoints/{id}/restore"), b"")?;
     r.expect(404)?;
     r.expect_body_contains("retired")?;
-    let checkpoint_ticker = || -> Result<String, String> {
-        let r = one(n0, "POST", "/processes/ticker", b"")?;
-        r.expect(201)?;
-        let pid = field(&r.text(), "pid")?;
-        tick_line(cluster, 0, &pid, 1)?;
-        let r = one(n0, "POST", &format!("/processes/{pid}/checkpoint"), b"")?;
-        r.expect(201)?;
-        one(n0, "DELETE", &format!("/processes/{pid}"), b"")?.expect(204)?;
-        field(&r.text(), "checkpoint")
-    };
     // Replaced: another version of the program (its module and one more byte) deployed on
     // node1 retires the checkpoints of the old one, for every node.
-    let first = checkpoint_ticker()?;
+    let first = checkpoint_ticker(cluster, 1)?;
     let mut other = app_bytes("ticker")?;
     other.push(0);
     one(n1, "PUT", "/functions/ticker", &other)?.expect(200)?;
     let r = one(n0, "POST", &format!("/checkpoints/{first}/restore"), b"")?;
     r.expect(404)?;
     r.expect_body_contains("retired")?;
-    let second = checkpoint_ticker()?;
+    let second = checkpoint_ticker(cluster, 1)?;
     one(n0, "DELETE", "/functions/ticker", b"")?.expect(204)?;
     let r = one(n1, "POST", &format!("/checkpoints/{second}/restore"), b"")?;
     r.expect(404)?;

@@ -229,42 +229,35 @@ impl Jord {
         self.back_new(base, len, Sparse::No)
     }
 
-    /// [`Jord::mmap`] of a μprocess area (read-write, for `caller`), placed clear of every
-    /// 4 GiB edge when its size allows ([`fjord_pd::vaddr::clear_of_4g_edges`]): no small
-    /// 32-bit integer stored over a stale upper half of one of its addresses points into it.
+    /// [`Jord::mmap`] (read-write, for `caller`) of an instance's VMA: placed as a μprocess
+    /// area is, clear of every 4 GiB edge when its size allows
+    /// ([`fjord_pd::vaddr::clear_of_4g_edges`]), so that no small 32-bit integer stored over a
+    /// stale upper half of one of its addresses points into it (a fork, or a checkpoint
+    /// restored elsewhere, relocates its pointers by inferred tags); at `at` itself when that
+    /// slot is free (see [`fjord_pd::PrivLib::mmap_area_at`]: a clone or instance restored
+    /// where its checkpoint's was), elsewhere otherwise.
     ///
-    /// Its frames are taken page by page on first use, from a commitment of all its pages made
-    /// now ([`frames::SparseFrames`]): a program touches little of its area, and a forked
-    /// child's area holds only what it copies. This departs from Jord's VMA hardware, which
-    /// translates a VMA as one physically contiguous chunk (there an area would take all its
-    /// frames at creation); the emulated VLB fills a leaf per page either way.
-    pub fn mmap_area(&mut self, caller: PdId, len: u64) -> Result<u64, Error> {
-        let base = self.privlib.mmap_area(caller, len, Perm::RW)?;
-        self.back_new(base, len, Sparse::Yes)
-    }
-
-    /// [`Jord::mmap_area`] at `base` itself, when that slot is free (see
-    /// [`fjord_pd::PrivLib::mmap_area_at`]).
-    pub fn mmap_area_at(&mut self, caller: PdId, base: u64, len: u64) -> Result<u64, Error> {
-        let base = self.privlib.mmap_area_at(caller, base, len, Perm::RW)?;
-        self.back_new(base, len, Sparse::Yes)
-    }
-
-    /// [`Jord::mmap`] (read-write, for `caller`) placed as a μprocess area is, clear of every
-    /// 4 GiB edge when its size allows: a function instance's VMA, whose pointers a restore
-    /// elsewhere relocates by inferred tags (no small integer over a stale upper half of one
-    /// of its addresses points into it), backed as `mmap` backs a VMA.
-    pub fn mmap_relocatable(&mut self, caller: PdId, len: u64) -> Result<u64, Error> {
-        let base = self.privlib.mmap_area(caller, len, Perm::RW)?;
-        self.back_new(base, len, Sparse::No)
-    }
-
-    /// [`Jord::mmap`] (read-write, for `caller`) at `base` itself, when that slot is free (see
-    /// [`fjord_pd::PrivLib::mmap_area_at`]): a function instance restored where its
-    /// checkpoint's instance VMA was.
-    pub fn mmap_at(&mut self, caller: PdId, base: u64, len: u64) -> Result<u64, Error> {
-        let base = self.privlib.mmap_area_at(caller, base, len, Perm::RW)?;
-        self.back_new(base, len, Sparse::No)
+    /// A μprocess's area (`paged`) takes its frames page by page on first use, from a
+    /// commitment of all its pages made now ([`frames::SparseFrames`]): a program touches
+    /// little of its area, and a forked child's area holds only what it copies. This departs
+    /// from Jord's VMA hardware, which translates a VMA as one physically contiguous chunk (there
+    /// an area would take all its frames at creation); the emulated VLB fills a leaf per page
+    /// either way. Other VMAs are backed as `mmap` backs them.
+    pub fn mmap_area(
+        &mut self,
+        caller: PdId,
+        len: u64,
+        at: Option<u64>,
+        paged: bool,
+    ) -> Result<u64, Error> {
+        let placed =
+            at.and_then(|base| self.privlib.mmap_area_at(caller, base, len, Perm::RW).ok());
+        let base = match placed {
+            Some(base) => base,
+            None => self.privlib.mmap_area(caller, len, Perm::RW)?,
+        };
+        let sparse = if paged { Sparse::Yes } else { Sparse::No };
+        self.back_new(base, len, sparse)
     }
 
     /// Backs the VMA PrivLib just made at `base` ([`Jord::back_vma`]); without frames for it,

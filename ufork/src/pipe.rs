@@ -15,6 +15,7 @@
 //! The reader and writer counts count open *files* (see [`crate::fd`]), not descriptors:
 //! fork and dup add descriptors to the same open file and leave them unchanged.
 
+use crate::process::Pid;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -66,10 +67,22 @@ pub struct Pipe {
     len: usize,
     readers: u32,
     writers: u32,
-    /// Whether a reader (index 0) or a writer (index 1) parked on the pipe since the last
+    /// Who parked as a reader (index 0) or a writer (index 1) since the last
     /// [`Pipe::take_waiting`] of that end: a hint that spares looking for waiters when none can
-    /// be there.
-    waiting: [bool; 2],
+    /// be there, and looking through every μprocess when one can.
+    waiting: [Waiters; 2],
+}
+
+/// Who parked on one end of a pipe since it was last looked at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Waiters {
+    /// Nobody: no μprocess can be waiting on that end.
+    #[default]
+    None,
+    /// Only this μprocess (it may have been woken otherwise since).
+    One(Pid),
+    /// Several: any μprocess may be waiting on that end.
+    Many,
 }
 
 impl Pipe {
@@ -84,18 +97,22 @@ impl Pipe {
             len: 0,
             readers: 1,
             writers: 1,
-            waiting: [false; 2],
+            waiting: [Waiters::None; 2],
         })
     }
 
-    /// Notes that a caller of `end` parks until the pipe changes.
-    pub fn note_waiting(&mut self, end: End) {
-        self.waiting[end as usize] = true;
+    /// Notes that `pid`, a caller of `end`, parks until the pipe changes.
+    pub fn note_waiting(&mut self, end: End, pid: Pid) {
+        let w = &mut self.waiting[end as usize];
+        *w = match *w {
+            Waiters::None => Waiters::One(pid),
+            Waiters::One(p) if p == pid => Waiters::One(pid),
+            _ => Waiters::Many,
+        };
     }
 
-    /// Whether a caller of `end` parked since the last call (clears the note): false means
-    /// nobody can be waiting on that end.
-    pub fn take_waiting(&mut self, end: End) -> bool {
+    /// Who parked on `end` since the last call (clears the note).
+    pub fn take_waiting(&mut self, end: End) -> Waiters {
         core::mem::take(&mut self.waiting[end as usize])
     }
 
@@ -332,11 +349,17 @@ mod tests {
     #[test]
     fn waiting_notes_are_per_end_and_cleared_when_taken() {
         let mut p = Pipe::new(4).unwrap();
-        assert!(!p.take_waiting(End::Read) && !p.take_waiting(End::Write));
-        p.note_waiting(End::Read);
-        assert!(!p.take_waiting(End::Write));
-        assert!(p.take_waiting(End::Read));
-        assert!(!p.take_waiting(End::Read), "taken once");
+        let (a, b) = (Pid::from_raw(3), Pid::from_raw(4));
+        assert_eq!(p.take_waiting(End::Read), Waiters::None);
+        assert_eq!(p.take_waiting(End::Write), Waiters::None);
+        p.note_waiting(End::Read, a);
+        p.note_waiting(End::Read, a);
+        assert_eq!(p.take_waiting(End::Write), Waiters::None);
+        assert_eq!(p.take_waiting(End::Read), Waiters::One(a));
+        assert_eq!(p.take_waiting(End::Read), Waiters::None, "taken once");
+        p.note_waiting(End::Write, a);
+        p.note_waiting(End::Write, b);
+        assert_eq!(p.take_waiting(End::Write), Waiters::Many);
     }
 
     #[test]

@@ -738,6 +738,17 @@ impl ProcessTable {
         }
     }
 
+    /// Wakes `pid` if it is blocked for `reason`; whether it was.
+    pub fn wake_if(&mut self, pid: Pid, reason: BlockReason) -> bool {
+        match self.procs.get_mut(&pid) {
+            Some(p) if p.state == State::Blocked(reason) => {
+                p.state = State::Runnable;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Wakes every μprocess whose sleep ends at or before `now`.
     pub fn wake_sleepers(&mut self, now: u64) -> Woken {
         let mut woken = Woken::new();

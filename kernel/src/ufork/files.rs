@@ -30,7 +30,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use fjord_libos::abi::Error as AbiError;
 use fjord_ufork::fd::{FdError, FdTable};
-use fjord_ufork::pipe::{End, Pipe, PipeError, PipeId};
+use fjord_ufork::pipe::{End, Pipe, PipeError, PipeId, Waiters};
 use fjord_ufork::process::{BlockReason, ProcessTable, Woken};
 
 /// Most open files over all μprocesses.
@@ -56,6 +56,68 @@ pub(super) fn count_copied(n: usize) {
 /// buffers since boot.
 pub fn bytes_copied() -> u64 {
     BYTES_COPIED.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// Bytes a system call copied into the kernel: held inline up to [`KernelCopy::INLINE`]
+/// bytes (a small pipe message allocates nothing), on the heap beyond.
+pub(super) enum KernelCopy {
+    /// The first `len` bytes of `bytes`.
+    Inline {
+        bytes: [u8; KernelCopy::INLINE],
+        len: usize,
+    },
+    /// A copy larger than the inline room.
+    Heap(Vec<u8>),
+}
+
+impl KernelCopy {
+    /// Most bytes held inline.
+    pub const INLINE: usize = 128;
+
+    /// `len` zero bytes, to be filled.
+    pub fn zeroed(len: usize) -> KernelCopy {
+        match len <= Self::INLINE {
+            true => KernelCopy::Inline {
+                bytes: [0; Self::INLINE],
+                len,
+            },
+            false => KernelCopy::Heap(alloc::vec![0; len]),
+        }
+    }
+
+    /// A copy of `data`.
+    pub fn of(data: &[u8]) -> KernelCopy {
+        let mut copy = Self::zeroed(data.len());
+        copy.copy_from_slice(data);
+        copy
+    }
+
+    /// Keeps only the first `len` bytes.
+    pub fn truncate(&mut self, n: usize) {
+        match self {
+            KernelCopy::Inline { len, .. } => *len = n.min(*len),
+            KernelCopy::Heap(v) => v.truncate(n),
+        }
+    }
+}
+
+impl core::ops::Deref for KernelCopy {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            KernelCopy::Inline { bytes, len } => &bytes[..*len],
+            KernelCopy::Heap(v) => v,
+        }
+    }
+}
+
+impl core::ops::DerefMut for KernelCopy {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            KernelCopy::Inline { bytes, len } => &mut bytes[..*len],
+            KernelCopy::Heap(v) => v,
+        }
+    }
 }
 
 /// Whether `pid` runs at an isolation level that copies system-call buffers, and its PD.
@@ -296,25 +358,29 @@ fn checked_file(p: &Procs, pid: Pid, fd: u32, (buf, len): (u64, u64)) -> Result<
 
 /// Copies `len` bytes `pid` may read at `addr` (its area, its code and read-only data): read
 /// through its own page tables, loaded for the copy, so it reads only what it could itself.
-pub(super) fn copy_in(pid: Pid, addr: u64, len: u64) -> Result<Vec<u8>, AbiError> {
+pub(super) fn copy_in(pid: Pid, addr: u64, len: u64) -> Result<KernelCopy, AbiError> {
     let pd = with(|p| p.procs.get(&pid).map(|pr| pr.instance.pd)).ok_or(AbiError::InvalidArgs)?;
     read_into_kernel(pd, addr, len)
 }
 
 /// The `len` bytes at `addr` as `pd` may read them (through its own page tables), copied into
 /// the kernel.
-fn read_into_kernel(pd: fjord_pd::PdId, addr: u64, len: u64) -> Result<Vec<u8>, AbiError> {
+fn read_into_kernel(pd: fjord_pd::PdId, addr: u64, len: u64) -> Result<KernelCopy, AbiError> {
     in_space(pd, || {
         crate::mm::user_memory::bytes(addr, len)
-            .map(<[u8]>::to_vec)
+            .map(KernelCopy::of)
             .map_err(AbiError::from)
     })
 }
 
-/// Copies `data` into `pid`'s area at `addr`.
+/// Copies `data` into `pid`'s area at `addr`, through its own page tables (loaded for the
+/// copy), so it writes only what it could itself.
 pub(super) fn copy_out(pid: Pid, addr: u64, data: &[u8]) -> Result<(), AbiError> {
-    let (base, offset) = with(|p| area_offset(p, pid, addr, data.len() as u64))?;
-    super::write_area(base, offset, data).map_err(|_| AbiError::BadAddress)
+    let pd = with(|p| {
+        let pr = p.procs.get(&pid).ok_or(AbiError::InvalidArgs)?;
+        area_offset_of(pr, addr, data.len() as u64).map(|_| pr.instance.pd)
+    })?;
+    in_space(pd, || crate::mm::user_memory::copy_to(addr, data)).map_err(AbiError::from)
 }
 
 /// `pipe(fds)`: two descriptors, written as two `u32` at `fds`.
@@ -349,15 +415,10 @@ pub(super) fn pipe(pid: Pid, out: u64) -> Result<u64, AbiError> {
     let mut bytes = [0u8; 8];
     bytes[..4].copy_from_slice(&r.to_le_bytes());
     bytes[4..].copy_from_slice(&w.to_le_bytes());
-    match copies(pid) {
-        Some((true, _)) => {
-            copy_out(pid, out, &bytes)?;
-            count_copied(bytes.len());
-        }
-        Some((false, pd)) => {
-            in_space(pd, || crate::mm::user_memory::copy_to(out, &bytes))?;
-        }
-        None => return Err(AbiError::InvalidArgs),
+    let (copies, _) = copies(pid).ok_or(AbiError::InvalidArgs)?;
+    copy_out(pid, out, &bytes)?;
+    if copies {
+        count_copied(bytes.len());
     }
     Ok(0)
 }
@@ -383,7 +444,7 @@ fn park_on(
         _ => End::Write,
     };
     if let Some(pipe) = p.pipes.get_mut(id) {
-        pipe.note_waiting(end);
+        pipe.note_waiting(end, pid);
     }
     park_locked(p, pid, (block_reason(id, end), blocked), ctx, info);
 }
@@ -399,9 +460,17 @@ fn block_reason(id: PipeId, end: End) -> BlockReason {
 /// Wakes the μprocesses parked on the `end` of pipe `id` (the pipe changed for them); looks
 /// for them only if one parked since the last look ([`park_on`] notes it).
 fn wake_waiters(table: &mut ProcessTable, pipe: &mut Pipe, id: PipeId, end: End) -> Woken {
+    let reason = block_reason(id, end);
     match pipe.take_waiting(end) {
-        true => table.wake_all(block_reason(id, end)),
-        false => Woken::new(),
+        Waiters::None => Woken::new(),
+        Waiters::One(pid) => {
+            let mut woken = Woken::new();
+            if table.wake_if(pid, reason) {
+                woken.push(pid);
+            }
+            woken
+        }
+        Waiters::Many => table.wake_all(reason),
     }
 }
 
@@ -430,7 +499,7 @@ pub(super) fn read(
     loop {
         let mut socket = false;
         let (next, used_up) = match caller.copies {
-            true => read_copying(pid, fd, (buf, len), (ctx, info), &mut socket),
+            true => read_copying(caller, fd, (buf, len), (ctx, info), &mut socket),
             false => in_space(caller.pd, || {
                 read_direct(pid, fd, (buf, len), (ctx, info), &mut socket)
             }),
@@ -456,16 +525,16 @@ pub(super) fn read(
 /// the slot of a disk file whose piece the read used up, and whether the read got nothing.
 /// `socket` is set, and nothing done, when `fd` names a socket.
 fn read_copying(
-    pid: Pid,
+    caller: Caller,
     fd: u32,
     (buf, len): (u64, u64),
     (ctx, info): (&mut UserContext, JobInfo),
     socket: &mut bool,
 ) -> (Next, Option<(u32, bool)>) {
-    let mut used_up = None;
+    let (pid, mut used_up) = (caller.pid, None);
     let r = with(|p| {
         match checked_file(p, pid, fd, (buf, len))? {
-            File::Console => Ok(Some((Vec::new(), Woken::new()))),
+            File::Console => Ok(Some((KernelCopy::zeroed(0), Woken::new()))),
             File::Socket(_) => {
                 *socket = true;
                 Err(AbiError::BadFd)
@@ -474,11 +543,11 @@ fn read_copying(
             File::Disk(id) => {
                 let (bytes, done) = disk_read(p, id, len)?;
                 used_up = done.then_some((id, bytes.is_empty()));
-                Ok(Some((bytes.to_vec(), Woken::new())))
+                Ok(Some((KernelCopy::of(bytes), Woken::new())))
             }
             File::PipeRead(id) => {
                 let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
-                let mut data = vec![0u8; len as usize];
+                let mut data = KernelCopy::zeroed(len as usize);
                 match pipe.read(&mut data) {
                     Ok(n) => {
                         data.truncate(n);
@@ -502,12 +571,14 @@ fn read_copying(
         })
     });
     let next = match r {
-        Ok(Some(data)) => match copy_out(pid, buf, &data) {
+        // `checked_file` found the buffer in the caller's area.
+        Ok(Some(data)) => match in_space(caller.pd, || crate::mm::user_memory::copy_to(buf, &data))
+        {
             Ok(()) => {
                 count_copied(data.len());
                 Next::Continue(data.len() as u64)
             }
-            Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e))),
+            Err(e) => Next::Continue(fjord_libos::abi::encode(Err(e.into()))),
         },
         // Parked already, under the lock that saw the pipe empty.
         Ok(None) => Next::Stop,

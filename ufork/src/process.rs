@@ -652,12 +652,14 @@ impl ProcessTable {
         target: WaitTarget,
         options: WaitOptions,
     ) -> Result<WaitOutcome, ProcError> {
-        let me = self.live_mut(caller)?;
+        let me = match self.procs.get(&caller) {
+            Some(p) if !p.is_zombie() => p,
+            _ => return Err(ProcError::NoSuchProcess),
+        };
         if !me.children.iter().any(|&c| target.matches(c)) {
             return Err(ProcError::NoChild);
         }
-        let children = me.children.clone();
-        let zombie = children.into_iter().find_map(|c| match self.procs.get(&c) {
+        let zombie = me.children.iter().find_map(|&c| match self.procs.get(&c) {
             Some(p) if target.matches(c) => match p.state {
                 State::Zombie(status) => Some((c, status)),
                 _ => None,

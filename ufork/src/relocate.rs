@@ -118,16 +118,43 @@ pub fn relocate_page_moving_code<S: TagSource + ?Sized>(
     words: &mut PageWords,
     tally: &mut Tally,
 ) -> Result<u64, RelocError> {
+    relocate_slots_from(source, (from, to), code, (page, 0), words, tally)
+}
+
+/// [`relocate_page_tallied`] of a page whose slots below `first` are dead (below a stack
+/// pointer and its red zone): they are zeroed rather than judged, so a fork spends nothing on
+/// what no frame holds any more and hands none of it over.
+pub fn relocate_page_from<S: TagSource + ?Sized>(
+    source: &S,
+    (from, to): (&Area, &Area),
+    (page, first): (u64, usize),
+    words: &mut PageWords,
+    tally: &mut Tally,
+) -> Result<(), RelocError> {
+    relocate_slots_from(source, (from, to), None, (page, first), words, tally).map(|_| ())
+}
+
+/// [`relocate_page_moving_code`] with the slots below `first` zeroed.
+fn relocate_slots_from<S: TagSource + ?Sized>(
+    source: &S,
+    (from, to): (&Area, &Area),
+    code: Option<&CodeMove>,
+    (page, first): (u64, usize),
+    words: &mut PageWords,
+    tally: &mut Tally,
+) -> Result<u64, RelocError> {
     if from.size() != to.size() {
         return Err(RelocError::AreaMismatch);
     }
     if !page.is_multiple_of(PAGE_SIZE) || !(from.contains(page) || to.contains(page)) {
         return Err(RelocError::BadPage);
     }
-    let by = source.tagged_slots_by_source(page, words);
+    let dead = first.min(words.len());
+    words[..dead].fill(0);
+    let by = source.tagged_slots_by_source_from(page, words, dead);
     let mut moved_code = SlotMask::default();
     if let Some(code) = code.filter(|c| c.from != c.to) {
-        for (slot, w) in words.iter_mut().enumerate() {
+        for (slot, w) in words.iter_mut().enumerate().skip(dead) {
             if let Some(new) = code.translate(*w) {
                 *w = new;
                 moved_code.set(slot);
@@ -368,6 +395,56 @@ mod tests {
             Area::new(0x4000_0000, 1 << 20).unwrap(),
             Area::new(0x4030_0000, 1 << 20).unwrap(),
         )
+    }
+
+    proptest::proptest! {
+        /// A page relocated from slot `first` on is zero below it and, from it on, exactly
+        /// what relocating the whole page gives, under every tag choice; only live slots count.
+        #[test]
+        fn relocating_from_a_slot_matches_the_whole_page_above_it_and_zeroes_below(
+            first in 0usize..=SLOTS_PER_PAGE,
+            values in proptest::collection::vec((0u64..4, 0u64..(1 << 20), proptest::bool::ANY), SLOTS_PER_PAGE),
+        ) {
+            use crate::source::{Emulated, TagChoice};
+            let (p, c) = areas();
+            let page = p.base() + 0x3000;
+            let mut tags = ShadowTags::new(p);
+            let mut words = [0u64; SLOTS_PER_PAGE];
+            for (i, &(kind, offset, tagged)) in values.iter().enumerate() {
+                // In the area, a small integer, a stale upper half with a small value, noise.
+                words[i] = match kind {
+                    0 => p.base() + offset,
+                    1 => offset & 0xff,
+                    2 => (p.base() & !0xffff_ffff) | (offset & 0xffff),
+                    _ => offset.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                };
+                if tagged {
+                    tags.set(page + 8 * i as u64).unwrap();
+                }
+            }
+            for choice in TagChoice::ALL {
+                let source = Emulated::new(choice, tags.clone());
+                let (mut whole, mut live) = (words, words);
+                let (mut t_whole, mut t_live) = (Tally::default(), Tally::default());
+                relocate_page_tallied(&source, &p, &c, page, &mut whole, &mut t_whole).unwrap();
+                relocate_page_from(&source, (&p, &c), (page, first), &mut live, &mut t_live).unwrap();
+                let dead = first.min(SLOTS_PER_PAGE);
+                proptest::prop_assert!(live[..dead].iter().all(|&w| w == 0));
+                proptest::prop_assert_eq!(&live[dead..], &whole[dead..]);
+                let moved = (dead..SLOTS_PER_PAGE).filter(|&i| whole[i] != words[i]).count();
+                proptest::prop_assert_eq!(t_live.total() as usize, moved);
+            }
+        }
+    }
+
+    #[test]
+    fn slot_masks_from_a_slot_drop_the_slots_below_it() {
+        for first in [0, 1, 63, 64, 65, 300, 511, 512, 600] {
+            let m = SlotMask::FULL.from_slot(first);
+            assert_eq!(m.count(), SLOTS_PER_PAGE - first.min(SLOTS_PER_PAGE));
+            assert!(first >= SLOTS_PER_PAGE || m.test(first));
+            assert!(first == 0 || !m.test(first - 1));
+        }
     }
 
     #[test]

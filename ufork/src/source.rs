@@ -73,6 +73,13 @@ pub trait TagSource {
         }
     }
 
+    /// [`TagSource::tagged_slots_by_source`] of the slots from `first` on: those below are
+    /// dead (below a stack pointer) and never tagged. The default asks about every slot and
+    /// drops the dead ones; a source that judges values looks at the live ones alone.
+    fn tagged_slots_by_source_from(&self, page: u64, words: &PageWords, first: usize) -> BySource {
+        self.tagged_slots_by_source(page, words).from_slot(first)
+    }
+
     /// Which general registers of `regs`, saved at `fork` by a μprocess in `area`, hold
     /// pointers. The instruction, stack and thread pointers are known to be pointers and are
     /// relocated whatever this says. The default infers from values ([`RegTags::inferred`]).
@@ -94,6 +101,10 @@ impl<T: TagSource + ?Sized> TagSource for &T {
         (**self).tagged_slots_by_source(page, words)
     }
 
+    fn tagged_slots_by_source_from(&self, page: u64, words: &PageWords, first: usize) -> BySource {
+        (**self).tagged_slots_by_source_from(page, words, first)
+    }
+
     fn register_tags(&self, regs: &Registers, area: &Area) -> RegTags {
         (**self).register_tags(regs, area)
     }
@@ -108,6 +119,17 @@ pub struct BySource {
     pub inferred: SlotMask,
     /// Tagged by a source that does not tell (a hardware backend).
     pub other: SlotMask,
+}
+
+impl BySource {
+    /// The slots from `first` on, by source.
+    pub fn from_slot(self, first: usize) -> BySource {
+        BySource {
+            precise: self.precise.from_slot(first),
+            inferred: self.inferred.from_slot(first),
+            other: self.other.from_slot(first),
+        }
+    }
 }
 
 /// Relocated words (or registers), by the source that tagged them.
@@ -224,15 +246,19 @@ impl TagSource for Emulated {
     }
 
     fn tagged_slots_by_source(&self, page: u64, words: &PageWords) -> BySource {
+        self.tagged_slots_by_source_from(page, words, 0)
+    }
+
+    fn tagged_slots_by_source_from(&self, page: u64, words: &PageWords, first: usize) -> BySource {
         let precise = if self.choice == TagChoice::Inferred || !self.tags.page_has_tags(page) {
             SlotMask::default()
         } else {
-            self.tags.page_mask(page)
+            self.tags.page_mask(page).from_slot(first)
         };
         let inferred = if self.choice == TagChoice::Precise {
             SlotMask::default()
         } else {
-            self.inferred().tagged_slots(page, words)
+            self.inferred().tagged_slots_from(words, first)
         };
         BySource {
             precise,
@@ -301,18 +327,33 @@ impl Inferred {
     }
 }
 
-impl TagSource for Inferred {
-    fn tagged_slots(&self, _page: u64, words: &PageWords) -> SlotMask {
+impl Inferred {
+    /// [`TagSource::tagged_slots`] of the slots from `first` on, looking at those words alone.
+    pub fn tagged_slots_from(&self, words: &PageWords, first: usize) -> SlotMask {
         let (base, size) = (self.area.base(), self.area.size());
         let mut mask = [0u64; SLOTS_PER_PAGE / 64];
-        for (m, chunk) in mask.iter_mut().zip(words.chunks_exact(64)) {
+        let skip = first.min(SLOTS_PER_PAGE) / 64;
+        for (m, chunk) in mask.iter_mut().zip(words.chunks_exact(64)).skip(skip) {
             // Slot `i` of the chunk ends up as bit `i`.
             *m = chunk
                 .iter()
                 .rev()
                 .fold(0, |bits, &w| shift_in(bits, w.wrapping_sub(base) < size));
         }
-        SlotMask::from_words(mask)
+        SlotMask::from_words(mask).from_slot(first)
+    }
+}
+
+impl TagSource for Inferred {
+    fn tagged_slots(&self, _page: u64, words: &PageWords) -> SlotMask {
+        self.tagged_slots_from(words, 0)
+    }
+
+    fn tagged_slots_by_source_from(&self, _page: u64, words: &PageWords, first: usize) -> BySource {
+        BySource {
+            other: self.tagged_slots_from(words, first),
+            ..BySource::default()
+        }
     }
 
     fn page_has_tags(&self, _page: u64, words: &PageWords) -> bool {

@@ -109,6 +109,19 @@ impl SlotMask {
         self
     }
 
+    /// The slots of `self` from slot `first` on (all of them for 0, none past the page).
+    pub fn from_slot(mut self, first: usize) -> SlotMask {
+        for (w, bits) in self.0.iter_mut().enumerate() {
+            let start = 64 * w;
+            if first >= start + 64 {
+                *bits = 0;
+            } else if first > start {
+                *bits &= u64::MAX << (first - start);
+            }
+        }
+        self
+    }
+
     /// The slots in both masks.
     pub fn intersect(mut self, other: SlotMask) -> SlotMask {
         for (a, b) in self.0.iter_mut().zip(other.0) {

@@ -37,7 +37,7 @@ use fjord_pd::{Error, PdId, Perm};
 use fjord_ufork::area::Area;
 use fjord_ufork::copy_mode::{Access, CopyMode};
 use fjord_ufork::lazy::{FirstTouch, LazyPages, on_first_touch};
-use fjord_ufork::relocate::relocate_page_tallied;
+use fjord_ufork::relocate::relocate_page_from;
 use fjord_ufork::source::{TagSource, Tally};
 use spin::Mutex;
 
@@ -179,12 +179,13 @@ impl Pager for LazyPager {
 
 /// Makes the area at `l.child_base` a lazy copy of the one at `l.parent_base` (see the module
 /// documentation), with pages `eager` of the child copied and relocated now whatever the mode
-/// (what it needs from its first instruction: the top of its stack) and its leaves for them
-/// installed. Returns the flushes owed and the number of pages left pending.
+/// (what it needs from its first instruction: the top of its stack, from slot `eager.1` of
+/// its first page on: the slots below are dead and zero) and its leaves for them installed.
+/// Returns the flushes owed and the number of pages left pending.
 pub fn fork(
     j: &mut Jord,
     l: &LazyFork,
-    eager: core::ops::Range<usize>,
+    eager: (core::ops::Range<usize>, usize),
 ) -> Result<(Pending, usize), Error> {
     let f = &mut j.frames();
     let mut g = LAZY.lock();
@@ -267,12 +268,18 @@ impl LazyCopies {
     /// Copies pages `pages` of the child area at `base` now, relocated whatever the mode, and
     /// installs its leaves for them (read-write: they are its own) instead of one VLB miss
     /// each: the child has not run yet.
-    fn settle_eagerly(&mut self, f: &mut Frames<'_>, base: u64, pages: core::ops::Range<usize>) {
+    fn settle_eagerly(
+        &mut self,
+        f: &mut Frames<'_>,
+        base: u64,
+        (pages, first_live): (core::ops::Range<usize>, usize),
+    ) {
         let Some(pd) = self.links.get(&base).map(|l| l.child_pd) else {
             return;
         };
         for i in pages.clone() {
-            self.settle_page(f, base, i, true);
+            let live = if i == pages.start { first_live } else { 0 };
+            self.settle_page_from(f, base, i, (true, live));
         }
         for i in pages {
             let Some(pa) = f.frame(base, i) else {
@@ -286,6 +293,18 @@ impl LazyCopies {
     /// (the source's page settled first), relocating even in copy-on-write mode when
     /// `relocate`; nothing for a page it has or an area that is not lazily forked.
     fn settle_page(&mut self, f: &mut Frames<'_>, base: u64, i: usize, relocate: bool) {
+        self.settle_page_from(f, base, i, (relocate, 0));
+    }
+
+    /// [`LazyCopies::settle_page`] with the page's slots below `first` dead: zeroed in the
+    /// copy, not relocated.
+    fn settle_page_from(
+        &mut self,
+        f: &mut Frames<'_>,
+        base: u64,
+        i: usize,
+        (relocate, first): (bool, usize),
+    ) {
         let Some(link) = self.links.get(&base) else {
             return;
         };
@@ -301,8 +320,8 @@ impl LazyCopies {
             && let Some(l) = self.links.get(&base)
         {
             let page = from.base() + i as u64 * PAGE_SIZE;
-            let _ =
-                relocate_page_tallied(&*l.tags, &from, &to, page, words, &mut self.stats.relocated);
+            let tally = &mut self.stats.relocated;
+            let _ = relocate_page_from(&*l.tags, (&from, &to), (page, first), words, tally);
         }
         f.write_words(base, i, words);
         self.stats.pages_copied += 1;

@@ -811,21 +811,27 @@ fn at_fork(
     tags::source(table)
 }
 
+/// Bytes below the stack pointer that x86-64's System V ABI lets a leaf function use (the red
+/// zone): live at a system call for all the kernel knows.
+const RED_ZONE: u64 = 128;
+
 /// The pages a lazily forked child gets during `fork`: its stack from the page holding the
 /// stack pointer `rsp` to the top of the stack region (`stack_pages` pages from `stack`),
 /// which holds the heap allocator's header; as page indices of the area, whose stack region
-/// starts `image_pages` pages in.
+/// starts `image_pages` pages in. With them, the first live slot of the first page: the
+/// words below `rsp` and its red zone belong to no frame, and the child gets zeros there.
 fn eager_pages(
     rsp: u64,
     stack: u64,
     stack_pages: usize,
     image_pages: usize,
-) -> core::ops::Range<usize> {
-    let first = rsp
-        .checked_sub(stack)
-        .map_or(0, |o| (o / 4096) as usize)
-        .min(stack_pages);
-    image_pages + first..image_pages + stack_pages
+) -> (core::ops::Range<usize>, usize) {
+    let offset = rsp.checked_sub(stack);
+    let first = offset.map_or(0, |o| (o / 4096) as usize).min(stack_pages);
+    let live = offset
+        .filter(|_| first < stack_pages)
+        .map_or(0, |o| (o % 4096).saturating_sub(RED_ZONE) / 8) as usize;
+    (image_pages + first..image_pages + stack_pages, live)
 }
 
 /// Makes the child's area (`child`: PD and VMA base) a lazy copy of the parent's of `len`
@@ -834,7 +840,7 @@ fn fork_lazily(
     parent: (PdId, u64),
     child: (PdId, u64),
     (len, mode, source): (u64, CopyMode, tags::Source),
-    eager: core::ops::Range<usize>,
+    eager: (core::ops::Range<usize>, usize),
 ) -> Result<(Area, Area), ()> {
     let (src, dst) = (
         area_of(parent.1, len).ok_or(())?,
@@ -1307,7 +1313,7 @@ pub fn fork_instance(f: &LoadedFunction) -> Result<Instance, orchestrator::Invok
             CopyMode::CopyOnPointerAccess,
             tags::source(ShadowTags::new(area)),
         ),
-        header_page..header_page + 1,
+        (header_page..header_page + 1, 0),
     );
     match forked {
         Ok(_) => {

@@ -150,8 +150,13 @@ fn relocate_slots_from<S: TagSource + ?Sized>(
         return Err(RelocError::BadPage);
     }
     let dead = first.min(words.len());
-    words[..dead].fill(0);
-    let by = source.tagged_slots_by_source_from(page, words, dead);
+    let by = match dead {
+        0 => source.tagged_slots_by_source(page, words),
+        _ => {
+            words[..dead].fill(0);
+            source.tagged_slots_by_source_from(page, words, dead)
+        }
+    };
     let mut moved_code = SlotMask::default();
     if let Some(code) = code.filter(|c| c.from != c.to) {
         for (slot, w) in words.iter_mut().enumerate().skip(dead) {

@@ -246,7 +246,21 @@ impl TagSource for Emulated {
     }
 
     fn tagged_slots_by_source(&self, page: u64, words: &PageWords) -> BySource {
-        self.tagged_slots_by_source_from(page, words, 0)
+        let precise = if self.choice == TagChoice::Inferred || !self.tags.page_has_tags(page) {
+            SlotMask::default()
+        } else {
+            self.tags.page_mask(page)
+        };
+        let inferred = if self.choice == TagChoice::Precise {
+            SlotMask::default()
+        } else {
+            self.inferred().tagged_slots_all(words)
+        };
+        BySource {
+            precise,
+            inferred,
+            other: SlotMask::default(),
+        }
     }
 
     fn tagged_slots_by_source_from(&self, page: u64, words: &PageWords, first: usize) -> BySource {
@@ -333,25 +347,50 @@ impl Inferred {
         let (base, size) = (self.area.base(), self.area.size());
         let mut mask = [0u64; SLOTS_PER_PAGE / 64];
         let skip = first.min(SLOTS_PER_PAGE) / 64;
-        for (m, chunk) in mask.iter_mut().zip(words.chunks_exact(64)).skip(skip) {
-            // Slot `i` of the chunk ends up as bit `i`.
-            *m = chunk
-                .iter()
-                .rev()
-                .fold(0, |bits, &w| shift_in(bits, w.wrapping_sub(base) < size));
+        let chunks = mask.iter_mut().zip(words.chunks_exact(64));
+        for (m, chunk) in chunks.skip(skip) {
+            *m = chunk_mask(chunk, base, size);
         }
-        SlotMask::from_words(mask).from_slot(first)
+        match first {
+            0 => SlotMask::from_words(mask),
+            _ => SlotMask::from_words(mask).from_slot(first),
+        }
+    }
+}
+
+/// The mask of the 64 words of `chunk` that lie in `[base, base + size)`: slot `i` of the chunk
+/// as bit `i`.
+#[inline(always)]
+fn chunk_mask(chunk: &[u64], base: u64, size: u64) -> u64 {
+    chunk
+        .iter()
+        .rev()
+        .fold(0, |bits, &w| shift_in(bits, w.wrapping_sub(base) < size))
+}
+
+impl Inferred {
+    /// [`TagSource::tagged_slots`]: every slot looked at.
+    fn tagged_slots_all(&self, words: &PageWords) -> SlotMask {
+        let (base, size) = (self.area.base(), self.area.size());
+        let mut mask = [0u64; SLOTS_PER_PAGE / 64];
+        for (m, chunk) in mask.iter_mut().zip(words.chunks_exact(64)) {
+            *m = chunk_mask(chunk, base, size);
+        }
+        SlotMask::from_words(mask)
     }
 }
 
 impl TagSource for Inferred {
     fn tagged_slots(&self, _page: u64, words: &PageWords) -> SlotMask {
-        self.tagged_slots_from(words, 0)
+        self.tagged_slots_all(words)
     }
 
     fn tagged_slots_by_source_from(&self, _page: u64, words: &PageWords, first: usize) -> BySource {
         BySource {
-            other: self.tagged_slots_from(words, first),
+            other: match first {
+                0 => self.tagged_slots_all(words),
+                _ => self.tagged_slots_from(words, first),
+            },
             ..BySource::default()
         }
     }

@@ -319,11 +319,18 @@ pub const README_START: &str = "<!-- bench-report:start -->";
 /// Marks its end.
 pub const README_END: &str = "<!-- bench-report:end -->";
 
+/// The rows at isolation `full` (a μprocess's default) that the README shows: those the
+/// targets name.
+pub const LEVEL_ROWS: &[&str] = &[
+    "fork_exit_wait_hello_iso_full",
+    "pipe_pingpong_roundtrip_iso_full",
+];
+
 /// The README's summary rows: in report order, every row with a Fjord/Linux ratio and every
 /// [`HEADLINES`] row, each Fjord metric once (a metric measured in two groups appears in the
 /// first). Of the workloads, only the throughput at the SLO (their service times are in the
-/// report); of the μprocess rows measured at an isolation level (`…_iso_full`), only the hello
-/// fork the targets name (the others are in the report).
+/// report); of the μprocess rows measured at an isolation level (`…_iso_full`), only
+/// [`LEVEL_ROWS`] (the others are in the report).
 pub fn readme_rows<'a>(groups: &[(&'a str, Vec<Row<'a>>)]) -> Vec<Row<'a>> {
     let mut shown: Vec<&str> = Vec::new();
     let mut out = Vec::new();
@@ -332,7 +339,7 @@ pub fn readme_rows<'a>(groups: &[(&'a str, Vec<Row<'a>>)]) -> Vec<Row<'a>> {
             let Some(fjord) = row.fjord else { continue };
             let service_time = row.group == "workloads" && row.metric.ends_with("_service");
             let other_level =
-                fjord.metric.contains("_iso_") && fjord.metric != "fork_exit_wait_hello_iso_full";
+                fjord.metric.contains("_iso_") && !LEVEL_ROWS.contains(&fjord.metric.as_str());
             let keep = (ratio(row.fjord, row.linux).is_some() && !service_time && !other_level)
                 || HEADLINES.contains(&row.metric);
             if keep && !shown.contains(&fjord.metric.as_str()) {
@@ -633,7 +640,7 @@ mod tests {
     }
 
     #[test]
-    fn isolation_rows_compare_with_the_same_linux_row_and_only_hello_reaches_the_readme() {
+    fn isolation_rows_compare_with_the_same_linux_row_and_only_the_named_reach_the_readme() {
         let measurements = vec![
             m("fork", "fork_exit_wait_hello", System::Linux, 240_000.0),
             m("fork", "fork_exit_wait_1mb", System::Linux, 360_000.0),
@@ -648,6 +655,18 @@ mod tests {
                 "fork_exit_wait_1mb_iso_full",
                 System::Fjord,
                 100_000.0,
+            ),
+            m(
+                "ctxswitch",
+                "pipe_pingpong_roundtrip",
+                System::Linux,
+                10_000.0,
+            ),
+            m(
+                "ctxswitch",
+                "pipe_pingpong_roundtrip_iso_full",
+                System::Fjord,
+                6_000.0,
             ),
         ];
         assert_eq!(
@@ -669,7 +688,13 @@ mod tests {
             .iter()
             .filter_map(|r| r.fjord.map(|f| f.metric.as_str()))
             .collect();
-        assert_eq!(kept, ["fork_exit_wait_hello_iso_full"]);
+        assert_eq!(
+            kept,
+            [
+                "fork_exit_wait_hello_iso_full",
+                "pipe_pingpong_roundtrip_iso_full"
+            ]
+        );
     }
 
     #[test]

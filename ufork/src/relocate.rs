@@ -157,20 +157,20 @@ fn relocate_slots_from<S: TagSource + ?Sized>(
             source.tagged_slots_by_source_from(page, words, dead)
         }
     };
-    let mut moved_code = SlotMask::default();
-    if let Some(code) = code.filter(|c| c.from != c.to) {
-        for (slot, w) in words.iter_mut().enumerate().skip(dead) {
-            if let Some(new) = code.translate(*w) {
-                *w = new;
-                moved_code.set(slot);
+    let tagged = by.precise.union(by.inferred).union(by.other);
+    let (area_slots, moved) = match code.filter(|c| c.from != c.to) {
+        None => (tagged, 0),
+        Some(code) => {
+            let mut moved_code = SlotMask::default();
+            for (slot, w) in words.iter_mut().enumerate().skip(dead) {
+                if let Some(new) = code.translate(*w) {
+                    *w = new;
+                    moved_code.set(slot);
+                }
             }
+            (tagged.difference(moved_code), moved_code.count() as u64)
         }
-    }
-    let area_slots = by
-        .precise
-        .union(by.inferred)
-        .union(by.other)
-        .difference(moved_code);
+    };
     for slot in area_slots.iter() {
         let old = words[slot];
         // A tagged word at the area's end is a one-past-the-end pointer (a heap's limit, as a
@@ -190,7 +190,7 @@ fn relocate_slots_from<S: TagSource + ?Sized>(
             }
         }
     }
-    Ok(moved_code.count() as u64)
+    Ok(moved)
 }
 
 /// The fifteen general registers other than rsp, in this order.

@@ -380,9 +380,17 @@ impl Jord {
             return;
         };
         b.initialise_all();
-        let frames: Vec<u64> = (0..b.pages).map_while(|i| b.frame_of(i)).collect();
+        // The frames are read out first (the backing is borrowed from `self`), into an array:
+        // no allocation on the path of every small `mmap`.
+        let mut frames = [0u64; POPULATE_PAGES];
+        let mut n = 0;
+        for (slot, i) in frames.iter_mut().zip(0..b.pages) {
+            let Some(pa) = b.frame_of(i) else { break };
+            *slot = pa;
+            n += 1;
+        }
         let flags = crate::jord::vlb::leaf_flags(perm);
-        for (i, pa) in frames.into_iter().enumerate() {
+        for (i, &pa) in frames[..n].iter().enumerate() {
             // A new VMA has no leaf anywhere yet, so one appearing needs no TLB flush.
             let va = base + i as u64 * PAGE_SIZE;
             if map_leaf(&mut self.leaf_hints, pd, root, va, pa, flags) {

@@ -339,11 +339,12 @@ impl Inferred {
     pub const fn area(&self) -> &Area {
         &self.area
     }
-}
 
-impl Inferred {
     /// [`TagSource::tagged_slots`] of the slots from `first` on, looking at those words alone.
     pub fn tagged_slots_from(&self, words: &PageWords, first: usize) -> SlotMask {
+        if first == 0 {
+            return self.tagged_slots_all(words);
+        }
         let (base, size) = (self.area.base(), self.area.size());
         let mut mask = [0u64; SLOTS_PER_PAGE / 64];
         let skip = first.min(SLOTS_PER_PAGE) / 64;
@@ -351,10 +352,18 @@ impl Inferred {
         for (m, chunk) in chunks.skip(skip) {
             *m = chunk_mask(chunk, base, size);
         }
-        match first {
-            0 => SlotMask::from_words(mask),
-            _ => SlotMask::from_words(mask).from_slot(first),
+        SlotMask::from_words(mask).from_slot(first)
+    }
+
+    /// [`TagSource::tagged_slots`]: every slot looked at (the whole-page loop, kept apart from
+    /// [`Inferred::tagged_slots_from`]'s so that it stays as tight as it was).
+    fn tagged_slots_all(&self, words: &PageWords) -> SlotMask {
+        let (base, size) = (self.area.base(), self.area.size());
+        let mut mask = [0u64; SLOTS_PER_PAGE / 64];
+        for (m, chunk) in mask.iter_mut().zip(words.chunks_exact(64)) {
+            *m = chunk_mask(chunk, base, size);
         }
+        SlotMask::from_words(mask)
     }
 }
 
@@ -368,18 +377,6 @@ fn chunk_mask(chunk: &[u64], base: u64, size: u64) -> u64 {
         .fold(0, |bits, &w| shift_in(bits, w.wrapping_sub(base) < size))
 }
 
-impl Inferred {
-    /// [`TagSource::tagged_slots`]: every slot looked at.
-    fn tagged_slots_all(&self, words: &PageWords) -> SlotMask {
-        let (base, size) = (self.area.base(), self.area.size());
-        let mut mask = [0u64; SLOTS_PER_PAGE / 64];
-        for (m, chunk) in mask.iter_mut().zip(words.chunks_exact(64)) {
-            *m = chunk_mask(chunk, base, size);
-        }
-        SlotMask::from_words(mask)
-    }
-}
-
 impl TagSource for Inferred {
     fn tagged_slots(&self, _page: u64, words: &PageWords) -> SlotMask {
         self.tagged_slots_all(words)
@@ -387,10 +384,7 @@ impl TagSource for Inferred {
 
     fn tagged_slots_by_source_from(&self, _page: u64, words: &PageWords, first: usize) -> BySource {
         BySource {
-            other: match first {
-                0 => self.tagged_slots_all(words),
-                _ => self.tagged_slots_from(words, first),
-            },
+            other: self.tagged_slots_from(words, first),
             ..BySource::default()
         }
     }

@@ -111,6 +111,9 @@ impl SlotMask {
 
     /// The slots of `self` from slot `first` on (all of them for 0, none past the page).
     pub fn from_slot(mut self, first: usize) -> SlotMask {
+        if first == 0 {
+            return self;
+        }
         for (w, bits) in self.0.iter_mut().enumerate() {
             let start = 64 * w;
             if first >= start + 64 {

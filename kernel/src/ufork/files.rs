@@ -92,7 +92,7 @@ impl KernelCopy {
         copy
     }
 
-    /// Keeps only the first `len` bytes.
+    /// Keeps only the first `n` bytes.
     pub fn truncate(&mut self, n: usize) {
         match self {
             KernelCopy::Inline { len, .. } => *len = n.min(*len),
@@ -120,13 +120,9 @@ impl core::ops::DerefMut for KernelCopy {
     }
 }
 
-/// Whether `pid` runs at an isolation level that copies system-call buffers, and its PD.
-fn copies(pid: Pid) -> Option<(bool, fjord_pd::PdId)> {
-    with(|p| {
-        p.procs
-            .get(&pid)
-            .map(|pr| (pr.isolation.copies_buffers(), pr.instance.pd))
-    })
+/// Whether `pid` runs at an isolation level that copies system-call buffers.
+fn copies(pid: Pid) -> Option<bool> {
+    with(|p| p.procs.get(&pid).map(|pr| pr.isolation.copies_buffers()))
 }
 
 /// Runs `f` with `pd`'s address space loaded (for reading and writing its memory through its
@@ -415,7 +411,7 @@ pub(super) fn pipe(pid: Pid, out: u64) -> Result<u64, AbiError> {
     let mut bytes = [0u8; 8];
     bytes[..4].copy_from_slice(&r.to_le_bytes());
     bytes[4..].copy_from_slice(&w.to_le_bytes());
-    let (copies, _) = copies(pid).ok_or(AbiError::InvalidArgs)?;
+    let copies = copies(pid).ok_or(AbiError::InvalidArgs)?;
     copy_out(pid, out, &bytes)?;
     if copies {
         count_copied(bytes.len());

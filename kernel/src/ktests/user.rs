@@ -74,6 +74,45 @@ ktest! {
 }
 
 ktest! {
+    fn kernel_access_to_user_memory_gets_exactly_what_ring3_may() {
+        use crate::mm::user_memory::{BadUserAddress, bytes, check_writable, copy_from, copy_to};
+        use fjord_kernel::layout::PAGE_SIZE;
+        let mut s = space()?;
+        let end = DATA_BASE + PAGE_SIZE;
+        let got = s.with_loaded(|| {
+            let mut back = [0u8; 3];
+            let written = copy_to(DATA_BASE + 8, &[1, 2, 3]).and_then(|()| copy_from(&mut back, DATA_BASE + 8));
+            let mut tail = [0u8; 4];
+            [
+                written.map(|()| back == [1, 2, 3]),
+                check_writable(DATA_BASE, PAGE_SIZE).map(|()| true),
+                bytes(CODE_BASE, 16).map(|b| b.len() == 16),
+                // Read-only to ring 3, so to the kernel on its behalf.
+                copy_to(CODE_BASE, &[0x90]).map(|()| true),
+                check_writable(CODE_BASE, 1).map(|()| true),
+                // Unmapped, and straddling the end of the data page.
+                copy_to(end + PAGE_SIZE, &[0]).map(|()| true),
+                copy_from(&mut tail, end - 2).map(|()| true),
+                copy_to(end - 2, &[7; 4]).map(|()| true),
+                check_writable(end - 2, 4).map(|()| true),
+                // The kernel image (supervisor-only, in the user half) and the kernel half.
+                bytes(0x10_0000, 8).map(|_| true),
+                bytes(crate::mm::phys_to_virt(0x10_0000), 8).map(|_| true),
+                bytes(u64::MAX - 4, 8).map(|_| true),
+            ]
+        });
+        kassert_eq!(&got[..3], &[Ok(true), Ok(true), Ok(true)]);
+        kassert!(got[3..].iter().all(|r| *r == Err(BadUserAddress)), "{got:?}");
+        // Nothing was written where the copies failed, and the page ring 3 may write kept the
+        // bytes before the fault.
+        kassert_eq!(s.data()[1] & 0xff_ffff, 0x03_0201);
+        kassert_eq!(s.data()[511] >> 48, 0x0707);
+        kassert_eq!(s.run(Program::Hello, [0; 3], Some(1000)), UserExit::Exited(42));
+        Ok(())
+    }
+}
+
+ktest! {
     fn privileged_instruction_in_ring3_is_a_gp_fault() {
         let mut s = space()?;
         match s.run(Program::Privileged, [0; 3], Some(1000)) {

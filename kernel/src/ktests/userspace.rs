@@ -90,6 +90,20 @@ impl UserSpace {
         self.root
     }
 
+    /// Runs `f` in ring 0 with this address space loaded (and interrupts off), as a system call
+    /// of its program would run.
+    pub fn with_loaded<R>(&self, f: impl FnOnce() -> R) -> R {
+        let kernel_root = kernel_tables::kernel_root();
+        cpu::without_interrupts(|| {
+            // SAFETY: this root shares the kernel image and kernel half with the kernel tables.
+            unsafe { cpu::write_cr3(self.root) };
+            let r = f();
+            // SAFETY: switching back to the kernel's own tables.
+            unsafe { cpu::write_cr3(kernel_root) };
+            r
+        })
+    }
+
     /// Runs `prog` with `args` until it exits, faults, or runs past `deadline_ms` milliseconds.
     pub fn run(&mut self, prog: Program, args: [u64; 3], deadline_ms: Option<u64>) -> UserExit {
         let [a0, a1, a2] = args;

@@ -362,11 +362,15 @@ pub(super) fn copy_in(pid: Pid, addr: u64, len: u64) -> Result<KernelCopy, AbiEr
 /// The `len` bytes at `addr` as `pd` may read them (through its own page tables), copied into
 /// the kernel.
 fn read_into_kernel(pd: fjord_pd::PdId, addr: u64, len: u64) -> Result<KernelCopy, AbiError> {
-    in_space(pd, || {
-        crate::mm::user_memory::bytes(addr, len)
-            .map(KernelCopy::of)
-            .map_err(AbiError::from)
+    in_space(pd, || match len <= KernelCopy::INLINE as u64 {
+        true => {
+            let mut copy = KernelCopy::zeroed(len as usize);
+            crate::mm::user_memory::copy_from(&mut copy, addr).map(|()| copy)
+        }
+        // Checked before the kernel allocates room for it.
+        false => crate::mm::user_memory::bytes(addr, len).map(KernelCopy::of),
     })
+    .map_err(AbiError::from)
 }
 
 /// Copies `data` into `pid`'s area at `addr`, through its own page tables (loaded for the

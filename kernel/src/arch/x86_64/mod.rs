@@ -19,3 +19,4 @@ pub mod smp;
 pub mod time;
 pub mod trap;
 pub mod user;
+pub mod user_copy;

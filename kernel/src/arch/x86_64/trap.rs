@@ -358,6 +358,10 @@ fn exception(frame: &mut TrapFrame) {
         user::on_exception_from_user(frame, cr2);
         return;
     }
+    // A fallible copy to or from ring-3 memory: filled as ring 3's access, or failed.
+    if frame.vector == 14 && super::user_copy::on_fault(&mut frame.rip, cr2, frame.error) {
+        return;
+    }
     // A kernel fault: resume at the fix-up address if a probe armed one.
     if percpu::is_installed() {
         let pc = percpu::current();

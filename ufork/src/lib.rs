@@ -73,6 +73,7 @@ pub mod fd;
 pub mod image;
 pub mod known;
 pub mod lazy;
+pub mod pid_map;
 pub mod pipe;
 pub mod process;
 pub mod relocate;

@@ -5,8 +5,9 @@
 //! blocking and the scheduling.
 //!
 //! - PID 1 is init, created with the table; it cannot exit or be killed. PIDs are handed out
-//!   in increasing order and wrap around to 2 after the largest, skipping those in use, so a
-//!   freed PID is reused as late as possible.
+//!   in increasing order and wrap around to 2 after the largest, skipping those whose slot
+//!   (the PID modulo the table's size, [`crate::pid_map`]) is taken, so a freed PID is reused
+//!   as late as possible and every look-up by PID takes constant time.
 //! - A μprocess that exits or is killed becomes a zombie holding its [`ExitStatus`] until its
 //!   parent reaps it with [`ProcessTable::waitpid`]. Its children, live or zombie, are
 //!   reparented to init, which reaps them ([`ProcessTable::init_reap`], or a user init that
@@ -18,6 +19,7 @@
 //! - Status words follow POSIX `wait`: `WIFEXITED`/`WEXITSTATUS` for an exit,
 //!   `WIFSIGNALED`/`WTERMSIG` for a kill or a fault ([`WaitStatus`]).
 
+use crate::pid_map::PidMap;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
@@ -351,6 +353,16 @@ impl Woken {
         }
     }
 
+    /// `pids`, lowest first.
+    fn lowest_first(mut pids: Vec<Pid>) -> Woken {
+        pids.sort_unstable();
+        let mut woken = Woken::new();
+        for pid in pids {
+            woken.push(pid);
+        }
+        woken
+    }
+
     /// Whether none was woken.
     pub fn is_empty(&self) -> bool {
         self.first.is_none()
@@ -379,7 +391,7 @@ impl IntoIterator for Woken {
 /// Every μprocess, by PID.
 #[derive(Clone, Debug)]
 pub struct ProcessTable {
-    procs: BTreeMap<Pid, Process>,
+    procs: PidMap<Process>,
     next: u32,
     max_pid: u32,
     limit: usize,
@@ -394,8 +406,8 @@ impl ProcessTable {
         if limit == 0 || max_pid < 2 {
             return Err(ProcError::InvalidArgument);
         }
-        let mut procs = BTreeMap::new();
-        procs.insert(
+        let mut procs = PidMap::with_slots(limit);
+        let _ = procs.insert(
             Pid::INIT,
             Process {
                 pid: Pid::INIT,
@@ -427,22 +439,22 @@ impl ProcessTable {
 
     /// The entry of `pid`, live or zombie.
     pub fn get(&self, pid: Pid) -> Option<&Process> {
-        self.procs.get(&pid)
+        self.procs.get(pid)
     }
 
     /// The PID of a raw number, if a μprocess has it.
     pub fn lookup(&self, raw: u64) -> Option<Pid> {
         let pid = Pid(u32::try_from(raw).ok()?);
-        self.procs.contains_key(&pid).then_some(pid)
+        self.procs.contains(pid).then_some(pid)
     }
 
     /// Every PID, lowest first.
     pub fn pids(&self) -> impl Iterator<Item = Pid> + '_ {
-        self.procs.keys().copied()
+        self.procs.pids().into_iter()
     }
 
     fn live_mut(&mut self, pid: Pid) -> Result<&mut Process, ProcError> {
-        match self.procs.get_mut(&pid) {
+        match self.procs.get_mut(pid) {
             Some(p) if !p.is_zombie() => Ok(p),
             _ => Err(ProcError::NoSuchProcess),
         }
@@ -450,7 +462,7 @@ impl ProcessTable {
 
     /// `getppid`: the parent of a live μprocess.
     pub fn parent_of(&self, pid: Pid) -> Result<Pid, ProcError> {
-        match self.procs.get(&pid) {
+        match self.procs.get(pid) {
             Some(p) if !p.is_zombie() => Ok(p.parent),
             _ => Err(ProcError::NoSuchProcess),
         }
@@ -460,7 +472,7 @@ impl ProcessTable {
         let candidates = (self.next..=self.max_pid).chain(2..self.next);
         candidates
             .into_iter()
-            .find(|&n| !self.procs.contains_key(&Pid(n)))
+            .find(|&n| self.procs.is_free_for(Pid(n)))
     }
 
     /// `fork`: a new Runnable child of `parent` (which must be live), of its owner, with no
@@ -499,19 +511,21 @@ impl ProcessTable {
         let n = self.alloc_pid().ok_or(ProcError::TableFull)?;
         self.next = if n >= self.max_pid { 2 } else { n + 1 };
         let pid = Pid(n);
-        self.procs.insert(
-            pid,
-            Process {
+        self.procs
+            .insert(
                 pid,
-                parent,
-                children: Vec::new(),
-                state: State::Runnable,
-                pending_kill: None,
-                owner,
-            },
-        );
+                Process {
+                    pid,
+                    parent,
+                    children: Vec::new(),
+                    state: State::Runnable,
+                    pending_kill: None,
+                    owner,
+                },
+            )
+            .map_err(|_| ProcError::TableFull)?;
         *self.owned.entry(owner).or_default() += 1;
-        if let Some(p) = self.procs.get_mut(&parent) {
+        if let Some(p) = self.procs.get_mut(parent) {
             p.children.push(pid);
         }
         Ok(pid)
@@ -521,13 +535,13 @@ impl ProcessTable {
     /// after it): it leaves its parent's children and the table, and no `waitpid` sees it.
     /// [`ProcError::NotPermitted`] when it has children of its own or is init.
     pub fn discard(&mut self, pid: Pid) -> Result<(), ProcError> {
-        let p = self.procs.get(&pid).ok_or(ProcError::NoSuchProcess)?;
+        let p = self.procs.get(pid).ok_or(ProcError::NoSuchProcess)?;
         if pid == Pid::INIT || !p.children.is_empty() {
             return Err(ProcError::NotPermitted);
         }
         let parent = p.parent;
         self.remove(pid);
-        if let Some(pp) = self.procs.get_mut(&parent) {
+        if let Some(pp) = self.procs.get_mut(parent) {
             pp.children.retain(|&c| c != pid);
         }
         Ok(())
@@ -552,12 +566,12 @@ impl ProcessTable {
         let mut woken = Woken::new();
         let mut orphan_zombie = false;
         for &c in &orphans {
-            if let Some(cp) = self.procs.get_mut(&c) {
+            if let Some(cp) = self.procs.get_mut(c) {
                 cp.parent = Pid::INIT;
                 orphan_zombie |= cp.is_zombie();
             }
         }
-        if let Some(init) = self.procs.get_mut(&Pid::INIT) {
+        if let Some(init) = self.procs.get_mut(Pid::INIT) {
             init.children.extend_from_slice(&orphans);
         }
         if self.wake_waiter(parent, pid) {
@@ -572,7 +586,7 @@ impl ProcessTable {
     /// Wakes `waiter` if it is blocked in a `waitpid` that `child` matches (`Any` always
     /// matches).
     fn wake_waiter(&mut self, waiter: Pid, child: Pid) -> bool {
-        match self.procs.get_mut(&waiter) {
+        match self.procs.get_mut(waiter) {
             Some(w) => match w.state {
                 State::Blocked(BlockReason::Wait(t)) if t.matches(child) => {
                     w.state = State::Runnable;
@@ -586,7 +600,7 @@ impl ProcessTable {
 
     /// Takes `pid` out of the table and its owner's count.
     fn remove(&mut self, pid: Pid) {
-        if let Some(p) = self.procs.remove(&pid)
+        if let Some(p) = self.procs.remove(pid)
             && let Some(n) = self.owned.get_mut(&p.owner)
         {
             *n -= 1;
@@ -600,7 +614,7 @@ impl ProcessTable {
     /// the same owner (the program that started their trees), [`ProcError::NotPermitted`]
     /// otherwise, as for init.
     pub fn kill_from(&mut self, caller: Pid, target: Pid, sig: u64) -> Result<bool, ProcError> {
-        let owner = |pid| self.procs.get(&pid).map(|p: &Process| p.owner);
+        let owner = |pid| self.procs.get(pid).map(|p: &Process| p.owner);
         match (owner(caller), owner(target)) {
             (_, None) => Err(ProcError::NoSuchProcess),
             (Some(a), Some(b)) if a == b => self.kill(target, sig),
@@ -617,10 +631,7 @@ impl ProcessTable {
         } else {
             Some(Signal::new(sig)?)
         };
-        let p = self
-            .procs
-            .get_mut(&target)
-            .ok_or(ProcError::NoSuchProcess)?;
+        let p = self.procs.get_mut(target).ok_or(ProcError::NoSuchProcess)?;
         if target == Pid::INIT {
             return Err(ProcError::NotPermitted);
         }
@@ -641,7 +652,7 @@ impl ProcessTable {
     /// Takes the kill mark of `pid`, if any: the kernel then calls
     /// [`ProcessTable::terminate`] with [`ExitStatus::Signaled`].
     pub fn take_pending_kill(&mut self, pid: Pid) -> Option<Signal> {
-        self.procs.get_mut(&pid)?.pending_kill.take()
+        self.procs.get_mut(pid)?.pending_kill.take()
     }
 
     /// `waitpid(target, options)` called by `caller`: reaps a matching zombie child (oldest
@@ -652,14 +663,14 @@ impl ProcessTable {
         target: WaitTarget,
         options: WaitOptions,
     ) -> Result<WaitOutcome, ProcError> {
-        let me = match self.procs.get(&caller) {
+        let me = match self.procs.get(caller) {
             Some(p) if !p.is_zombie() => p,
             _ => return Err(ProcError::NoSuchProcess),
         };
         if !me.children.iter().any(|&c| target.matches(c)) {
             return Err(ProcError::NoChild);
         }
-        let zombie = me.children.iter().find_map(|&c| match self.procs.get(&c) {
+        let zombie = me.children.iter().find_map(|&c| match self.procs.get(c) {
             Some(p) if target.matches(c) => match p.state {
                 State::Zombie(status) => Some((c, status)),
                 _ => None,
@@ -668,7 +679,7 @@ impl ProcessTable {
         });
         if let Some((pid, status)) = zombie {
             self.remove(pid);
-            if let Some(me) = self.procs.get_mut(&caller) {
+            if let Some(me) = self.procs.get_mut(caller) {
                 me.children.retain(|&c| c != pid);
             }
             return Ok(WaitOutcome::Reaped { pid, status });
@@ -676,7 +687,7 @@ impl ProcessTable {
         if options.nohang {
             return Ok(WaitOutcome::NoneYet);
         }
-        if let Some(me) = self.procs.get_mut(&caller) {
+        if let Some(me) = self.procs.get_mut(caller) {
             me.state = State::Blocked(BlockReason::Wait(target));
         }
         Ok(WaitOutcome::MustBlock)
@@ -731,7 +742,7 @@ impl ProcessTable {
 
     /// Blocked → Runnable (the event came). Returns false if it was not blocked.
     pub fn wake(&mut self, pid: Pid) -> bool {
-        match self.procs.get_mut(&pid) {
+        match self.procs.get_mut(pid) {
             Some(p) if matches!(p.state, State::Blocked(_)) => {
                 p.state = State::Runnable;
                 true
@@ -742,7 +753,7 @@ impl ProcessTable {
 
     /// Wakes `pid` if it is blocked for `reason`; whether it was.
     pub fn wake_if(&mut self, pid: Pid, reason: BlockReason) -> bool {
-        match self.procs.get_mut(&pid) {
+        match self.procs.get_mut(pid) {
             Some(p) if p.state == State::Blocked(reason) => {
                 p.state = State::Runnable;
                 true
@@ -753,7 +764,7 @@ impl ProcessTable {
 
     /// Wakes every μprocess whose sleep ends at or before `now`.
     pub fn wake_sleepers(&mut self, now: u64) -> Woken {
-        let mut woken = Woken::new();
+        let mut woken = Vec::new();
         for p in self.procs.values_mut() {
             if let State::Blocked(BlockReason::Sleep { until }) = p.state
                 && until <= now
@@ -762,19 +773,19 @@ impl ProcessTable {
                 woken.push(p.pid);
             }
         }
-        woken
+        Woken::lowest_first(woken)
     }
 
     /// Wakes every μprocess blocked for this reason (the pipe became readable or writable).
     pub fn wake_all(&mut self, reason: BlockReason) -> Woken {
-        let mut woken = Woken::new();
+        let mut woken = Vec::new();
         for p in self.procs.values_mut() {
             if p.state == State::Blocked(reason) {
                 p.state = State::Runnable;
                 woken.push(p.pid);
             }
         }
-        woken
+        Woken::lowest_first(woken)
     }
 }
 
@@ -1081,23 +1092,29 @@ mod tests {
 
     #[test]
     fn pids_are_reused_late_and_the_table_fills() {
-        let mut t = ProcessTable::new(4, 6).unwrap();
+        // Four slots: a PID takes slot `pid % 4`, init slot 1.
+        let mut t = ProcessTable::new(4, 10).unwrap();
         let a = t.fork(Pid::INIT).unwrap(); // 2
         let b = t.fork(Pid::INIT).unwrap(); // 3
+        assert_eq!((a, b), (Pid(2), Pid(3)));
         t.exit(a, 0).unwrap();
         t.init_reap();
-        // 2 is free but 4 comes first.
+        // 2 is free but 4 comes first; 5 would share init's slot.
         assert_eq!(t.fork(Pid::INIT), Ok(Pid(4)));
-        assert_eq!(t.fork(Pid::INIT), Ok(Pid(5)));
+        assert_eq!(t.fork(Pid::INIT), Ok(Pid(6)));
         assert_eq!(t.fork(Pid::INIT), Err(ProcError::TableFull));
         t.exit(b, 0).unwrap();
         t.init_reap();
-        // Wrap: 6, then 2 (3 was freed too, 2 comes first after the wrap).
-        assert_eq!(t.fork(Pid::INIT), Ok(Pid(6)));
-        t.exit(Pid(6), 0).unwrap();
+        assert_eq!(t.fork(Pid::INIT), Ok(Pid(7)));
+        t.exit(Pid(7), 0).unwrap();
         t.init_reap();
-        assert_eq!(t.fork(Pid::INIT), Ok(Pid(2)));
+        // 8, 9, 10 and, after the wrap, 2 fall in taken slots: 3 is next.
+        assert_eq!(t.fork(Pid::INIT), Ok(Pid(3)));
         assert_eq!(t.fork(Pid(99)), Err(ProcError::NoSuchProcess));
+        assert_eq!(
+            t.pids().collect::<Vec<_>>(),
+            [Pid(1), Pid(3), Pid(4), Pid(6)]
+        );
     }
 
     mod props {

@@ -122,7 +122,7 @@ impl core::ops::DerefMut for KernelCopy {
 
 /// Whether `pid` runs at an isolation level that copies system-call buffers.
 fn copies(pid: Pid) -> Option<bool> {
-    with(|p| p.procs.get(&pid).map(|pr| pr.isolation.copies_buffers()))
+    with(|p| p.procs.get(pid).map(|pr| pr.isolation.copies_buffers()))
 }
 
 /// Runs `f` with `pd`'s address space loaded (for reading and writing its memory through its
@@ -324,7 +324,7 @@ pub(super) fn area_offset(
     addr: u64,
     len: u64,
 ) -> Result<(u64, u64), AbiError> {
-    area_offset_of(p.procs.get(&pid).ok_or(AbiError::InvalidArgs)?, addr, len)
+    area_offset_of(p.procs.get(pid).ok_or(AbiError::InvalidArgs)?, addr, len)
 }
 
 /// [`area_offset`] for the μprocess `pr`.
@@ -346,7 +346,7 @@ fn area_offset_of(pr: &super::Proc, addr: u64, len: u64) -> Result<(u64, u64), A
 /// What `fd` of `pid` names, once `[buf, buf + len)` is checked to lie in `pid`'s area (one
 /// look-up of `pid` for both).
 fn checked_file(p: &Procs, pid: Pid, fd: u32, (buf, len): (u64, u64)) -> Result<File, AbiError> {
-    let pr = p.procs.get(&pid).ok_or(AbiError::InvalidArgs)?;
+    let pr = p.procs.get(pid).ok_or(AbiError::InvalidArgs)?;
     area_offset_of(pr, buf, len)?;
     let id = pr.fds.get(fd).map_err(fd_error)?;
     p.files.get(id).copied().ok_or(AbiError::BadFd)
@@ -355,7 +355,7 @@ fn checked_file(p: &Procs, pid: Pid, fd: u32, (buf, len): (u64, u64)) -> Result<
 /// Copies `len` bytes `pid` may read at `addr` (its area, its code and read-only data): read
 /// through its own page tables, loaded for the copy, so it reads only what it could itself.
 pub(super) fn copy_in(pid: Pid, addr: u64, len: u64) -> Result<KernelCopy, AbiError> {
-    let pd = with(|p| p.procs.get(&pid).map(|pr| pr.instance.pd)).ok_or(AbiError::InvalidArgs)?;
+    let pd = with(|p| p.procs.get(pid).map(|pr| pr.instance.pd)).ok_or(AbiError::InvalidArgs)?;
     read_into_kernel(pd, addr, len)
 }
 
@@ -377,7 +377,7 @@ fn read_into_kernel(pd: fjord_pd::PdId, addr: u64, len: u64) -> Result<KernelCop
 /// copy), so it writes only what it could itself.
 pub(super) fn copy_out(pid: Pid, addr: u64, data: &[u8]) -> Result<(), AbiError> {
     let pd = with(|p| {
-        let pr = p.procs.get(&pid).ok_or(AbiError::InvalidArgs)?;
+        let pr = p.procs.get(pid).ok_or(AbiError::InvalidArgs)?;
         area_offset_of(pr, addr, data.len() as u64).map(|_| pr.instance.pd)
     })?;
     in_space(pd, || crate::mm::user_memory::copy_to(addr, data)).map_err(AbiError::from)
@@ -392,7 +392,7 @@ pub(super) fn pipe(pid: Pid, out: u64) -> Result<u64, AbiError> {
             .pipes
             .create(PIPE_CAPACITY)
             .map_err(|_| AbiError::NoMemory)?;
-        let pr = p.procs.get_mut(&pid).ok_or(AbiError::InvalidArgs)?;
+        let pr = p.procs.get_mut(pid).ok_or(AbiError::InvalidArgs)?;
         let r = pr.fds.open(&mut p.files, File::PipeRead(id));
         let r = match r {
             Ok(fd) => fd,
@@ -425,7 +425,7 @@ pub(super) fn pipe(pid: Pid, out: u64) -> Result<u64, AbiError> {
 
 /// The open file `fd` of `pid` names.
 pub(super) fn file_of(p: &Procs, pid: Pid, fd: u32) -> Result<File, AbiError> {
-    let pr = p.procs.get(&pid).ok_or(AbiError::InvalidArgs)?;
+    let pr = p.procs.get(pid).ok_or(AbiError::InvalidArgs)?;
     let id = pr.fds.get(fd).map_err(fd_error)?;
     p.files.get(id).copied().ok_or(AbiError::BadFd)
 }
@@ -761,7 +761,7 @@ fn write_from(
 
 /// Prints what `pid` wrote to the console, within its console budget.
 fn console(pid: Pid, data: &[u8]) {
-    let pd = with(|p| p.procs.get(&pid).map(|pr| pr.instance.pd));
+    let pd = with(|p| p.procs.get(pid).map(|pr| pr.instance.pd));
     let text = core::str::from_utf8(data).unwrap_or("(not UTF-8)");
     if let Some(pd) = pd
         && jord::tenant::take_log(pd, data.len() as u32)
@@ -774,7 +774,7 @@ fn console(pid: Pid, data: &[u8]) {
 pub(super) fn close(pid: Pid, fd: u64) -> Result<u64, AbiError> {
     let fd = u32::try_from(fd).map_err(|_| AbiError::BadFd)?;
     let last = with(|p| {
-        let pr = p.procs.get_mut(&pid).ok_or(AbiError::InvalidArgs)?;
+        let pr = p.procs.get_mut(pid).ok_or(AbiError::InvalidArgs)?;
         pr.fds.close(&mut p.files, fd).map_err(fd_error)
     })?;
     if let Some(file) = last {
@@ -788,7 +788,7 @@ pub(super) fn dup2(pid: Pid, old: u64, new: u64) -> Result<u64, AbiError> {
     let old = u32::try_from(old).map_err(|_| AbiError::BadFd)?;
     let new = u32::try_from(new).map_err(|_| AbiError::BadFd)?;
     let (fd, last) = with(|p| {
-        let pr = p.procs.get_mut(&pid).ok_or(AbiError::InvalidArgs)?;
+        let pr = p.procs.get_mut(pid).ok_or(AbiError::InvalidArgs)?;
         pr.fds.dup2(&mut p.files, old, new).map_err(fd_error)
     })?;
     if let Some(file) = last {
@@ -927,7 +927,7 @@ fn stored_name_of(pid: Pid, bytes: &[u8]) -> Result<alloc::string::String, AbiEr
     let name = core::str::from_utf8(bytes).map_err(|_| AbiError::InvalidArgs)?;
     let ns = with(|p| {
         p.procs
-            .get(&pid)
+            .get(pid)
             .map(|pr| alloc::string::String::from(pr.func.manifest.namespace()))
     })
     .ok_or(AbiError::InvalidArgs)?;
@@ -974,7 +974,7 @@ pub(super) fn open(pid: Pid, name: u64, len: u64, flags: u64) -> Result<u64, Abi
     };
     with(|p| {
         let id = p.disk.insert(file);
-        let pr = p.procs.get_mut(&pid).ok_or(AbiError::InvalidArgs)?;
+        let pr = p.procs.get_mut(pid).ok_or(AbiError::InvalidArgs)?;
         match pr.fds.open(&mut p.files, File::Disk(id)) {
             Ok(fd) => Ok(u64::from(fd)),
             Err((e, _)) => {

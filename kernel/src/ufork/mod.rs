@@ -35,7 +35,6 @@ use crate::jord;
 use crate::module::LoadedFunction;
 use crate::module::instance::{self, Instance};
 use crate::orchestrator::{self, JobInfo, Outcome, Ticket};
-use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -46,6 +45,7 @@ use fjord_pd::PdId;
 use fjord_ufork::area::Area;
 use fjord_ufork::copy_mode::{CopyMode, IsolationLevel};
 use fjord_ufork::fd::{FdTable, OpenFiles};
+use fjord_ufork::pid_map::PidMap;
 use fjord_ufork::pipe::PipeTable;
 use fjord_ufork::process::{
     BlockReason, ExitStatus, Pid, ProcError, ProcessTable, Signal, WaitOptions, WaitOutcome,
@@ -109,7 +109,8 @@ pub struct SpawnOptions {
 
 struct Procs {
     table: ProcessTable,
-    procs: BTreeMap<Pid, Proc>,
+    /// The kernel's state of every μprocess (the table's slots: `MAX_PROCESSES`).
+    procs: PidMap<Proc>,
     /// Every open file of every μprocess.
     files: OpenFiles<files::File>,
     pipes: PipeTable,
@@ -158,7 +159,7 @@ fn with<R>(f: impl FnOnce(&mut Procs) -> R) -> R {
         let mut g = PROCS.lock();
         let p = g.get_or_insert_with(|| Procs {
             table: ProcessTable::new(MAX_PROCESSES, 1 << 20).expect("a valid table size"),
-            procs: BTreeMap::new(),
+            procs: PidMap::with_slots(MAX_PROCESSES),
             files: OpenFiles::new(files::MAX_FILES),
             pipes: PipeTable::new(files::MAX_PIPES),
             disk: files::DiskFiles::default(),
@@ -249,32 +250,42 @@ fn start_with(
     (options, source, bound): (SpawnOptions, tags::Source, u16),
     restored: bool,
 ) -> Result<Ticket, SpawnError> {
-    with(|p| {
-        p.procs.insert(
-            pid,
-            Proc {
-                func,
-                instance,
-                area,
-                ctx: Some(ctx),
-                blocked: None,
-                fds,
-                parked: None,
-                ticket: 0,
-                mode: options.mode,
-                isolation: options.isolation,
-                source,
-                bound,
-                frozen: false,
-                missed: false,
-                restored,
-            },
-        )
+    let inserted = with(|p| {
+        p.procs
+            .insert(
+                pid,
+                Proc {
+                    func,
+                    instance,
+                    area,
+                    ctx: Some(ctx),
+                    blocked: None,
+                    fds,
+                    parked: None,
+                    ticket: 0,
+                    mode: options.mode,
+                    isolation: options.isolation,
+                    source,
+                    bound,
+                    frozen: false,
+                    missed: false,
+                    restored,
+                },
+            )
+            .map(|_| ())
+            .map_err(|taken| (taken.holder, taken.value.instance.pd))
     });
+    if let Err((holder, pd)) = inserted {
+        // The table gives a PID only a free slot, and this map holds only the table's PIDs.
+        log::error!("μprocess {}: its slot holds {}", pid.raw(), holder.raw());
+        instance::destroy(pd);
+        let _ = with(|p| p.table.discard(pid));
+        return Err(SpawnError::TableFull);
+    }
     match orchestrator::submit_task(RequestClass::Internal, step_work(pid)) {
         Ok(t) => {
             with(|p| {
-                if let Some(pr) = p.procs.get_mut(&pid) {
+                if let Some(pr) = p.procs.get_mut(pid) {
                     pr.ticket = t;
                 }
             });
@@ -330,7 +341,7 @@ enum Next {
 fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
     let mut kills_seen = KILLS.load(Ordering::Acquire);
     let taken = with(|p| {
-        let pr = p.procs.get_mut(&pid)?;
+        let pr = p.procs.get_mut(pid)?;
         if pr.frozen {
             pr.parked = Some(info);
             pr.missed = true;
@@ -420,7 +431,7 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
                 Some(Sysno::SetForkMode) => Next::Continue(encode(set_fork_mode(pid, args[0]))),
                 Some(Sysno::Spawn) => Next::Continue(encode(spawn_child(pid, args[0], args[1]))),
                 Some(Sysno::Isolation) => Next::Continue(
-                    with(|p| p.procs.get(&pid).map(|pr| pr.isolation.raw())).unwrap_or(0),
+                    with(|p| p.procs.get(pid).map(|pr| pr.isolation.raw())).unwrap_or(0),
                 ),
                 Some(Sysno::MemInfo) => Next::Continue(mem_info(pid, args[0])),
                 Some(Sysno::Waitpid) => match decode_wait(args) {
@@ -543,7 +554,7 @@ static KILLS: AtomicU64 = AtomicU64::new(0);
 fn yield_now(pid: Pid, ctx: UserContext, info: JobInfo) -> Next {
     with(|p| {
         let _ = p.table.yield_cpu(pid);
-        if let Some(pr) = p.procs.get_mut(&pid) {
+        if let Some(pr) = p.procs.get_mut(pid) {
             pr.ctx = Some(ctx);
         }
     });
@@ -563,7 +574,7 @@ fn wait(pid: Pid, w: (WaitTarget, WaitOptions), ctx: &mut UserContext, info: Job
     let r = with(|p| {
         let r = p.table.waitpid(pid, w.0, w.1);
         if let Ok(WaitOutcome::MustBlock) = r
-            && let Some(pr) = p.procs.get_mut(&pid)
+            && let Some(pr) = p.procs.get_mut(pid)
         {
             pr.ctx = Some(*ctx);
             pr.blocked = Some(Blocked::Wait(w.0, w.1));
@@ -597,7 +608,7 @@ fn spawn_child(parent: Pid, name: u64, len: u64) -> Result<u64, AbiError> {
         return Err(AbiError::NoSuchFunction);
     }
     let (options, bound) = with(|p| {
-        p.procs.get(&parent).map(|pr| {
+        p.procs.get(parent).map(|pr| {
             let options = SpawnOptions {
                 mode: pr.mode,
                 isolation: pr.isolation,
@@ -626,7 +637,7 @@ fn new_child(
     bound: u16,
 ) -> Result<(Pid, FdTable, Instance), AbiError> {
     let fds = with(|p| {
-        let pr = p.procs.get(&parent)?;
+        let pr = p.procs.get(parent)?;
         pr.fds.fork(&mut p.files).ok()
     })
     .ok_or(AbiError::BadFd)?;
@@ -668,7 +679,7 @@ fn abandon(child: Pid, fds: FdTable, pd: PdId) -> AbiError {
 fn set_fork_mode(pid: Pid, raw: u64) -> Result<u64, AbiError> {
     let mode = CopyMode::from_raw(raw).map_err(|_| AbiError::InvalidArgs)?;
     with(|p| {
-        let pr = p.procs.get_mut(&pid).ok_or(AbiError::InvalidArgs)?;
+        let pr = p.procs.get_mut(pid).ok_or(AbiError::InvalidArgs)?;
         mode.check(pr.isolation)
             .map_err(|_| AbiError::AccessDenied)?;
         Ok(core::mem::replace(&mut pr.mode, mode).raw())
@@ -680,7 +691,7 @@ fn set_fork_mode(pid: Pid, raw: u64) -> Result<u64, AbiError> {
 fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> {
     let (func, (base, len), parent_pd, options, default_mode, (tags, bound, restored)) =
         with(|p| {
-            let pr = p.procs.get(&parent)?;
+            let pr = p.procs.get(parent)?;
             let options = SpawnOptions {
                 mode: pr.mode,
                 isolation: pr.isolation,
@@ -1070,7 +1081,7 @@ fn relocate_registers(
 fn mem_info(pid: Pid, what: u64) -> u64 {
     match what {
         0 => (crate::mm::frames::free_frames() as u64).saturating_mul(4096),
-        1 => with(|p| p.procs.get(&pid).map(|pr| pr.area.0)).map_or(0, |base| {
+        1 => with(|p| p.procs.get(pid).map(|pr| pr.area.0)).map_or(0, |base| {
             lazy::copied_pages(base).saturating_mul(fjord_kernel::layout::PAGE_SIZE)
         }),
         _ => encode(Err(AbiError::InvalidArgs)),
@@ -1081,7 +1092,7 @@ fn mem_info(pid: Pid, what: u64) -> u64 {
 /// `waitpid` is woken, and its request completes (see [`status_of`]).
 fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
     let (pd, fds, area) = match with(|p| {
-        let pr = p.procs.get_mut(&pid)?;
+        let pr = p.procs.get_mut(pid)?;
         pr.ctx = None;
         forget_sleeper(&mut p.sleepers, pid);
         Some((
@@ -1112,11 +1123,11 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
             .table
             .init_reap()
             .into_iter()
-            .filter_map(|(child, _)| p.procs.remove(&child))
+            .filter_map(|(child, _)| p.procs.remove(child))
             .collect();
         let woken: Vec<(Pid, JobInfo)> = woken
             .into_iter()
-            .filter_map(|w| p.procs.get_mut(&w)?.parked.take().map(|i| (w, i)))
+            .filter_map(|w| p.procs.get_mut(w)?.parked.take().map(|i| (w, i)))
             .collect();
         (woken, gone)
     });
@@ -1144,7 +1155,7 @@ fn collect_stale() {
 
 /// Forgets a reaped child (its memory went when it ended).
 fn reap(child: Pid) {
-    let ticket = with(|p| p.procs.remove(&child).map(|pr| pr.ticket));
+    let ticket = with(|p| p.procs.remove(child).map(|pr| pr.ticket));
     if let Some(t) = ticket {
         // Nobody waits for a forked child's request: drop the record of its completion, now
         // or, if its last step has not recorded it yet, later.
@@ -1163,7 +1174,7 @@ pub fn count() -> usize {
 /// JBSQ admits it there (the waker usually blocks next, and the woken runs without a dispatch).
 fn wake(pids: impl IntoIterator<Item = Pid>) {
     for w in pids {
-        if let Some(info) = with(|p| p.procs.get_mut(&w)?.parked.take()) {
+        if let Some(info) = with(|p| p.procs.get_mut(w)?.parked.take()) {
             orchestrator::resume_here(info, step_work(w));
         }
     }
@@ -1185,7 +1196,7 @@ fn park_locked(
     info: JobInfo,
 ) {
     let _ = p.table.block(pid, reason);
-    if let Some(pr) = p.procs.get_mut(&pid) {
+    if let Some(pr) = p.procs.get_mut(pid) {
         pr.ctx = Some(*ctx);
         pr.blocked = Some(blocked);
         pr.parked = Some(info);
@@ -1440,7 +1451,7 @@ pub fn list() -> Vec<Info> {
     let mut v: Vec<Info> = with(|p| {
         p.procs
             .iter()
-            .filter_map(|(&pid, pr)| {
+            .filter_map(|(pid, pr)| {
                 let entry = p.table.get(pid)?;
                 Some(Info {
                     pid: u64::from(pid.raw()),
@@ -1458,6 +1469,7 @@ pub fn list() -> Vec<Info> {
             })
             .collect()
     });
+    v.sort_unstable_by_key(|info| info.pid);
     for info in &mut v {
         // Pages of its own: those it lacks still (a lazy fork's) are its parent's frames.
         info.touched = jord::with(|j| {
@@ -1477,7 +1489,7 @@ pub fn pd_and_area(pid: u64) -> Option<(PdId, (u64, u64))> {
         if matches!(entry.state(), fjord_ufork::process::State::Zombie(_)) {
             return None;
         }
-        let pr = p.procs.get(&pid)?;
+        let pr = p.procs.get(pid)?;
         Some((pr.instance.pd, pr.area))
     })
 }

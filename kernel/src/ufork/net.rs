@@ -117,7 +117,7 @@ fn park_socket(
 pub(super) fn socket(pid: Pid) -> Result<u64, AbiError> {
     let id = table(|t| t.create())?;
     let opened = with(|p| {
-        let pr = p.procs.get_mut(&pid).ok_or(AbiError::InvalidArgs)?;
+        let pr = p.procs.get_mut(pid).ok_or(AbiError::InvalidArgs)?;
         pr.fds
             .open(&mut p.files, File::Socket(id))
             .map_err(|(e, _)| fd_error(e))
@@ -211,7 +211,7 @@ pub(super) fn accept(pid: Pid, fd: u64, peer: u64, ctx: &mut UserContext, info: 
         Found::Done(Ok(c)) => c,
     };
     let r = with(|p| {
-        let pr = p.procs.get_mut(&pid).ok_or(AbiError::InvalidArgs)?;
+        let pr = p.procs.get_mut(pid).ok_or(AbiError::InvalidArgs)?;
         pr.fds
             .open(&mut p.files, File::Socket(conn))
             .map_err(|(e, _)| fd_error(e))

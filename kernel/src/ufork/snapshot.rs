@@ -58,7 +58,7 @@ pub struct Frozen {
 impl Drop for Frozen {
     fn drop(&mut self) {
         let missed = with(|p| {
-            let pr = p.procs.get_mut(&self.pid)?;
+            let pr = p.procs.get_mut(self.pid)?;
             pr.frozen = false;
             Some(core::mem::take(&mut pr.missed))
         });
@@ -126,7 +126,7 @@ pub fn freeze(pid: u64) -> Result<Frozen, FreezeError> {
         if matches!(entry.state(), fjord_ufork::process::State::Zombie(_)) {
             return Err(FreezeError::NoSuchProcess);
         }
-        let pr = p.procs.get_mut(&pid).ok_or(FreezeError::NoSuchProcess)?;
+        let pr = p.procs.get_mut(pid).ok_or(FreezeError::NoSuchProcess)?;
         if pr.frozen {
             return Err(FreezeError::Busy);
         }

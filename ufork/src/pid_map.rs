@@ -14,6 +14,8 @@ use alloc::vec::Vec;
 #[derive(Clone, Debug)]
 pub struct PidMap<T> {
     slots: Vec<Option<(Pid, T)>>,
+    /// One bit per slot, set when it holds a value: iterations skip 64 free slots at a time.
+    occupied: Vec<u64>,
     len: usize,
 }
 
@@ -31,7 +33,12 @@ impl<T> PidMap<T> {
     pub fn with_slots(slots: usize) -> PidMap<T> {
         let mut v = Vec::new();
         v.resize_with(slots.max(1), || None);
-        PidMap { slots: v, len: 0 }
+        let occupied = alloc::vec![0; v.len().div_ceil(64)];
+        PidMap {
+            slots: v,
+            occupied,
+            len: 0,
+        }
     }
 
     fn index(&self, pid: Pid) -> usize {
@@ -90,6 +97,7 @@ impl<T> PidMap<T> {
             Some((_, v)) => Ok(Some(core::mem::replace(v, value))),
             None => {
                 *slot = Some((pid, value));
+                self.occupied[i / 64] |= 1 << (i % 64);
                 self.len += 1;
                 Ok(None)
             }
@@ -102,24 +110,53 @@ impl<T> PidMap<T> {
         match &self.slots[i] {
             Some((p, _)) if *p == pid => {
                 self.len -= 1;
+                self.occupied[i / 64] &= !(1 << (i % 64));
                 self.slots[i].take().map(|(_, v)| v)
             }
             _ => None,
         }
     }
 
+    /// The indices of the slots holding a value, in order.
+    fn occupied_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.occupied.iter().enumerate().flat_map(|(w, &word)| {
+            let mut bits = word;
+            core::iter::from_fn(move || {
+                if bits == 0 {
+                    return None;
+                }
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                Some(w * 64 + b)
+            })
+        })
+    }
+
     /// Every PID and value, in slot order (not PID order).
     pub fn iter(&self) -> impl Iterator<Item = (Pid, &T)> + '_ {
-        self.slots
-            .iter()
-            .filter_map(|s| s.as_ref().map(|(p, v)| (*p, v)))
+        self.occupied_slots()
+            .filter_map(|i| self.slots[i].as_ref().map(|(p, v)| (*p, v)))
     }
 
     /// Every value, to change, in slot order.
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
         self.slots
-            .iter_mut()
-            .filter_map(|s| s.as_mut().map(|(_, v)| v))
+            .chunks_mut(64)
+            .zip(self.occupied.iter().copied())
+            .flat_map(|(chunk, word)| {
+                // Split off the slot of each set bit in turn, from the lowest.
+                let (mut rest, mut next, mut bits) = (chunk, 0usize, word);
+                core::iter::from_fn(move || {
+                    if bits == 0 {
+                        return None;
+                    }
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let (slot, tail) = core::mem::take(&mut rest)[b - next..].split_first_mut()?;
+                    (rest, next) = (tail, b + 1);
+                    slot.as_mut().map(|(_, v)| v)
+                })
+            })
     }
 
     /// Every PID, lowest first.
@@ -158,8 +195,8 @@ mod tests {
         /// hands PIDs out).
         #[test]
         fn behaves_as_an_ordered_map_of_slot_disjoint_pids(
-            ops in proptest::collection::vec((0u8..3, 1u32..64), 0..200),
-            slots in 1usize..12,
+            ops in proptest::collection::vec((0u8..3, 1u32..400), 0..300),
+            slots in 1usize..150,
         ) {
             let mut m = PidMap::with_slots(slots);
             let mut model: BTreeMap<Pid, u32> = BTreeMap::new();
@@ -175,6 +212,11 @@ mod tests {
                 }
                 prop_assert_eq!(m.len(), model.len());
                 prop_assert_eq!(m.pids(), model.keys().copied().collect::<Vec<_>>());
+                let mut values: Vec<u32> = m.values_mut().map(|v| *v).collect();
+                values.sort_unstable();
+                let mut expected: Vec<u32> = model.values().copied().collect();
+                expected.sort_unstable();
+                prop_assert_eq!(values, expected);
             }
         }
     }

@@ -329,12 +329,10 @@ pub(super) fn area_offset(
 
 /// [`area_offset`] for the μprocess `pr`.
 fn area_offset_of(pr: &super::Proc, addr: u64, len: u64) -> Result<(u64, u64), AbiError> {
-    use fjord_ufork::cap::{Cap, CapPerms};
+    use fjord_ufork::cap::CapPerms;
     let (base, size) = pr.area;
-    let cap = super::area_of(base, size)
-        .and_then(|area| Some((area, Cap::new(&area, base, size, CapPerms::DATA).ok()?)));
-    let fits = match cap {
-        Some((area, cap)) => cap.check_range(&area, addr, len, CapPerms::W).is_ok(),
+    let fits = match &pr.area_cap {
+        Some((area, cap)) => cap.check_range(area, addr, len, CapPerms::W).is_ok(),
         None => addr >= base && addr.checked_add(len).is_some_and(|end| end <= base + size),
     };
     if !fits {
@@ -702,6 +700,51 @@ pub(super) fn write(
         let _ = stream(id, false);
     }
     next
+}
+
+/// `write(fd, buf, len)` completed without the caller's step when `fd` is a pipe with room
+/// (see `super::in_call`): the result, or `None` when the step must do the call (another kind
+/// of file, a full pipe, a bad descriptor). Copies and checks as [`write`] does.
+pub(super) fn write_now(caller: Caller, fd: u32, buf: u64, len: u64) -> Option<u64> {
+    let len = len.min(MAX_IO);
+    let r = if caller.copies {
+        let data = match read_into_kernel(caller.pd, buf, len) {
+            Ok(data) => data,
+            Err(e) => return Some(fjord_libos::abi::encode(Err(e))),
+        };
+        let r = write_pipe_now(caller.pid, fd, &data)?;
+        count_copied(data.len());
+        r
+    } else {
+        in_space(caller.pd, || {
+            match crate::mm::user_memory::bytes(buf, len) {
+                Ok(data) => write_pipe_now(caller.pid, fd, data),
+                Err(e) => Some(Err(e.into())),
+            }
+        })?
+    };
+    Some(fjord_libos::abi::encode(r))
+}
+
+/// `data` written to `fd` of `pid` if it is a pipe with room for some of it (readers woken);
+/// `None` otherwise.
+fn write_pipe_now(pid: Pid, fd: u32, data: &[u8]) -> Option<Result<u64, AbiError>> {
+    let r = with(|p| {
+        let Ok(File::PipeWrite(id)) = file_of(p, pid, fd) else {
+            return None;
+        };
+        let pipe = p.pipes.get_mut(id)?;
+        Some(match pipe.write(data) {
+            Ok(n) => Ok((n, wake_waiters(&mut p.table, pipe, id, End::Read))),
+            Err(PipeError::WouldBlock) => return None,
+            Err(PipeError::BrokenPipe) => Err(AbiError::BrokenPipe),
+            Err(_) => Err(AbiError::InvalidArgs),
+        })
+    })?;
+    Some(r.map(|(n, woken)| {
+        wake(woken);
+        n as u64
+    }))
 }
 
 /// `write` of `data` (the caller's `buf` and `len`) to `fd`; `full` gets the slot of a disk

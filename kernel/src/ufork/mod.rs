@@ -57,6 +57,7 @@ use fjord_ufork::tags::{PageWords, SLOTS_PER_PAGE, ShadowTags, page_words};
 use spin::Mutex;
 
 pub mod files;
+pub mod in_call;
 pub mod net;
 
 /// Most μprocesses at once (zombies included).
@@ -70,6 +71,10 @@ struct Proc {
     instance: Instance,
     /// Base and length of its area VMA.
     area: (u64, u64),
+    /// The capability its plain pointers carry (data permissions over its area VMA), against
+    /// which the kernel checks what it passes (`files::area_offset`); `None` for an area larger
+    /// than the format represents.
+    area_cap: Option<(Area, fjord_ufork::cap::Cap)>,
     /// Its context while it is not running.
     ctx: Option<UserContext>,
     /// The system call it is blocked in, re-issued when it is woken.
@@ -258,6 +263,7 @@ fn start_with(
                     func,
                     instance,
                     area,
+                    area_cap: data_cap(area),
                     ctx: Some(ctx),
                     blocked: None,
                     fds,
@@ -397,7 +403,9 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
     let deadline = crate::arch::time::deadline_after_ms(SLICE_MS);
     loop {
         space.enter();
+        in_call::running(Some((caller, kills_seen)));
         let exit = user::run(&mut ctx, Some(deadline));
+        in_call::running(None);
         if !matches!(exit, UserExit::Request { no, .. } if keeps_space(no)) {
             space.leave();
         }
@@ -980,6 +988,15 @@ fn write_area(base: u64, offset: u64, bytes: &[u8]) -> Result<(), fjord_pd::Erro
         }
         Ok(())
     })
+}
+
+/// The capability a μprocess's plain pointers carry in the `area` (base, length) VMA: data
+/// permissions over the VMA; `None` for an area over the 256 MiB the format represents.
+fn data_cap(area: (u64, u64)) -> Option<(Area, fjord_ufork::cap::Cap)> {
+    use fjord_ufork::cap::{Cap, CapPerms};
+    let (base, size) = area;
+    let a = area_of(base, size)?;
+    Some((a, Cap::new(&a, base, size, CapPerms::DATA).ok()?))
 }
 
 /// The area of a VMA of `len` bytes at `base`: its size class, to which Jord aligns it.

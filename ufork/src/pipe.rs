@@ -203,7 +203,9 @@ impl Pipe {
         let cap = self.capacity();
         let first = n.min(cap - self.head);
         out[..first].copy_from_slice(&self.buf[self.head..self.head + first]);
-        out[first..n].copy_from_slice(&self.buf[..n - first]);
+        if n > first {
+            out[first..n].copy_from_slice(&self.buf[..n - first]);
+        }
         self.head = (self.head + n) % cap;
         self.len -= n;
         Ok(n)
@@ -255,7 +257,10 @@ impl Pipe {
         let tail = (self.head + self.len) % cap;
         let first = n.min(cap - tail);
         self.buf[tail..tail + first].copy_from_slice(&data[..first]);
-        self.buf[..n - first].copy_from_slice(&data[first..n]);
+        if n > first {
+            // The part that wraps around to the start of the ring.
+            self.buf[..n - first].copy_from_slice(&data[first..n]);
+        }
         self.len += n;
         Ok(n)
     }

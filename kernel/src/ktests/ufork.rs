@@ -272,10 +272,14 @@ ktest! {
         // forkhello passes bytes back and forth through two pipes (read, write, pipe).
         let run = |isolation| -> R<u64> {
             let before = ufork::files::bytes_copied();
+            let in_call = ufork::in_call::writes();
             let options = ufork::SpawnOptions { mode: CopyMode::CopyOnPointerAccess, isolation };
             let (_, ticket) = ufork::spawn_with("forkhello", options).map_err(|e| format!("{e:?}"))?;
             let status = ufork::status_of(&orchestrator::wait(ticket).result);
             kassert!(status == Some(0), "forkhello at {isolation:?} ended with {status:?}");
+            // Its writes to pipes with room completed inside the call, at every level.
+            let in_call = ufork::in_call::writes() - in_call;
+            kassert!(in_call >= 2 * 201, "{in_call} writes completed in the call at {isolation:?}");
             Ok(ufork::files::bytes_copied() - before)
         };
         let full = run(IsolationLevel::Full)?;

@@ -61,3 +61,73 @@ pub fn copy_from(out: &mut [u8], addr: u64) -> Result<(), BadUserAddress> {
     }
     Ok(user_copy::copy_from_user(out, addr)?)
 }
+
+/// Up to [`InlineBytes::CAPACITY`] bytes held inline, without a heap allocation: a small
+/// system-call copy. Only the bytes it holds are ever written (nothing is zeroed first), and
+/// only they are ever read.
+pub struct InlineBytes {
+    len: usize,
+    bytes: core::mem::MaybeUninit<[u8; InlineBytes::CAPACITY]>,
+}
+
+impl InlineBytes {
+    /// Most bytes held.
+    pub const CAPACITY: usize = 128;
+
+    /// `a` followed by `b`; `None` when they do not fit.
+    pub fn from_parts(a: &[u8], b: &[u8]) -> Option<InlineBytes> {
+        let len = a
+            .len()
+            .checked_add(b.len())
+            .filter(|&n| n <= Self::CAPACITY)?;
+        let mut copy = InlineBytes {
+            len,
+            bytes: core::mem::MaybeUninit::uninit(),
+        };
+        let dst = copy.bytes.as_mut_ptr().cast::<u8>();
+        // SAFETY: `a` and `b` fit in the buffer (checked), which they cannot overlap (it is
+        // new); afterwards its first `len` bytes are written, which is all it exposes.
+        unsafe {
+            core::ptr::copy_nonoverlapping(a.as_ptr(), dst, a.len());
+            if !b.is_empty() {
+                core::ptr::copy_nonoverlapping(b.as_ptr(), dst.add(a.len()), b.len());
+            }
+        }
+        Some(copy)
+    }
+
+    /// The `len` bytes of user memory at `addr`, read as a ring-3 load would (see [`copy_from`]);
+    /// `Ok(None)` when they do not fit.
+    pub fn from_user(addr: u64, len: u64) -> Result<Option<InlineBytes>, BadUserAddress> {
+        let Some(len) = usize::try_from(len).ok().filter(|&n| n <= Self::CAPACITY) else {
+            return Ok(None);
+        };
+        let mut copy = InlineBytes {
+            len: 0,
+            bytes: core::mem::MaybeUninit::uninit(),
+        };
+        if len > 0 {
+            let dst = copy.bytes.as_mut_ptr().cast::<u8>();
+            // SAFETY: the buffer has room for `len <= CAPACITY` bytes.
+            unsafe { user_copy::copy_from_user_raw(dst, addr, len)? };
+        }
+        // The routine wrote all `len` bytes (it failed otherwise).
+        copy.len = len;
+        Ok(Some(copy))
+    }
+}
+
+impl core::ops::Deref for InlineBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the first `len` bytes were written by the constructor (`len <= CAPACITY`).
+        unsafe { core::slice::from_raw_parts(self.bytes.as_ptr().cast::<u8>(), self.len) }
+    }
+}
+
+impl core::ops::DerefMut for InlineBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as for `deref`; the borrow of `self` is exclusive.
+        unsafe { core::slice::from_raw_parts_mut(self.bytes.as_mut_ptr().cast::<u8>(), self.len) }
+    }
+}

@@ -25,6 +25,7 @@
 use super::{Blocked, Next, Pid, Procs, park_locked, wake, with};
 use crate::arch::user::UserContext;
 use crate::jord;
+use crate::mm::user_memory::InlineBytes;
 use crate::orchestrator::JobInfo;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -58,46 +59,27 @@ pub fn bytes_copied() -> u64 {
     BYTES_COPIED.load(core::sync::atomic::Ordering::Relaxed)
 }
 
-/// Bytes a system call copied into the kernel: held inline up to [`KernelCopy::INLINE`]
-/// bytes (a small pipe message allocates nothing), on the heap beyond.
+/// Bytes a system call copied into the kernel: held inline up to [`InlineBytes::CAPACITY`]
+/// bytes (a small pipe message allocates nothing and is not zeroed first), on the heap beyond.
 pub(super) enum KernelCopy {
-    /// The first `len` bytes of `bytes`.
-    Inline {
-        bytes: [u8; KernelCopy::INLINE],
-        len: usize,
-    },
+    /// A copy that fits inline.
+    Inline(InlineBytes),
     /// A copy larger than the inline room.
     Heap(Vec<u8>),
 }
 
 impl KernelCopy {
-    /// Most bytes held inline.
-    pub const INLINE: usize = 128;
-
-    /// `len` zero bytes, to be filled.
-    pub fn zeroed(len: usize) -> KernelCopy {
-        match len <= Self::INLINE {
-            true => KernelCopy::Inline {
-                bytes: [0; Self::INLINE],
-                len,
-            },
-            false => KernelCopy::Heap(alloc::vec![0; len]),
+    /// `a` followed by `b`.
+    pub fn of_parts(a: &[u8], b: &[u8]) -> KernelCopy {
+        match InlineBytes::from_parts(a, b) {
+            Some(inline) => KernelCopy::Inline(inline),
+            None => KernelCopy::Heap([a, b].concat()),
         }
     }
 
     /// A copy of `data`.
     pub fn of(data: &[u8]) -> KernelCopy {
-        let mut copy = Self::zeroed(data.len());
-        copy.copy_from_slice(data);
-        copy
-    }
-
-    /// Keeps only the first `n` bytes.
-    pub fn truncate(&mut self, n: usize) {
-        match self {
-            KernelCopy::Inline { len, .. } => *len = n.min(*len),
-            KernelCopy::Heap(v) => v.truncate(n),
-        }
+        Self::of_parts(data, &[])
     }
 }
 
@@ -105,7 +87,7 @@ impl core::ops::Deref for KernelCopy {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
-            KernelCopy::Inline { bytes, len } => &bytes[..*len],
+            KernelCopy::Inline(v) => v,
             KernelCopy::Heap(v) => v,
         }
     }
@@ -114,7 +96,7 @@ impl core::ops::Deref for KernelCopy {
 impl core::ops::DerefMut for KernelCopy {
     fn deref_mut(&mut self) -> &mut [u8] {
         match self {
-            KernelCopy::Inline { bytes, len } => &mut bytes[..*len],
+            KernelCopy::Inline(v) => v,
             KernelCopy::Heap(v) => v,
         }
     }
@@ -360,13 +342,10 @@ pub(super) fn copy_in(pid: Pid, addr: u64, len: u64) -> Result<KernelCopy, AbiEr
 /// The `len` bytes at `addr` as `pd` may read them (through its own page tables), copied into
 /// the kernel.
 fn read_into_kernel(pd: fjord_pd::PdId, addr: u64, len: u64) -> Result<KernelCopy, AbiError> {
-    in_space(pd, || match len <= KernelCopy::INLINE as u64 {
-        true => {
-            let mut copy = KernelCopy::zeroed(len as usize);
-            crate::mm::user_memory::copy_from(&mut copy, addr).map(|()| copy)
-        }
+    in_space(pd, || match InlineBytes::from_user(addr, len)? {
+        Some(inline) => Ok(KernelCopy::Inline(inline)),
         // Checked before the kernel allocates room for it.
-        false => crate::mm::user_memory::bytes(addr, len).map(KernelCopy::of),
+        None => crate::mm::user_memory::bytes(addr, len).map(KernelCopy::of),
     })
     .map_err(AbiError::from)
 }
@@ -532,7 +511,7 @@ fn read_copying(
     let (pid, mut used_up) = (caller.pid, None);
     let r = with(|p| {
         match checked_file(p, pid, fd, (buf, len))? {
-            File::Console => Ok(Some((KernelCopy::zeroed(0), Woken::new()))),
+            File::Console => Ok(Some((KernelCopy::of(&[]), Woken::new()))),
             File::Socket(_) => {
                 *socket = true;
                 Err(AbiError::BadFd)
@@ -545,10 +524,10 @@ fn read_copying(
             }
             File::PipeRead(id) => {
                 let pipe = p.pipes.get_mut(id).ok_or(AbiError::BadFd)?;
-                let mut data = KernelCopy::zeroed(len as usize);
-                match pipe.read(&mut data) {
-                    Ok(n) => {
-                        data.truncate(n);
+                match pipe.peek(len as usize) {
+                    Ok((a, b)) => {
+                        let data = KernelCopy::of_parts(a, b);
+                        pipe.consume(data.len());
                         // Room was made: writers blocked on this pipe may go on.
                         let woken = wake_waiters(&mut p.table, pipe, id, End::Write);
                         Ok(Some((data, woken)))

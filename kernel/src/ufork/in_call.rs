@@ -59,10 +59,20 @@ fn caller() -> Option<Caller> {
     })
 }
 
+/// Writes completed inside the call since boot.
+static WRITES: AtomicU64 = AtomicU64::new(0);
+
+/// How many writes μprocesses made were completed inside the call since boot.
+pub fn writes() -> u64 {
+    WRITES.load(Ordering::Relaxed)
+}
+
 /// `write(fd, buf, len)` of the μprocess in ring 3 on this CPU, completed here: its result, or
 /// `None` when its step must handle it.
 pub fn write(args: [u64; 4]) -> Option<u64> {
     let caller = caller()?;
     let fd = u32::try_from(args[0]).ok()?;
-    files::write_now(caller, fd, args[1], args[2])
+    let r = files::write_now(caller, fd, args[1], args[2])?;
+    WRITES.fetch_add(1, Ordering::Relaxed);
+    Some(r)
 }

@@ -39,6 +39,13 @@ pub fn samples(out: &mut Vec<Sample>) {
         &[],
         super::files::bytes_copied(),
     ));
+    out.push(Sample::new(
+        "fjord_ufork_writes_in_call_total",
+        Counter,
+        "μprocess writes to pipes with room completed inside the system call, without ending the run in ring 3.",
+        &[],
+        super::in_call::writes(),
+    ));
     let mut words = super::tags::words_relocated();
     words.add(&lazy.relocated);
     let regs = super::tags::registers_relocated();

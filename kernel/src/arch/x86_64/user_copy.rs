@@ -90,6 +90,21 @@ pub fn copy_from_user(dst: &mut [u8], src: u64) -> Result<(), Faulted> {
     if r == 0 { Ok(()) } else { Err(Faulted) }
 }
 
+/// Copies `len` bytes of ring-3 memory at `src` in the loaded address space to `dst`, as a
+/// ring-3 load would; `Faulted` if ring 3 could not read them all. For a destination not yet
+/// initialised (which no `&mut [u8]` may name).
+///
+/// # Safety
+/// `dst` must be valid for writes of `len` bytes of kernel memory.
+pub unsafe fn copy_from_user_raw(dst: *mut u8, src: u64, len: usize) -> Result<(), Faulted> {
+    if !is_fallible_range(src, len as u64) {
+        return Err(Faulted);
+    }
+    // SAFETY: as for `copy_from_user`; the caller passes `len` writable bytes at `dst`.
+    let r = unsafe { fjord_user_copy(dst, src as *const u8, len) };
+    if r == 0 { Ok(()) } else { Err(Faulted) }
+}
+
 /// Makes sure ring 3 could read (`write` false) or write every page of `[addr, addr + len)`
 /// in the loaded address space, filling the leaves it may use; one access per page.
 pub fn probe(addr: u64, len: u64, write: bool) -> Result<(), Faulted> {

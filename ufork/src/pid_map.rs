@@ -119,17 +119,7 @@ impl<T> PidMap<T> {
 
     /// The indices of the slots holding a value, in order.
     fn occupied_slots(&self) -> impl Iterator<Item = usize> + '_ {
-        self.occupied.iter().enumerate().flat_map(|(w, &word)| {
-            let mut bits = word;
-            core::iter::from_fn(move || {
-                if bits == 0 {
-                    return None;
-                }
-                let b = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                Some(w * 64 + b)
-            })
-        })
+        crate::tags::set_bits(self.occupied.iter().copied())
     }
 
     /// Every PID and value, in slot order (not PID order).

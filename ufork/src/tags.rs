@@ -344,6 +344,22 @@ impl ShadowTags {
     }
 }
 
+/// The indices of the set bits of `words`, 64 a word (bit `i % 64` of word `i / 64`), lowest
+/// first.
+pub(crate) fn set_bits(words: impl IntoIterator<Item = u64>) -> impl Iterator<Item = usize> {
+    words.into_iter().enumerate().flat_map(|(w, word)| {
+        let mut bits = word;
+        core::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let b = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            Some(w * 64 + b)
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -566,20 +582,4 @@ mod tests {
             }
         }
     }
-}
-
-/// The indices of the set bits of `words`, 64 a word (bit `i % 64` of word `i / 64`), lowest
-/// first.
-pub(crate) fn set_bits(words: impl IntoIterator<Item = u64>) -> impl Iterator<Item = usize> {
-    words.into_iter().enumerate().flat_map(|(w, word)| {
-        let mut bits = word;
-        core::iter::from_fn(move || {
-            if bits == 0 {
-                return None;
-            }
-            let b = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            Some(w * 64 + b)
-        })
-    })
 }

@@ -642,6 +642,19 @@ impl SocketTable {
         }
     }
 
+    /// `read` of up to `max` bytes into a buffer of the size received, not of `max`: a server
+    /// that reads into a 16 KiB buffer costs the kernel only the bytes that arrived.
+    pub fn recv_up_to(&mut self, id: SockId, max: usize) -> Result<Vec<u8>, SockError> {
+        let h = self.stream(id)?.handle;
+        let queued = self.tcp(h).recv_queue();
+        // One byte at least when nothing is queued: an empty buffer would read as the end of
+        // the stream, where the caller must learn whether to wait.
+        let mut buf = alloc::vec![0u8; max.min(queued.max(1))];
+        let n = self.recv(id, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
     /// `write`: bytes of `data` queued for sending.
     pub fn send(&mut self, id: SockId, data: &[u8]) -> Result<usize, SockError> {
         let st = self.stream(id)?;

@@ -106,6 +106,31 @@ fn a_connection_is_accepted_and_carries_bytes_both_ways() {
 }
 
 #[test]
+fn a_read_up_to_a_large_size_takes_what_arrived_and_still_tells_waiting_from_the_end() {
+    let mut n = Net::new();
+    let l = n.listener(7001, 4);
+    let c = n.connected(7001);
+    let (s, _, _) = n.table.accept(l).unwrap();
+    // Nothing yet: wait, not the end of the stream.
+    assert_eq!(n.table.recv_up_to(s, 16 * 1024), Err(SockError::WouldBlock));
+    n.table.send(c, b"GET k\r\n").unwrap();
+    n.pump(5);
+    let got = n.table.recv_up_to(s, 16 * 1024).unwrap();
+    assert_eq!(
+        (got.as_slice(), got.capacity() < 64),
+        (&b"GET k\r\n"[..], true)
+    );
+    n.table.send(c, b"abcdef").unwrap();
+    n.pump(5);
+    assert_eq!(n.table.recv_up_to(s, 4).unwrap(), b"abcd");
+    assert_eq!(n.table.recv_up_to(s, 0).unwrap(), b"");
+    assert_eq!(n.table.recv_up_to(s, 4).unwrap(), b"ef");
+    n.table.close(c).unwrap();
+    n.pump(10);
+    assert_eq!(n.table.recv_up_to(s, 16 * 1024).unwrap(), b"");
+}
+
+#[test]
 fn a_closed_peer_reads_as_end_of_file_after_its_bytes() {
     let mut n = Net::new();
     let l = n.listener(7000, 4);

@@ -15,7 +15,6 @@ use super::{Blocked, Next, Pid, Procs, with};
 use crate::arch::user::UserContext;
 use crate::orchestrator::JobInfo;
 use crate::sockets::{self, Readiness, SockError, SockId};
-use alloc::vec;
 use alloc::vec::Vec;
 use fjord_libos::abi::{Error as AbiError, encode};
 use fjord_ufork::process::BlockReason;
@@ -287,25 +286,25 @@ pub(super) fn read(
     if let Err(e) = with(|p| super::files::area_offset(p, pid, buf, len as u64)) {
         return Next::Continue(encode(Err(e)));
     }
-    let mut data = vec![0u8; len];
     let blocked = Blocked::Read {
         fd,
         buf,
         len: len as u64,
     };
     let found = attempt(pid, u64::from(fd), blocked, (ctx, info), |t, id| {
-        t.recv(id, &mut data)
+        t.recv_up_to(id, len)
     });
     match found {
         Found::Parked => Next::Stop,
         Found::Done(Err(e)) => Next::Continue(encode(Err(e))),
-        Found::Done(Ok(n)) => {
+        Found::Done(Ok(data)) => {
+            let n = data.len();
             if n > 0 {
                 // The receive window opened: the peer may be told.
                 sockets::kick();
             }
             super::files::count_copied(n);
-            match copy_out(pid, buf, &data[..n]) {
+            match copy_out(pid, buf, &data) {
                 Ok(()) => Next::Continue(n as u64),
                 Err(e) => Next::Continue(encode(Err(e))),
             }

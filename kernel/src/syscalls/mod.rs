@@ -67,7 +67,7 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         | Sysno::Rename
         | Sysno::Unlink => return delegate(),
         s if s.is_socket() => return delegate(),
-        // A μprocess's write to a pipe with room completes here; the rest is its step's.
+        // A μprocess's write to a pipe or socket with room completes here; the rest is its step's.
         Sysno::Write => match crate::ufork::in_call::write(args) {
             Some(v) => return Action::Return(v),
             None => return delegate(),

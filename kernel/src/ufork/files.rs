@@ -681,9 +681,10 @@ pub(super) fn write(
     next
 }
 
-/// `write(fd, buf, len)` completed without the caller's step when `fd` is a pipe with room
-/// (see `super::in_call`): the result, or `None` when the step must do the call (another kind
-/// of file, a full pipe, a bad descriptor). Copies and checks as [`write`] does.
+/// `write(fd, buf, len)` completed without the caller's step when `fd` is a pipe or a socket
+/// with room (see `super::in_call`): the result, or `None` when the step must do the call
+/// (another kind of file, a full pipe or socket, a bad descriptor). Copies and checks as
+/// [`write`] does.
 pub(super) fn write_now(caller: Caller, fd: u32, buf: u64, len: u64) -> Option<u64> {
     let len = len.min(MAX_IO);
     let r = if caller.copies {
@@ -691,13 +692,20 @@ pub(super) fn write_now(caller: Caller, fd: u32, buf: u64, len: u64) -> Option<u
             Ok(data) => data,
             Err(e) => return Some(fjord_libos::abi::encode(Err(e))),
         };
-        let r = write_pipe_now(caller.pid, fd, &data)?;
+        let (r, _) = write_now_from(caller.pid, fd, &data)?;
         count_copied(data.len());
         r
     } else {
         in_space(caller.pd, || {
             match crate::mm::user_memory::bytes(buf, len) {
-                Ok(data) => write_pipe_now(caller.pid, fd, data),
+                // A socket's bytes are copied in at every isolation level (its buffer is the
+                // kernel's).
+                Ok(data) => write_now_from(caller.pid, fd, data).map(|(r, socket)| {
+                    if socket {
+                        count_copied(data.len());
+                    }
+                    r
+                }),
                 Err(e) => Some(Err(e.into())),
             }
         })?
@@ -705,25 +713,32 @@ pub(super) fn write_now(caller: Caller, fd: u32, buf: u64, len: u64) -> Option<u
     Some(fjord_libos::abi::encode(r))
 }
 
-/// `data` written to `fd` of `pid` if it is a pipe with room for some of it (readers woken);
-/// `None` otherwise.
-fn write_pipe_now(pid: Pid, fd: u32, data: &[u8]) -> Option<Result<u64, AbiError>> {
-    let r = with(|p| {
-        let Ok(File::PipeWrite(id)) = file_of(p, pid, fd) else {
-            return None;
-        };
-        let pipe = p.pipes.get_mut(id)?;
-        Some(match pipe.write(data) {
-            Ok(n) => Ok((n, wake_waiters(&mut p.table, pipe, id, End::Read))),
-            Err(PipeError::WouldBlock) => return None,
-            Err(PipeError::BrokenPipe) => Err(AbiError::BrokenPipe),
-            Err(_) => Err(AbiError::InvalidArgs),
-        })
+/// `data` written to `fd` of `pid` if it is a pipe or a socket with room for some of it
+/// (readers woken, the network loop told), and whether it was a socket; `None` otherwise.
+fn write_now_from(pid: Pid, fd: u32, data: &[u8]) -> Option<(Result<u64, AbiError>, bool)> {
+    let r = with(|p| match file_of(p, pid, fd) {
+        Ok(File::PipeWrite(id)) => {
+            let pipe = p.pipes.get_mut(id)?;
+            Some(match pipe.write(data) {
+                Ok(n) => Ok(Ok((n, wake_waiters(&mut p.table, pipe, id, End::Read)))),
+                Err(PipeError::WouldBlock) => return None,
+                Err(PipeError::BrokenPipe) => Ok(Err(AbiError::BrokenPipe)),
+                Err(_) => Ok(Err(AbiError::InvalidArgs)),
+            })
+        }
+        Ok(File::Socket(id)) => Some(Err(id)),
+        _ => None,
     })?;
-    Some(r.map(|(n, woken)| {
-        wake(woken);
-        n as u64
-    }))
+    match r {
+        Ok(r) => {
+            let r = r.map(|(n, woken)| {
+                wake(woken);
+                n as u64
+            });
+            Some((r, false))
+        }
+        Err(socket) => Some((super::net::send_now(socket, data)?, true)),
+    }
 }
 
 /// `write` of `data` (the caller's `buf` and `len`) to `fd`; `full` gets the slot of a disk

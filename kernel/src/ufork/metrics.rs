@@ -42,7 +42,7 @@ pub fn samples(out: &mut Vec<Sample>) {
     out.push(Sample::new(
         "fjord_ufork_writes_in_call_total",
         Counter,
-        "μprocess writes to pipes with room completed inside the system call, without ending the run in ring 3.",
+        "μprocess writes to pipes and sockets with room completed inside the system call, without ending the run in ring 3.",
         &[],
         super::in_call::writes(),
     ));

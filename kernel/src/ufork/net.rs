@@ -312,6 +312,20 @@ pub(super) fn read(
     }
 }
 
+/// `data` queued on socket `id` if it has room for some of it (see `super::in_call`): how
+/// much, or `None` when the step must do the call (the socket is full, and may park it).
+pub(super) fn send_now(id: SockId, data: &[u8]) -> Option<Result<u64, AbiError>> {
+    let data = &data[..data.len().min(MAX_IO)];
+    match sockets::with(|t| t.send(id, data)).and_then(|r| r) {
+        Err(SockError::WouldBlock) => None,
+        Err(e) => Some(Err(sock_error(e))),
+        Ok(n) => {
+            sockets::kick();
+            Some(Ok(n as u64))
+        }
+    }
+}
+
 /// `write(fd, buf, len)` on a socket, of `data` (the caller's bytes, already copied in).
 pub(super) fn write(
     pid: Pid,

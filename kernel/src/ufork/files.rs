@@ -692,20 +692,29 @@ pub(super) fn write_now(caller: Caller, fd: u32, buf: u64, len: u64) -> Option<u
             Ok(data) => data,
             Err(e) => return Some(fjord_libos::abi::encode(Err(e))),
         };
-        let (r, _) = write_now_from(caller.pid, fd, &data)?;
+        let mut socket = None;
+        let r = match write_pipe_now(caller.pid, fd, &data, &mut socket) {
+            Some(r) => r,
+            None => super::net::send_now(socket?, &data)?,
+        };
         count_copied(data.len());
         r
     } else {
         in_space(caller.pd, || {
             match crate::mm::user_memory::bytes(buf, len) {
-                // A socket's bytes are copied in at every isolation level (its buffer is the
-                // kernel's).
-                Ok(data) => write_now_from(caller.pid, fd, data).map(|(r, socket)| {
-                    if socket {
-                        count_copied(data.len());
+                Ok(data) => {
+                    let mut socket = None;
+                    match write_pipe_now(caller.pid, fd, data, &mut socket) {
+                        Some(r) => Some(r),
+                        None => {
+                            let r = super::net::send_now(socket?, data)?;
+                            // Copied in at every isolation level: the socket's buffer is the
+                            // kernel's.
+                            count_copied(data.len());
+                            Some(r)
+                        }
                     }
-                    r
-                }),
+                }
                 Err(e) => Some(Err(e.into())),
             }
         })?
@@ -713,32 +722,34 @@ pub(super) fn write_now(caller: Caller, fd: u32, buf: u64, len: u64) -> Option<u
     Some(fjord_libos::abi::encode(r))
 }
 
-/// `data` written to `fd` of `pid` if it is a pipe or a socket with room for some of it
-/// (readers woken, the network loop told), and whether it was a socket; `None` otherwise.
-fn write_now_from(pid: Pid, fd: u32, data: &[u8]) -> Option<(Result<u64, AbiError>, bool)> {
-    let r = with(|p| match file_of(p, pid, fd) {
-        Ok(File::PipeWrite(id)) => {
-            let pipe = p.pipes.get_mut(id)?;
-            Some(match pipe.write(data) {
-                Ok(n) => Ok(Ok((n, wake_waiters(&mut p.table, pipe, id, End::Read)))),
-                Err(PipeError::WouldBlock) => return None,
-                Err(PipeError::BrokenPipe) => Ok(Err(AbiError::BrokenPipe)),
-                Err(_) => Ok(Err(AbiError::InvalidArgs)),
-            })
-        }
-        Ok(File::Socket(id)) => Some(Err(id)),
-        _ => None,
+/// `data` written to `fd` of `pid` if it is a pipe with room for some of it (readers woken);
+/// `None` otherwise, with `socket` set when `fd` names a socket.
+fn write_pipe_now(
+    pid: Pid,
+    fd: u32,
+    data: &[u8],
+    socket: &mut Option<crate::sockets::SockId>,
+) -> Option<Result<u64, AbiError>> {
+    let r = with(|p| {
+        let file = file_of(p, pid, fd).ok()?;
+        let File::PipeWrite(id) = file else {
+            if let File::Socket(id) = file {
+                *socket = Some(id);
+            }
+            return None;
+        };
+        let pipe = p.pipes.get_mut(id)?;
+        Some(match pipe.write(data) {
+            Ok(n) => Ok((n, wake_waiters(&mut p.table, pipe, id, End::Read))),
+            Err(PipeError::WouldBlock) => return None,
+            Err(PipeError::BrokenPipe) => Err(AbiError::BrokenPipe),
+            Err(_) => Err(AbiError::InvalidArgs),
+        })
     })?;
-    match r {
-        Ok(r) => {
-            let r = r.map(|(n, woken)| {
-                wake(woken);
-                n as u64
-            });
-            Some((r, false))
-        }
-        Err(socket) => Some((super::net::send_now(socket, data)?, true)),
-    }
+    Some(r.map(|(n, woken)| {
+        wake(woken);
+        n as u64
+    }))
 }
 
 /// `write` of `data` (the caller's `buf` and `len`) to `fd`; `full` gets the slot of a disk

@@ -314,6 +314,7 @@ pub(super) fn read(
 
 /// `data` queued on socket `id` if it has room for some of it (see `super::in_call`): how
 /// much, or `None` when the step must do the call (the socket is full, and may park it).
+#[inline(never)]
 pub(super) fn send_now(id: SockId, data: &[u8]) -> Option<Result<u64, AbiError>> {
     let data = &data[..data.len().min(MAX_IO)];
     match sockets::with(|t| t.send(id, data)).and_then(|r| r) {

@@ -49,8 +49,6 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         | Sysno::Call
         | Sysno::Fork
         | Sysno::Waitpid
-        | Sysno::Getpid
-        | Sysno::Getppid
         | Sysno::SchedYield
         | Sysno::Pipe
         | Sysno::Read
@@ -67,7 +65,16 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         | Sysno::Rename
         | Sysno::Unlink => return delegate(),
         s if s.is_socket() => return delegate(),
-        // A μprocess's write to a pipe or socket with room completes here; the rest is its step's.
+        // A μprocess's PIDs, and its write to a pipe or socket with room, complete here; the
+        // rest is its step's.
+        Sysno::Getpid => match crate::ufork::in_call::getpid() {
+            Some(v) => return Action::Return(v),
+            None => return delegate(),
+        },
+        Sysno::Getppid => match crate::ufork::in_call::getppid() {
+            Some(v) => return Action::Return(v),
+            None => return delegate(),
+        },
         Sysno::Write => match crate::ufork::in_call::write(args) {
             Some(v) => return Action::Return(v),
             None => return delegate(),

@@ -2,13 +2,13 @@
 //!
 //! A μprocess's system calls normally end its run in ring 3 (`UserExit::Request`): its step
 //! saves the context, handles the call (parking the μprocess if it must wait) and enters ring 3
-//! again. A `write` to a pipe or a socket with room needs none of that: nothing parks, the
-//! wake-up of a reader only queues that reader's step, and a socket's bytes only wait for the
-//! network loop. The system-call handler completes such a call on the spot, with the caller's
-//! address space still loaded, as a monolithic kernel handles a system call in the context of
-//! the thread that made it. Anything else (a full pipe or socket, another kind of file, a bad
-//! descriptor, a kill since the step last looked) goes to the step as before, which does the
-//! whole call again.
+//! again. `getpid`, `getppid` and a `write` to a pipe or a socket with room need none of that:
+//! nothing parks, the wake-up of a reader only queues that reader's step, and a socket's bytes
+//! only wait for the network loop. The system-call handler completes such a call on the spot,
+//! with the caller's address space still loaded, as a monolithic kernel handles a system call in
+//! the context of the thread that made it. Anything else (a full pipe or socket, another kind of
+//! file, a bad descriptor, a kill since the step last looked) goes to the step as before, which
+//! does the whole call again.
 //!
 //! The step records which μprocess runs in ring 3 on its CPU around `user::run`; the handler
 //! runs on that CPU, in that run, so it reads the record without a lock.
@@ -58,6 +58,18 @@ fn caller() -> Option<Caller> {
         pd: PdId::from_raw((packed >> 32) & 0xffff).ok()?,
         copies: packed & COPIES != 0,
     })
+}
+
+/// `getpid()` of the μprocess in ring 3 on this CPU; `None` when its step must answer.
+pub fn getpid() -> Option<u64> {
+    Some(u64::from(caller()?.pid.raw()))
+}
+
+/// `getppid()` of the μprocess in ring 3 on this CPU; `None` when its step must answer.
+pub fn getppid() -> Option<u64> {
+    let pid = caller()?.pid;
+    let parent = super::with(|p| p.table.parent_of(pid)).ok()?;
+    Some(u64::from(parent.raw()))
 }
 
 /// Writes completed inside the call since boot.

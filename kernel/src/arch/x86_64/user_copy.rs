@@ -12,7 +12,9 @@
 //! (see `fjord_kernel::layout`): every leaf the kernel installs below [`USER_END`] above PML4
 //! slot 0 is a user leaf (`jord::vlb::leaf_flags`), and CR0.WP makes ring 0 respect read-only
 //! leaves. Callers pass only ranges in that part of the user half ([`is_fallible_range`]): PML4
-//! slot 0 holds the kernel image, supervisor-only, which ring 0 could read and write.
+//! slot 0 holds the kernel image, supervisor-only, which ring 0 could read and write. SMAP is
+//! not enabled (`cpu::protections` sets SMEP and UMIP only); with it, these routines would be
+//! the only code to bracket its accesses with STAC and CLAC.
 
 use core::arch::global_asm;
 use fjord_kernel::layout::{PAGE_SIZE, USER_END, align_down};

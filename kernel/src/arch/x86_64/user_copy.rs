@@ -84,12 +84,8 @@ pub fn copy_to_user(dst: u64, src: &[u8]) -> Result<(), Faulted> {
 /// Copies ring-3 memory at `src` in the loaded address space into `dst`, as a ring-3 load
 /// would; `Faulted` if ring 3 could not read it all.
 pub fn copy_from_user(dst: &mut [u8], src: u64) -> Result<(), Faulted> {
-    if !is_fallible_range(src, dst.len() as u64) {
-        return Err(Faulted);
-    }
-    // SAFETY: as for `copy_to_user`, with the roles swapped; `dst` is a valid kernel slice.
-    let r = unsafe { fjord_user_copy(dst.as_mut_ptr(), src as *const u8, dst.len()) };
-    if r == 0 { Ok(()) } else { Err(Faulted) }
+    // SAFETY: `dst` is a valid kernel slice of `dst.len()` writable bytes.
+    unsafe { copy_from_user_raw(dst.as_mut_ptr(), src, dst.len()) }
 }
 
 /// Copies `len` bytes of ring-3 memory at `src` in the loaded address space to `dst`, as a
@@ -102,7 +98,9 @@ pub unsafe fn copy_from_user_raw(dst: *mut u8, src: u64, len: usize) -> Result<(
     if !is_fallible_range(src, len as u64) {
         return Err(Faulted);
     }
-    // SAFETY: as for `copy_from_user`; the caller passes `len` writable bytes at `dst`.
+    // SAFETY: as for `copy_to_user`, with the roles swapped: the source lies in the user half
+    // above slot 0 and a fault ends the copy through `on_fault`; the caller passes `len`
+    // writable bytes at `dst`.
     let r = unsafe { fjord_user_copy(dst, src as *const u8, len) };
     if r == 0 { Ok(()) } else { Err(Faulted) }
 }
@@ -123,7 +121,7 @@ pub fn probe(addr: u64, len: u64, write: bool) -> Result<(), Faulted> {
             unsafe { fjord_user_touch_write(at as *mut u8) }
         } else {
             let mut byte = 0u8;
-            // SAFETY: as for `copy_from_user`, one byte into a local.
+            // SAFETY: as for `copy_from_user_raw`, one byte into a local.
             unsafe { fjord_user_copy(&mut byte, at as *const u8, 1) }
         };
         if r != 0 {

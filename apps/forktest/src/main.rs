@@ -114,6 +114,9 @@ mod program {
         if let Err(code) = crate::statics::statics_and_code_in_the_area() {
             return code;
         }
+        if let Err(code) = crate::statics::ended_siblings_leave_nothing_behind() {
+            return code;
+        }
         if let Err(code) = crate::stale::integers_over_stale_pointers() {
             return code;
         }

@@ -114,3 +114,31 @@ pub fn statics_and_code_in_the_area() -> Result<(), u8> {
         Err(_) => Err(89),
     }
 }
+
+/// Written only by children: the parent's copy stays 0.
+static SIBLING_MARK: AtomicU64 = AtomicU64::new(0);
+
+/// Children forked one after another (each reaped before the next: the kernel hands an ended
+/// child's PD and area to the next one, emptied) each see the parent's memory, never an
+/// ended sibling's: a static each child writes reads as the parent's value in the next child,
+/// and in the parent. Exit codes 90 to 94.
+pub fn ended_siblings_leave_nothing_behind() -> Result<(), u8> {
+    for round in 1..=4u64 {
+        match process::fork() {
+            Ok(0) => {
+                let seen = SIBLING_MARK.swap(0x5eed_0000 + round, Ordering::Relaxed);
+                process::exit(if seen == 0 { 0 } else { 1 })
+            }
+            Ok(pid) => match process::waitpid(pid, 0) {
+                Ok(Some((_, ExitStatus::Exited(0)))) => {}
+                Ok(Some((_, ExitStatus::Exited(_)))) => return Err(90),
+                _ => return Err(91),
+            },
+            Err(_) => return Err(92),
+        }
+    }
+    if SIBLING_MARK.load(Ordering::Relaxed) != 0 {
+        return Err(93);
+    }
+    Ok(())
+}

@@ -141,16 +141,19 @@ ktest! {
         // Idle instances kept for reuse hold frames and PDs; how many depends on how the
         // calls overlapped. Count without them.
         crate::module::warm::drain();
+        jord::with(|j| j.trim_root_cache());
         let before = crate::mm::frames::free_frames();
         let pds = jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed);
         const ROUNDS: usize = 30;
         for _ in 0..ROUNDS {
             round()?;
         }
-        // Callees run in parallel on several executors, so how many recycled PD root tables
-        // (with their page-table pages) sit in the reuse cache varies by a few frames from run
-        // to run; a leak of even one frame per round would show as at least ROUNDS.
+        // Recycled PD root tables keep the page-table pages of the addresses their PDs used
+        // in a reuse cache, whose contents depend on how callees overlapped on the executors:
+        // empty it before each count. A leak of even one frame per round would show as at
+        // least ROUNDS.
         crate::module::warm::drain();
+        jord::with(|j| j.trim_root_cache());
         let after = crate::mm::frames::free_frames();
         kassert!(after + ROUNDS / 2 > before, "free frames {before} -> {after} over {ROUNDS} rounds");
         kassert_eq!(jord::with(|j| j.stats.pds_created - j.stats.pds_destroyed), pds);

@@ -32,6 +32,9 @@ fn runs_and_gives_everything_back(program: &str) -> R<()> {
     let status = ufork::status_of(&orchestrator::wait(ticket).result);
     kassert!(status == Some(0), "{program} ended with {status:?}");
     kassert_eq!(ufork::count(), 0);
+    // Ended μprocesses' PDs kept by their programs for the next ones hold page tables:
+    // destroy them before counting.
+    crate::module::warm::drain();
     kassert_eq!(crate::jord::with(|j| j.live_pds()), pds);
     crate::jord::with(|j| j.trim_root_cache());
     kassert_eq!(crate::mm::frames::free_frames(), frames);
@@ -60,14 +63,17 @@ ktest! {
             Ok(())
         };
         // Destroyed PDs leave their root tables, with the intermediate tables of the addresses
-        // they used, in a reuse cache: empty it before each count.
+        // they used, in a reuse cache, and programs keep ended μprocesses' PDs for the next
+        // ones: empty both before each count.
         run()?;
+        crate::module::warm::drain();
         let pds = crate::jord::with(|j| j.live_pds());
         crate::jord::with(|j| j.trim_root_cache());
         let frames = crate::mm::frames::free_frames();
         for _ in 0..2 {
             run()?;
         }
+        crate::module::warm::drain();
         kassert_eq!(crate::jord::with(|j| j.live_pds()), pds);
         crate::jord::with(|j| j.trim_root_cache());
         kassert_eq!(crate::mm::frames::free_frames(), frames);
@@ -310,6 +316,33 @@ ktest! {
             let status = ufork::status_of(&orchestrator::wait(ticket).result);
             kassert!(status == Some(0), "tlstest in {mode:?} ended with {status:?}");
         }
+        Ok(())
+    }
+}
+
+ktest! {
+    fn a_program_keeps_ended_uprocesses_pds_for_its_next_ones_holding_no_area_memory() {
+        needs_forktest()?;
+        crate::module::warm::drain();
+        let stats = || (crate::jord::with(|j| j.stats.areas_emptied), ufork::pds_reused());
+        let (emptied, reused) = stats();
+        let (_, ticket) = ufork::spawn("forktest").map_err(|e| format!("{e:?}"))?;
+        kassert_eq!(ufork::status_of(&orchestrator::wait(ticket).result), Some(0));
+        let (emptied_now, reused_now) = stats();
+        // forktest forks dozens of children one after another (and checks that none sees an
+        // ended sibling's memory): most take an ended one's PD.
+        let (emptied, reused) = (emptied_now - emptied, reused_now - reused);
+        kassert!(reused >= 10 && reused <= emptied, "{reused} PDs reused, {emptied} emptied");
+        let f = runtime::lookup("forktest").ok_or("forktest went")?;
+        let spares = f.warm.idle();
+        kassert!((1..=crate::module::pool::SPARES_PER_PROGRAM).contains(&spares));
+        // A spare holds its page tables, and no frame of its area nor any commitment.
+        kassert_eq!(crate::mm::frames::committed_frames(), 0);
+        let frames = crate::mm::frames::free_frames();
+        crate::module::warm::drain();
+        kassert_eq!(f.warm.idle(), 0);
+        let freed = crate::mm::frames::free_frames() - frames;
+        kassert!(freed <= 8 * spares, "{spares} spares held {freed} frames");
         Ok(())
     }
 }

@@ -302,6 +302,9 @@ pub struct SparseFrames {
     /// Per 512 pages, the frame of each (0: not taken yet); a block of 512 is made on the
     /// first page taken in it.
     blocks: alloc::vec::Vec<Option<alloc::boxed::Box<[u64]>>>,
+    /// Whether the pages not taken are committed: false once [`SparseFrames::release`]d,
+    /// until [`SparseFrames::recommit`].
+    committed: bool,
 }
 
 /// Pages per block of [`SparseFrames`].
@@ -313,7 +316,11 @@ impl SparseFrames {
         commit(pages)?;
         let mut blocks = alloc::vec::Vec::new();
         blocks.resize_with(pages.div_ceil(BLOCK), || None);
-        Ok(SparseFrames { pages, blocks })
+        Ok(SparseFrames {
+            pages,
+            blocks,
+            committed: true,
+        })
     }
 
     /// The number of pages.
@@ -331,7 +338,7 @@ impl SparseFrames {
     /// The frame of page `i`, taken from the commitment if it was not yet (contents undefined);
     /// `None` beyond the VMA.
     pub fn take(&mut self, i: usize) -> Option<u64> {
-        if i >= self.pages {
+        if i >= self.pages || !self.committed {
             return None;
         }
         if let Some(pa) = self.frame(i) {
@@ -464,10 +471,44 @@ impl SparseFrames {
                 freed += 1;
             }
         }
-        f.uncommit(self.pages - keep - freed);
+        if self.committed {
+            f.uncommit(self.pages - keep - freed);
+        }
         drop(f);
         self.pages = keep;
         self.blocks.truncate(keep.div_ceil(BLOCK));
+    }
+
+    /// Frees every frame taken and takes back the whole commitment, keeping the length and the
+    /// tables of frames: every page reads as zero again and none can be taken until
+    /// [`SparseFrames::recommit`]. For an area kept between two μprocesses of a program.
+    pub fn release(&mut self) {
+        if !self.committed {
+            return;
+        }
+        let mut freed = 0;
+        let mut f = FRAMES.lock();
+        for block in self.blocks.iter_mut().flatten() {
+            for pa in block.iter_mut().filter(|pa| **pa != 0) {
+                if let Err(e) = f.free(*pa) {
+                    log::error!("freeing frame {:#x}: {e:?}", *pa);
+                }
+                *pa = 0;
+                freed += 1;
+            }
+        }
+        f.uncommit(self.pages - freed);
+        self.committed = false;
+    }
+
+    /// Commits every page again after a [`SparseFrames::release`] (nothing if never
+    /// released); [`FrameError::OutOfFrames`] (still released) when memory is short.
+    pub fn recommit(&mut self) -> Result<(), FrameError> {
+        if !self.committed {
+            commit(self.pages)?;
+            self.committed = true;
+        }
+        Ok(())
     }
 
     /// Gives the frames taken back to the allocator and takes back the rest of the commitment.

@@ -1,8 +1,9 @@
 //! An instance of a deployed module and the ArgBuf of a request: what one request of a function,
 //! or one μprocess of a program, runs in.
 //!
-//! An [`Instance`] is a PD with its creation stack and its *instance VMA* (the manifest's stack,
-//! then its heap, with the heap allocator's header at the top of the stack region). For a
+//! An [`Instance`] is a PD with its creation stack (a function's; a μprocess runs on the stack in
+//! its area) and its *instance VMA* (the manifest's stack, then its heap, with the heap
+//! allocator's header at the top of the stack region). For a
 //! request it is taken from the function's pool of idle instances ([`super::pool`]) or made new,
 //! and given back when the request ends (`crate::module::warm`): restored into the pool if the
 //! function returned and the pool has room, destroyed otherwise (with every PD the request
@@ -67,6 +68,28 @@ impl Instance {
         Self::create_with(f, false, Some(base))
     }
 
+    /// This instance of an ended μprocess of program `f`, kept with its area emptied
+    /// (`crate::module::pool::put_spare`), made ready for a new μprocess: its area's frames
+    /// committed again and, when `header`, the heap header written (a forked child's comes
+    /// from its parent). Its PD when memory is short (the caller destroys it).
+    pub fn reuse(self, f: &LoadedFunction, header: bool) -> Result<Instance, PdId> {
+        let m = &f.manifest;
+        let image = f.image_in_area();
+        let base = self.boundary - m.stack_size - image;
+        let ready = jord::with(|j| {
+            j.refill_area(base)?;
+            if header {
+                let (offset, words) = fresh_header(m, base + image);
+                j.write_words(base, image + offset, &words)?;
+            }
+            Ok::<_, PdError>(())
+        });
+        match ready {
+            Ok(()) => Ok(self),
+            Err(_) => Err(self.pd),
+        }
+    }
+
     fn create_with(
         f: &LoadedFunction,
         header: bool,
@@ -74,7 +97,14 @@ impl Instance {
     ) -> Result<Instance, InvokeFailure> {
         let m = &f.manifest;
         let r = jord::settled(|j| {
-            let pd = match j.cget(PdId::KERNEL) {
+            // A μprocess runs on the stack in its area, from a saved context: its PD needs no
+            // creation stack.
+            let made = if f.program.is_some() {
+                j.cget_without_stack(PdId::KERNEL)
+            } else {
+                j.cget(PdId::KERNEL)
+            };
+            let pd = match made {
                 Ok(pd) => pd,
                 Err(e) => return (None, Err(e)),
             };

@@ -183,11 +183,57 @@ pub fn take_idle(f: &LoadedFunction) -> Option<Instance> {
 /// Puts `f`'s restored `instance` (of Jord state `generation`) into its pool; gives it back
 /// when the pool has no room (the caller destroys it).
 pub fn put(f: &LoadedFunction, instance: Instance, generation: u64) -> Result<(), Instance> {
-    let bytes = instance_bytes(f);
+    put_bounded(f, (instance, generation), instance_bytes(f), PER_FUNCTION)
+}
+
+/// Most instances of ended μprocesses one program keeps for its next forks.
+pub const SPARES_PER_PROGRAM: usize = 4;
+
+/// Bytes an emptied μprocess instance holds: its page tables (its root and the tables down to
+/// its area's first leaves, about four frames; its area holds no frames).
+const SPARE_BYTES: usize = 4 * PAGE_SIZE as usize;
+
+/// Keeps the instance of an ended μprocess of program `f` (of Jord state `generation`), its
+/// area emptied by [`crate::jord::state::Jord::empty_area`], for the program's next fork
+/// ([`take_spare`]): at most [`SPARES_PER_PROGRAM`] per program, within the bounds of every
+/// pool. Gives it back otherwise (the caller destroys it).
+pub fn put_spare(f: &LoadedFunction, instance: Instance, generation: u64) -> Result<(), Instance> {
+    if !spare_room(f) {
+        return Err(instance);
+    }
+    put_bounded(f, (instance, generation), SPARE_BYTES, SPARES_PER_PROGRAM)?;
+    // A spare counts as an instance of the program while it waits, as an idle function
+    // instance does, so that its discarding balances.
+    f.warm.note_made();
+    Ok(())
+}
+
+/// Whether program `f` may keep one more spare now ([`put_spare`] checks again).
+pub fn spare_room(f: &LoadedFunction) -> bool {
+    enabled()
+        && f.warm.idle() < SPARES_PER_PROGRAM
+        && instances() < TOTAL
+        && kept_bytes() + SPARE_BYTES <= memory_budget()
+}
+
+/// An emptied instance of program `f` kept by [`put_spare`], if it has one (its area's frames
+/// not yet committed again).
+pub fn take_spare(f: &LoadedFunction) -> Option<Instance> {
+    let spare = take_idle(f)?;
+    f.warm.note_gone();
+    Some(spare)
+}
+
+fn put_bounded(
+    f: &LoadedFunction,
+    (instance, generation): (Instance, u64),
+    bytes: usize,
+    cap: usize,
+) -> Result<(), Instance> {
     // The bound is checked again where the instance joins its pool: another executor may
     // have given an instance of `f` back meanwhile (the caller then destroys this one).
     let refused = f.warm.locked(|v| {
-        if v.len() >= PER_FUNCTION {
+        if v.len() >= cap {
             return Some(instance);
         }
         v.push(Warm {

@@ -26,6 +26,13 @@ pub fn samples(out: &mut Vec<Sample>) {
         ],
     ));
     out.push(Sample::new(
+        "fjord_uprocess_pds_reused_total",
+        Counter,
+        "μprocesses that started in the PD and emptied area of an ended μprocess of their program instead of a new one.",
+        &[],
+        super::pds_reused(),
+    ));
+    out.push(Sample::new(
         "fjord_ufork_request_instances_forked_total",
         Counter,
         "Request instances of fork-per-request functions (groundhog=fork) forked from their zygotes.",

@@ -659,11 +659,7 @@ fn new_child(
             return Err(AbiError::LimitReached);
         }
     };
-    let inst = if forked {
-        Instance::create_for_fork(func)
-    } else {
-        Instance::create(func)
-    };
+    let inst = instance_for(func, forked);
     match inst {
         Ok(inst) => {
             jord::tenant::begin_uprocess(inst.pd, func.namespace, log_limit(func));
@@ -1111,30 +1107,23 @@ fn mem_info(pid: Pid, what: u64) -> u64 {
 /// `pid` ended with `status`: it becomes a zombie, its memory goes, a parent blocked in
 /// `waitpid` is woken, and its request completes (see [`status_of`]).
 fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
-    let (pd, fds, area) = match with(|p| {
+    let ended = with(|p| {
         let pr = p.procs.get_mut(pid)?;
         pr.ctx = None;
         forget_sleeper(&mut p.sleepers, pid);
         Some((
-            pr.instance.pd,
+            (pr.func.clone(), pr.instance.pd, pr.instance.boundary),
             core::mem::replace(&mut pr.fds, FdTable::new(0)),
-            pr.area.0,
+            pr.area,
         ))
-    }) {
-        Some((pd, fds, area)) => (Some(pd), Some(fds), Some(area)),
-        None => (None, None, None),
-    };
-    if let Some(base) = area {
-        lazy::forget_copied(base);
-    }
-    if let Some(fds) = fds {
+    });
+    if let Some((instance, fds, area)) = ended {
+        lazy::forget_copied(area.0);
         files::close_all(fds);
-    }
-    // The PD and its area go before the parent can learn of the end: a parent that reaps
-    // its child and checks the memory it left (or ends, and its own waiter checks) must find
-    // it gone. A zombie's entry stays until its parent reaps it.
-    if let Some(pd) = pd {
-        instance::destroy(pd);
+        // Its memory goes before the parent can learn of the end: a parent that reaps its
+        // child and checks the memory it left (or ends, and its own waiter checks) must find
+        // it gone. A zombie's entry stays until its parent reaps it.
+        retire(instance, area);
     }
     let (woken, gone) = with(|p| {
         let woken = p.table.terminate(pid, status).unwrap_or_default();
@@ -1161,6 +1150,62 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
         ExitStatus::Signaled(sig) => 128u8.wrapping_add(sig.raw()),
     };
     Some(Ok(vec![byte]))
+}
+
+/// Gives back the instance (PD, boundary) of an ended μprocess of `func` whose area is `area`:
+/// its area emptied ([`jord::state::Jord::empty_area`]: its frames go, its PD, page tables and
+/// the leaves of its program's image stay) and kept for the program's next fork
+/// ([`instance_for_fork`]) when the program's spares have room, destroyed otherwise.
+fn retire((func, pd, boundary): (Arc<LoadedFunction>, PdId, u64), (base, len): (u64, u64)) {
+    let emptied = func.program.is_some()
+        && crate::module::pool::spare_room(&func)
+        && jord::settled(|j| j.empty_area(pd, base, len)).is_ok();
+    if emptied {
+        let spare = Instance {
+            pd,
+            boundary,
+            saved: crate::groundhog::Saved::Nothing,
+        };
+        if let Err(spare) =
+            crate::module::pool::put_spare(&func, spare, crate::module::loader::jord_epoch())
+        {
+            instance::destroy(spare.pd);
+        }
+    } else {
+        instance::destroy(pd);
+    }
+}
+
+/// An instance for a new μprocess of `func` (`forked`: a forked child, whose parent's copy
+/// gives it its heap header): an ended μprocess's that the program kept ([`retire`]), or else
+/// a new one.
+fn instance_for(
+    func: &LoadedFunction,
+    forked: bool,
+) -> Result<Instance, orchestrator::InvokeFailure> {
+    if let Some(spare) = crate::module::pool::take_spare(func) {
+        match spare.reuse(func, !forked) {
+            Ok(inst) => {
+                PDS_REUSED.fetch_add(1, Ordering::Relaxed);
+                return Ok(inst);
+            }
+            Err(pd) => instance::destroy(pd),
+        }
+    }
+    if forked {
+        Instance::create_for_fork(func)
+    } else {
+        Instance::create(func)
+    }
+}
+
+/// μprocesses started in an ended μprocess's PD since boot ([`instance_for`]).
+static PDS_REUSED: AtomicU64 = AtomicU64::new(0);
+
+/// μprocesses that started in the PD and emptied area of an ended μprocess of their program
+/// since boot.
+pub fn pds_reused() -> u64 {
+    PDS_REUSED.load(Ordering::Relaxed)
 }
 
 /// Requests of reaped children whose completion was not recorded yet when they were reaped.

@@ -308,6 +308,31 @@ impl Backing {
         }
     }
 
+    /// Empties a μprocess's area ([`Store::Sparse`]) for the next μprocess of its program:
+    /// its frames and their commitment go, no page is initialised, and it counts as new
+    /// frames (a new serial). False (nothing changed) for frames in one run.
+    pub(super) fn release_sparse(&mut self) -> bool {
+        let Store::Sparse(s) = &mut self.frames else {
+            return false;
+        };
+        s.release();
+        match &mut self.initialised {
+            InitBits::Inline(w) => *w = 0,
+            InitBits::Heap(ws) => ws.fill(0),
+        }
+        self.stamp = next_stamp();
+        self.serial = self.stamp;
+        true
+    }
+
+    /// Commits the frames of an area emptied by [`Backing::release_sparse`] again.
+    pub(super) fn recommit_sparse(&mut self) -> Result<(), Error> {
+        match &mut self.frames {
+            Store::Sparse(s) => s.recommit().map_err(|_| Error::NoMemory),
+            Store::Run(_) => Ok(()),
+        }
+    }
+
     pub(super) fn initialise_all(&mut self) {
         if let InitBits::Inline(w) = self.initialised
             && self.pages <= 64

@@ -47,6 +47,17 @@ impl Jord {
 
     /// `cget`: a new PD with its own root table (unless Jord_NI) and a stack VMA.
     pub fn cget(&mut self, caller: PdId) -> Result<PdId, Error> {
+        self.cget_with(caller, true)
+    }
+
+    /// [`Jord::cget`] of a PD that is never called into (a μprocess, which runs on the stack
+    /// in its area from a saved context): no creation stack, so its [`Jord::stack_top`] is 0
+    /// and a `ccall` into it has no stack to run on.
+    pub fn cget_without_stack(&mut self, caller: PdId) -> Result<PdId, Error> {
+        self.cget_with(caller, false)
+    }
+
+    fn cget_with(&mut self, caller: PdId, stack: bool) -> Result<PdId, Error> {
         let cid = self.privlib.cget(caller)?;
         crate::jord::tenant::adopt(cid, caller);
         if self.shared_root == 0 {
@@ -70,16 +81,17 @@ impl Jord {
                 }
             }
         }
-        match self.mmap(cid, PD_STACK_SIZE, Perm::RW, MapFlags::default()) {
-            Ok(base) => {
-                self.stacks[cid.index()] = (base, PD_STACK_SIZE);
-                self.quotas[cid.index()] = (0, u64::MAX);
-            }
-            Err(e) => {
-                let _ = self.cput(PdId::KERNEL, cid);
-                return Err(e);
+        if stack {
+            match self.mmap(cid, PD_STACK_SIZE, Perm::RW, MapFlags::default()) {
+                Ok(base) => self.stacks[cid.index()] = (base, PD_STACK_SIZE),
+                Err(e) => {
+                    let _ = self.cput(PdId::KERNEL, cid);
+                    return Err(e);
+                }
             }
         }
+        // The creation stack is not charged to the PD's `mmap` allowance.
+        self.quotas[cid.index()] = (0, u64::MAX);
         self.stats.pds_created += 1;
         Ok(cid)
     }

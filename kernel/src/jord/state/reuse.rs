@@ -73,13 +73,57 @@ impl Jord {
         Ok(pending)
     }
 
+    /// Empties the area VMA `[base, base + len)` of `pd`, a μprocess that has ended, for the
+    /// next μprocess of the same program, keeping the PD, its page tables and the VMA: PrivLib
+    /// frees every other VMA `pd` owns and drops every right it was given, the area's pager
+    /// lets it go (areas forked from it get their pages first), its frames and their
+    /// commitment go back, and `pd`'s leaves over it go but for those of its shared prefix
+    /// (the program's image, the same for the next one). [`Jord::refill_area`] commits the
+    /// frames again.
+    ///
+    /// [`Error::Busy`] (nothing changed) as for [`Jord::restore_instance`];
+    /// [`Error::InvalidArgs`] (nothing changed) unless the VMA is a μprocess's area of `len`
+    /// bytes. Destroy the PD then.
+    pub fn empty_area(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {
+        self.check_instance_pd(pd)?;
+        let sparse = self
+            .backing_mut(base)
+            .is_some_and(|b| b.frames().is_none() && b.pages as u64 * PAGE_SIZE == len);
+        if !sparse {
+            return Err(Error::InvalidArgs);
+        }
+        let (mut pending, _) = self.scrub_to(pd, &[(base, len, Perm::RW)])?;
+        self.settle_vma(base);
+        self.detach_pager(base);
+        pending.absorb(core::mem::take(&mut self.pager_owed));
+        let prefix = self.shared_prefix_len(base);
+        pending.absorb(self.revoke_leaves_freeing(pd, base + prefix, len - prefix));
+        if let Some(b) = self.backing_mut(base) {
+            b.release_sparse();
+        }
+        self.quotas[pd.index()].0 = 0;
+        self.stats.areas_emptied += 1;
+        Ok(pending)
+    }
+
+    /// Commits the frames of the area at `base`, emptied by [`Jord::empty_area`], again: for
+    /// the μprocess that takes it. [`Error::NoMemory`] (still empty) when memory is short.
+    pub fn refill_area(&mut self, base: u64) -> Result<(), Error> {
+        self.backing_mut(base)
+            .ok_or(Error::NotMapped)?
+            .recommit_sparse()
+    }
+
     /// The VMAs `pd` keeps between requests once its `init` ran, the instance VMA being
-    /// `[base, base + len)`: its creation stack, the instance VMA and every VMA that `pd` owns
-    /// and alone holds (which `init` mapped), by address; and the bytes of its `mmap`
+    /// `[base, base + len)`: its creation stack (if it has one), the instance VMA and every VMA
+    /// that `pd` owns and alone holds (which `init` mapped), by address; and the bytes of its `mmap`
     /// allowance those use.
     pub fn kept_layout(&self, pd: PdId, base: u64, len: u64) -> (Vec<KeptVma>, u64) {
         let (stack, stack_len) = self.stacks[pd.index()];
-        let mut keep = alloc::vec![(stack, stack_len, Perm::RW), (base, len, Perm::RW)];
+        let mut keep = alloc::vec![(base, len, Perm::RW)];
+        if stack_len != 0 {
+            keep.push((stack, stack_len, Perm::RW));
+        }
         let mut own = self.privlib.owned_alone(pd);
         own.sort_unstable_by_key(|v| v.0);
         let mut charged = 0u64;

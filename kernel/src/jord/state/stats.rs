@@ -43,6 +43,8 @@ pub struct JordStats {
     /// Snapshot restores that skipped the scrub: the instance's layout and rights were as the
     /// last scrub left them ([`fjord_pd::PrivLib::scrubbed_since`]).
     pub scrubs_skipped: u64,
+    /// μprocess areas emptied for the program's next μprocess ([`Jord::empty_area`]).
+    pub areas_emptied: u64,
 }
 
 impl JordStats {

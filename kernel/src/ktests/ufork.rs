@@ -325,7 +325,9 @@ ktest! {
         needs_forktest()?;
         crate::module::warm::drain();
         let stats = || (crate::jord::with(|j| j.stats.areas_emptied), ufork::pds_reused());
+        let skipped = || crate::jord::with(|j| j.stats.scrubs_skipped);
         let (emptied, reused) = stats();
+        let scrubs_skipped = skipped();
         let (_, ticket) = ufork::spawn("forktest").map_err(|e| format!("{e:?}"))?;
         kassert_eq!(ufork::status_of(&orchestrator::wait(ticket).result), Some(0));
         let (emptied_now, reused_now) = stats();
@@ -333,6 +335,8 @@ ktest! {
         // ended sibling's memory): most take an ended one's PD.
         let (emptied, reused) = (emptied_now - emptied, reused_now - reused);
         kassert!(reused >= 10 && reused <= emptied, "{reused} PDs reused, {emptied} emptied");
+        // A reused PD that gained no right since its last emptying is not scrubbed again.
+        kassert!(skipped() > scrubs_skipped);
         let f = runtime::lookup("forktest").ok_or("forktest went")?;
         let spares = f.warm.idle();
         kassert!((1..=crate::module::pool::SPARES_PER_PROGRAM).contains(&spares));

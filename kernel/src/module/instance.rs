@@ -28,6 +28,9 @@ pub struct Instance {
     pub boundary: u64,
     /// What it holds for its reuse (its Groundhog snapshot or layout), freed with it.
     pub saved: crate::groundhog::Saved,
+    /// For an ended μprocess's instance kept by its program: PrivLib's change counter of its
+    /// PD after the scrub that emptied it (a PD unchanged since needs no scrub the next time).
+    pub scrubbed: Option<u64>,
 }
 
 impl Instance {
@@ -118,6 +121,7 @@ impl Instance {
                         pd,
                         boundary,
                         saved: crate::groundhog::Saved::Nothing,
+                        scrubbed: None,
                     }),
                 ),
                 Err(e) => (j.cput(PdId::KERNEL, pd).ok(), Err(e)),

@@ -1112,7 +1112,11 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
         pr.ctx = None;
         forget_sleeper(&mut p.sleepers, pid);
         Some((
-            (pr.func.clone(), pr.instance.pd, pr.instance.boundary),
+            (
+                pr.func.clone(),
+                (pr.instance.pd, pr.instance.boundary),
+                pr.instance.scrubbed,
+            ),
             core::mem::replace(&mut pr.fds, FdTable::new(0)),
             pr.area,
         ))
@@ -1156,15 +1160,21 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
 /// its area emptied ([`jord::state::Jord::empty_area`]: its frames go, its PD, page tables and
 /// the leaves of its program's image stay) and kept for the program's next fork
 /// ([`instance_for_fork`]) when the program's spares have room, destroyed otherwise.
-fn retire((func, pd, boundary): (Arc<LoadedFunction>, PdId, u64), (base, len): (u64, u64)) {
-    let emptied = func.program.is_some()
-        && crate::module::pool::spare_room(&func)
-        && jord::settled(|j| j.empty_area(pd, base, len)).is_ok();
-    if emptied {
+fn retire(
+    (func, (pd, boundary), scrubbed): (Arc<LoadedFunction>, (PdId, u64), Option<u64>),
+    (base, len): (u64, u64),
+) {
+    let emptied = if func.program.is_some() && crate::module::pool::spare_room(&func) {
+        jord::settled(|j| j.empty_area(pd, (base, len), scrubbed)).ok()
+    } else {
+        None
+    };
+    if let Some(scrubbed) = emptied {
         let spare = Instance {
             pd,
             boundary,
             saved: crate::groundhog::Saved::Nothing,
+            scrubbed,
         };
         if let Err(spare) =
             crate::module::pool::put_spare(&func, spare, crate::module::loader::jord_epoch())

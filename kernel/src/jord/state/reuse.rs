@@ -81,10 +81,19 @@ impl Jord {
     /// (the program's image, the same for the next one). [`Jord::refill_area`] commits the
     /// frames again.
     ///
+    /// The scrub is skipped when `scrubbed` (the PD's change counter after an earlier one)
+    /// says nothing changed since ([`Jord::unchanged_since_scrub`]). Returns the flushes owed
+    /// and the PD's change counter now, for the next time.
+    ///
     /// [`Error::Busy`] (nothing changed) as for [`Jord::restore_instance`];
     /// [`Error::InvalidArgs`] (nothing changed) unless the VMA is a μprocess's area of `len`
     /// bytes. Destroy the PD then.
-    pub fn empty_area(&mut self, pd: PdId, base: u64, len: u64) -> Result<Pending, Error> {
+    pub fn empty_area(
+        &mut self,
+        pd: PdId,
+        (base, len): (u64, u64),
+        scrubbed: Option<u64>,
+    ) -> Result<(Pending, Option<u64>), Error> {
         self.check_instance_pd(pd)?;
         let sparse = self
             .backing_mut(base)
@@ -92,7 +101,11 @@ impl Jord {
         if !sparse {
             return Err(Error::InvalidArgs);
         }
-        let (mut pending, _) = self.scrub_to(pd, &[(base, len, Perm::RW)])?;
+        let mut pending = if self.unchanged_since_scrub(pd, scrubbed, 1) {
+            Pending::default()
+        } else {
+            self.scrub_to(pd, &[(base, len, Perm::RW)])?.0
+        };
         self.settle_vma(base);
         self.detach_pager(base);
         pending.absorb(core::mem::take(&mut self.pager_owed));
@@ -103,7 +116,7 @@ impl Jord {
         }
         self.quotas[pd.index()].0 = 0;
         self.stats.areas_emptied += 1;
-        Ok(pending)
+        Ok((pending, self.privlib.changes(pd)))
     }
 
     /// Commits the frames of the area at `base`, emptied by [`Jord::empty_area`], again: for

@@ -479,25 +479,32 @@ impl SparseFrames {
         self.blocks.truncate(keep.div_ceil(BLOCK));
     }
 
-    /// Frees every frame taken and takes back the whole commitment, keeping the length and the
-    /// tables of frames: every page reads as zero again and none can be taken until
-    /// [`SparseFrames::recommit`]. For an area kept between two μprocesses of a program.
+    /// Frees every frame taken and takes back the whole commitment, keeping the length: every
+    /// page reads as zero again and none can be taken until [`SparseFrames::recommit`]. For an
+    /// area kept between two μprocesses of a program.
     pub fn release(&mut self) {
         if !self.committed {
             return;
         }
         let mut freed = 0;
         let mut f = FRAMES.lock();
-        for block in self.blocks.iter_mut().flatten() {
-            for pa in block.iter_mut().filter(|pa| **pa != 0) {
-                if let Err(e) = f.free(*pa) {
-                    log::error!("freeing frame {:#x}: {e:?}", *pa);
+        for &pa in self.blocks.iter().flatten().flat_map(|b| b.iter()) {
+            if pa != 0 {
+                if let Err(e) = f.free(pa) {
+                    log::error!("freeing frame {pa:#x}: {e:?}");
                 }
-                *pa = 0;
                 freed += 1;
             }
         }
         f.uncommit(self.pages - freed);
+        drop(f);
+        match self.blocks.as_mut_slice() {
+            // One block (up to 2 MiB): kept, zeroed, for the next μprocess.
+            [Some(block)] => block.fill(0),
+            // Freed outside the frames' lock (the kernel heap takes frames under its own), so
+            // that the next release scans only the blocks the next μprocess made.
+            blocks => blocks.iter_mut().for_each(|b| *b = None),
+        }
         self.committed = false;
     }
 

@@ -328,8 +328,11 @@ ktest! {
         let skipped = || crate::jord::with(|j| j.stats.scrubs_skipped);
         let (emptied, reused) = stats();
         let scrubs_skipped = skipped();
+        let dispatch = orchestrator::stats();
         let (_, ticket) = ufork::spawn("forktest").map_err(|e| format!("{e:?}"))?;
         kassert_eq!(ufork::status_of(&orchestrator::wait(ticket).result), Some(0));
+        // Children start on their parent's executor when JBSQ admits them there.
+        kassert!(orchestrator::stats().local_submits > dispatch.local_submits);
         let (emptied_now, reused_now) = stats();
         // forktest forks dozens of children one after another (and checks that none sees an
         // ended sibling's memory): most take an ended one's PD.

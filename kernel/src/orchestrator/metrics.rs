@@ -18,6 +18,7 @@ pub fn samples(out: &mut Vec<Sample>) {
             (&[("event", "rejected")], o.rejected),
             (&[("event", "suspended")], o.suspended),
             (&[("event", "resumed_locally")], o.local_resumes),
+            (&[("event", "submitted_locally")], o.local_submits),
         ],
     ));
 }

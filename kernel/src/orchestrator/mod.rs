@@ -113,6 +113,19 @@ pub struct JobInfo {
     pub group: usize,
 }
 
+impl JobInfo {
+    /// Nobody takes the request's result (a μprocess's child, whose parent learns of its end
+    /// through `waitpid`): its ticket has [`UNOBSERVED`] set, and its completion is counted,
+    /// not recorded for [`take`], and wakes no orchestrator core.
+    fn unobserved(&self) -> bool {
+        self.ticket & UNOBSERVED != 0
+    }
+}
+
+/// The bit of a [`Ticket`] that marks a request whose result nobody takes
+/// ([`submit_here`]).
+pub const UNOBSERVED: Ticket = 1 << 63;
+
 /// One step of a request that may suspend: it returns the request's result when the request
 /// finished, or `None` when it continues in a later step (submitted with [`resume`]) or belongs
 /// to another request (a nested call).
@@ -211,6 +224,9 @@ pub struct OrchestratorStats {
     /// Resumed callers an executor queued for itself (see [`resume_here`]), not counted in
     /// [`OrchestratorStats::dispatched`].
     pub local_resumes: u64,
+    /// New internal requests an executor queued for itself (see [`submit_here`]), not counted
+    /// in [`OrchestratorStats::dispatched`].
+    pub local_submits: u64,
     /// Sum of the TSC ticks from queueing to start of those steps.
     pub local_handoff_ticks: u64,
 }
@@ -479,7 +495,7 @@ fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
 
 fn enqueue(
     class: RequestClass,
-    info: Option<JobInfo>,
+    (info, unobserved): (Option<JobInfo>, bool),
     work: TaskWork,
 ) -> Result<(Ticket, usize), SubmitError> {
     let arrived = cpu::rdtsc();
@@ -504,7 +520,11 @@ fn enqueue(
                 }
             };
             JobInfo {
-                ticket,
+                ticket: if unobserved {
+                    ticket | UNOBSERVED
+                } else {
+                    ticket
+                },
                 arrived,
                 group,
             }
@@ -527,7 +547,7 @@ fn enqueue(
 
 /// Queues `work` in the central queue of `class`.
 pub fn submit(class: RequestClass, work: Work) -> Result<Ticket, SubmitError> {
-    let (t, group) = enqueue(class, None, TaskWork::new(move |_| Some(work())))?;
+    let (t, group) = enqueue(class, (None, false), TaskWork::new(move |_| Some(work())))?;
     wake_orchestrator_of(Some(group));
     Ok(t)
 }
@@ -535,7 +555,7 @@ pub fn submit(class: RequestClass, work: Work) -> Result<Ticket, SubmitError> {
 /// Queues the first step of a request that may suspend (see [`TaskWork`]); a nested call
 /// (internal class) submitted from an executor wakes the orchestrator core to dispatch it.
 pub fn submit_task(class: RequestClass, work: TaskWork) -> Result<Ticket, SubmitError> {
-    let (t, group) = enqueue(class, None, work)?;
+    let (t, group) = enqueue(class, (None, false), work)?;
     wake_orchestrator_of(Some(group));
     Ok(t)
 }
@@ -579,7 +599,55 @@ pub fn resume_here(info: JobInfo, work: TaskWork) {
     let Some((g, e)) = admitted else {
         return resume(info, work);
     };
-    let mut job = Job::new(info, work);
+    push_here(Job::new(info, work), (here, g, e), t0);
+}
+
+/// Submits a new internal request made on an executor (a μprocess's forked or spawned child) to
+/// this executor's own step queue when JBSQ admits it there, as [`resume_here`] does for a
+/// woken step (below the bound, no internal request waiting), so that it needs no dispatch by
+/// the orchestrator core; otherwise (on the orchestrator core, or not admitted) as
+/// [`submit_task`].
+pub fn submit_here(work: TaskWork, unobserved: bool) -> Result<Ticket, SubmitError> {
+    let t0 = cpu::rdtsc();
+    let here = percpu::cpu_index();
+    let admitted = with(|s| {
+        let g = *s.group_of_cpu.get(here)?;
+        let group = s.groups.get_mut(g)?;
+        if group.orchestrator_cpu == here {
+            return None;
+        }
+        let e = group.executor_cpus.iter().position(|&c| c == here)?;
+        if !group.jbsq.resume_on(e) {
+            return None;
+        }
+        let ticket = s.next;
+        s.next += 1;
+        s.stats.submitted += 1;
+        s.stats.local_submits += 1;
+        let info = JobInfo {
+            ticket: if unobserved {
+                ticket | UNOBSERVED
+            } else {
+                ticket
+            },
+            arrived: t0,
+            group: g,
+        };
+        Some((info, g, e))
+    });
+    let Some((info, g, e)) = admitted else {
+        let (t, group) = enqueue(RequestClass::Internal, (None, unobserved), work)?;
+        wake_orchestrator_of(Some(group));
+        return Ok(t);
+    };
+    push_here(Job::new(info, work), (here, g, e), t0);
+    Ok(info.ticket)
+}
+
+/// Queues `job`, admitted on executor `e` of group `g` (this CPU, `here`), on this CPU's step
+/// queue; `t0`: when its queueing began.
+#[inline(always)]
+fn push_here(mut job: Job, (here, g, e): (usize, usize, usize), t0: u64) {
     job.local = true;
     job.group = g as u16;
     job.executor = e as u16;
@@ -688,7 +756,9 @@ fn execute(job: Job) {
     let finished = cpu::rdtsc();
     // A request completed (its response is published below), not one step of a nested call.
     let completed = result.is_some();
-    let done = result.map(|result| Done {
+    // The result of a request nobody observes goes nowhere.
+    let recorded = completed && !job.info.unobserved();
+    let done = result.filter(|_| recorded).map(|result| Done {
         result,
         arrived: job.info.arrived,
         dispatched: job.dispatched,
@@ -712,6 +782,7 @@ fn execute(job: Job) {
                 s.stats.completed += 1;
                 COMPLETIONS.fetch_add(1, Ordering::Release);
             }
+            None if completed => s.stats.completed += 1,
             None => s.stats.suspended += 1,
         }
         // A completion from before a re-layout has no slot to release any more.
@@ -729,7 +800,7 @@ fn execute(job: Job) {
         // The orchestrator core, if it may have halted waiting for this: a completion (its
         // submitter may wait on it) or a slot for a step waiting centrally. A step that only
         // suspended, with nothing waiting, leaves it asleep: whatever is queued later wakes it.
-        let orchestrator = (completed || central).then_some(g.orchestrator_cpu);
+        let orchestrator = (recorded || central).then_some(g.orchestrator_cpu);
         (g.jbsq.outstanding(executor) > 0 || central, orchestrator)
     });
     if let Some(cpu) = orchestrator {

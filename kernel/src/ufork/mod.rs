@@ -39,7 +39,6 @@ use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
-use fjord_faas::jbsq::RequestClass;
 use fjord_libos::abi::{Error as AbiError, Sysno, encode};
 use fjord_pd::PdId;
 use fjord_ufork::area::Area;
@@ -85,6 +84,10 @@ struct Proc {
     parked: Option<JobInfo>,
     /// The orchestrator request its steps belong to.
     ticket: Ticket,
+    /// Whether the request's completion is recorded for someone to take: a child of init's
+    /// carries its status to whoever started it; a μprocess's child's is not recorded (its
+    /// parent learns of its end through `waitpid`).
+    observed: bool,
     /// How its `fork` calls copy its memory unless a call says otherwise.
     mode: CopyMode,
     /// How strongly it is isolated (inherited by its children).
@@ -255,6 +258,7 @@ fn start_with(
     (options, source, bound): (SpawnOptions, tags::Source, u16),
     restored: bool,
 ) -> Result<Ticket, SpawnError> {
+    let observed = with(|p| p.table.parent_of(pid)) == Ok(Pid::INIT);
     let inserted = with(|p| {
         p.procs
             .insert(
@@ -269,6 +273,7 @@ fn start_with(
                     fds,
                     parked: None,
                     ticket: 0,
+                    observed,
                     mode: options.mode,
                     isolation: options.isolation,
                     source,
@@ -288,7 +293,9 @@ fn start_with(
         let _ = with(|p| p.table.discard(pid));
         return Err(SpawnError::TableFull);
     }
-    match orchestrator::submit_task(RequestClass::Internal, step_work(pid)) {
+    // Made on an executor (a fork, a spawn), it starts there when JBSQ admits it: it shares
+    // its parent's pages, and the orchestrator core need not dispatch it.
+    match orchestrator::submit_here(step_work(pid), !observed) {
         Ok(t) => {
             with(|p| {
                 if let Some(pr) = p.procs.get_mut(pid) {
@@ -1230,7 +1237,11 @@ fn collect_stale() {
 
 /// Forgets a reaped child (its memory went when it ended).
 fn reap(child: Pid) {
-    let ticket = with(|p| p.procs.remove(child).map(|pr| pr.ticket));
+    let ticket = with(|p| {
+        p.procs
+            .remove(child)
+            .and_then(|pr| pr.observed.then_some(pr.ticket))
+    });
     if let Some(t) = ticket {
         // Nobody waits for a forked child's request: drop the record of its completion, now
         // or, if its last step has not recorded it yet, later.

@@ -16,8 +16,9 @@ use alloc::vec::Vec;
 /// Pending and shared bits, one pair per page of an area.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LazyPages {
-    pending: Vec<u64>,
-    shared: Vec<u64>,
+    /// The pending bits (`words` words), then the shared bits (as many): one allocation.
+    bits: Vec<u64>,
+    words: usize,
     pages: usize,
     count: usize,
 }
@@ -27,8 +28,8 @@ impl LazyPages {
     pub fn new(pages: usize) -> LazyPages {
         let words = pages.div_ceil(64);
         LazyPages {
-            pending: vec![0; words],
-            shared: vec![0; words],
+            bits: vec![0; 2 * words],
+            words,
             pages,
             count: 0,
         }
@@ -49,8 +50,8 @@ impl LazyPages {
             return false;
         }
         let (w, b) = Self::bit(i);
-        if self.pending[w] & b == 0 {
-            self.pending[w] |= b;
+        if self.bits[w] & b == 0 {
+            self.bits[w] |= b;
             self.count += 1;
         }
         true
@@ -61,7 +62,7 @@ impl LazyPages {
     /// ignored.
     pub fn mark_pending_words(&mut self, words: &[u64]) {
         let full = self.pages / 64;
-        for (w, (mine, &theirs)) in self.pending.iter_mut().zip(words).enumerate() {
+        for (w, (mine, &theirs)) in self.bits[..self.words].iter_mut().zip(words).enumerate() {
             let theirs = if w < full {
                 theirs
             } else {
@@ -74,19 +75,19 @@ impl LazyPages {
 
     /// The pending bits, 64 pages a word (the form [`LazyPages::mark_pending_words`] takes).
     pub fn pending_words(&self) -> &[u64] {
-        &self.pending
+        &self.bits[..self.words]
     }
 
     /// True when page `i` is pending.
     pub fn is_pending(&self, i: usize) -> bool {
         let (w, b) = Self::bit(i);
-        i < self.pages && self.pending[w] & b != 0
+        i < self.pages && self.bits[w] & b != 0
     }
 
     /// True when page `i` is shared (pending, and mapped from the parent's frame read-only).
     pub fn is_shared(&self, i: usize) -> bool {
         let (w, b) = Self::bit(i);
-        i < self.pages && self.shared[w] & b != 0
+        i < self.pages && self.bits[self.words + w] & b != 0
     }
 
     /// Notes that the child now reads pending page `i` from the parent's frame; false (nothing
@@ -96,7 +97,7 @@ impl LazyPages {
             return false;
         }
         let (w, b) = Self::bit(i);
-        self.shared[w] |= b;
+        self.bits[self.words + w] |= b;
         true
     }
 
@@ -107,10 +108,10 @@ impl LazyPages {
             return false;
         }
         let (w, b) = Self::bit(i);
-        self.pending[w] &= !b;
+        self.bits[w] &= !b;
         self.count -= 1;
-        let shared = self.shared[w] & b != 0;
-        self.shared[w] &= !b;
+        let shared = self.bits[self.words + w] & b != 0;
+        self.bits[self.words + w] &= !b;
         shared
     }
 
@@ -126,12 +127,12 @@ impl LazyPages {
 
     /// The pending pages, in order.
     pub fn pending_pages(&self) -> impl Iterator<Item = usize> + '_ {
-        crate::tags::set_bits(self.pending.iter().copied())
+        crate::tags::set_bits(self.bits[..self.words].iter().copied())
     }
 
     /// The shared pages, in order.
     pub fn shared_pages(&self) -> impl Iterator<Item = usize> + '_ {
-        crate::tags::set_bits(self.shared.iter().copied())
+        crate::tags::set_bits(self.bits[self.words..].iter().copied())
     }
 }
 

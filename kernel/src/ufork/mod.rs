@@ -1125,10 +1125,12 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
                 pr.instance.scrubbed,
             ),
             core::mem::replace(&mut pr.fds, FdTable::new(0)),
-            pr.area,
+            (pr.area, pr.observed),
         ))
     });
-    if let Some((instance, fds, area)) = ended {
+    // Whether anyone takes the request's result: its exit status.
+    let observed = ended.as_ref().is_none_or(|e| e.2.1);
+    if let Some((instance, fds, (area, _))) = ended {
         lazy::forget_copied(area.0);
         files::close_all(fds);
         // Its memory goes before the parent can learn of the end: a parent that reaps its
@@ -1145,16 +1147,26 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
             .into_iter()
             .filter_map(|(child, _)| p.procs.remove(child))
             .collect();
-        let woken: Vec<(Pid, JobInfo)> = woken
-            .into_iter()
-            .filter_map(|w| p.procs.get_mut(w)?.parked.take().map(|i| (w, i)))
-            .collect();
-        (woken, gone)
+        // Usually the parent alone: held without allocating.
+        let (mut first, mut rest) = (None, Vec::new());
+        for w in woken {
+            if let Some(info) = p.procs.get_mut(w).and_then(|pr| pr.parked.take()) {
+                match first {
+                    None => first = Some((w, info)),
+                    Some(_) => rest.push((w, info)),
+                }
+            }
+        }
+        ((first, rest), gone)
     });
     drop(gone);
     collect_stale();
-    for (w, info) in woken {
+    let (first, rest) = woken;
+    for (w, info) in first.into_iter().chain(rest) {
         orchestrator::resume_here(info, step_work(w));
+    }
+    if !observed {
+        return Some(Ok(Vec::new()));
     }
     let byte = match status {
         ExitStatus::Exited(code) => code,
@@ -1165,8 +1177,8 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
 
 /// Gives back the instance (PD, boundary) of an ended μprocess of `func` whose area is `area`:
 /// its area emptied ([`jord::state::Jord::empty_area`]: its frames go, its PD, page tables and
-/// the leaves of its program's image stay) and kept for the program's next fork
-/// ([`instance_for_fork`]) when the program's spares have room, destroyed otherwise.
+/// the leaves of its program's image stay) and kept for the program's next μprocess
+/// ([`instance_for`]) when the program's spares have room, destroyed otherwise.
 fn retire(
     (func, (pd, boundary), scrubbed): (Arc<LoadedFunction>, (PdId, u64), Option<u64>),
     (base, len): (u64, u64),

@@ -16,6 +16,7 @@
 
 use crate::area::{Area, PAGE_SHIFT, PAGE_SIZE};
 use alloc::collections::BTreeMap;
+use alloc::sync::Arc;
 
 /// The size of a pointer slot in bytes.
 pub const SLOT_SIZE: u64 = 8;
@@ -158,20 +159,33 @@ impl SlotMask {
 }
 
 /// The kernel-owned tag bits of one area.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ShadowTags {
     area: Area,
     /// Page index (offset / page size) to that page's bits; pages without tags are absent.
-    pages: BTreeMap<u64, SlotMask>,
+    /// Shared with the tables copied from this one ([`ShadowTags::copy_for`]: a forked
+    /// child's) until either changes; `None` while empty.
+    pages: Option<Arc<BTreeMap<u64, SlotMask>>>,
     count: usize,
 }
+
+impl PartialEq for ShadowTags {
+    fn eq(&self, other: &ShadowTags) -> bool {
+        let empty = BTreeMap::new();
+        self.area == other.area
+            && self.count == other.count
+            && self.map().unwrap_or(&empty) == other.map().unwrap_or(&empty)
+    }
+}
+
+impl Eq for ShadowTags {}
 
 impl ShadowTags {
     /// An empty table over `area`.
     pub const fn new(area: Area) -> ShadowTags {
         ShadowTags {
             area,
-            pages: BTreeMap::new(),
+            pages: None,
             count: 0,
         }
     }
@@ -183,17 +197,36 @@ impl ShadowTags {
 
     /// The page index and slot index of an aligned slot address.
     fn locate(&self, addr: u64) -> Result<(u64, usize), TagError> {
-        let off = self.area.offset_of(addr).ok_or(TagError::OutsideArea)?;
-        if !off.is_multiple_of(SLOT_SIZE) {
-            return Err(TagError::Misaligned);
-        }
-        Ok((off >> PAGE_SHIFT, ((off % PAGE_SIZE) / SLOT_SIZE) as usize))
+        locate_in(&self.area, addr)
+    }
+
+    /// The table, if it holds anything.
+    fn map(&self) -> Option<&BTreeMap<u64, SlotMask>> {
+        self.pages.as_deref()
+    }
+
+    /// The table, to change: this one's own (copied first if another table shares it).
+    fn map_mut(&mut self) -> &mut BTreeMap<u64, SlotMask> {
+        Arc::make_mut(self.pages.get_or_insert_with(Default::default))
+    }
+
+    /// The bits of page `page` (an index in the area).
+    fn mask(&self, page: u64) -> Option<&SlotMask> {
+        self.map()?.get(&page)
     }
 
     /// Tags the slot at `addr` (which must be 8-byte aligned and inside the area).
     pub fn set(&mut self, addr: u64) -> Result<(), TagError> {
         let (page, slot) = self.locate(addr)?;
-        let mask = self.pages.entry(page).or_default();
+        // A shared table is copied only when the tag is new.
+        let shared = self
+            .pages
+            .as_mut()
+            .is_some_and(|a| Arc::get_mut(a).is_none());
+        if shared && self.mask(page).is_some_and(|m| m.test(slot)) {
+            return Ok(());
+        }
+        let mask = self.map_mut().entry(page).or_default();
         if !mask.test(slot) {
             mask.set(slot);
             self.count += 1;
@@ -201,17 +234,44 @@ impl ShadowTags {
         Ok(())
     }
 
+    /// Tags the slot at each of `addrs` ([`ShadowTags::set`] of each, the table made this
+    /// one's own once); the first error, after the others are tagged.
+    pub fn set_all(&mut self, addrs: impl IntoIterator<Item = u64>) -> Result<(), TagError> {
+        let mut result = Ok(());
+        let mut added = 0;
+        let area = self.area;
+        let map = self.map_mut();
+        for addr in addrs {
+            match locate_in(&area, addr) {
+                Ok((page, slot)) => {
+                    let mask = map.entry(page).or_default();
+                    if !mask.test(slot) {
+                        mask.set(slot);
+                        added += 1;
+                    }
+                }
+                Err(e) => result = result.and(Err(e)),
+            }
+        }
+        self.count += added;
+        if self.count == 0 {
+            self.pages = None;
+        }
+        result
+    }
+
     /// Untags the slot at `addr` (which must be 8-byte aligned and inside the area).
     pub fn clear(&mut self, addr: u64) -> Result<(), TagError> {
         let (page, slot) = self.locate(addr)?;
-        if let Some(mask) = self.pages.get_mut(&page)
-            && mask.test(slot)
-        {
-            mask.clear(slot);
-            self.count -= 1;
-            if mask.is_empty() {
-                self.pages.remove(&page);
+        if self.mask(page).is_some_and(|m| m.test(slot)) {
+            let map = self.map_mut();
+            if let Some(mask) = map.get_mut(&page) {
+                mask.clear(slot);
+                if mask.is_empty() {
+                    map.remove(&page);
+                }
             }
+            self.count -= 1;
         }
         Ok(())
     }
@@ -220,7 +280,7 @@ impl ShadowTags {
     /// is never tagged.
     pub fn is_tagged(&self, addr: u64) -> bool {
         match self.locate(addr) {
-            Ok((page, slot)) => self.pages.get(&page).is_some_and(|m| m.test(slot)),
+            Ok((page, slot)) => self.mask(page).is_some_and(|m| m.test(slot)),
             Err(_) => false,
         }
     }
@@ -228,11 +288,7 @@ impl ShadowTags {
     /// The tagged slots of the page holding `addr` (empty outside the area).
     pub fn page_mask(&self, addr: u64) -> SlotMask {
         match self.area.offset_of(addr) {
-            Some(off) => self
-                .pages
-                .get(&(off >> PAGE_SHIFT))
-                .copied()
-                .unwrap_or_default(),
+            Some(off) => self.mask(off >> PAGE_SHIFT).copied().unwrap_or_default(),
             None => SlotMask::EMPTY,
         }
     }
@@ -241,7 +297,7 @@ impl ShadowTags {
     /// pages that need relocation from pages that can be shared as they are.
     pub fn page_has_tags(&self, addr: u64) -> bool {
         match self.area.offset_of(addr) {
-            Some(off) => self.pages.contains_key(&(off >> PAGE_SHIFT)),
+            Some(off) => self.mask(off >> PAGE_SHIFT).is_some(),
             None => false,
         }
     }
@@ -262,12 +318,15 @@ impl ShadowTags {
             return Err(TagError::Misaligned);
         }
         let index = off >> PAGE_SHIFT;
-        let old = self.pages.get(&index).map_or(0, SlotMask::count);
-        self.count = self.count - old + mask.count();
+        let old = self.mask(index).copied();
+        if old == Some(mask) || (old.is_none() && mask.is_empty()) {
+            return Ok(());
+        }
+        self.count = self.count - old.map_or(0, |m| m.count()) + mask.count();
         if mask.is_empty() {
-            self.pages.remove(&index);
+            self.map_mut().remove(&index);
         } else {
-            self.pages.insert(index, mask);
+            self.map_mut().insert(index, mask);
         }
         Ok(())
     }
@@ -279,13 +338,16 @@ impl ShadowTags {
 
     /// The number of pages holding at least one tag.
     pub fn tagged_page_count(&self) -> usize {
-        self.pages.len()
+        self.map().map_or(0, BTreeMap::len)
     }
 
     /// The base addresses of the pages holding at least one tag, lowest first.
     pub fn tagged_pages(&self) -> impl Iterator<Item = u64> + '_ {
         let base = self.area.base();
-        self.pages.keys().map(move |&i| base + (i << PAGE_SHIFT))
+        self.map()
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .map(move |&i| base + (i << PAGE_SHIFT))
     }
 
     /// Untags every slot overlapping `[addr, addr + len)`, as any data store to those bytes
@@ -302,12 +364,18 @@ impl ShadowTags {
         let last = first + (len - 1);
         let (first_slot, last_slot) = (first / SLOT_SIZE, last / SLOT_SIZE);
         let per_page = SLOTS_PER_PAGE as u64;
+        let pages = first >> PAGE_SHIFT..=last >> PAGE_SHIFT;
+        // A table shared with a forked child's is copied only if a tag goes.
+        if self
+            .map()
+            .is_none_or(|m| m.range(pages.clone()).next().is_none())
+        {
+            return Ok(0);
+        }
         let mut cleared = 0;
         let mut emptied = alloc::vec::Vec::new();
-        for (&page, mask) in self
-            .pages
-            .range_mut(first >> PAGE_SHIFT..=last >> PAGE_SHIFT)
-        {
+        let map = self.map_mut();
+        for (&page, mask) in map.range_mut(pages) {
             let lo = first_slot.max(page * per_page) - page * per_page;
             let hi = last_slot.min(page * per_page + per_page - 1) - page * per_page;
             let drop = mask.intersect(SlotMask::range(lo as usize, (hi - lo + 1) as usize));
@@ -318,7 +386,7 @@ impl ShadowTags {
             }
         }
         for page in emptied {
-            self.pages.remove(&page);
+            map.remove(&page);
         }
         self.count -= cleared;
         Ok(cleared)
@@ -326,12 +394,13 @@ impl ShadowTags {
 
     /// Untags everything.
     pub fn clear_all(&mut self) {
-        self.pages.clear();
+        self.pages = None;
         self.count = 0;
     }
 
     /// The same tags over `child` (same size): the child's table right after fork, before any
-    /// relocation (tags stay at the same offsets).
+    /// relocation (tags stay at the same offsets). The two share their bits until either
+    /// changes.
     pub fn copy_for(&self, child: &Area) -> Result<ShadowTags, TagError> {
         if child.size() != self.area.size() {
             return Err(TagError::AreaMismatch);
@@ -342,6 +411,15 @@ impl ShadowTags {
             count: self.count,
         })
     }
+}
+
+/// The page index in `area` and the slot in that page of the 8-byte slot at `addr`.
+fn locate_in(area: &Area, addr: u64) -> Result<(u64, usize), TagError> {
+    let off = area.offset_of(addr).ok_or(TagError::OutsideArea)?;
+    if !off.is_multiple_of(SLOT_SIZE) {
+        return Err(TagError::Misaligned);
+    }
+    Ok((off >> PAGE_SHIFT, ((off % PAGE_SIZE) / SLOT_SIZE) as usize))
 }
 
 /// The indices of the set bits of `words`, 64 a word (bit `i % 64` of word `i / 64`), lowest
@@ -489,6 +567,47 @@ mod tests {
         assert_eq!(t.clear_range(a.base(), a.size()), Ok(4));
         assert_eq!(t.count(), 0);
         assert_eq!(t.tagged_page_count(), 0);
+    }
+
+    #[test]
+    fn a_copy_shares_its_bits_until_either_side_changes() {
+        let p = area();
+        let c = Area::new(0x300_0000, 1 << 20).unwrap();
+        let mut parent = ShadowTags::new(p);
+        parent.set(p.base() + 0x1008).unwrap();
+        parent.set(p.base() + 0x3010).unwrap();
+        let mut child = parent.copy_for(&c).unwrap();
+        // Clearing where nothing is tagged changes neither.
+        assert_eq!(child.clear_range(c.base() + 0x2000, 0x1000), Ok(0));
+        child.set(c.base() + 0x1010).unwrap();
+        child.clear(c.base() + 0x3010).unwrap();
+        assert!(child.is_tagged(c.base() + 0x1008) && child.is_tagged(c.base() + 0x1010));
+        assert!(!child.is_tagged(c.base() + 0x3010));
+        assert_eq!(child.count(), 2);
+        assert!(parent.is_tagged(p.base() + 0x3010) && !parent.is_tagged(p.base() + 0x1010));
+        assert_eq!(parent.count(), 2);
+        let child2 = parent.copy_for(&c).unwrap();
+        parent.clear_all();
+        assert_eq!((parent.count(), parent.tagged_page_count()), (0, 0));
+        assert_eq!(child2.tagged_pages().count(), 2);
+        assert_eq!(parent, ShadowTags::new(p));
+        let mut emptied = ShadowTags::new(p);
+        emptied.set(p.base()).unwrap();
+        emptied.clear(p.base()).unwrap();
+        assert_eq!(emptied, ShadowTags::new(p));
+        // Tagging many at once: every good slot tagged, the first error reported.
+        let mut many = ShadowTags::new(p);
+        let addrs = [
+            p.base() + 8,
+            p.base() + 3,
+            p.base() + 8,
+            p.base() + 0x2000,
+            0,
+        ];
+        assert_eq!(many.set_all(addrs), Err(TagError::Misaligned));
+        assert_eq!(many.count(), 2);
+        assert!(many.is_tagged(p.base() + 0x2000));
+        assert_eq!(ShadowTags::new(p).set_all([1]), Err(TagError::OutsideArea));
     }
 
     #[test]

@@ -913,9 +913,7 @@ fn fresh_start(
     let area = area_of_instance(f, inst);
     let mut tags = ShadowTags::new(area_of(area.0, area.1)?);
     let header = inst.thread_pointer();
-    for w in 0..3 {
-        let _ = tags.set(header + 8 * w);
-    }
+    let _ = tags.set_all((0..3).map(|w| header + 8 * w));
     let program = f.program.as_ref()?;
     let data = program.image.relocated_data(area.0).ok()?;
     let first = program.image.shared.len();
@@ -926,9 +924,12 @@ fn fresh_start(
         Ok::<(), fjord_pd::Error>(())
     })
     .ok()?;
-    for offset in program.image.pointer_offsets() {
-        let _ = tags.set(area.0 + offset);
-    }
+    let _ = tags.set_all(
+        program
+            .image
+            .pointer_offsets()
+            .map(|offset| area.0 + offset),
+    );
     // The libos entry puts the stack `HEADER_BYTES` below the address it is given: the memory
     // boundary, or the thread-local storage block's start.
     let stack_from = match program.image.tls {

@@ -583,16 +583,7 @@ pub fn resume_here(info: JobInfo, work: TaskWork) {
     let t0 = cpu::rdtsc();
     let here = percpu::cpu_index();
     let admitted = with(|s| {
-        let g = *s.group_of_cpu.get(here)?;
-        let group = s.groups.get_mut(g)?;
-        if group.orchestrator_cpu == here {
-            // The orchestrator core runs its group's steps inline from its poll loop.
-            return None;
-        }
-        let e = group.executor_cpus.iter().position(|&c| c == here)?;
-        if !group.jbsq.resume_on(e) {
-            return None;
-        }
+        let (g, e) = admit_here(s, here)?;
         s.stats.local_resumes += 1;
         Some((g, e))
     });
@@ -611,15 +602,7 @@ pub fn submit_here(work: TaskWork, unobserved: bool) -> Result<Ticket, SubmitErr
     let t0 = cpu::rdtsc();
     let here = percpu::cpu_index();
     let admitted = with(|s| {
-        let g = *s.group_of_cpu.get(here)?;
-        let group = s.groups.get_mut(g)?;
-        if group.orchestrator_cpu == here {
-            return None;
-        }
-        let e = group.executor_cpus.iter().position(|&c| c == here)?;
-        if !group.jbsq.resume_on(e) {
-            return None;
-        }
+        let (g, e) = admit_here(s, here)?;
         let ticket = s.next;
         s.next += 1;
         s.stats.submitted += 1;
@@ -642,6 +625,20 @@ pub fn submit_here(work: TaskWork, unobserved: bool) -> Result<Ticket, SubmitErr
     };
     push_here(Job::new(info, work), (here, g, e), t0);
     Ok(info.ticket)
+}
+
+/// Admits one more step on executor CPU `here` when JBSQ allows it there (below the bound, no
+/// internal request waiting: `Jbsq::resume_on`): its group and executor index. `None` on the
+/// orchestrator core, which runs its group's steps inline from its poll loop.
+#[inline(always)]
+fn admit_here(s: &mut State, here: usize) -> Option<(usize, usize)> {
+    let g = *s.group_of_cpu.get(here)?;
+    let group = s.groups.get_mut(g)?;
+    if group.orchestrator_cpu == here {
+        return None;
+    }
+    let e = group.executor_cpus.iter().position(|&c| c == here)?;
+    group.jbsq.resume_on(e).then_some((g, e))
 }
 
 /// Queues `job`, admitted on executor `e` of group `g` (this CPU, `here`), on this CPU's step

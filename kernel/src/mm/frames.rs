@@ -292,6 +292,45 @@ impl FrameRun {
     }
 }
 
+/// Words per frame.
+const FRAME_WORDS: usize = PAGE_SIZE as usize / 8;
+
+/// Fills the frame at `dst` from the frame at `src` (zeros for `None`), only from word `first`
+/// on (the words below are left for `fill` to write), then runs `fill` on the frame's words in
+/// place: a page copy that changes some words on the way (a μFork relocation) with one pass
+/// over the source and none over a buffer.
+///
+/// `dst` must be a frame the caller owns and no one else reads or writes meanwhile (one it just
+/// took for a page nobody maps yet), and `src` a frame other than `dst`.
+pub fn fill_frame_from<R>(
+    src: Option<u64>,
+    dst: u64,
+    first: usize,
+    fill: impl FnOnce(&mut [u64; FRAME_WORDS]) -> R,
+) -> R {
+    let first = first.min(FRAME_WORDS);
+    let to = phys_to_virt(dst) as *mut [u64; FRAME_WORDS];
+    // SAFETY: `dst` is a whole, 4 KiB-aligned frame in the direct map that the caller owns
+    // exclusively (see above), so it may be written and borrowed mutably for this call.
+    let words = unsafe { &mut *to };
+    match src {
+        Some(src) => {
+            let from = phys_to_virt(src) as *const u64;
+            // SAFETY: `src` is a whole frame in the direct map, other than `dst`; the copy reads
+            // its words `first..` and writes the same words of `dst`.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    from.add(first),
+                    words[first..].as_mut_ptr(),
+                    FRAME_WORDS - first,
+                )
+            };
+        }
+        None => words[first..].fill(0),
+    }
+    fill(words)
+}
+
 /// The frames of a VMA taken one page at a time on first use, from a commitment made for all
 /// its pages when it was created: the backing of a μprocess's area, whose pages a program
 /// mostly never touches. Like a [`FrameRun`], it owns its frames and the kernel only copies in

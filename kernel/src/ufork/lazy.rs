@@ -312,18 +312,34 @@ impl LazyCopies {
             return;
         }
         let (source, from, to, mode) = (link.source, link.from, link.to, link.mode);
-        let mut buf = MaybeUninit::uninit();
-        let words = self.source_words(f, source, i, &mut buf);
+        // The source's page as its holder sees it (settled first if it is lazily forked
+        // itself), copied straight into the child's frame and relocated there.
+        self.settle_page(f, source, i, false);
+        let src = f.initialised_frame(source, i);
+        let Some(dst) = f.frame_to_fill(base, i) else {
+            return;
+        };
         // Copy-on-write never relocates; the other modes relocate what points into the
         // source's area (inferred tags), which leaves a page without tags as it is.
-        if (relocate || mode != CopyMode::CopyOnWrite)
-            && let Some(l) = self.links.get(&base)
-        {
+        let relocating = relocate || mode != CopyMode::CopyOnWrite;
+        let (links, tally) = (&self.links, &mut self.stats.relocated);
+        let tags = links.get(&base).map(|l| &*l.tags);
+        let first = if relocating && tags.is_some() {
+            first
+        } else {
+            0
+        };
+        crate::mm::frames::fill_frame_from(src, dst, first, |words| {
             let page = from.base() + i as u64 * PAGE_SIZE;
-            let tally = &mut self.stats.relocated;
-            let _ = relocate_page_from(&*l.tags, (&from, &to), (page, first), words, tally);
-        }
-        f.write_words(base, i, words);
+            let relocated = match tags.filter(|_| relocating) {
+                Some(tags) => relocate_page_from(tags, (&from, &to), (page, first), words, tally),
+                None => Ok(()),
+            };
+            if relocated.is_err() {
+                // The words below `first` were left for the relocation, which refused the page.
+                words[..first].fill(0);
+            }
+        });
         self.stats.pages_copied += 1;
         *self.copied.entry(base).or_default() += 1;
         let (shared, pd) = match self.links.get_mut(&base) {

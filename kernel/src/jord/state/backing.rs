@@ -212,6 +212,20 @@ impl Backing {
         self.frames.frame(i)
     }
 
+    /// The frame of page `i` for a caller about to write all of it, marked initialised without
+    /// being zeroed; `None` beyond the VMA.
+    pub(super) fn frame_to_fill(&mut self, i: usize) -> Option<u64> {
+        if i >= self.pages {
+            return None;
+        }
+        let pa = match &mut self.frames {
+            Store::Run(r) => r.phys() + i as u64 * PAGE_SIZE,
+            Store::Sparse(s) => s.take(i)?,
+        };
+        self.set_initialised(i);
+        Some(pa)
+    }
+
     /// Zeroes page `i` unless it was initialised before; marks it initialised.
     pub(super) fn initialise(&mut self, i: usize) {
         if i >= self.pages {

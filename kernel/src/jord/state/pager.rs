@@ -176,6 +176,24 @@ impl Frames<'_> {
         }
     }
 
+    /// The frame holding page `i` of the VMA at `base`, if the page was ever initialised
+    /// (`None`: it reads as zero).
+    pub fn initialised_frame(&mut self, base: u64, i: usize) -> Option<u64> {
+        let b = self.0.backing_mut(base)?;
+        if b.is_initialised(i) {
+            b.frame_of(i)
+        } else {
+            None
+        }
+    }
+
+    /// The frame of page `i` of the VMA at `base` for a caller about to write all of it, which
+    /// counts as initialised from then on (it is not zeroed first); `None` beyond the VMA or
+    /// for a VMA without frames.
+    pub fn frame_to_fill(&mut self, base: u64, i: usize) -> Option<u64> {
+        self.0.backing_mut(base)?.frame_to_fill(i)
+    }
+
     /// Writes all of page `i` of the VMA at `base`, which counts as initialised from then on.
     pub fn write_words(&mut self, base: u64, i: usize, words: &PageWords) {
         if let Some(b) = self.0.backing_mut(base)

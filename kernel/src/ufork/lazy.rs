@@ -41,6 +41,9 @@ use fjord_ufork::relocate::relocate_page_from;
 use fjord_ufork::source::{TagSource, Tally};
 use spin::Mutex;
 
+/// Emptied lists of dependents kept for reuse.
+const SPARE_LISTS: usize = 8;
+
 /// A lazy fork to set up: the parent's area VMA and the child's, of the same length.
 #[derive(Clone)]
 pub struct LazyFork {
@@ -98,6 +101,9 @@ struct LazyCopies {
     /// write or its source's end), by base: the memory its fork added. Kept after the area
     /// has every page, until it goes ([`forget_copied`]).
     copied: BTreeMap<u64, u64>,
+    /// Emptied lists of dependents, kept for the next area forked from (a loop of forks makes
+    /// and drops one each time).
+    spare_lists: Vec<Vec<u64>>,
     stats: LazyStats,
 }
 
@@ -106,6 +112,7 @@ static LAZY: Mutex<LazyCopies> = Mutex::new(LazyCopies {
     links: BTreeMap::new(),
     dependents: BTreeMap::new(),
     copied: BTreeMap::new(),
+    spare_lists: Vec::new(),
     stats: LazyStats {
         pages_copied: 0,
         pages_shared: 0,
@@ -240,10 +247,14 @@ impl LazyCopies {
                 tags: l.source.clone(),
             },
         );
-        self.dependents
-            .entry(l.parent_base)
-            .or_default()
-            .push(l.child_base);
+        match self.dependents.entry(l.parent_base) {
+            alloc::collections::btree_map::Entry::Occupied(e) => e.into_mut().push(l.child_base),
+            alloc::collections::btree_map::Entry::Vacant(e) => {
+                let mut list = self.spare_lists.pop().unwrap_or_default();
+                list.push(l.child_base);
+                e.insert(list);
+            }
+        }
         self.copied.insert(l.child_base, 0);
         f.set_pager(l.parent_base, Some(&PAGER));
         f.set_pager(l.child_base, Some(&PAGER));
@@ -380,9 +391,19 @@ impl LazyCopies {
         if let Some(d) = self.dependents.get_mut(&source) {
             d.retain(|&c| c != child);
             if d.is_empty() {
-                self.dependents.remove(&source);
+                self.drop_dependents(source);
                 self.release_if_unused(f, source);
             }
+        }
+    }
+
+    /// Forgets which areas were forked from the one at `base`, keeping a few emptied lists.
+    fn drop_dependents(&mut self, base: u64) {
+        if let Some(mut list) = self.dependents.remove(&base)
+            && self.spare_lists.len() < SPARE_LISTS
+        {
+            list.clear();
+            self.spare_lists.push(list);
         }
     }
 
@@ -480,7 +501,7 @@ impl LazyCopies {
     /// pages now, and if it was lazily forked itself it leaves its source's dependents.
     fn detach(&mut self, f: &mut Frames<'_>, base: u64) {
         self.settle_dependents(f, base);
-        self.dependents.remove(&base);
+        self.drop_dependents(base);
         if let Some(l) = self.links.remove(&base) {
             self.forget_dependent(f, l.source, base);
             // Its own dependents were settled above; what it lacked dies with it.

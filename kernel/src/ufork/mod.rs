@@ -1079,16 +1079,12 @@ fn relocate_registers(
         regs.set(r, **v);
     }
     let tagged = source.register_tags(&regs, from);
-    let inferred = fjord_ufork::relocate::RegTags::inferred(&regs, from);
     let mut tally = Tally::default();
     for (r, v) in Gpr::ALL.into_iter().zip(gprs) {
+        // A register relocated holds a value in the area, so inference tags it as well.
         if tagged.test(r) && from.contains(*v) {
             *v = v.wrapping_add(delta);
-            if inferred.test(r) {
-                tally.inferred += 1;
-            } else {
-                tally.precise += 1;
-            }
+            tally.inferred += 1;
         }
     }
     for v in [&mut f.rip, &mut f.rsp, &mut ctx.fs_base] {

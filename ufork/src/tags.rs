@@ -226,9 +226,7 @@ impl ShadowTags {
         if shared && self.mask(page).is_some_and(|m| m.test(slot)) {
             return Ok(());
         }
-        let mask = self.map_mut().entry(page).or_default();
-        if !mask.test(slot) {
-            mask.set(slot);
+        if tag(self.map_mut(), page, slot) {
             self.count += 1;
         }
         Ok(())
@@ -243,13 +241,7 @@ impl ShadowTags {
         let map = self.map_mut();
         for addr in addrs {
             match locate_in(&area, addr) {
-                Ok((page, slot)) => {
-                    let mask = map.entry(page).or_default();
-                    if !mask.test(slot) {
-                        mask.set(slot);
-                        added += 1;
-                    }
-                }
+                Ok((page, slot)) => added += usize::from(tag(map, page, slot)),
                 Err(e) => result = result.and(Err(e)),
             }
         }
@@ -411,6 +403,14 @@ impl ShadowTags {
             count: self.count,
         })
     }
+}
+
+/// Tags slot `slot` of page `page` in `map`; whether it was not tagged before.
+fn tag(map: &mut BTreeMap<u64, SlotMask>, page: u64, slot: usize) -> bool {
+    let mask = map.entry(page).or_default();
+    let new = !mask.test(slot);
+    mask.set(slot);
+    new
 }
 
 /// The page index in `area` and the slot in that page of the 8-byte slot at `addr`.

@@ -495,21 +495,8 @@ impl SparseFrames {
         if keep >= self.pages {
             return;
         }
-        let mut freed = 0;
         let mut f = FRAMES.lock();
-        for (n, block) in self.blocks.iter_mut().enumerate() {
-            let Some(block) = block else {
-                continue;
-            };
-            let first = keep.saturating_sub(n * BLOCK).min(block.len());
-            for pa in block[first..].iter_mut().filter(|pa| **pa != 0) {
-                if let Err(e) = f.free(*pa) {
-                    log::error!("freeing frame {:#x}: {e:?}", *pa);
-                }
-                *pa = 0;
-                freed += 1;
-            }
-        }
+        let freed = self.free_taken(keep, &mut f);
         if self.committed {
             f.uncommit(self.pages - keep - freed);
         }
@@ -525,26 +512,37 @@ impl SparseFrames {
         if !self.committed {
             return;
         }
-        let mut freed = 0;
         let mut f = FRAMES.lock();
-        for &pa in self.blocks.iter().flatten().flat_map(|b| b.iter()) {
-            if pa != 0 {
-                if let Err(e) = f.free(pa) {
-                    log::error!("freeing frame {pa:#x}: {e:?}");
+        let freed = self.free_taken(0, &mut f);
+        f.uncommit(self.pages - freed);
+        drop(f);
+        // One block (up to 2 MiB) is kept, emptied, for the next μprocess; more are freed
+        // (outside the frames' lock: the kernel heap takes frames under its own), so that the
+        // next release scans only the blocks the next μprocess made.
+        if self.blocks.len() > 1 {
+            self.blocks.iter_mut().for_each(|b| *b = None);
+        }
+        self.committed = false;
+    }
+
+    /// Gives the frames taken for pages `from..` back to `frames`, the allocator locked, and
+    /// marks those pages not taken; how many there were.
+    fn free_taken(&mut self, from: usize, frames: &mut FrameBitmap<[u64; WORDS]>) -> usize {
+        let mut freed = 0;
+        for (n, block) in self.blocks.iter_mut().enumerate() {
+            let Some(block) = block else {
+                continue;
+            };
+            let first = from.saturating_sub(n * BLOCK).min(block.len());
+            for pa in block[first..].iter_mut().filter(|pa| **pa != 0) {
+                if let Err(e) = frames.free(*pa) {
+                    log::error!("freeing frame {:#x}: {e:?}", *pa);
                 }
+                *pa = 0;
                 freed += 1;
             }
         }
-        f.uncommit(self.pages - freed);
-        drop(f);
-        match self.blocks.as_mut_slice() {
-            // One block (up to 2 MiB): kept, zeroed, for the next μprocess.
-            [Some(block)] => block.fill(0),
-            // Freed outside the frames' lock (the kernel heap takes frames under its own), so
-            // that the next release scans only the blocks the next μprocess made.
-            blocks => blocks.iter_mut().for_each(|b| *b = None),
-        }
-        self.committed = false;
+        freed
     }
 
     /// Commits every page again after a [`SparseFrames::release`] (nothing if never

@@ -502,8 +502,7 @@ fn enqueue(
     let here = percpu::cpu_index();
     with(|s| {
         let info = info.unwrap_or_else(|| {
-            let ticket = s.next;
-            s.next += 1;
+            let ticket = new_ticket(s, unobserved);
             // A nested request stays in the group of the executor that made it; external
             // requests go to the groups in turn.
             let mine = s
@@ -520,11 +519,7 @@ fn enqueue(
                 }
             };
             JobInfo {
-                ticket: if unobserved {
-                    ticket | UNOBSERVED
-                } else {
-                    ticket
-                },
+                ticket,
                 arrived,
                 group,
             }
@@ -603,16 +598,10 @@ pub fn submit_here(work: TaskWork, unobserved: bool) -> Result<Ticket, SubmitErr
     let here = percpu::cpu_index();
     let admitted = with(|s| {
         let (g, e) = admit_here(s, here)?;
-        let ticket = s.next;
-        s.next += 1;
         s.stats.submitted += 1;
         s.stats.local_submits += 1;
         let info = JobInfo {
-            ticket: if unobserved {
-                ticket | UNOBSERVED
-            } else {
-                ticket
-            },
+            ticket: new_ticket(s, unobserved),
             arrived: t0,
             group: g,
         };
@@ -625,6 +614,17 @@ pub fn submit_here(work: TaskWork, unobserved: bool) -> Result<Ticket, SubmitErr
     };
     push_here(Job::new(info, work), (here, g, e), t0);
     Ok(info.ticket)
+}
+
+/// A ticket no request had, with [`UNOBSERVED`] set for a request nobody observes.
+fn new_ticket(s: &mut State, unobserved: bool) -> Ticket {
+    let ticket = s.next;
+    s.next += 1;
+    if unobserved {
+        ticket | UNOBSERVED
+    } else {
+        ticket
+    }
 }
 
 /// Admits one more step on executor CPU `here` when JBSQ allows it there (below the bound, no

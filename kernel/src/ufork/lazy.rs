@@ -333,20 +333,19 @@ impl LazyCopies {
         // Copy-on-write never relocates; the other modes relocate what points into the
         // source's area (inferred tags), which leaves a page without tags as it is.
         let relocating = relocate || mode != CopyMode::CopyOnWrite;
-        let (links, tally) = (&self.links, &mut self.stats.relocated);
-        let tags = links.get(&base).map(|l| &*l.tags);
-        let first = if relocating && tags.is_some() {
-            first
-        } else {
-            0
-        };
+        let tags = self
+            .links
+            .get(&base)
+            .map(|l| &*l.tags)
+            .filter(|_| relocating);
+        let tally = &mut self.stats.relocated;
+        // Only a relocation zeroes the dead words below `first`; a plain copy takes them all.
+        let first = if tags.is_some() { first } else { 0 };
         crate::mm::frames::fill_frame_from(src, dst, first, |words| {
             let page = from.base() + i as u64 * PAGE_SIZE;
-            let relocated = match tags.filter(|_| relocating) {
-                Some(tags) => relocate_page_from(tags, (&from, &to), (page, first), words, tally),
-                None => Ok(()),
-            };
-            if relocated.is_err() {
+            if let Some(tags) = tags
+                && relocate_page_from(tags, (&from, &to), (page, first), words, tally).is_err()
+            {
                 // The words below `first` were left for the relocation, which refused the page.
                 words[..first].fill(0);
             }

@@ -1122,12 +1122,14 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
                 pr.instance.scrubbed,
             ),
             core::mem::replace(&mut pr.fds, FdTable::new(0)),
-            (pr.area, pr.observed),
+            pr.area,
+            pr.observed,
         ))
     });
     // Whether anyone takes the request's result: its exit status.
-    let observed = ended.as_ref().is_none_or(|e| e.2.1);
-    if let Some((instance, fds, (area, _))) = ended {
+    let mut observed = true;
+    if let Some((instance, fds, area, o)) = ended {
+        observed = o;
         lazy::forget_copied(area.0);
         files::close_all(fds);
         // Its memory goes before the parent can learn of the end: a parent that reaps its

@@ -129,8 +129,8 @@ impl Jord {
 
     /// The VMAs `pd` keeps between requests once its `init` ran, the instance VMA being
     /// `[base, base + len)`: its creation stack (if it has one), the instance VMA and every VMA
-    /// that `pd` owns and alone holds (which `init` mapped), by address; and the bytes of its `mmap`
-    /// allowance those use.
+    /// that `pd` owns and alone holds (which `init` mapped), by address; and the bytes of its
+    /// `mmap` allowance those use.
     pub fn kept_layout(&self, pd: PdId, base: u64, len: u64) -> (Vec<KeptVma>, u64) {
         let (stack, stack_len) = self.stacks[pd.index()];
         let mut keep = alloc::vec![(base, len, Perm::RW)];

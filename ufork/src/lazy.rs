@@ -14,7 +14,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 /// Pending and shared bits, one pair per page of an area.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LazyPages {
     /// The pending bits (`words` words), then the shared bits (as many): one allocation.
     bits: Vec<u64>,
@@ -33,6 +33,17 @@ impl LazyPages {
             pages,
             count: 0,
         }
+    }
+
+    /// Makes this an area of `pages` pages, none pending, keeping its allocation when it is
+    /// large enough.
+    pub fn reset(&mut self, pages: usize) {
+        let words = pages.div_ceil(64);
+        self.bits.clear();
+        self.bits.resize(2 * words, 0);
+        self.words = words;
+        self.pages = pages;
+        self.count = 0;
     }
 
     /// The area's size in pages.
@@ -181,6 +192,22 @@ pub const fn is_lazy(mode: CopyMode) -> bool {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn reset_forgets_every_bit_and_resizes() {
+        let mut p = LazyPages::new(200);
+        p.mark_pending(150);
+        p.share(150);
+        p.reset(70);
+        assert_eq!((p.pages(), p.pending_count()), (70, 0));
+        assert!(!p.is_pending(150) && !p.is_shared(150));
+        assert!(p.mark_pending(69) && !p.mark_pending(70));
+        assert_eq!(p, {
+            let mut fresh = LazyPages::new(70);
+            fresh.mark_pending(69);
+            fresh
+        });
+    }
 
     #[test]
     fn pending_shared_and_settled() {

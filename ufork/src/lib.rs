@@ -67,6 +67,7 @@ extern crate alloc;
 
 pub mod accuracy;
 pub mod area;
+pub mod area_map;
 pub mod cap;
 pub mod copy_mode;
 pub mod fd;

@@ -158,35 +158,44 @@ fn relocate_slots_from<S: TagSource + ?Sized>(
         }
     };
     let tagged = by.precise.union(by.inferred).union(by.other);
-    let (area_slots, moved) = match code.filter(|c| c.from != c.to) {
-        None => (tagged, 0),
-        Some(code) => {
-            let mut moved_code = SlotMask::default();
-            for (slot, w) in words.iter_mut().enumerate().skip(dead) {
-                if let Some(new) = code.translate(*w) {
-                    *w = new;
-                    moved_code.set(slot);
-                }
+    let mut moved = 0;
+    let mut area_slots = tagged;
+    if let Some(code) = code.filter(|c| c.from != c.to) {
+        let mut moved_code = SlotMask::default();
+        for (slot, w) in words.iter_mut().enumerate().skip(dead) {
+            if let Some(new) = code.translate(*w) {
+                *w = new;
+                moved_code.set(slot);
             }
-            (tagged.difference(moved_code), moved_code.count() as u64)
         }
-    };
-    for slot in area_slots.iter() {
-        let old = words[slot];
-        // A tagged word at the area's end is a one-past-the-end pointer (a heap's limit, as a
-        // capability's top may be): it moves with the area. Inferred tags never mark one.
-        let new = if old == from.end() {
-            to.end()
-        } else {
-            relocate_word(from, to, old)
-        };
-        if new != old {
-            words[slot] = new;
-            match (by.precise.test(slot), by.inferred.test(slot)) {
-                (true, true) => tally.both += 1,
-                (true, false) => tally.precise += 1,
-                (false, true) => tally.inferred += 1,
-                (false, false) => tally.other += 1,
+        area_slots = tagged.difference(moved_code);
+        moved = moved_code.count() as u64;
+    }
+    let (precise, inferred) = (by.precise.words(), by.inferred.words());
+    // Word by word of the masks from the first live slot on, bit by bit within a word.
+    for (k, &mask) in area_slots.words().iter().enumerate().skip(dead / 64) {
+        let mut bits = mask;
+        while bits != 0 {
+            let bit = bits & bits.wrapping_neg();
+            bits ^= bit;
+            let slot = k * 64 + bit.trailing_zeros() as usize;
+            let old = words[slot];
+            // A tagged word at the area's end is a one-past-the-end pointer (a heap's limit,
+            // as a capability's top may be): it moves with the area. Inferred tags never mark
+            // one.
+            let new = if old == from.end() {
+                to.end()
+            } else {
+                relocate_word(from, to, old)
+            };
+            if new != old {
+                words[slot] = new;
+                match (precise[k] & bit != 0, inferred[k] & bit != 0) {
+                    (true, true) => tally.both += 1,
+                    (true, false) => tally.precise += 1,
+                    (false, true) => tally.inferred += 1,
+                    (false, false) => tally.other += 1,
+                }
             }
         }
     }

@@ -218,6 +218,11 @@ impl Emulated {
         &self.tags
     }
 
+    /// Forgets every tag (the table empties; what it shared with other tables stays theirs).
+    pub fn forget(&mut self) {
+        self.tags = ShadowTags::new(*self.tags.area());
+    }
+
     fn inferred(&self) -> Inferred {
         Inferred::new(*self.tags.area())
     }
@@ -264,7 +269,7 @@ impl TagSource for Emulated {
     }
 
     fn tagged_slots_by_source_from(&self, page: u64, words: &PageWords, first: usize) -> BySource {
-        let precise = if self.choice == TagChoice::Inferred || !self.tags.page_has_tags(page) {
+        let precise = if self.choice == TagChoice::Inferred {
             SlotMask::default()
         } else {
             self.tags.page_mask(page).from_slot(first)

@@ -92,6 +92,11 @@ impl SlotMask {
         i < SLOTS_PER_PAGE && self.0[i / 64] & (1 << (i % 64)) != 0
     }
 
+    /// The mask's words: word `w` holds the bits of slots `64 * w` to `64 * w + 63`.
+    pub const fn words(&self) -> &[u64; SLOTS_PER_PAGE / 64] {
+        &self.0
+    }
+
     /// The number of slots in the mask.
     pub fn count(&self) -> usize {
         self.0.iter().map(|w| w.count_ones() as usize).sum()

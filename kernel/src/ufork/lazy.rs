@@ -28,21 +28,18 @@
 //! grandchild's copy first settles the child's page.
 
 use crate::jord::state::{Frames, Jord, PageWords, Pager, Pending};
-use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::mem::MaybeUninit;
 use fjord_kernel::layout::PAGE_SIZE;
 use fjord_pd::{Error, PdId, Perm};
 use fjord_ufork::area::Area;
+use fjord_ufork::area_map::{AreaMap, Recycle};
 use fjord_ufork::copy_mode::{Access, CopyMode};
 use fjord_ufork::lazy::{FirstTouch, LazyPages, on_first_touch};
 use fjord_ufork::relocate::relocate_page_from;
 use fjord_ufork::source::{TagSource, Tally};
 use spin::Mutex;
-
-/// Emptied lists of dependents kept for reuse.
-const SPARE_LISTS: usize = 8;
 
 /// A lazy fork to set up: the parent's area VMA and the child's, of the same length.
 #[derive(Clone)]
@@ -78,41 +75,63 @@ pub struct LazyStats {
     pub relocated: Tally,
 }
 
-/// One lazily forked area: where its pending pages come from.
+/// Where a lazily forked area's pending pages come from.
 struct Link {
     child_pd: PdId,
     source: u64,
     from: Area,
     to: Area,
     mode: CopyMode,
-    pages: LazyPages,
     /// The source area's tag source as of the fork.
     tags: Arc<dyn TagSource + Send + Sync>,
 }
 
-/// Every lazily forked area, by base, and for each source area the areas that still lack
-/// pages of it.
+/// What μFork knows of one area: a lazily forked area's link and pages, an area forked from's
+/// dependents, and a forked area's count of copied pages. Recycled with its allocations.
+#[derive(Default)]
+struct AreaLazy {
+    /// Where its pending pages come from, while it lacks some.
+    link: Option<Link>,
+    /// Its pending and shared pages (while `link` is some).
+    pages: LazyPages,
+    /// The areas forked from it that still lack pages of it.
+    dependents: Vec<u64>,
+    /// Pages copied into it since its fork (on its access, its source's write or its source's
+    /// end): the memory its fork added. Kept after it has every page, until it goes
+    /// ([`forget_copied`]).
+    copied: Option<u64>,
+}
+
+impl AreaLazy {
+    fn is_pending(&self, i: usize) -> bool {
+        self.link.is_some() && self.pages.is_pending(i)
+    }
+
+    /// Neither lazily forked nor forked from: μFork no longer pages it.
+    fn is_unpaged(&self) -> bool {
+        self.link.is_none() && self.dependents.is_empty()
+    }
+}
+
+impl Recycle for AreaLazy {
+    fn recycle(&mut self) {
+        self.link = None;
+        self.dependents.clear();
+        self.copied = None;
+    }
+}
+
+/// Every area μFork knows of, by base.
 struct LazyCopies {
     /// The Jord state the bases below belong to.
     generation: u64,
-    links: BTreeMap<u64, Link>,
-    dependents: BTreeMap<u64, Vec<u64>>,
-    /// Pages copied into each lazily forked area since its fork (on its access, its source's
-    /// write or its source's end), by base: the memory its fork added. Kept after the area
-    /// has every page, until it goes ([`forget_copied`]).
-    copied: BTreeMap<u64, u64>,
-    /// Emptied lists of dependents, kept for the next area forked from (a loop of forks makes
-    /// and drops one each time).
-    spare_lists: Vec<Vec<u64>>,
+    areas: AreaMap<AreaLazy>,
     stats: LazyStats,
 }
 
 static LAZY: Mutex<LazyCopies> = Mutex::new(LazyCopies {
     generation: 0,
-    links: BTreeMap::new(),
-    dependents: BTreeMap::new(),
-    copied: BTreeMap::new(),
-    spare_lists: Vec::new(),
+    areas: AreaMap::new(),
     stats: LazyStats {
         pages_copied: 0,
         pages_shared: 0,
@@ -139,9 +158,7 @@ fn state<'a>(
 ) -> &'a mut LazyCopies {
     if g.generation != f.generation() {
         g.generation = f.generation();
-        g.links.clear();
-        g.dependents.clear();
-        g.copied.clear();
+        g.areas.clear();
     }
     g
 }
@@ -206,13 +223,25 @@ pub fn fork(
 /// not lazily forked): the memory its fork added, what Linux's copy-on-write counts as a
 /// process's private dirty pages.
 pub fn copied_pages(base: u64) -> u64 {
-    crate::jord::with(|_| LAZY.lock().copied.get(&base).copied().unwrap_or(0))
+    crate::jord::with(|_| {
+        LAZY.lock()
+            .areas
+            .get(base)
+            .and_then(|a| a.copied)
+            .unwrap_or(0)
+    })
 }
 
 /// Forgets the copy count of the area at `base`, which is going.
 pub fn forget_copied(base: u64) {
     crate::jord::with(|_| {
-        LAZY.lock().copied.remove(&base);
+        let mut g = LAZY.lock();
+        if let Some(a) = g.areas.get_mut(base) {
+            a.copied = None;
+            if a.is_unpaged() {
+                g.areas.remove(base);
+            }
+        }
     });
 }
 
@@ -225,37 +254,34 @@ impl LazyCopies {
     fn fork(&mut self, f: &mut Frames<'_>, l: &LazyFork) -> Result<(Pending, usize), Error> {
         let pages = f.pages(l.parent_base).ok_or(Error::NotMapped)?;
         let child_pages = f.pages(l.child_base).ok_or(Error::NotMapped)?;
-        if child_pages != pages || l.mode == CopyMode::Full {
+        if child_pages != pages || l.mode == CopyMode::Full || l.parent_base == l.child_base {
             return Err(Error::InvalidArgs);
         }
-        let mut lazy = LazyPages::new(pages);
+        self.areas.get_or_insert(l.parent_base);
+        let child = self.areas.get_or_insert(l.child_base);
+        child.pages.reset(pages);
         // What the parent holds: its own pages and those it still lacks of its own parent.
-        lazy.mark_pending_words(f.initialised_bits(l.parent_base));
-        if let Some(p) = self.links.get(&l.parent_base) {
-            lazy.mark_pending_words(p.pages.pending_words());
+        child
+            .pages
+            .mark_pending_words(f.initialised_bits(l.parent_base));
+        child.link = Some(Link {
+            child_pd: l.child_pd,
+            source: l.parent_base,
+            from: l.from,
+            to: l.to,
+            mode: l.mode,
+            tags: l.source.clone(),
+        });
+        child.copied = Some(0);
+        let (parent, child) = self.areas.get2_mut(l.parent_base, l.child_base);
+        let (Some(parent), Some(child)) = (parent, child) else {
+            return Err(Error::InvalidArgs);
+        };
+        if parent.link.is_some() {
+            child.pages.mark_pending_words(parent.pages.pending_words());
         }
-        let deferred = lazy.pending_count();
-        self.links.insert(
-            l.child_base,
-            Link {
-                child_pd: l.child_pd,
-                source: l.parent_base,
-                from: l.from,
-                to: l.to,
-                mode: l.mode,
-                pages: lazy,
-                tags: l.source.clone(),
-            },
-        );
-        match self.dependents.entry(l.parent_base) {
-            alloc::collections::btree_map::Entry::Occupied(e) => e.into_mut().push(l.child_base),
-            alloc::collections::btree_map::Entry::Vacant(e) => {
-                let mut list = self.spare_lists.pop().unwrap_or_default();
-                list.push(l.child_base);
-                e.insert(list);
-            }
-        }
-        self.copied.insert(l.child_base, 0);
+        parent.dependents.push(l.child_base);
+        let deferred = child.pages.pending_count();
         f.set_pager(l.parent_base, Some(&PAGER));
         f.set_pager(l.child_base, Some(&PAGER));
         self.stats.pages_deferred += deferred as u64;
@@ -270,9 +296,18 @@ impl LazyCopies {
 
     /// Pending or shared pages of the lazily forked area at `base` (they count as held).
     fn held(&self, base: u64) -> Vec<usize> {
-        self.links
-            .get(&base)
-            .map(|l| l.pages.pending_pages().collect())
+        self.areas
+            .get(base)
+            .filter(|a| a.link.is_some())
+            .map(|a| a.pages.pending_pages().collect())
+            .unwrap_or_default()
+    }
+
+    /// The areas forked from the one at `base` that still lack pages of it.
+    fn dependents_of(&self, base: u64) -> Vec<u64> {
+        self.areas
+            .get(base)
+            .map(|a| a.dependents.clone())
             .unwrap_or_default()
     }
 
@@ -285,7 +320,12 @@ impl LazyCopies {
         base: u64,
         (pages, first_live): (core::ops::Range<usize>, usize),
     ) {
-        let Some(pd) = self.links.get(&base).map(|l| l.child_pd) else {
+        let Some(pd) = self
+            .areas
+            .get(base)
+            .and_then(|a| a.link.as_ref())
+            .map(|l| l.child_pd)
+        else {
             return;
         };
         for i in pages.clone() {
@@ -316,51 +356,54 @@ impl LazyCopies {
         i: usize,
         (relocate, first): (bool, usize),
     ) {
-        let Some(link) = self.links.get(&base) else {
+        let Some(area) = self.areas.get(base).filter(|a| a.is_pending(i)) else {
             return;
         };
-        if !link.pages.is_pending(i) {
+        let Some(link) = area.link.as_ref() else {
             return;
-        }
+        };
         let (source, from, to, mode) = (link.source, link.from, link.to, link.mode);
+        // Copy-on-write never relocates; the other modes relocate what points into the
+        // source's area (inferred tags), which leaves a page without tags as it is.
+        let tags = (relocate || mode != CopyMode::CopyOnWrite).then(|| link.tags.clone());
         // The source's page as its holder sees it (settled first if it is lazily forked
         // itself), copied straight into the child's frame and relocated there.
-        self.settle_page(f, source, i, false);
+        if self.areas.get(source).is_some_and(|a| a.is_pending(i)) {
+            self.settle_page(f, source, i, false);
+        }
         let src = f.initialised_frame(source, i);
         let Some(dst) = f.frame_to_fill(base, i) else {
             return;
         };
-        // Copy-on-write never relocates; the other modes relocate what points into the
-        // source's area (inferred tags), which leaves a page without tags as it is.
-        let relocating = relocate || mode != CopyMode::CopyOnWrite;
-        let tags = self
-            .links
-            .get(&base)
-            .map(|l| &*l.tags)
-            .filter(|_| relocating);
         let tally = &mut self.stats.relocated;
         // Only a relocation zeroes the dead words below `first`; a plain copy takes them all.
         let first = if tags.is_some() { first } else { 0 };
         crate::mm::frames::fill_frame_from(src, dst, first, |words| {
             let page = from.base() + i as u64 * PAGE_SIZE;
-            if let Some(tags) = tags
-                && relocate_page_from(tags, (&from, &to), (page, first), words, tally).is_err()
+            if let Some(tags) = &tags
+                && relocate_page_from(&**tags, (&from, &to), (page, first), words, tally).is_err()
             {
                 // The words below `first` were left for the relocation, which refused the page.
                 words[..first].fill(0);
             }
         });
         self.stats.pages_copied += 1;
-        *self.copied.entry(base).or_default() += 1;
-        let (shared, pd) = match self.links.get_mut(&base) {
-            Some(l) => (l.pages.settle(i), l.child_pd),
-            None => return,
+        let Some(area) = self.areas.get_mut(base) else {
+            return;
         };
-        if shared {
+        area.copied = Some(area.copied.unwrap_or(0) + 1);
+        let shared = area.pages.settle(i);
+        let (pd, settled) = (
+            area.link.as_ref().map(|l| l.child_pd),
+            area.pages.is_settled(),
+        );
+        if shared && let Some(pd) = pd {
             let p = f.revoke(pd, base + i as u64 * PAGE_SIZE, PAGE_SIZE);
             f.owe(p);
         }
-        self.unlink_if_settled(f, base);
+        if settled {
+            self.unlink(f, base);
+        }
     }
 
     /// The contents of page `i` of the area at `base` as its holder sees them, settling it
@@ -376,40 +419,37 @@ impl LazyCopies {
         f.read_words(base, i, out)
     }
 
-    /// Forgets the link of `base` once it lacks nothing.
-    fn unlink_if_settled(&mut self, f: &mut Frames<'_>, base: u64) {
-        if self.links.get(&base).is_some_and(|l| l.pages.is_settled())
-            && let Some(l) = self.links.remove(&base)
-        {
-            self.forget_dependent(f, l.source, base);
-            self.release_if_unused(f, base);
-        }
+    /// Forgets the link of the area at `base` (it lacks nothing, or it goes): it leaves its
+    /// source's dependents.
+    fn unlink(&mut self, f: &mut Frames<'_>, base: u64) {
+        let Some(l) = self.areas.get_mut(base).and_then(|a| a.link.take()) else {
+            return;
+        };
+        self.forget_dependent(f, l.source, base);
+        self.release_if_unused(f, base);
     }
 
     fn forget_dependent(&mut self, f: &mut Frames<'_>, source: u64, child: u64) {
-        if let Some(d) = self.dependents.get_mut(&source) {
-            d.retain(|&c| c != child);
-            if d.is_empty() {
-                self.drop_dependents(source);
+        if let Some(a) = self.areas.get_mut(source) {
+            a.dependents.retain(|&c| c != child);
+            if a.dependents.is_empty() {
                 self.release_if_unused(f, source);
             }
         }
     }
 
-    /// Forgets which areas were forked from the one at `base`, keeping a few emptied lists.
-    fn drop_dependents(&mut self, base: u64) {
-        if let Some(mut list) = self.dependents.remove(&base)
-            && self.spare_lists.len() < SPARE_LISTS
-        {
-            list.clear();
-            self.spare_lists.push(list);
-        }
-    }
-
-    /// Stops paging the area at `base` once no lazy fork involves it.
+    /// Stops paging the area at `base` once no lazy fork involves it, and forgets it once
+    /// nothing of it is left to count.
     fn release_if_unused(&mut self, f: &mut Frames<'_>, base: u64) {
-        if !self.links.contains_key(&base) && !self.dependents.contains_key(&base) {
+        let Some(a) = self.areas.get(base) else {
             f.set_pager(base, None);
+            return;
+        };
+        if a.is_unpaged() {
+            f.set_pager(base, None);
+            if a.copied.is_none() {
+                self.areas.remove(base);
+            }
         }
     }
 
@@ -417,17 +457,17 @@ impl LazyCopies {
     /// it is pending, and copies it to every area forked from this one that still lacks it.
     fn before_write(&mut self, f: &mut Frames<'_>, base: u64, i: usize) {
         self.settle_page(f, base, i, false);
-        let deps: Vec<u64> = self.dependents.get(&base).cloned().unwrap_or_default();
-        for d in deps {
+        for d in self.dependents_of(base) {
             self.settle_page(f, d, i, false);
         }
     }
 
     /// True when some area forked from the one at `base` still lacks its page `i`.
     fn lacked_by_dependents(&self, base: u64, i: usize) -> bool {
-        self.dependents.get(&base).is_some_and(|d| {
-            d.iter()
-                .any(|c| self.links.get(c).is_some_and(|l| l.pages.is_pending(i)))
+        self.areas.get(base).is_some_and(|a| {
+            a.dependents
+                .iter()
+                .any(|&c| self.areas.get(c).is_some_and(|d| d.is_pending(i)))
         })
     }
 
@@ -441,7 +481,7 @@ impl LazyCopies {
         perm: Perm,
     ) -> Option<(u64, Perm)> {
         let write = access.contains(Perm::W);
-        let pending = self.links.get(&base).is_some_and(|l| l.pages.is_pending(i));
+        let pending = self.areas.get(base).is_some_and(|a| a.is_pending(i));
         let lacked = self.lacked_by_dependents(base, i);
         if !pending && !lacked {
             return None;
@@ -452,17 +492,23 @@ impl LazyCopies {
         }
         if pending {
             let (source, from, mode) = {
-                let l = self.links.get(&base)?;
+                let l = self.areas.get(base)?.link.as_ref()?;
                 (l.source, l.from, l.mode)
             };
             let mut buf = MaybeUninit::uninit();
             let words = self.source_words(f, source, i, &mut buf);
             let page = from.base() + i as u64 * PAGE_SIZE;
-            let has_tags = self.links.get(&base)?.tags.page_has_tags(page, words);
+            let has_tags = self
+                .areas
+                .get(base)?
+                .link
+                .as_ref()?
+                .tags
+                .page_has_tags(page, words);
             let touch = on_first_touch(mode, has_tags, Access::Read);
             if touch == FirstTouch::Share {
-                if let Some(l) = self.links.get_mut(&base) {
-                    l.pages.share(i);
+                if let Some(a) = self.areas.get_mut(base) {
+                    a.pages.share(i);
                 }
                 self.stats.pages_shared += 1;
                 // The source's frame, read-only: nothing in it points anywhere relocation
@@ -487,11 +533,9 @@ impl LazyCopies {
 
     /// Settles every page the areas forked from the one at `base` still lack.
     fn settle_dependents(&mut self, f: &mut Frames<'_>, base: u64) {
-        if let Some(deps) = self.dependents.get(&base).cloned() {
-            for d in deps {
-                for i in self.held(d) {
-                    self.settle_page(f, d, i, false);
-                }
+        for d in self.dependents_of(base) {
+            for i in self.held(d) {
+                self.settle_page(f, d, i, false);
             }
         }
     }
@@ -500,10 +544,17 @@ impl LazyCopies {
     /// pages now, and if it was lazily forked itself it leaves its source's dependents.
     fn detach(&mut self, f: &mut Frames<'_>, base: u64) {
         self.settle_dependents(f, base);
-        self.drop_dependents(base);
-        if let Some(l) = self.links.remove(&base) {
+        // Its own dependents were settled above; what it lacked dies with it.
+        let link = self.areas.get_mut(base).and_then(|a| {
+            a.dependents.clear();
+            a.link.take()
+        });
+        if let Some(l) = link {
             self.forget_dependent(f, l.source, base);
-            // Its own dependents were settled above; what it lacked dies with it.
+        }
+        // Jord drops the pager itself; a count of copied pages stays until `forget_copied`.
+        if self.areas.get(base).is_some_and(|a| a.copied.is_none()) {
+            self.areas.remove(base);
         }
     }
 }

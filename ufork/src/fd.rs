@@ -252,6 +252,15 @@ impl FdTable {
     /// The child's table at fork: the same descriptors naming the same open files (each gets
     /// one more reference).
     pub fn fork<T>(&self, files: &mut OpenFiles<T>) -> Result<FdTable, FdError> {
+        self.fork_into(files, FdTable::new(0))
+    }
+
+    /// [`FdTable::fork`], the child's table made in `into`'s allocation (an emptied table).
+    pub fn fork_into<T>(
+        &self,
+        files: &mut OpenFiles<T>,
+        mut into: FdTable,
+    ) -> Result<FdTable, FdError> {
         for (done, id) in self.slots.iter().flatten().enumerate() {
             if let Err(e) = files.retain(*id) {
                 // Undo the references taken so far.
@@ -261,7 +270,11 @@ impl FdTable {
                 return Err(e);
             }
         }
-        Ok(self.clone())
+        // (A derived `clone_from` would allocate a new vector.)
+        into.slots.clear();
+        into.slots.extend_from_slice(&self.slots);
+        into.limit = self.limit;
+        Ok(into)
     }
 
     /// Closes every descriptor (at exit). Returns the objects whose last descriptor went.
@@ -367,6 +380,26 @@ mod tests {
         assert_eq!(child.close_all(&mut files), alloc::vec!['y']);
         assert!(files.is_empty());
         assert_eq!(child.count(), 0);
+    }
+
+    #[test]
+    fn fork_into_an_emptied_table_reuses_it() {
+        let mut files = OpenFiles::new(16);
+        let mut parent = FdTable::new(16);
+        for c in ['a', 'b', 'c'] {
+            parent.open(&mut files, c).unwrap();
+        }
+        // An ended child's table: emptied, with stale limits and capacity.
+        let mut ended = FdTable::new(3);
+        for c in ['p', 'q', 'r', 's'] {
+            let _ = ended.open(&mut files, c);
+        }
+        let _ = ended.close_all(&mut files);
+        let cap = ended.slots.capacity();
+        let child = parent.fork_into(&mut files, ended).unwrap();
+        assert_eq!(child, parent);
+        assert_eq!(child.slots.capacity(), cap, "no allocation");
+        assert_eq!(files.refs(parent.get(2).unwrap()), 2);
     }
 
     mod props {

@@ -847,7 +847,11 @@ pub(super) fn dup2(pid: Pid, old: u64, new: u64) -> Result<u64, AbiError> {
 
 /// Closes every descriptor of a μprocess that ended.
 pub(super) fn close_all(mut fds: FdTable) {
-    let last = with(|p| fds.close_all(&mut p.files));
+    let last = with(|p| {
+        let last = fds.close_all(&mut p.files);
+        p.spares.keep_fds(fds);
+        last
+    });
     for file in last {
         release(file);
     }

@@ -128,6 +128,39 @@ struct Procs {
     sleepers: Vec<(Pid, u64)>,
     /// μprocesses parked on sockets.
     socket_waiters: Vec<net::SocketWaiter>,
+    /// What ended μprocesses left for the next ones to reuse instead of allocating.
+    spares: Spares,
+}
+
+/// How many emptied descriptor tables and tag sources [`Spares`] keeps.
+const SPARES: usize = 8;
+
+/// Emptied descriptor tables (their vectors) and tag sources no one else holds, kept from
+/// ended μprocesses for the next forks: a loop of forks allocates neither.
+#[derive(Default)]
+struct Spares {
+    fds: Vec<FdTable>,
+    sources: Vec<tags::Source>,
+}
+
+impl Spares {
+    /// Keeps `fds`, emptied, if there is room.
+    fn keep_fds(&mut self, fds: FdTable) {
+        if self.fds.len() < SPARES {
+            self.fds.push(fds);
+        }
+    }
+
+    /// Keeps `source` if no one else holds it and there is room, emptied first (its shadow
+    /// table may share pages with a live μprocess's, which would then copy on its next tag).
+    fn keep_source(&mut self, mut source: tags::Source) {
+        if self.sources.len() < SPARES
+            && let Some(s) = alloc::sync::Arc::get_mut(&mut source)
+        {
+            s.forget();
+            self.sources.push(source);
+        }
+    }
 }
 
 /// A blocking system call a μprocess waits in.
@@ -173,6 +206,7 @@ fn with<R>(f: impl FnOnce(&mut Procs) -> R) -> R {
             disk: files::DiskFiles::default(),
             sleepers: Vec::new(),
             socket_waiters: Vec::new(),
+            spares: Spares::default(),
         });
         f(p)
     })
@@ -656,7 +690,8 @@ fn new_child(
 ) -> Result<(Pid, FdTable, Instance), AbiError> {
     let fds = with(|p| {
         let pr = p.procs.get(parent)?;
-        pr.fds.fork(&mut p.files).ok()
+        let into = p.spares.fds.pop().unwrap_or_else(|| FdTable::new(0));
+        pr.fds.fork_into(&mut p.files, into).ok()
     })
     .ok_or(AbiError::BadFd)?;
     let child = match with(|p| p.table.fork_bounded(parent, usize::from(bound))) {
@@ -703,7 +738,7 @@ fn set_fork_mode(pid: Pid, raw: u64) -> Result<u64, AbiError> {
 /// `fork` from `parent`, whose context is `ctx` (stopped at the system call), in the copy mode
 /// `raw_mode` names (0: the parent's default, else 1 + the mode's code): the child's PID.
 fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> {
-    let (func, (base, len), parent_pd, options, default_mode, (tags, bound, restored)) =
+    let (func, (base, len), parent_pd, options, default_mode, (tags, bound, restored, spare)) =
         with(|p| {
             let pr = p.procs.get(parent)?;
             let options = SpawnOptions {
@@ -717,7 +752,7 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
                 pr.instance.pd,
                 options,
                 pr.mode,
-                (tags, pr.bound, pr.restored),
+                (tags, pr.bound, pr.restored, p.spares.sources.pop()),
             ))
         })
         .ok_or(AbiError::InvalidArgs)?;
@@ -778,7 +813,8 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
         fds,
         (
             options,
-            tags::source(
+            tags::source_in(
+                spare,
                 tags.tags()
                     .copy_for(&to)
                     .unwrap_or_else(|_| ShadowTags::new(to)),
@@ -1249,9 +1285,10 @@ fn collect_stale() {
 /// Forgets a reaped child (its memory went when it ended).
 fn reap(child: Pid) {
     let ticket = with(|p| {
-        p.procs
-            .remove(child)
-            .and_then(|pr| pr.observed.then_some(pr.ticket))
+        let pr = p.procs.remove(child)?;
+        let ticket = pr.observed.then_some(pr.ticket);
+        p.spares.keep_source(pr.source);
+        ticket
     });
     if let Some(t) = ticket {
         // Nobody waits for a forked child's request: drop the record of its completion, now

@@ -44,6 +44,20 @@ pub fn source(tags: ShadowTags) -> Source {
     Arc::new(Emulated::new(choice(), tags))
 }
 
+/// [`source`], made in `spare`'s allocation when no one else holds it.
+pub fn source_in(spare: Option<Source>, tags: ShadowTags) -> Source {
+    let Some(mut s) = spare else {
+        return source(tags);
+    };
+    match Arc::get_mut(&mut s) {
+        Some(e) => {
+            *e = Emulated::new(choice(), tags);
+            s
+        }
+        None => source(tags),
+    }
+}
+
 fn add(counters: &[AtomicU64; 4], t: &Tally) {
     for (c, n) in counters
         .iter()

@@ -104,6 +104,34 @@ impl<T> PidMap<T> {
         }
     }
 
+    /// Sets the value of `pid`, whose slot must be free: [`SlotTaken`] with `value` (nothing
+    /// changed) when any PID, `pid` included, holds it.
+    pub fn insert_new(&mut self, pid: Pid, value: T) -> Result<(), SlotTaken<T>> {
+        let i = self.index(pid);
+        let slot = &mut self.slots[i];
+        if let Some((p, _)) = slot {
+            return Err(SlotTaken { holder: *p, value });
+        }
+        *slot = Some((pid, value));
+        self.occupied[i / 64] |= 1 << (i % 64);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Removes `pid`, returning what `f` makes of its value, which is dropped where it lies
+    /// (not moved out first, as [`PidMap::remove`] does).
+    pub fn remove_with<R>(&mut self, pid: Pid, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        let i = self.index(pid);
+        let r = match &mut self.slots[i] {
+            Some((p, v)) if *p == pid => f(v),
+            _ => return None,
+        };
+        self.len -= 1;
+        self.occupied[i / 64] &= !(1 << (i % 64));
+        self.slots[i] = None;
+        Some(r)
+    }
+
     /// Removes `pid`, returning its value.
     pub fn remove(&mut self, pid: Pid) -> Option<T> {
         let i = self.index(pid);
@@ -178,6 +206,24 @@ mod tests {
         assert_eq!(m.remove(Pid::from_raw(9)), None);
         assert_eq!(m.remove(Pid::from_raw(5)), Some('c'));
         assert!(m.is_empty() && m.is_free_for(Pid::from_raw(9)));
+    }
+
+    #[test]
+    fn insert_new_takes_only_a_free_slot() {
+        let mut m = PidMap::with_slots(4);
+        assert_eq!(m.insert_new(Pid::from_raw(5), 'a'), Ok(()));
+        let taken = |value| SlotTaken {
+            holder: Pid::from_raw(5),
+            value,
+        };
+        assert_eq!(m.insert_new(Pid::from_raw(5), 'b'), Err(taken('b')));
+        assert_eq!(m.insert_new(Pid::from_raw(9), 'c'), Err(taken('c')));
+        assert_eq!((m.len(), m.get(Pid::from_raw(5))), (1, Some(&'a')));
+        assert_eq!(m.remove(Pid::from_raw(5)), Some('a'));
+        assert_eq!(m.insert_new(Pid::from_raw(9), 'd'), Ok(()));
+        assert_eq!(m.remove_with(Pid::from_raw(5), |v| *v), None);
+        assert_eq!(m.remove_with(Pid::from_raw(9), |v| *v), Some('d'));
+        assert!(m.is_empty() && m.get(Pid::from_raw(9)).is_none());
     }
 
     proptest! {

@@ -397,6 +397,9 @@ pub struct ProcessTable {
     limit: usize,
     /// μprocesses (zombies included) per owner.
     owned: BTreeMap<u64, usize>,
+    /// Init may have a zombie child: one ended whose parent was init or who left zombie
+    /// children to it, since [`ProcessTable::init_reap`] last reaped them all.
+    init_may_reap: bool,
 }
 
 impl ProcessTable {
@@ -424,6 +427,7 @@ impl ProcessTable {
             max_pid,
             limit,
             owned: BTreeMap::new(),
+            init_may_reap: false,
         })
     }
 
@@ -574,6 +578,7 @@ impl ProcessTable {
         if let Some(init) = self.procs.get_mut(Pid::INIT) {
             init.children.extend_from_slice(&orphans);
         }
+        self.init_may_reap |= parent == Pid::INIT || orphan_zombie;
         if self.wake_waiter(parent, pid) {
             woken.push(parent);
         }
@@ -696,6 +701,9 @@ impl ProcessTable {
     /// The kernel's init loop: reaps every zombie child of init and returns them.
     pub fn init_reap(&mut self) -> Vec<(Pid, ExitStatus)> {
         let mut reaped = Vec::new();
+        if !core::mem::take(&mut self.init_may_reap) {
+            return reaped;
+        }
         while let Ok(WaitOutcome::Reaped { pid, status }) =
             self.waitpid(Pid::INIT, WaitTarget::Any, WaitOptions { nohang: true })
         {

@@ -234,15 +234,18 @@ pub fn copied_pages(base: u64) -> u64 {
 
 /// Forgets the copy count of the area at `base`, which is going.
 pub fn forget_copied(base: u64) {
-    crate::jord::with(|_| {
-        let mut g = LAZY.lock();
-        if let Some(a) = g.areas.get_mut(base) {
-            a.copied = None;
-            if a.is_unpaged() {
-                g.areas.remove(base);
-            }
+    crate::jord::with(|j| forget_copied_in(j, base));
+}
+
+/// [`forget_copied`], under Jord's lock (which `_j` holds).
+pub fn forget_copied_in(_j: &mut Jord, base: u64) {
+    let mut g = LAZY.lock();
+    if let Some(a) = g.areas.get_mut(base) {
+        a.copied = None;
+        if a.is_unpaged() {
+            g.areas.remove(base);
         }
-    });
+    }
 }
 
 /// Counters of lazy forks.

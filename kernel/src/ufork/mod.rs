@@ -38,7 +38,7 @@ use crate::orchestrator::{self, JobInfo, Outcome, Ticket};
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use fjord_libos::abi::{Error as AbiError, Sysno, encode};
 use fjord_pd::PdId;
 use fjord_ufork::area::Area;
@@ -94,7 +94,8 @@ struct Proc {
     isolation: IsolationLevel,
     /// Its tag source: its precise tags (the pointers the kernel wrote into its area) read as
     /// the boot option `tags=` chose (shared, unchanged, with the lazy forks that read them).
-    source: tags::Source,
+    /// Given up when it ends (a zombie has no memory to read tags of).
+    source: Option<tags::Source>,
     /// The bound on its tree's μprocesses: the `max_processes` of the program at its root.
     bound: u16,
     /// Held still by a checkpoint ([`snapshot::freeze`]): its steps park instead of running.
@@ -292,10 +293,11 @@ fn start_with(
     (options, source, bound): (SpawnOptions, tags::Source, u16),
     restored: bool,
 ) -> Result<Ticket, SpawnError> {
-    let observed = with(|p| p.table.parent_of(pid)) == Ok(Pid::INIT);
+    let mut observed = false;
     let inserted = with(|p| {
+        observed = p.table.parent_of(pid) == Ok(Pid::INIT);
         p.procs
-            .insert(
+            .insert_new(
                 pid,
                 Proc {
                     func,
@@ -310,14 +312,13 @@ fn start_with(
                     observed,
                     mode: options.mode,
                     isolation: options.isolation,
-                    source,
+                    source: Some(source),
                     bound,
                     frozen: false,
                     missed: false,
                     restored,
                 },
             )
-            .map(|_| ())
             .map_err(|taken| (taken.holder, taken.value.instance.pd))
     });
     if let Err((holder, pd)) = inserted {
@@ -409,7 +410,8 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
         ))
     });
     let (pd, copies, blocked, killed) = taken?;
-    let mut ctx = saved?;
+    // Used where it is: moving it out again would copy it once more.
+    let ctx = saved.as_mut()?;
     let caller = files::Caller { pid, pd, copies };
     if let Some(sig) = killed {
         return finish(pid, ExitStatus::Signaled(sig));
@@ -417,24 +419,24 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
     let mut space = Space { pd, loaded: false };
     if let Some(b) = blocked {
         let next = match b {
-            Blocked::Wait(target, options) => wait(pid, (target, options), &mut ctx, info),
+            Blocked::Wait(target, options) => wait(pid, (target, options), ctx, info),
             Blocked::Read { fd, buf, len } => {
                 space.enter();
-                files::read(caller, fd, buf, len, &mut ctx, info)
+                files::read(caller, fd, buf, len, ctx, info)
             }
             Blocked::Write { fd, buf, len } => {
                 space.enter();
-                files::write(caller, fd, buf, len, &mut ctx, info)
+                files::write(caller, fd, buf, len, ctx, info)
             }
             Blocked::Sleep => Next::Continue(0),
-            Blocked::Accept { fd, peer } => net::accept(pid, fd, peer, &mut ctx, info),
-            Blocked::Connect { fd } => net::connect_wait(pid, fd, &mut ctx, info),
+            Blocked::Accept { fd, peer } => net::accept(pid, fd, peer, ctx, info),
+            Blocked::Connect { fd } => net::connect_wait(pid, fd, ctx, info),
             Blocked::Poll {
                 fds,
                 n,
                 timeout_ms,
                 deadline,
-            } => net::poll(pid, (fds, n, timeout_ms), Some(deadline), &mut ctx, info),
+            } => net::poll(pid, (fds, n, timeout_ms), Some(deadline), ctx, info),
         };
         match next {
             Next::Continue(v) => ctx.frame.rax = v,
@@ -448,7 +450,7 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
     loop {
         space.enter();
         in_call::running(Some((caller, kills_seen)));
-        let exit = user::run(&mut ctx, Some(deadline));
+        let exit = user::run(ctx, Some(deadline));
         in_call::running(None);
         if !matches!(exit, UserExit::Request { no, .. } if keeps_space(no)) {
             space.leave();
@@ -477,9 +479,9 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
                 );
                 return finish(pid, ExitStatus::Signaled(signal));
             }
-            UserExit::TimedOut => yield_now(pid, ctx, info),
+            UserExit::TimedOut => yield_now(pid, *ctx, info),
             UserExit::Request { no, args } => match Sysno::from_raw(no) {
-                Some(Sysno::Fork) => Next::Continue(encode(fork(pid, &ctx, args[0]))),
+                Some(Sysno::Fork) => Next::Continue(encode(fork(pid, ctx, args[0]))),
                 Some(Sysno::SetForkMode) => Next::Continue(encode(set_fork_mode(pid, args[0]))),
                 Some(Sysno::Spawn) => Next::Continue(encode(spawn_child(pid, args[0], args[1]))),
                 Some(Sysno::Isolation) => Next::Continue(
@@ -487,7 +489,7 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
                 ),
                 Some(Sysno::MemInfo) => Next::Continue(mem_info(pid, args[0])),
                 Some(Sysno::Waitpid) => match decode_wait(args) {
-                    Ok(w) => wait(pid, w, &mut ctx, info),
+                    Ok(w) => wait(pid, w, ctx, info),
                     Err(e) => Next::Continue(encode(Err(e))),
                 },
                 Some(Sysno::Getpid) => Next::Continue(u64::from(pid.raw())),
@@ -496,16 +498,16 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
                 ),
                 Some(Sysno::SchedYield) => {
                     ctx.frame.rax = 0;
-                    yield_now(pid, ctx, info)
+                    yield_now(pid, *ctx, info)
                 }
                 Some(Sysno::Pipe) => Next::Continue(encode(files::pipe(pid, args[0]))),
                 Some(Sysno::Read) => {
                     let fd = u32::try_from(args[0]).unwrap_or(u32::MAX);
-                    files::read(caller, fd, args[1], args[2], &mut ctx, info)
+                    files::read(caller, fd, args[1], args[2], ctx, info)
                 }
                 Some(Sysno::Write) => {
                     let fd = u32::try_from(args[0]).unwrap_or(u32::MAX);
-                    files::write(caller, fd, args[1], args[2], &mut ctx, info)
+                    files::write(caller, fd, args[1], args[2], ctx, info)
                 }
                 Some(Sysno::Close) => Next::Continue(encode(files::close(pid, args[0]))),
                 Some(Sysno::Dup2) => Next::Continue(encode(files::dup2(pid, args[0], args[1]))),
@@ -518,24 +520,18 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
                 }
                 Some(Sysno::Unlink) => Next::Continue(encode(files::unlink(pid, args[0], args[1]))),
                 Some(Sysno::Kill) => Next::Continue(encode(kill(Some(pid), args[0], args[1]))),
-                Some(Sysno::Sleep) => sleep(pid, args[0], &mut ctx, info),
+                Some(Sysno::Sleep) => sleep(pid, args[0], ctx, info),
                 Some(Sysno::Socket) => Next::Continue(encode(net::socket(pid))),
                 Some(Sysno::Bind) => Next::Continue(encode(net::bind(pid, args[0], args[1]))),
                 Some(Sysno::Listen) => Next::Continue(encode(net::listen(pid, args[0], args[1]))),
-                Some(Sysno::Accept) => net::accept(pid, args[0], args[1], &mut ctx, info),
-                Some(Sysno::Connect) => {
-                    net::connect(pid, args[0], (args[1], args[2]), &mut ctx, info)
-                }
+                Some(Sysno::Accept) => net::accept(pid, args[0], args[1], ctx, info),
+                Some(Sysno::Connect) => net::connect(pid, args[0], (args[1], args[2]), ctx, info),
                 Some(Sysno::Shutdown) => {
                     Next::Continue(encode(net::shutdown(pid, args[0], args[1])))
                 }
-                Some(Sysno::Poll) => net::poll(
-                    pid,
-                    (args[0], args[1], args[2] as i64),
-                    None,
-                    &mut ctx,
-                    info,
-                ),
+                Some(Sysno::Poll) => {
+                    net::poll(pid, (args[0], args[1], args[2] as i64), None, ctx, info)
+                }
                 Some(Sysno::SetNonblocking) => {
                     Next::Continue(encode(net::set_nonblocking(pid, args[0], args[1])))
                 }
@@ -745,7 +741,7 @@ fn fork(parent: Pid, ctx: &UserContext, raw_mode: u64) -> Result<u64, AbiError> 
                 mode: pr.mode,
                 isolation: pr.isolation,
             };
-            let tags = pr.source.clone();
+            let tags = pr.source.clone()?;
             Some((
                 pr.func.clone(),
                 pr.area,
@@ -1150,6 +1146,9 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
     let ended = with(|p| {
         let pr = p.procs.get_mut(pid)?;
         pr.ctx = None;
+        if let Some(source) = pr.source.take() {
+            p.spares.keep_source(source);
+        }
         forget_sleeper(&mut p.sleepers, pid);
         Some((
             (
@@ -1166,7 +1165,6 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
     let mut observed = true;
     if let Some((instance, fds, area, o)) = ended {
         observed = o;
-        lazy::forget_copied(area.0);
         files::close_all(fds);
         // Its memory goes before the parent can learn of the end: a parent that reaps its
         // child and checks the memory it left (or ends, and its own waiter checks) must find
@@ -1213,14 +1211,20 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
 /// Gives back the instance (PD, boundary) of an ended μprocess of `func` whose area is `area`:
 /// its area emptied ([`jord::state::Jord::empty_area`]: its frames go, its PD, page tables and
 /// the leaves of its program's image stay) and kept for the program's next μprocess
-/// ([`instance_for`]) when the program's spares have room, destroyed otherwise.
+/// ([`instance_for`]) when the program's spares have room, destroyed otherwise; either way
+/// the count of pages its fork copied ([`lazy::copied_pages`]) goes.
 fn retire(
     (func, (pd, boundary), scrubbed): (Arc<LoadedFunction>, (PdId, u64), Option<u64>),
     (base, len): (u64, u64),
 ) {
     let emptied = if func.program.is_some() && crate::module::pool::spare_room(&func) {
-        jord::settled(|j| j.empty_area(pd, (base, len), scrubbed)).ok()
+        jord::settled(|j| {
+            lazy::forget_copied_in(j, base);
+            j.empty_area(pd, (base, len), scrubbed)
+        })
+        .ok()
     } else {
+        lazy::forget_copied(base);
         None
     };
     if let Some(scrubbed) = emptied {
@@ -1275,26 +1279,37 @@ pub fn pds_reused() -> u64 {
 /// Requests of reaped children whose completion was not recorded yet when they were reaped.
 static STALE: Mutex<Vec<Ticket>> = Mutex::new(Vec::new());
 
+/// How many tickets [`STALE`] holds, read without its lock.
+static STALE_COUNT: AtomicUsize = AtomicUsize::new(0);
+
 /// Drops the completion records of reaped children that have appeared since.
 fn collect_stale() {
+    if STALE_COUNT.load(Ordering::Acquire) == 0 {
+        return;
+    }
     cpu::without_interrupts(|| {
-        STALE.lock().retain(|&t| orchestrator::take(t).is_none());
+        let mut stale = STALE.lock();
+        stale.retain(|&t| orchestrator::take(t).is_none());
+        STALE_COUNT.store(stale.len(), Ordering::Release);
     });
 }
 
 /// Forgets a reaped child (its memory went when it ended).
 fn reap(child: Pid) {
     let ticket = with(|p| {
-        let pr = p.procs.remove(child)?;
-        let ticket = pr.observed.then_some(pr.ticket);
-        p.spares.keep_source(pr.source);
-        ticket
+        p.procs
+            .remove_with(child, |pr| pr.observed.then_some(pr.ticket))
+            .flatten()
     });
     if let Some(t) = ticket {
         // Nobody waits for a forked child's request: drop the record of its completion, now
         // or, if its last step has not recorded it yet, later.
         if orchestrator::take(t).is_none() {
-            cpu::without_interrupts(|| STALE.lock().push(t));
+            cpu::without_interrupts(|| {
+                let mut stale = STALE.lock();
+                stale.push(t);
+                STALE_COUNT.store(stale.len(), Ordering::Release);
+            });
         }
     }
 }

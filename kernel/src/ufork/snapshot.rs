@@ -159,10 +159,14 @@ pub fn freeze(pid: u64) -> Result<Frozen, FreezeError> {
 /// The image of `pr` stopped at `ctx` (pages not listed yet).
 fn describe(pr: &Proc, ctx: &UserContext, console_fds: Vec<u32>) -> ProcessImage {
     let (base, len) = pr.area;
-    let shadow = pr.source.tags();
+    let shadow = pr.source.as_ref().map(|s| s.tags());
     let mut slots: Vec<u32> = shadow
-        .tagged_pages()
-        .flat_map(|page| shadow.tagged_in_page(page))
+        .into_iter()
+        .flat_map(|shadow| {
+            shadow
+                .tagged_pages()
+                .flat_map(|page| shadow.tagged_in_page(page))
+        })
         .filter_map(|a| u32::try_from(a.checked_sub(base)? / 8).ok())
         .filter(|&s| u64::from(s) < len / 8)
         .collect();

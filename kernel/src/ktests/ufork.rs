@@ -329,10 +329,13 @@ ktest! {
         let (emptied, reused) = stats();
         let scrubs_skipped = skipped();
         let dispatch = orchestrator::stats();
+        let handoffs = ufork::handoffs();
         let (_, ticket) = ufork::spawn("forktest").map_err(|e| format!("{e:?}"))?;
         kassert_eq!(ufork::status_of(&orchestrator::wait(ticket).result), Some(0));
-        // Children start on their parent's executor when JBSQ admits them there.
+        // Children start on their parent's executor when JBSQ admits them there, and a parent
+        // that waits for the child it just forked runs it at once.
         kassert!(orchestrator::stats().local_submits > dispatch.local_submits);
+        kassert!(ufork::handoffs() > handoffs);
         let (emptied_now, reused_now) = stats();
         // forktest forks dozens of children one after another (and checks that none sees an
         // ended sibling's memory): most take an ended one's PD.

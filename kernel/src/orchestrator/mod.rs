@@ -588,6 +588,33 @@ pub fn resume_here(info: JobInfo, work: TaskWork) {
     push_here(Job::new(info, work), (here, g, e), t0);
 }
 
+/// Runs, nested in the step under way on this executor, the step queued first here when it is
+/// one of the request `ticket` (a μprocess's child, which its parent is about to block waiting
+/// for): the step that would have run next runs now, so the queue keeps its order. Whether one
+/// ran.
+pub fn run_next_here(ticket: Ticket) -> bool {
+    let popped = cpu::rdtsc();
+    let Some(q) = STEPS.get(percpu::cpu_index()) else {
+        return false;
+    };
+    let job = cpu::without_interrupts(|| {
+        let mut q = q.lock();
+        if q.front().is_some_and(|j| j.info.ticket == ticket) {
+            q.pop_front()
+        } else {
+            None
+        }
+    });
+    let Some(mut job) = job else {
+        return false;
+    };
+    if job.local {
+        job.dispatched = popped.saturating_sub(job.dispatched);
+    }
+    execute(job);
+    true
+}
+
 /// Submits a new internal request made on an executor (a μprocess's forked or spawned child) to
 /// this executor's own step queue when JBSQ admits it there, as [`resume_here`] does for a
 /// woken step (below the bound, no internal request waiting), so that it needs no dispatch by

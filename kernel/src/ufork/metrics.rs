@@ -33,6 +33,13 @@ pub fn samples(out: &mut Vec<Sample>) {
         super::pds_reused(),
     ));
     out.push(Sample::new(
+        "fjord_uprocess_waits_handed_off_total",
+        Counter,
+        "waitpid calls for a child whose step was next on the caller's executor, which ran it before the caller blocked.",
+        &[],
+        super::handoffs(),
+    ));
+    out.push(Sample::new(
         "fjord_ufork_request_instances_forked_total",
         Counter,
         "Request instances of fork-per-request functions (groundhog=fork) forked from their zygotes.",

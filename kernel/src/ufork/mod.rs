@@ -38,7 +38,7 @@ use crate::orchestrator::{self, JobInfo, Outcome, Ticket};
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use fjord_libos::abi::{Error as AbiError, Sysno, encode};
 use fjord_pd::PdId;
 use fjord_ufork::area::Area;
@@ -619,6 +619,11 @@ fn decode_wait(args: [u64; 4]) -> Result<(WaitTarget, WaitOptions), AbiError> {
 /// `waitpid`: a reaped child's `pid << 32 | status word`, 0 with `WNOHANG`, or blocks `pid`
 /// (its context saved, nothing queued) until a child ends.
 fn wait(pid: Pid, w: (WaitTarget, WaitOptions), ctx: &mut UserContext, info: JobInfo) -> Next {
+    if !w.1.nohang
+        && let WaitTarget::Child(child) = w.0
+    {
+        hand_off(pid, child);
+    }
     let r = with(|p| {
         let r = p.table.waitpid(pid, w.0, w.1);
         if let Ok(WaitOutcome::MustBlock) = r
@@ -641,6 +646,45 @@ fn wait(pid: Pid, w: (WaitTarget, WaitOptions), ctx: &mut UserContext, info: Job
         Err(ProcError::NoChild) => Next::Continue(encode(Err(AbiError::NoChild))),
         Err(_) => Next::Continue(encode(Err(AbiError::InvalidArgs))),
     }
+}
+
+/// Whether this CPU runs a step handed off to by a waiting parent ([`hand_off`]), one CPU each.
+static HANDING_OFF: [AtomicBool; crate::arch::smp::MAX_CPUS] =
+    [const { AtomicBool::new(false) }; crate::arch::smp::MAX_CPUS];
+
+/// Before `parent` waits for `child`: when the child's step is the next one queued on this
+/// executor (a child just forked or spawned here, as a rule), it runs now, nested in the
+/// parent's step, rather than after the parent has parked and been dispatched again: a child
+/// that ends within it is reaped at once. Only one level deep (a child that itself waits
+/// parks as usual), and never out of the queue's order.
+fn hand_off(parent: Pid, child: Pid) {
+    let Some(flag) = HANDING_OFF.get(crate::arch::percpu::cpu_index()) else {
+        return;
+    };
+    if flag.swap(true, Ordering::Acquire) {
+        return;
+    }
+    let ticket = with(|p| {
+        let parent_of = p.table.parent_of(child);
+        p.procs
+            .get(child)
+            .filter(|c| c.ctx.is_some() && parent_of == Ok(parent))
+            .map(|c| c.ticket)
+    });
+    if let Some(t) = ticket.filter(|&t| t != 0)
+        && orchestrator::run_next_here(t)
+    {
+        HANDOFFS.fetch_add(1, Ordering::Relaxed);
+    }
+    flag.store(false, Ordering::Release);
+}
+
+/// Waits that ran the awaited child's step at once ([`hand_off`]) since boot.
+static HANDOFFS: AtomicU64 = AtomicU64::new(0);
+
+/// Waits that ran the awaited child's step at once since boot.
+pub fn handoffs() -> u64 {
+    HANDOFFS.load(Ordering::Relaxed)
 }
 
 /// `spawn(name, len)` from `parent`: the PID of a new child running the program `name` from

@@ -498,6 +498,8 @@ fn expire_zygotes(now: u64) {
             continue;
         };
         let gone = if f.groundhog_mode() == fjord_groundhog::GroundhogMode::Fork {
+            // The PDs its ended requests left for its next forks go with the zygote.
+            f.warm.drain();
             crate::ufork::drop_zygote(&f)
         } else {
             let idle = f.warm.idle();

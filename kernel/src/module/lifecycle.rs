@@ -199,12 +199,17 @@ impl Instance {
                 if f.groundhog_mode().restores() {
                     crate::arch::cpu::without_interrupts(|| f.restores.lock().replaced += 1);
                 }
-                if f.groundhog_mode() == fjord_groundhog::GroundhogMode::Fork
-                    && let Some(ended) = crate::module::fork_end()
-                {
-                    ended(f, instance.pd);
+                if f.groundhog_mode() == fjord_groundhog::GroundhogMode::Fork {
+                    if let Some(ended) = crate::module::fork_end() {
+                        ended(f, instance.pd);
+                    }
+                    match crate::module::fork_retire() {
+                        Some(retire) => retire(f, instance),
+                        None => destroy(instance.pd),
+                    }
+                } else {
+                    destroy(instance.pd);
                 }
-                destroy(instance.pd);
                 f.warm.note_gone();
                 warm::Ran::Gone
             }

@@ -84,6 +84,23 @@ pub fn fork_end() -> Option<ForkEnd> {
     crate::arch::cpu::without_interrupts(|| *FORK_END.lock())
 }
 
+/// Gives back a request's instance of a fork-per-request function once its request ended (and
+/// [`ForkEnd`] was told): kept for the function's next fork, or destroyed (set by
+/// `crate::ufork`).
+pub type ForkRetire = fn(&LoadedFunction, instance::Instance);
+
+static FORK_RETIRE: Mutex<Option<ForkRetire>> = Mutex::new(None);
+
+/// Sets how the instances of fork-per-request functions are given back.
+pub fn set_fork_retire(f: ForkRetire) {
+    crate::arch::cpu::without_interrupts(|| *FORK_RETIRE.lock() = Some(f));
+}
+
+/// The hook [`set_fork_retire`] set.
+pub fn fork_retire() -> Option<ForkRetire> {
+    crate::arch::cpu::without_interrupts(|| *FORK_RETIRE.lock())
+}
+
 /// The forker [`set_forker`] set.
 pub fn forker() -> Option<Forker> {
     crate::arch::cpu::without_interrupts(|| *FORKER.lock())

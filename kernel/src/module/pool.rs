@@ -186,7 +186,8 @@ pub fn put(f: &LoadedFunction, instance: Instance, generation: u64) -> Result<()
     put_bounded(f, (instance, generation), instance_bytes(f), PER_FUNCTION)
 }
 
-/// Most instances of ended μprocesses one program keeps for its next forks.
+/// Most instances of ended μprocesses one program keeps for its next forks (and of ended
+/// requests one fork-per-request function keeps).
 pub const SPARES_PER_PROGRAM: usize = 4;
 
 /// Bytes an emptied μprocess instance holds: its page tables (its root and the tables down to

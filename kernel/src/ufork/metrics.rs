@@ -47,6 +47,13 @@ pub fn samples(out: &mut Vec<Sample>) {
         super::forked_instances(),
     ));
     out.push(Sample::new(
+        "fjord_ufork_request_instances_reused_total",
+        Counter,
+        "Request instances of fork-per-request functions forked into the PD and emptied area of an ended request's instance instead of a new one.",
+        &[],
+        super::request_pds_reused(),
+    ));
+    out.push(Sample::new(
         "fjord_ufork_syscall_bytes_copied_total",
         Counter,
         "Bytes of system-call buffers (read, write, pipe) μprocesses at isolation full had copied through kernel buffers.",

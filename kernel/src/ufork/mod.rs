@@ -1213,7 +1213,8 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
         // Its memory goes before the parent can learn of the end: a parent that reaps its
         // child and checks the memory it left (or ends, and its own waiter checks) must find
         // it gone. A zombie's entry stays until its parent reaps it.
-        retire(instance, area);
+        let (func, (pd, boundary), scrubbed) = instance;
+        retire(&func, (pd, boundary), scrubbed, area);
     }
     let (woken, gone) = with(|p| {
         let woken = p.table.terminate(pid, status).unwrap_or_default();
@@ -1252,16 +1253,21 @@ fn finish(pid: Pid, status: ExitStatus) -> Option<Outcome> {
     Some(Ok(vec![byte]))
 }
 
-/// Gives back the instance (PD, boundary) of an ended μprocess of `func` whose area is `area`:
-/// its area emptied ([`jord::state::Jord::empty_area`]: its frames go, its PD, page tables and
-/// the leaves of its program's image stay) and kept for the program's next μprocess
-/// ([`instance_for`]) when the program's spares have room, destroyed otherwise; either way
-/// the count of pages its fork copied ([`lazy::copied_pages`]) goes.
+/// Gives back the instance (PD, boundary; `scrubbed` as [`Instance::scrubbed`]) of an ended
+/// μprocess of `func`, or of an ended request of the fork-per-request function `func`, whose
+/// area is `area`: its area emptied ([`jord::state::Jord::empty_area`]: its frames go, its PD,
+/// page tables and the leaves of its image stay) and kept for the next μprocess or fork
+/// ([`instance_for`]) when `func`'s spares have room, destroyed otherwise; either way the
+/// count of pages its fork copied ([`lazy::copied_pages`]) goes.
 fn retire(
-    (func, (pd, boundary), scrubbed): (Arc<LoadedFunction>, (PdId, u64), Option<u64>),
+    func: &LoadedFunction,
+    (pd, boundary): (PdId, u64),
+    scrubbed: Option<u64>,
     (base, len): (u64, u64),
 ) {
-    let emptied = if func.program.is_some() && crate::module::pool::spare_room(&func) {
+    let keeps =
+        func.program.is_some() || func.groundhog_mode() == fjord_groundhog::GroundhogMode::Fork;
+    let emptied = if keeps && crate::module::pool::spare_room(func) {
         jord::settled(|j| {
             lazy::forget_copied_in(j, base);
             j.empty_area(pd, (base, len), scrubbed)
@@ -1279,7 +1285,7 @@ fn retire(
             scrubbed,
         };
         if let Err(spare) =
-            crate::module::pool::put_spare(&func, spare, crate::module::loader::jord_epoch())
+            crate::module::pool::put_spare(func, spare, crate::module::loader::jord_epoch())
         {
             instance::destroy(spare.pd);
         }
@@ -1288,9 +1294,9 @@ fn retire(
     }
 }
 
-/// An instance for a new μprocess of `func` (`forked`: a forked child, whose parent's copy
-/// gives it its heap header): an ended μprocess's that the program kept ([`retire`]), or else
-/// a new one.
+/// An instance for a new μprocess of `func`, or for a request of the fork-per-request
+/// function `func` (`forked`: a forked child, whose parent's copy gives it its heap header): an
+/// ended one's that `func` kept ([`retire`]), or else a new one.
 fn instance_for(
     func: &LoadedFunction,
     forked: bool,
@@ -1298,7 +1304,12 @@ fn instance_for(
     if let Some(spare) = crate::module::pool::take_spare(func) {
         match spare.reuse(func, !forked) {
             Ok(inst) => {
-                PDS_REUSED.fetch_add(1, Ordering::Relaxed);
+                let reused = if func.program.is_some() {
+                    &PDS_REUSED
+                } else {
+                    &REQUEST_PDS_REUSED
+                };
+                reused.fetch_add(1, Ordering::Relaxed);
                 return Ok(inst);
             }
             Err(pd) => instance::destroy(pd),
@@ -1318,6 +1329,16 @@ static PDS_REUSED: AtomicU64 = AtomicU64::new(0);
 /// since boot.
 pub fn pds_reused() -> u64 {
     PDS_REUSED.load(Ordering::Relaxed)
+}
+
+/// Request instances of fork-per-request functions forked into an ended request's PD since boot
+/// ([`instance_for`]).
+static REQUEST_PDS_REUSED: AtomicU64 = AtomicU64::new(0);
+
+/// Request instances of fork-per-request functions forked into the PD and emptied area of an
+/// ended request's instance since boot.
+pub fn request_pds_reused() -> u64 {
+    REQUEST_PDS_REUSED.load(Ordering::Relaxed)
 }
 
 /// Requests of reaped children whose completion was not recorded yet when they were reaped.
@@ -1445,6 +1466,14 @@ static SLEEPING: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsi
 pub fn init() {
     orchestrator::set_poll_hook(wake_sleepers);
     crate::module::set_forker(fork_instance);
+    crate::module::set_fork_retire(retire_forked);
+}
+
+/// Gives back the instance of a fork-per-request function's ended request as a μprocess's is
+/// given back ([`retire`]): its PD and emptied area kept for the function's next fork.
+fn retire_forked(f: &LoadedFunction, inst: Instance) {
+    let area = area_of_instance(f, &inst);
+    retire(f, (inst.pd, inst.boundary), inst.scrubbed, area);
 }
 
 /// The PD and instance boundary of `f`'s zygote, made (its `init` run) if it has none yet.
@@ -1498,7 +1527,8 @@ pub fn drop_zygote(f: &LoadedFunction) -> bool {
 pub fn fork_instance(f: &LoadedFunction) -> Result<Instance, orchestrator::InvokeFailure> {
     use orchestrator::InvokeFailure;
     let (zygote_pd, zygote_boundary) = zygote(f)?;
-    let child = Instance::create_for_fork(f)?;
+    // An ended request's PD and emptied area when the function kept one ([`retire_forked`]).
+    let child = instance_for(f, true)?;
     let m = &f.manifest;
     let image = f.image_in_area();
     let len = image + m.stack_size + m.heap_size;

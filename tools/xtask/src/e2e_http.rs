@@ -253,20 +253,28 @@ pub fn run(kernel: &Path, machine: Machine, accel: Accel) -> Result<Vec<Outcome>
     Ok(outcomes)
 }
 
-/// The workloads' checks with every function forked per request, and the forks counted.
+/// The workloads' checks with every function forked per request, and the forks counted: most
+/// requests after a function's first few fork into the PD an ended request left.
 fn fork_mode_checks(addr: SocketAddr, apps: &[crate::apps_build::BuiltApp]) -> Vec<Outcome> {
     let mut outcomes = workload_checks_with(addr, apps, "?instances=fork");
+    let metrics = one(addr, "GET", "/metrics", b"")
+        .map(|r| r.text())
+        .unwrap_or_default();
+    let value = |name| crate::e2e_conns::series_value(&metrics, name);
+    let forked = value("fjord_ufork_request_instances_forked_total");
     outcomes.push((
         "http: /metrics counts request instances forked from zygotes".to_owned(),
-        crate::e2e_conns::series_value(
-            &one(addr, "GET", "/metrics", b"")
-                .map(|r| r.text())
-                .unwrap_or_default(),
-            "fjord_ufork_request_instances_forked_total",
-        )
-        .filter(|&n| n >= fjord_faas::workloads::OPERATIONS.len() as u64 * 3)
-        .map(drop)
-        .ok_or_else(|| "too few forked instances".to_owned()),
+        forked
+            .filter(|&n| n >= fjord_faas::workloads::OPERATIONS.len() as u64 * 3)
+            .map(drop)
+            .ok_or_else(|| "too few forked instances".to_owned()),
+    ));
+    outcomes.push((
+        "http: forked request instances reuse the PDs of ended ones".to_owned(),
+        match (value("fjord_ufork_request_instances_reused_total"), forked) {
+            (Some(reused), Some(forked)) if reused > 0 && reused < forked => Ok(()),
+            other => Err(format!("reused and forked: {other:?}")),
+        },
     ));
     outcomes
 }

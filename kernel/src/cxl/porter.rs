@@ -398,11 +398,12 @@ fn instance_for(f: &LoadedFunction) -> Result<Instance, InvokeFailure> {
 }
 
 /// A request's instance of fork-per-request function `f` ended: its source's latency sample.
-fn instance_ended(f: &LoadedFunction, pd: fjord_pd::PdId) {
+/// Whether the instance may be kept for the next local fork (not a clone).
+fn instance_ended(f: &LoadedFunction, pd: fjord_pd::PdId) -> bool {
     let now = crate::arch::time::now();
     with(|p| {
         let Some((name, source, made)) = p.live.remove(&pd.raw()) else {
-            return;
+            return true;
         };
         let ns = crate::arch::time::ticks_to_ns(now.saturating_sub(made));
         if let Some(st) = p.functions.get_mut(&name)
@@ -414,7 +415,9 @@ fn instance_ended(f: &LoadedFunction, pd: fjord_pd::PdId) {
                 Source::ColdStart => {}
             }
         }
-    });
+        // A clone's area sits where the next clones of its checkpoint want theirs.
+        source != Source::Restore
+    })
 }
 
 /// When [`tick`] next does its work (TSC).

@@ -200,10 +200,8 @@ impl Instance {
                     crate::arch::cpu::without_interrupts(|| f.restores.lock().replaced += 1);
                 }
                 if f.groundhog_mode() == fjord_groundhog::GroundhogMode::Fork {
-                    if let Some(ended) = crate::module::fork_end() {
-                        ended(f, instance.pd);
-                    }
-                    match crate::module::fork_retire() {
+                    let keep = crate::module::fork_end().is_none_or(|ended| ended(f, instance.pd));
+                    match crate::module::fork_retire().filter(|_| keep) {
                         Some(retire) => retire(f, instance),
                         None => destroy(instance.pd),
                     }

@@ -69,8 +69,10 @@ pub fn set_forker(f: Forker) {
     crate::arch::cpu::without_interrupts(|| *FORKER.lock() = Some(f));
 }
 
-/// Told that a request's instance of a fork-per-request function ends (before it goes).
-pub type ForkEnd = fn(&LoadedFunction, fjord_pd::PdId);
+/// Told that a request's instance of a fork-per-request function ends (before it goes);
+/// answers whether the instance may be kept for the function's next fork ([`ForkRetire`]):
+/// not one cloned from a checkpoint, whose area sits where the next clones want theirs.
+pub type ForkEnd = fn(&LoadedFunction, fjord_pd::PdId) -> bool;
 
 static FORK_END: Mutex<Option<ForkEnd>> = Mutex::new(None);
 

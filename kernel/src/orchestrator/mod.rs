@@ -331,7 +331,7 @@ static STEPS: [Mutex<VecDeque<Job>>; smp::MAX_CPUS] =
 /// The executors' [`smp::IdleHook`]: runs the next step queued for CPU `index`, if any.
 fn run_queued(index: usize) -> bool {
     let popped = cpu::rdtsc();
-    let Some(mut job) = STEPS.get(index).and_then(|q| q.lock().pop_front()) else {
+    let Some(job) = STEPS.get(index).and_then(|q| q.lock().pop_front()) else {
         // Nothing to serve: restore an instance whose request has ended, if one waits and no
         // step is on its way here (a caller resumed after its nested call, say).
         let Some(work) = BACKGROUND.get() else {
@@ -347,14 +347,20 @@ fn run_queued(index: usize) -> bool {
         }
         return true;
     };
+    cpu::enable_interrupts();
+    execute_popped(job, popped);
+    true
+}
+
+/// Executes `job`, taken off this executor's step queue at `popped` (TSC).
+#[inline(always)]
+fn execute_popped(mut job: Job, popped: u64) {
     if job.local {
         // A step the executor queued for itself: its hand-off is what queueing it cost (kept
         // in `dispatched`) plus taking it off the queue, not the end of the step before it.
         job.dispatched = popped.saturating_sub(job.dispatched);
     }
-    cpu::enable_interrupts();
     execute(job);
-    true
 }
 
 /// Whether a step is dispatched to executor CPU `index` or waits centrally in its group (every
@@ -605,13 +611,10 @@ pub fn run_next_here(ticket: Ticket) -> bool {
             None
         }
     });
-    let Some(mut job) = job else {
+    let Some(job) = job else {
         return false;
     };
-    if job.local {
-        job.dispatched = popped.saturating_sub(job.dispatched);
-    }
-    execute(job);
+    execute_popped(job, popped);
     true
 }
 

@@ -111,6 +111,11 @@ impl AreaLazy {
     fn is_unpaged(&self) -> bool {
         self.link.is_none() && self.dependents.is_empty()
     }
+
+    /// Unpaged, and no count of copied pages to keep: nothing of it is left.
+    fn is_spent(&self) -> bool {
+        self.is_unpaged() && self.copied.is_none()
+    }
 }
 
 impl Recycle for AreaLazy {
@@ -242,7 +247,7 @@ pub fn forget_copied_in(_j: &mut Jord, base: u64) {
     let mut g = LAZY.lock();
     if let Some(a) = g.areas.get_mut(base) {
         a.copied = None;
-        if a.is_unpaged() {
+        if a.is_spent() {
             g.areas.remove(base);
         }
     }
@@ -449,8 +454,9 @@ impl LazyCopies {
             return;
         };
         if a.is_unpaged() {
+            let spent = a.is_spent();
             f.set_pager(base, None);
-            if a.copied.is_none() {
+            if spent {
                 self.areas.remove(base);
             }
         }
@@ -556,7 +562,7 @@ impl LazyCopies {
             self.forget_dependent(f, l.source, base);
         }
         // Jord drops the pager itself; a count of copied pages stays until `forget_copied`.
-        if self.areas.get(base).is_some_and(|a| a.copied.is_none()) {
+        if self.areas.get(base).is_some_and(AreaLazy::is_spent) {
             self.areas.remove(base);
         }
     }

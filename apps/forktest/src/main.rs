@@ -170,7 +170,8 @@ mod program {
 
     /// Pages without pointers: the child reads them (copy-on-pointer-access maps the parent's
     /// frames read-only), then the parent changes them; the child reads them again and must
-    /// still see the values of the fork.
+    /// still see the values of the fork. The child then writes its pages (which kept the
+    /// frames the parent wrote away from): the parent must not see that.
     fn shared_pages_stay_apart() -> Result<(), u8> {
         let mut plain: alloc::vec::Vec<u64> = (0..8192u64).collect();
         let expected: u64 = plain.iter().sum();
@@ -186,6 +187,9 @@ mod program {
                     process::exit(52);
                 }
                 let again: u64 = plain.iter().sum();
+                for x in plain.iter_mut() {
+                    *x = x.wrapping_mul(3);
+                }
                 process::exit(if first == expected && again == expected {
                     0
                 } else {

@@ -42,6 +42,7 @@ use handoff::MAX_DEFERRED;
 pub use handoff::{Handoff, POPULATE_PAGES};
 pub use pager::{Frames, PageWords, Pager};
 pub use reuse::{InstanceLayout, KeptVma};
+pub use shared_prefix::FAULT_AROUND;
 pub use shootdown::Pending;
 pub(super) use shootdown::leaf_table;
 use shootdown::map_leaf;

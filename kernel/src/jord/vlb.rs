@@ -94,6 +94,8 @@ impl Jord {
         self.stats.fills += 1;
         if shared.is_some() {
             self.fault_around((root, table), grant.base, (index, pa));
+        } else {
+            self.paged_fault_around((root, table), grant.base, index, grant.perm);
         }
         true
     }

@@ -94,9 +94,13 @@ ktest! {
             kassert!(status == Some(0), "forktest in {mode:?}: exit status {status:?}");
         }
         // Lazy forks copied pages on access, and children of the copa run read pages without
-        // pointers (strings, numbers) from their parent's frames.
+        // pointers (strings, numbers) from their parent's frames, and kept those frames when
+        // their parent wrote the pages (`shared_pages_stay_apart`).
         let lazy = ufork::lazy::stats();
-        kassert!(lazy.pages_copied > 0 && lazy.pages_shared > 0, "{lazy:?}");
+        kassert!(
+            lazy.pages_copied > 0 && lazy.pages_shared > 0 && lazy.frames_given > 0,
+            "{lazy:?}"
+        );
         for isolation in [IsolationLevel::Full, IsolationLevel::NonAdversarial] {
             let options = ufork::SpawnOptions { mode: CopyMode::CopyOnWrite, isolation };
             kassert_eq!(

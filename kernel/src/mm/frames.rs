@@ -397,6 +397,21 @@ impl SparseFrames {
         Some(pa)
     }
 
+    /// Puts frame `pa` in place of page `i`'s and returns the frame it held; `None` (nothing
+    /// changed) when page `i` has none. For two VMAs exchanging one page's frames, each a frame
+    /// it took: both keep one frame per page taken, so both commitments stay whole.
+    pub fn replace(&mut self, i: usize, pa: u64) -> Option<u64> {
+        let slot = self
+            .blocks
+            .get_mut(i / BLOCK)?
+            .as_mut()?
+            .get_mut(i % BLOCK)?;
+        if *slot == 0 || pa == 0 {
+            return None;
+        }
+        Some(core::mem::replace(slot, pa))
+    }
+
     /// One page, as a run of one frame (never freed as a run).
     fn page(pa: u64) -> FrameRun {
         FrameRun { phys: pa, pages: 1 }

@@ -331,6 +331,11 @@ impl<'m, M: PhysMemory> PageTables<'m, M> {
         true
     }
 
+    /// Whether `table`, the level-1 table of `va`, holds a leaf for it.
+    pub fn is_mapped_in_table(&self, table: u64, va: u64) -> bool {
+        self.mem.read_entry(table, index(va, 1)) & Flags::PRESENT.0 != 0
+    }
+
     /// [`Self::map_in_table`] that replaces the leaf that is there, if any (a fill that may
     /// find a stale or narrower leaf, as [`Self::install`]).
     pub fn install_in_table(&self, table: u64, va: u64, pa: u64, flags: Flags) {

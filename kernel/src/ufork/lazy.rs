@@ -16,8 +16,12 @@
 //!   without tags, a read) maps the parent's frame read-only in the child
 //!   ([`fjord_ufork::lazy::on_first_touch`]);
 //! - the parent's read of a page some child still lacks is mapped read-only, so that its first
-//!   write faults; that write first copies the page to every child that lacks it (and takes
-//!   away a child's read-only mapping of the parent's frame);
+//!   write faults; that write first copies the page to every child that lacks it, except that
+//!   the one child mapping the parent's frame read-only (a shared page) keeps that frame and
+//!   the parent takes the copy, as Linux's copy-on-write does, so no other CPU's TLB changes;
+//! - a miss of either area also maps the pages around it that the area holds itself
+//!   ([`Pager::around`]; read-only where a child lacks them), so a parent touching its memory
+//!   again after the fork took its leaves away takes one miss per 16 pages, not one per page;
 //! - the kernel's own reads and writes of either area settle the page the same way first;
 //! - before the parent's area is freed, every page a child still lacks is copied.
 //!
@@ -27,7 +31,7 @@
 //! A chain of forks (a child forking before it has all its pages) settles from the top: a
 //! grandchild's copy first settles the child's page.
 
-use crate::jord::state::{Frames, Jord, PageWords, Pager, Pending};
+use crate::jord::state::{FAULT_AROUND, Frames, Jord, PageWords, Pager, Pending};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::mem::MaybeUninit;
@@ -71,6 +75,9 @@ pub struct LazyStats {
     pub pages_shared: u64,
     /// Pages left pending at fork.
     pub pages_deferred: u64,
+    /// Shared pages a child kept the frame of when its source wrote them (the source took the
+    /// copy; counted in `pages_copied` too).
+    pub frames_given: u64,
     /// Words relocated in the pages copied, by the tag source that tagged them.
     pub relocated: Tally,
 }
@@ -96,6 +103,8 @@ struct AreaLazy {
     pages: LazyPages,
     /// The areas forked from it that still lack pages of it.
     dependents: Vec<u64>,
+    /// The PD whose area it is (known once it was forked or forked from).
+    owner: Option<PdId>,
     /// Pages copied into it since its fork (on its access, its source's write or its source's
     /// end): the memory its fork added. Kept after it has every page, until it goes
     /// ([`forget_copied`]).
@@ -105,6 +114,12 @@ struct AreaLazy {
 impl AreaLazy {
     fn is_pending(&self, i: usize) -> bool {
         self.link.is_some() && self.pages.is_pending(i)
+    }
+
+    /// Whether its leaf for page `i` maps its source's frame (copy-on-pointer-access sharing),
+    /// and nothing forked from it lacks the page.
+    fn shares(&self, i: usize) -> bool {
+        self.link.is_some() && self.pages.is_shared(i) && self.dependents.is_empty()
     }
 
     /// Neither lazily forked nor forked from: μFork no longer pages it.
@@ -121,6 +136,7 @@ impl AreaLazy {
 impl Recycle for AreaLazy {
     fn recycle(&mut self) {
         self.link = None;
+        self.owner = None;
         self.dependents.clear();
         self.copied = None;
     }
@@ -141,6 +157,7 @@ static LAZY: Mutex<LazyCopies> = Mutex::new(LazyCopies {
         pages_copied: 0,
         pages_shared: 0,
         pages_deferred: 0,
+        frames_given: 0,
         relocated: Tally {
             precise: 0,
             inferred: 0,
@@ -179,6 +196,18 @@ impl Pager for LazyPager {
     ) -> Option<(u64, Perm)> {
         let mut g = LAZY.lock();
         state(f, &mut g).fill(f, base, i, access, perm)
+    }
+
+    fn around(
+        &self,
+        f: &mut Frames<'_>,
+        base: u64,
+        pages: (usize, u32),
+        perm: Perm,
+        out: &mut [Option<(u64, Perm)>; FAULT_AROUND],
+    ) {
+        let mut g = LAZY.lock();
+        state(f, &mut g).around(f, base, pages, perm, out);
     }
 
     fn before_read(&self, f: &mut Frames<'_>, base: u64, i: usize) {
@@ -281,10 +310,12 @@ impl LazyCopies {
             tags: l.source.clone(),
         });
         child.copied = Some(0);
+        child.owner = Some(l.child_pd);
         let (parent, child) = self.areas.get2_mut(l.parent_base, l.child_base);
         let (Some(parent), Some(child)) = (parent, child) else {
             return Err(Error::InvalidArgs);
         };
+        parent.owner = Some(l.parent_pd);
         if parent.link.is_some() {
             child.pages.mark_pending_words(parent.pages.pending_words());
         }
@@ -466,9 +497,54 @@ impl LazyCopies {
     /// it is pending, and copies it to every area forked from this one that still lacks it.
     fn before_write(&mut self, f: &mut Frames<'_>, base: u64, i: usize) {
         self.settle_page(f, base, i, false);
-        for d in self.dependents_of(base) {
+        let dependents = self.dependents_of(base);
+        // The one dependent that maps the page's frame (a shared page) takes that frame.
+        let shares = |s: &Self, d: u64| s.areas.get(d).is_some_and(|a| a.shares(i));
+        let sharers = dependents.iter().filter(|&&d| shares(self, d)).count();
+        for d in dependents {
+            if sharers == 1 && shares(self, d) && self.give_frame(f, (base, d), i) {
+                continue;
+            }
             self.settle_page(f, d, i, false);
         }
+    }
+
+    /// Settles page `i` of the area at `child`, which shares it (its leaf maps the frame of its
+    /// source `source`'s page read-only), before the source writes it: the child keeps that
+    /// frame as its own and the source gets a copy. What Linux's copy-on-write does for a
+    /// writing parent: the child's leaf stays as it is, so no CPU the child runs on needs a
+    /// flush; the source's own leaf goes (a flush where the source runs, normally the writer's
+    /// CPU). False, nothing changed, when the frames cannot be exchanged.
+    fn give_frame(&mut self, f: &mut Frames<'_>, (source, child): (u64, u64), i: usize) -> bool {
+        let Some(owner) = self.areas.get(source).and_then(|a| a.owner) else {
+            return false;
+        };
+        // The child's frame for the page (from its commitment) goes to the source.
+        let Some(copy) = f.frame_to_fill(child, i) else {
+            return false;
+        };
+        if !f.exchange(child, source, i) {
+            return false;
+        }
+        let Some(kept) = f.initialised_frame(child, i) else {
+            return false;
+        };
+        // The page has no tags (it was shared), so the child's copy needs no relocation, and
+        // the source's copy is the source's own words.
+        crate::mm::frames::fill_frame_from(Some(kept), copy, 0, |_| ());
+        let p = f.revoke(owner, source + i as u64 * PAGE_SIZE, PAGE_SIZE);
+        f.owe(p);
+        self.stats.pages_copied += 1;
+        self.stats.frames_given += 1;
+        let Some(area) = self.areas.get_mut(child) else {
+            return true;
+        };
+        area.copied = Some(area.copied.unwrap_or(0) + 1);
+        area.pages.settle(i);
+        if area.pages.is_settled() {
+            self.unlink(f, child);
+        }
+        true
     }
 
     /// True when some area forked from the one at `base` still lacks its page `i`.
@@ -478,6 +554,39 @@ impl LazyCopies {
                 .iter()
                 .any(|&c| self.areas.get(c).is_some_and(|d| d.is_pending(i)))
         })
+    }
+
+    /// The pages a miss may map beside its own (see [`Pager::around`]): those the area holds
+    /// itself (not pending) and has initialised, read-only where an area forked from it still
+    /// lacks them (so that the first write copies them first).
+    fn around(
+        &self,
+        f: &mut Frames<'_>,
+        base: u64,
+        (first, mut want): (usize, u32),
+        perm: Perm,
+        out: &mut [Option<(u64, Perm)>; FAULT_AROUND],
+    ) {
+        let Some(area) = self.areas.get(base) else {
+            return;
+        };
+        while want != 0 {
+            let k = want.trailing_zeros() as usize;
+            want &= want - 1;
+            let j = first + k;
+            if area.is_pending(j) {
+                continue;
+            }
+            let Some(pa) = f.initialised_frame(base, j) else {
+                continue;
+            };
+            let perm = if self.lacked_by_dependents(base, j) {
+                perm.without(Perm::W)
+            } else {
+                perm
+            };
+            out[k] = Some((pa, perm));
+        }
     }
 
     /// The VLB-miss path (see [`Pager::fill`]).

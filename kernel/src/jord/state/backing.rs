@@ -69,6 +69,14 @@ impl Store {
         }
     }
 
+    /// [`frames::SparseFrames::replace`]; `None` for a run, whose frames are one block.
+    pub(super) fn replace(&mut self, i: usize, pa: u64) -> Option<u64> {
+        match self {
+            Store::Run(_) => None,
+            Store::Sparse(s) => s.replace(i, pa),
+        }
+    }
+
     pub(super) fn zero(&mut self, first: usize, count: usize) {
         match self {
             Store::Run(r) => r.zero(first, count),

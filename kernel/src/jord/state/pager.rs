@@ -29,6 +29,20 @@ pub trait Pager: Sync {
         access: Perm,
         perm: Perm,
     ) -> Option<(u64, Perm)>;
+    /// Pages a VLB miss may map beside its own: for each bit `k` of `want`, page `first + k`
+    /// of the VMA at `base`, into `out[k]` the frame and rights to map it with (from a PD the
+    /// VMA table grants `perm`) when the VMA holds that page itself and nothing has to be
+    /// copied or settled first; other pages stay `None` and take their own miss (all of
+    /// them, unless the pager says otherwise).
+    fn around(
+        &self,
+        _f: &mut Frames<'_>,
+        _base: u64,
+        _pages: (usize, u32),
+        _perm: Perm,
+        _out: &mut [Option<(u64, Perm)>; FAULT_AROUND],
+    ) {
+    }
     /// Page `i` of the VMA at `base` is about to be read by the kernel.
     fn before_read(&self, f: &mut Frames<'_>, base: u64, i: usize);
     /// Page `i` of the VMA at `base` is about to be written (by the kernel).
@@ -130,6 +144,57 @@ impl Jord {
     }
 }
 
+impl Jord {
+    /// After a VLB miss at page `index` of the paged VMA at `base` was mapped in level-1 table
+    /// `table` of root `root`, maps the other pages of the same aligned block of
+    /// [`FAULT_AROUND`] pages (and the same table) that have no leaf, lie past the VMA's
+    /// shared prefix, and that the pager lets go ([`Pager::around`]): a parent touching its
+    /// memory again after a fork revoked its leaves takes one miss per block instead of one
+    /// per page. Returns how many leaves it added.
+    pub(in crate::jord) fn paged_fault_around(
+        &mut self,
+        (root, table): (u64, u64),
+        base: u64,
+        index: usize,
+        perm: Perm,
+    ) -> usize {
+        let Some(p) = self.pager_of(base) else {
+            return 0;
+        };
+        let Some(pages) = self.backing_mut(base).map(|b| b.pages) else {
+            return 0;
+        };
+        let prefix = (self.shared_prefix_len(base) / PAGE_SIZE) as usize;
+        let first = index & !(FAULT_AROUND - 1);
+        let end = (first + FAULT_AROUND).min(pages);
+        let region = (base + index as u64 * PAGE_SIZE) >> 21;
+        let tables = PageTables::new(root, &DIRECT);
+        let mut want = 0u32;
+        for j in first.max(prefix)..end {
+            let va = base + j as u64 * PAGE_SIZE;
+            if j != index && va >> 21 == region && !tables.is_mapped_in_table(table, va) {
+                want |= 1 << (j - first);
+            }
+        }
+        if want == 0 {
+            return 0;
+        }
+        let mut out = [None; FAULT_AROUND];
+        p.around(&mut self.frames(), base, (first, want), perm, &mut out);
+        let mut added = 0;
+        for (k, leaf) in out.iter().enumerate() {
+            if let &Some((pa, perm)) = leaf {
+                // A page without a leaf is in no TLB: nothing to flush.
+                let va = base + (first + k) as u64 * PAGE_SIZE;
+                tables.install_in_table(table, va, pa, crate::jord::vlb::leaf_flags(perm));
+                added += 1;
+            }
+        }
+        self.stats.prefills += added as u64;
+        added
+    }
+}
+
 impl Frames<'_> {
     /// The generation of the Jord state (a pager's records of an older one are stale).
     pub fn generation(&self) -> u64 {
@@ -185,6 +250,30 @@ impl Frames<'_> {
         } else {
             None
         }
+    }
+
+    /// Exchanges the frames holding page `i` of the VMAs at `a` and `b`, both initialised there
+    /// and taken page by page (μprocess areas); false, nothing changed, otherwise. The leaves
+    /// that map either frame are the caller's to fix.
+    pub fn exchange(&mut self, a: u64, b: u64, i: usize) -> bool {
+        let (Some(fa), Some(fb)) = (self.initialised_frame(a, i), self.initialised_frame(b, i))
+        else {
+            return false;
+        };
+        let mut put = |base: u64, pa: u64| {
+            self.0
+                .backing_mut(base)
+                .and_then(|x| x.frames.replace(i, pa))
+                .is_some()
+        };
+        if !put(a, fb) {
+            return false;
+        }
+        if !put(b, fa) {
+            put(a, fa);
+            return false;
+        }
+        true
     }
 
     /// The frame of page `i` of the VMA at `base` for a caller about to write all of it, which

@@ -65,6 +65,11 @@ pub fn start_tick() {
     apic::start_periodic_timer(TIMER_HZ);
 }
 
+/// Whether this CPU's timer can be armed ([`arm_oneshot`]): its rate was calibrated at boot.
+pub fn timer_ready() -> bool {
+    apic::apic_ticks_per_ms() != 0
+}
+
 /// Arms this CPU's timer to interrupt once after `ticks`, replacing its periodic tick until
 /// [`start_tick`].
 pub fn arm_oneshot(ticks: u64) {

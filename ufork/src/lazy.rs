@@ -7,16 +7,20 @@
 //! the mode relocates), on the child's first access, on the parent's first write after the
 //! fork, or when the parent's memory goes away, whichever comes first. In the sharing modes a
 //! read may instead map the parent's frame read-only in the child: the page is then *shared*,
-//! and the first write by either side settles it.
+//! and the first write by either side settles it. The parent's write may also only *stage*
+//! the page: its words as of the fork are copied into the child's frame as they are, and the
+//! relocation waits for the child's first access (the page stays pending, but the parent no
+//! longer needs to copy it).
 
 use crate::copy_mode::{Access, CopyMode};
 use alloc::vec;
 use alloc::vec::Vec;
 
-/// Pending and shared bits, one pair per page of an area.
+/// Pending, shared and staged bits, three per page of an area.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LazyPages {
-    /// The pending bits (`words` words), then the shared bits (as many): one allocation.
+    /// The pending bits (`words` words), then the shared bits and the staged bits (as many
+    /// each): one allocation.
     bits: Vec<u64>,
     words: usize,
     pages: usize,
@@ -28,7 +32,7 @@ impl LazyPages {
     pub fn new(pages: usize) -> LazyPages {
         let words = pages.div_ceil(64);
         LazyPages {
-            bits: vec![0; 2 * words],
+            bits: vec![0; 3 * words],
             words,
             pages,
             count: 0,
@@ -40,7 +44,7 @@ impl LazyPages {
     pub fn reset(&mut self, pages: usize) {
         let words = pages.div_ceil(64);
         self.bits.clear();
-        self.bits.resize(2 * words, 0);
+        self.bits.resize(3 * words, 0);
         self.words = words;
         self.pages = pages;
         self.count = 0;
@@ -102,9 +106,9 @@ impl LazyPages {
     }
 
     /// Notes that the child now reads pending page `i` from the parent's frame; false (nothing
-    /// changed) when the page is not pending.
+    /// changed) when the page is not pending or is staged (its words are in the child's frame).
     pub fn share(&mut self, i: usize) -> bool {
-        if !self.is_pending(i) {
+        if !self.lacks(i) {
             return false;
         }
         let (w, b) = Self::bit(i);
@@ -112,8 +116,37 @@ impl LazyPages {
         true
     }
 
-    /// Page `i` was copied for the child: it is neither pending nor shared any more. Returns
-    /// whether it was shared (the child's mapping of the parent's frame must go).
+    /// True when page `i` is staged (pending, its words as of the fork already in the
+    /// child's frame, not relocated yet).
+    pub fn is_staged(&self, i: usize) -> bool {
+        let (w, b) = Self::bit(i);
+        i < self.pages && self.bits[2 * self.words + w] & b != 0
+    }
+
+    /// True when page `i` is pending and not staged: the parent's write must copy it first.
+    pub fn lacks(&self, i: usize) -> bool {
+        let (w, b) = Self::bit(i);
+        i < self.pages && self.bits[w] & !self.bits[2 * self.words + w] & b != 0
+    }
+
+    /// Notes that pending page `i`'s words as of the fork are now in the child's frame, not
+    /// relocated: it stays pending but is no longer shared. Returns whether it was shared (the
+    /// child's mapping of the parent's frame must go); false, nothing changed, when the page
+    /// is not pending or is staged already.
+    pub fn stage(&mut self, i: usize) -> bool {
+        if !self.lacks(i) {
+            return false;
+        }
+        let (w, b) = Self::bit(i);
+        self.bits[2 * self.words + w] |= b;
+        let shared = self.bits[self.words + w] & b != 0;
+        self.bits[self.words + w] &= !b;
+        shared
+    }
+
+    /// Page `i` was copied for the child (or its staged words relocated): it is neither
+    /// pending, shared nor staged any more. Returns whether it was shared (the child's mapping
+    /// of the parent's frame must go).
     pub fn settle(&mut self, i: usize) -> bool {
         if !self.is_pending(i) {
             return false;
@@ -123,6 +156,7 @@ impl LazyPages {
         self.count -= 1;
         let shared = self.bits[self.words + w] & b != 0;
         self.bits[self.words + w] &= !b;
+        self.bits[2 * self.words + w] &= !b;
         shared
     }
 
@@ -143,7 +177,7 @@ impl LazyPages {
 
     /// The shared pages, in order.
     pub fn shared_pages(&self) -> impl Iterator<Item = usize> + '_ {
-        crate::tags::set_bits(self.bits[self.words..].iter().copied())
+        crate::tags::set_bits(self.bits[self.words..2 * self.words].iter().copied())
     }
 }
 
@@ -230,6 +264,28 @@ mod tests {
     }
 
     #[test]
+    fn a_staged_page_stays_pending_until_settled_but_is_no_longer_lacked() {
+        let mut p = LazyPages::new(130);
+        p.mark_pending(5);
+        p.mark_pending(70);
+        p.share(70);
+        assert!(p.lacks(5) && p.lacks(70) && !p.lacks(6));
+        assert!(!p.stage(6), "only a pending page can be staged");
+        assert!(!p.stage(5), "an unshared page reports it was not shared");
+        assert!(p.stage(70), "a shared page reports it was shared");
+        assert!(!p.stage(70), "staging twice does nothing");
+        assert!(p.is_staged(70) && p.is_pending(70) && !p.is_shared(70) && !p.lacks(70));
+        assert_eq!(p.pending_count(), 2);
+        assert_eq!(p.shared_pages().count(), 0);
+        assert!(!p.share(70), "a staged page is not shared");
+        assert!(!p.settle(70));
+        assert!(!p.is_staged(70) && !p.is_pending(70));
+        assert_eq!(p.pending_pages().collect::<Vec<_>>(), [5]);
+        p.reset(130);
+        assert!(!p.is_staged(5));
+    }
+
+    #[test]
     fn marking_by_words_counts_each_page_once_and_ignores_bits_beyond_the_area() {
         let mut p = LazyPages::new(130);
         p.mark_pending(3);
@@ -282,7 +338,7 @@ mod tests {
     proptest! {
         #[test]
         fn the_count_matches_the_pending_bits(
-            ops in proptest::collection::vec((0usize..3, 0usize..300), 0..400)
+            ops in proptest::collection::vec((0usize..4, 0usize..300), 0..400)
         ) {
             let mut p = LazyPages::new(257);
             let mut model = alloc::collections::BTreeSet::new();
@@ -290,13 +346,18 @@ mod tests {
                 match op {
                     0 => { if p.mark_pending(i) { model.insert(i); } }
                     1 => { p.share(i); }
+                    2 => { p.stage(i); }
                     _ => { p.settle(i); model.remove(&i); }
                 }
                 prop_assert_eq!(p.pending_count(), model.len());
             }
             prop_assert_eq!(p.pending_pages().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
             for s in p.shared_pages() {
-                prop_assert!(p.is_pending(s));
+                prop_assert!(p.is_pending(s) && !p.is_staged(s));
+            }
+            for i in 0..300 {
+                prop_assert_eq!(p.lacks(i), p.is_pending(i) && !p.is_staged(i));
+                prop_assert!(!p.is_staged(i) || p.is_pending(i));
             }
         }
 

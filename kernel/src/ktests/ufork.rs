@@ -95,10 +95,15 @@ ktest! {
         }
         // Lazy forks copied pages on access, and children of the copa run read pages without
         // pointers (strings, numbers) from their parent's frames, and kept those frames when
-        // their parent wrote the pages (`shared_pages_stay_apart`).
+        // their parent wrote the pages (`shared_pages_stay_apart`); pages holding pointers
+        // their parent wrote first reached them unrelocated, relocated on their first access
+        // (`later_writes_stay_apart`).
         let lazy = ufork::lazy::stats();
         kassert!(
-            lazy.pages_copied > 0 && lazy.pages_shared > 0 && lazy.frames_given > 0,
+            lazy.pages_copied > 0
+                && lazy.pages_shared > 0
+                && lazy.frames_given > 0
+                && lazy.pages_staged > 0,
             "{lazy:?}"
         );
         for isolation in [IsolationLevel::Full, IsolationLevel::NonAdversarial] {

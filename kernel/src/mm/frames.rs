@@ -295,6 +295,15 @@ impl FrameRun {
 /// Words per frame.
 const FRAME_WORDS: usize = PAGE_SIZE as usize / 8;
 
+/// Runs `f` on the words of frame `pa`, which the caller owns exclusively (as for
+/// [`fill_frame_from`]'s destination), to change them where they are.
+pub fn update_frame<R>(pa: u64, f: impl FnOnce(&mut [u64; FRAME_WORDS]) -> R) -> R {
+    let words = phys_to_virt(pa) as *mut [u64; FRAME_WORDS];
+    // SAFETY: `pa` is a whole, 4 KiB-aligned frame in the direct map that the caller owns
+    // exclusively, so it may be borrowed mutably for this call.
+    f(unsafe { &mut *words })
+}
+
 /// Fills the frame at `dst` from the frame at `src` (zeros for `None`), only from word `first`
 /// on (the words below are left for `fill` to write), then runs `fill` on the frame's words in
 /// place: a page copy that changes some words on the way (a μFork relocation) with one pass

@@ -16,9 +16,11 @@
 //!   without tags, a read) maps the parent's frame read-only in the child
 //!   ([`fjord_ufork::lazy::on_first_touch`]);
 //! - the parent's read of a page some child still lacks is mapped read-only, so that its first
-//!   write faults; that write first copies the page to every child that lacks it, except that
-//!   the one child mapping the parent's frame read-only (a shared page) keeps that frame and
-//!   the parent takes the copy, as Linux's copy-on-write does, so no other CPU's TLB changes;
+//!   write faults; that write first copies the page to every child that lacks it, unrelocated
+//!   (*staged*: the child relocates it on its first access, so the writer pays for a copy
+//!   alone), except that the one child mapping the parent's frame read-only (a shared page)
+//!   keeps that frame and the parent takes the copy, as Linux's copy-on-write does, so no
+//!   other CPU's TLB changes;
 //! - a miss of either area also maps the pages around it that the area holds itself
 //!   ([`Pager::around`]; read-only where a child lacks them), so a parent touching its memory
 //!   again after the fork took its leaves away takes one miss per 16 pages, not one per page;
@@ -75,6 +77,9 @@ pub struct LazyStats {
     pub pages_shared: u64,
     /// Pages left pending at fork.
     pub pages_deferred: u64,
+    /// Pages a source's write copied into a child unrelocated, to be relocated on the child's
+    /// first access (counted in `pages_copied` too).
+    pub pages_staged: u64,
     /// Shared pages a child kept the frame of when its source wrote them (the source took the
     /// copy; counted in `pages_copied` too).
     pub frames_given: u64,
@@ -114,6 +119,11 @@ struct AreaLazy {
 impl AreaLazy {
     fn is_pending(&self, i: usize) -> bool {
         self.link.is_some() && self.pages.is_pending(i)
+    }
+
+    /// Whether it lacks page `i` (pending and not staged): its source's write copies it first.
+    fn lacks(&self, i: usize) -> bool {
+        self.link.is_some() && self.pages.lacks(i)
     }
 
     /// Whether its leaf for page `i` maps its source's frame (copy-on-pointer-access sharing),
@@ -158,6 +168,7 @@ static LAZY: Mutex<LazyCopies> = Mutex::new(LazyCopies {
         pages_shared: 0,
         pages_deferred: 0,
         frames_given: 0,
+        pages_staged: 0,
         relocated: Tally {
             precise: 0,
             inferred: 0,
@@ -402,6 +413,25 @@ impl LazyCopies {
             return;
         };
         let (source, from, to, mode) = (link.source, link.from, link.to, link.mode);
+        if area.pages.is_staged(i) {
+            // Its words as of the fork are in its frame already: relocated there.
+            let tags = link.tags.clone();
+            if let Some(pa) = f.initialised_frame(base, i) {
+                let tally = &mut self.stats.relocated;
+                let page = from.base() + i as u64 * PAGE_SIZE;
+                crate::mm::frames::update_frame(pa, |words| {
+                    let _ = relocate_page_from(&*tags, (&from, &to), (page, 0), words, tally);
+                });
+            }
+            let Some(area) = self.areas.get_mut(base) else {
+                return;
+            };
+            area.pages.settle(i);
+            if area.pages.is_settled() {
+                self.unlink(f, base);
+            }
+            return;
+        }
         // Copy-on-write never relocates; the other modes relocate what points into the
         // source's area (inferred tags), which leaves a page without tags as it is.
         let tags = (relocate || mode != CopyMode::CopyOnWrite).then(|| link.tags.clone());
@@ -505,7 +535,44 @@ impl LazyCopies {
             if sharers == 1 && shares(self, d) && self.give_frame(f, (base, d), i) {
                 continue;
             }
-            self.settle_page(f, d, i, false);
+            self.stage_page(f, d, i);
+        }
+    }
+
+    /// Before the source of the lazily forked area at `base` writes its page `i`, which the
+    /// area lacks: copies the source's words as they are (as of the fork: the source has not
+    /// written the page since) into the area's frame and leaves their relocation to the area's
+    /// first access or the kernel's ([`LazyCopies::settle_page`]), so that the writer pays for
+    /// a copy alone. Copy-on-write relocates nothing: the page is settled at once.
+    fn stage_page(&mut self, f: &mut Frames<'_>, base: u64, i: usize) {
+        let Some(link) = self
+            .areas
+            .get(base)
+            .filter(|a| a.pages.lacks(i))
+            .and_then(|a| a.link.as_ref())
+        else {
+            return;
+        };
+        if link.mode == CopyMode::CopyOnWrite {
+            self.settle_page(f, base, i, false);
+            return;
+        }
+        let (source, pd) = (link.source, link.child_pd);
+        let src = f.initialised_frame(source, i);
+        let Some(dst) = f.frame_to_fill(base, i) else {
+            return;
+        };
+        crate::mm::frames::fill_frame_from(src, dst, 0, |_| ());
+        self.stats.pages_copied += 1;
+        self.stats.pages_staged += 1;
+        let Some(area) = self.areas.get_mut(base) else {
+            return;
+        };
+        area.copied = Some(area.copied.unwrap_or(0) + 1);
+        if area.pages.stage(i) {
+            // It read the source's frame, which is about to change.
+            let p = f.revoke(pd, base + i as u64 * PAGE_SIZE, PAGE_SIZE);
+            f.owe(p);
         }
     }
 
@@ -552,7 +619,7 @@ impl LazyCopies {
         self.areas.get(base).is_some_and(|a| {
             a.dependents
                 .iter()
-                .any(|&c| self.areas.get(c).is_some_and(|d| d.is_pending(i)))
+                .any(|&c| self.areas.get(c).is_some_and(|d| d.lacks(i)))
         })
     }
 
@@ -608,7 +675,10 @@ impl LazyCopies {
             self.before_write(f, base, i);
             return Some((f.frame(base, i)?, perm));
         }
-        if pending {
+        let staged = pending && self.areas.get(base).is_some_and(|a| a.pages.is_staged(i));
+        if staged {
+            self.settle_page(f, base, i, false);
+        } else if pending {
             let (source, from, mode) = {
                 let l = self.areas.get(base)?.link.as_ref()?;
                 (l.source, l.from, l.mode)

@@ -14,7 +14,8 @@
 //!   `redis-cli --pipe`, SET throughput over the dataset's keys without a save and while
 //!   `BGSAVE`s run back to back, each save's fork time (`latest_fork_usec`), time to a finished
 //!   snapshot, and the memory its fork added (`rdb_last_cow_size`: on Linux the child's private
-//!   dirty memory, on Fjord the pages copied into the child from its parent).
+//!   dirty memory, on Fjord the pages copied into the child from its parent); and the time
+//!   and added memory of saves with no load (`redis_bgsave_quiet_*`).
 //! - `prefork`: Fjord's prefork server with 1, 2 and 3 workers against nginx with as many,
 //!   64 connections on the static page and on `/worker`.
 
@@ -496,6 +497,11 @@ fn bgsave_suite(
     let (mut covered, mut loaded) = (Duration::ZERO, Duration::ZERO);
     let mut s = crate::e2e_redis::connect(addr).map_err(anyhow::Error::msg)?;
     let mut buf = Vec::new();
+    // Saves with no load: the snapshot's own time, and what the fork adds by itself.
+    let mut quiet = Vec::new();
+    for _ in 0..ROUNDS {
+        quiet.push(one_save(&mut s, &mut buf)?);
+    }
     for _ in 0..ROUNDS {
         let args: Vec<&str> = load_args.iter().map(String::as_str).collect();
         idle.push(rps_of(&redis_benchmark(addr, &args, SAVE_LOAD_REQUESTS)?)?);
@@ -563,10 +569,25 @@ fn bgsave_suite(
             "KiB",
             saves.iter().map(|s| s.cow_bytes / 1024.0).collect(),
         ),
+        summary(
+            system,
+            group,
+            &format!("redis_bgsave_quiet_ms_{label}"),
+            "ms",
+            quiet.iter().map(|s| s.took.as_secs_f64() * 1e3).collect(),
+        ),
+        summary(
+            system,
+            group,
+            &format!("redis_bgsave_quiet_cow_kib_{label}"),
+            "KiB",
+            quiet.iter().map(|s| s.cow_bytes / 1024.0).collect(),
+        ),
     ];
     println!(
         "  redis {} {label}: SET {:.0} req/s, {:.0} while saving ({} saves covering {:.0} % of \
-         the loads); fork {:.0} us, save {:.0} ms, copied {:.0} KiB (medians)",
+         the loads); fork {:.0} us, save {:.0} ms, copied {:.0} KiB (medians); with no load: \
+         save {:.0} ms, copied {:.0} KiB",
         system.name(),
         out[0].median,
         out[1].median,
@@ -574,7 +595,9 @@ fn bgsave_suite(
         100.0 * covered.as_secs_f64() / loaded.as_secs_f64().max(1e-9),
         out[2].median,
         out[3].median,
-        out[4].median
+        out[4].median,
+        out[5].median,
+        out[6].median
     );
     Ok(out)
 }

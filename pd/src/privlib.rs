@@ -226,8 +226,8 @@ impl PrivLib {
         self.mmap_placed(caller, len, prot, flags, false)
     }
 
-    /// [`PrivLib::mmap`] of a μprocess area, placed clear of every 4 GiB edge
-    /// ([`crate::vaddr::clear_of_4g_edges`]) when its size allows (up to 1 GiB).
+    /// [`PrivLib::mmap`] of a μprocess area, placed clear of every 4 GiB edge and of the ASCII band
+    /// ([`crate::vaddr::clear_of_data_words`]) when its size allows (up to 1 GiB).
     pub fn mmap_area(&mut self, caller: PdId, len: u64, prot: Perm) -> Result<u64> {
         self.mmap_placed(caller, len, prot, MapFlags::default(), true)
     }
@@ -277,7 +277,7 @@ impl PrivLib {
         }
         let id = if clear_of_edges {
             self.vmas
-                .alloc_clear_of_4g_edges(caller, len, prot, flags)?
+                .alloc_clear_of_data_words(caller, len, prot, flags)?
         } else {
             self.vmas.alloc(caller, len, prot, flags)?
         };

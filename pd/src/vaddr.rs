@@ -111,31 +111,35 @@ pub fn decode(addr: u64) -> Result<Decoded> {
     })
 }
 
-/// How far a μprocess area keeps from every multiple of 4 GiB (see [`clear_of_4g_edges`]).
+/// How far a μprocess area keeps from every multiple of 4 GiB (see [`clear_of_data_words`]).
 pub const EDGE_MARGIN: u64 = 16 << 20;
 
-/// True when no byte of the `size`-aligned range `[base, base + size)` lies within
-/// [`EDGE_MARGIN`] of a multiple of 4 GiB: then no word made of the upper half of an address in
-/// it and a lower half below `EDGE_MARGIN` or above `2^32 - EDGE_MARGIN` (a small 32-bit integer,
-/// negative or not, stored over a stale pointer's upper half) is an address in it. μFork's
-/// inferred tags rest on this (see `fjord_ufork::source`).
-pub const fn clear_of_4g_edges(base: u64, size: u64) -> bool {
+/// The low 32 bits a word holding four printable ASCII bytes in its lower half can have (a
+/// short string, zero-padded or over a stale upper half): its fourth byte is a space or more
+/// and below DEL. A μprocess area keeps out of this band too (see [`clear_of_data_words`]).
+pub const ASCII_BAND: core::ops::Range<u64> = 0x2000_0000..0x8000_0000;
+
+/// True when no byte of the `size`-aligned range `[base, base + size)` has low 32 bits within
+/// [`EDGE_MARGIN`] of a multiple of 4 GiB or in [`ASCII_BAND`]. Then no word made of the upper
+/// half of an address in it and a lower half that is a small 32-bit integer (below
+/// `EDGE_MARGIN` or above `2^32 - EDGE_MARGIN`, negative or not), a string of up to three
+/// bytes, or four printable ASCII bytes (an inline short string), stored over a stale pointer's
+/// upper half, is an address in it. μFork's inferred tags rest on this (see
+/// `fjord_ufork::source`).
+pub const fn clear_of_data_words(base: u64, size: u64) -> bool {
     let low = base & 0xFFFF_FFFF;
+    let end = low + size;
     size <= (1 << 32) - 2 * EDGE_MARGIN
         && low >= EDGE_MARGIN
-        && low + size <= (1 << 32) - EDGE_MARGIN
+        && end <= (1 << 32) - EDGE_MARGIN
+        && (end <= ASCII_BAND.start || low >= ASCII_BAND.end)
 }
 
-/// True when some VMA of class `sc` is [`clear_of_4g_edges`] (classes up to 1 GiB).
-pub const fn class_clears_4g_edges(sc: SizeClass) -> bool {
+/// True when some VMA of class `sc` is [`clear_of_data_words`] (classes up to 1 GiB: the slot
+/// at the end of [`ASCII_BAND`] is).
+pub const fn class_has_clear_slots(sc: SizeClass) -> bool {
     let size = sc.size();
-    // Size-aligned slots: the first clear one starts at the margin rounded up to the size.
-    let first = if EDGE_MARGIN.is_multiple_of(size) {
-        EDGE_MARGIN
-    } else {
-        (EDGE_MARGIN / size + 1) * size
-    };
-    size < (1 << 32) && first + size <= (1 << 32) - EDGE_MARGIN
+    size <= ASCII_BAND.end && clear_of_data_words(ASCII_BAND.end, size)
 }
 
 /// True when `addr` lies in the Jord region (whatever its SC field holds).
@@ -160,24 +164,43 @@ mod tests {
     }
 
     #[test]
-    fn areas_clear_of_4g_edges_hold_no_small_integer_over_their_upper_half() {
+    fn clear_areas_hold_no_small_integer_or_short_string_over_their_upper_half() {
         let c = class_start(SizeClass::for_len(1 << 20).unwrap());
-        // A 1 MiB slot at a 4 GiB boundary, one just below the next, and one in between.
-        assert!(!clear_of_4g_edges(c, 1 << 20));
-        assert!(!clear_of_4g_edges(c + (1 << 32) - (1 << 20), 1 << 20));
-        assert!(!clear_of_4g_edges(c + EDGE_MARGIN - (1 << 20), 1 << 20));
-        assert!(clear_of_4g_edges(c + EDGE_MARGIN, 1 << 20));
-        let base = c + (5 << 28);
-        assert!(clear_of_4g_edges(base, 1 << 20));
-        for v in [0u64, 3, 6, 1 << 20, EDGE_MARGIN - 1] {
-            let stale = (base & !0xFFFF_FFFF) | v;
-            assert!(!(base..base + (1 << 20)).contains(&stale));
-            let negative = (base & !0xFFFF_FFFF) | (0xFFFF_FFFF - v);
-            assert!(!(base..base + (1 << 20)).contains(&negative));
+        // A 1 MiB slot at a 4 GiB boundary, one just below the next, ones in the ASCII band,
+        // and clear ones below and above the band.
+        assert!(!clear_of_data_words(c, 1 << 20));
+        assert!(!clear_of_data_words(c + (1 << 32) - (1 << 20), 1 << 20));
+        assert!(!clear_of_data_words(c + EDGE_MARGIN - (1 << 20), 1 << 20));
+        assert!(!clear_of_data_words(c + 0x3930_0000, 1 << 20));
+        assert!(!clear_of_data_words(
+            c + ASCII_BAND.end - (1 << 20),
+            1 << 20
+        ));
+        assert!(clear_of_data_words(c + EDGE_MARGIN, 1 << 20));
+        assert!(clear_of_data_words(
+            c + ASCII_BAND.start - (1 << 20),
+            1 << 20
+        ));
+        assert!(clear_of_data_words(c + ASCII_BAND.end, 1 << 20));
+        for base in [c + EDGE_MARGIN, c + (9 << 28), c + (1 << 32) + (10 << 28)] {
+            assert!(clear_of_data_words(base, 1 << 20), "{base:#x}");
+            let area = base..base + (1 << 20);
+            let upper = base & !0xFFFF_FFFF;
+            for v in [0u64, 3, 6, 1 << 20, EDGE_MARGIN - 1] {
+                assert!(!area.contains(&(upper | v)));
+                assert!(!area.contains(&(upper | (0xFFFF_FFFF - v))));
+            }
+            // Strings of up to four bytes: "a", "ab", "abc", "2999", "key:", " ~~~", "~~~~".
+            for text in [&b"a"[..], b"ab", b"abc", b"2999", b"key:", b" ~~~", b"~~~~"] {
+                let mut w = [0u8; 4];
+                w[..text.len()].copy_from_slice(text);
+                let low = u64::from(u32::from_le_bytes(w));
+                assert!(!area.contains(&(upper | low)), "{text:?} at {base:#x}");
+            }
         }
         // Up to 1 GiB a class has clear slots; 2 and 4 GiB slots always touch an edge.
         for sc in SizeClass::all() {
-            assert_eq!(class_clears_4g_edges(sc), sc.size() <= 1 << 30, "{sc:?}");
+            assert_eq!(class_has_clear_slots(sc), sc.size() <= 1 << 30, "{sc:?}");
         }
     }
 

@@ -175,11 +175,11 @@ impl VmaTable {
         }
     }
 
-    /// [`VmaTable::alloc`] for a μprocess area: the slot lies clear of every 4 GiB edge
-    /// ([`vaddr::clear_of_4g_edges`]), in the smallest class that has such a slot free; a VMA
-    /// too large for any class with clear slots (over 1 GiB) is placed as [`VmaTable::alloc`]
-    /// would.
-    pub fn alloc_clear_of_4g_edges(
+    /// [`VmaTable::alloc`] for a μprocess area: the slot lies clear of every 4 GiB edge and of
+    /// the ASCII band ([`vaddr::clear_of_data_words`]), in the smallest class that has such a
+    /// slot free; a VMA too large for any class with clear slots (over 1 GiB) is placed as
+    /// [`VmaTable::alloc`] would.
+    pub fn alloc_clear_of_data_words(
         &mut self,
         owner: PdId,
         len: u64,
@@ -188,12 +188,12 @@ impl VmaTable {
     ) -> Result<VmaId> {
         let mut sc = SizeClass::for_len(len).ok_or(Error::InvalidArgs)?;
         loop {
-            if !vaddr::class_clears_4g_edges(sc) {
+            if !vaddr::class_has_clear_slots(sc) {
                 return self.alloc(owner, len, perm, attrs);
             }
             let clear = |index: u32| {
                 let id = VmaId { sc, index };
-                vaddr::clear_of_4g_edges(id.base(), sc.size())
+                vaddr::clear_of_data_words(id.base(), sc.size())
             };
             if let Some(index) = self.free[sc.index()].pop_where(clear) {
                 let id = VmaId { sc, index };
@@ -526,23 +526,23 @@ mod tests {
     }
 
     #[test]
-    fn areas_are_placed_clear_of_4g_edges_and_other_vmas_take_the_edge_slots() {
+    fn areas_are_placed_clear_of_data_words_and_other_vmas_take_the_edge_slots() {
         let mut t = VmaTable::new(&TableConfig::uniform(1024, 4)).unwrap();
         let a = t
-            .alloc_clear_of_4g_edges(PdId::KERNEL, 1 << 20, Perm::RW, VmaAttrs::default())
+            .alloc_clear_of_data_words(PdId::KERNEL, 1 << 20, Perm::RW, VmaAttrs::default())
             .unwrap();
-        assert!(vaddr::clear_of_4g_edges(a.base(), 1 << 20));
+        assert!(vaddr::clear_of_data_words(a.base(), 1 << 20));
         // Slot 0 (at the edge) was skipped over, and stays free for an ordinary VMA.
         assert_eq!(a.index, (vaddr::EDGE_MARGIN >> 20) as u32);
         let b = t
             .alloc(PdId::KERNEL, 1 << 20, Perm::RW, VmaAttrs::default())
             .unwrap();
-        assert!(!vaddr::clear_of_4g_edges(b.base(), 1 << 20));
+        assert!(!vaddr::clear_of_data_words(b.base(), 1 << 20));
         // A class whose clear slots lie beyond its capacity hands out a larger class's.
         let small = t
-            .alloc_clear_of_4g_edges(PdId::KERNEL, 4096, Perm::RW, VmaAttrs::default())
+            .alloc_clear_of_data_words(PdId::KERNEL, 4096, Perm::RW, VmaAttrs::default())
             .unwrap();
-        assert!(vaddr::clear_of_4g_edges(small.base(), small.sc.size()));
+        assert!(vaddr::clear_of_data_words(small.base(), small.sc.size()));
         assert!(small.sc.size() > 4096);
     }
 

@@ -1,7 +1,7 @@
 //! Prints, for each emulated tag source, what it relocates of every pattern of word real
 //! programs hold: false positives (non-pointers relocated) and false negatives (pointers left),
-//! for a μprocess area placed as the kernel places them (clear of the 4 GiB edges) and, for
-//! comparison, one at an edge.
+//! for a μprocess area placed as the kernel places them (clear of the 4 GiB edges and of the
+//! ASCII band) and, for comparison, one at an edge and one in the band.
 //!
 //! `cargo run -p fjord-ufork --example tag_accuracy [words per pattern] [seed]`
 
@@ -15,8 +15,12 @@ fn main() {
     let seed: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1);
     let class = 0x1000_0000_0000u64 + (8 << 39);
     let placements = [
-        ("clear of the 4 GiB edges (as placed)", class + (5 << 28)),
+        (
+            "clear of the 4 GiB edges and of the ASCII band (as placed)",
+            class + (9 << 28),
+        ),
         ("at a 4 GiB edge (not placed so)", class + (3 << 32)),
+        ("in the ASCII band (not placed so)", class + 0x3930_0000),
     ];
     for (placement, base) in placements {
         let area = Area::new(base, 1 << 20).expect("a 1 MiB area");

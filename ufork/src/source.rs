@@ -33,11 +33,12 @@
 //! child's own integer. With isolation off (see [`crate::copy_mode`]) a missed pointer does
 //! reach the parent: that mode is for trusted programs only.
 //!
-//! Where areas sit makes the inferred source safe for small integers: the kernel places every
-//! μprocess area (up to 1 GiB) clear of every 4 GiB edge (`fjord_pd::vaddr::clear_of_4g_edges`,
-//! 16 MiB), so a word whose upper half is a stale pointer's and whose lower half is a 32-bit
-//! integer in `(-16 Mi, 16 Mi)` (a descriptor, a count, a length, an error code) never lies in
-//! an area. [`crate::accuracy`] measures each source's false positives and negatives on images
+//! Where areas sit makes the inferred source safe for small integers and short strings: the
+//! kernel places every μprocess area (up to 1 GiB) clear of every 4 GiB edge (16 MiB) and of
+//! the ASCII band (`fjord_pd::vaddr::clear_of_data_words`), so a word whose upper half is a
+//! stale pointer's and whose lower half is a 32-bit integer in `(-16 Mi, 16 Mi)` (a descriptor,
+//! a count, a length, an error code) or four printable ASCII bytes (a short string held in
+//! place) never lies in an area. [`crate::accuracy`] measures each source's false positives and negatives on images
 //! with known pointers and adversarial integers.
 //!
 //! The kernel reads tags only through one [`TagSource`] object per μprocess, chosen at boot

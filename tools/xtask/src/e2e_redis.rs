@@ -500,10 +500,13 @@ fn bgsave_consistency(
             format!("${}\r\n{}\r\n", (BEFORE - 1).to_string().len(), BEFORE - 1),
             ":0\r\n".to_owned(),
         );
-        match (keys, first, last, after) == want {
+        let got = (keys, first, last, after);
+        match got == want {
             true => Ok(()),
             false => Err(format!(
-                "the loaded file does not hold exactly seq:0..{BEFORE}"
+                "the loaded file does not hold exactly seq:0..{BEFORE}: KEYS seq:* counted, \
+                 GET seq:0, GET seq:{}, EXISTS seq:{BEFORE} answered {got:?}",
+                BEFORE - 1
             )),
         }
     })();

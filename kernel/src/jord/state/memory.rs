@@ -230,9 +230,9 @@ impl Jord {
     }
 
     /// [`Jord::mmap`] (read-write, for `caller`) of an instance's VMA: placed as a μprocess
-    /// area is, clear of every 4 GiB edge when its size allows
-    /// ([`fjord_pd::vaddr::clear_of_4g_edges`]), so that no small 32-bit integer stored over a
-    /// stale upper half of one of its addresses points into it (a fork, or a checkpoint
+    /// area is, clear of every 4 GiB edge and of the ASCII band when its size allows
+    /// ([`fjord_pd::vaddr::clear_of_data_words`]), so that no small 32-bit integer or short
+    /// string stored over a stale upper half of one of its addresses points into it (a fork, or a checkpoint
     /// restored elsewhere, relocates its pointers by inferred tags); at `at` itself when that
     /// slot is free (see [`fjord_pd::PrivLib::mmap_area_at`]: a clone or instance restored
     /// where its checkpoint's was), elsewhere otherwise.

@@ -7,27 +7,50 @@
 //! [`Db::purge_expired`] deletes all of them.
 //!
 //! `BTreeMap` rather than a hash map: no hasher to seed (no hash flooding), `KEYS` comes out
-//! sorted, and it needs no dependency. [`Db::used_bytes`] estimates the memory the keyspace
-//! holds in Fjord's heap: each key and value rounded up to the power-of-two block the heap
-//! gives it, plus [`ENTRY_OVERHEAD`] for its share of the tree's nodes.
+//! sorted, and it needs no dependency. Keys and values of up to [`INLINE`] bytes are held in
+//! the tree's nodes themselves ([`Bytes`]), longer ones in a heap block of their own: a
+//! typical key (`key:000000012345` is 16 bytes) or small value costs no allocation, and a
+//! forked child saving the keyspace reads the nodes and the long values alone, not pages of
+//! small blocks (μFork copies every page holding a pointer that a child reads).
+//! [`Db::used_bytes`] estimates the memory the keyspace holds in Fjord's heap: each key and
+//! value longer than [`INLINE`] rounded up to the power-of-two block the heap gives it, plus
+//! [`ENTRY_OVERHEAD`] for its share of the tree's nodes.
 
 use crate::glob;
 use alloc::collections::BTreeMap;
 use alloc::collections::btree_map;
 use alloc::vec::Vec;
 use core::ops::Bound;
+use smallvec::SmallVec;
+
+/// Bytes a key or value holds in place (in the tree's node) before it needs a heap block.
+pub const INLINE: usize = 16;
+
+/// A key or value: in place up to [`INLINE`] bytes, else a heap block (24 bytes either way,
+/// as a `Vec`).
+pub type Bytes = SmallVec<[u8; INLINE]>;
+
+/// `v` as [`Bytes`]: copied in place when short, its heap block kept when long.
+fn bytes(v: Vec<u8>) -> Bytes {
+    if v.len() <= INLINE {
+        Bytes::from_slice(&v)
+    } else {
+        Bytes::from_vec(v)
+    }
+}
 
 /// Bytes an entry is estimated to cost beyond its key's and value's blocks: its slot in a
 /// B-tree leaf (an 11-slot leaf of 24-byte keys and 40-byte entries is a 1 KiB block, about
 /// 8 slots used on average).
 pub const ENTRY_OVERHEAD: usize = 128;
 
-/// The heap block a buffer of `len` bytes takes (Fjord's heap: powers of two, at least 16).
+/// The heap block a key or value of `len` bytes takes (Fjord's heap: powers of two, at least
+/// 16; none when it is held in place).
 fn block(len: usize) -> usize {
-    if len == 0 {
+    if len <= INLINE {
         0
     } else {
-        len.next_power_of_two().max(16)
+        len.next_power_of_two()
     }
 }
 
@@ -38,7 +61,7 @@ fn cost(key: &[u8], value: &[u8]) -> usize {
 /// One key's value and expiry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
-    value: Vec<u8>,
+    value: Bytes,
     expire_at: Option<i64>,
 }
 
@@ -73,7 +96,7 @@ pub enum Ttl {
 /// The keyspace.
 #[derive(Debug, Default)]
 pub struct Db {
-    map: BTreeMap<Vec<u8>, Entry>,
+    map: BTreeMap<Bytes, Entry>,
     /// Keys with an expiry.
     expires: usize,
     /// The estimate [`Db::used_bytes`] returns.
@@ -81,7 +104,7 @@ pub struct Db {
     /// Keys deleted because they expired (`expired_keys` of `INFO stats`).
     expired_keys: u64,
     /// Where the next [`Db::purge_expired_step`] starts.
-    cursor: Option<Vec<u8>>,
+    cursor: Option<Bytes>,
 }
 
 impl Db {
@@ -160,7 +183,8 @@ impl Db {
     /// none).
     pub fn set(&mut self, key: Vec<u8>, value: Vec<u8>, ttl: Ttl) {
         let new_cost = cost(&key, &value);
-        match self.map.entry(key) {
+        let value = bytes(value);
+        match self.map.entry(bytes(key)) {
             btree_map::Entry::Occupied(mut o) => {
                 let old_cost = cost(o.key(), &o.get().value);
                 let entry = o.get_mut();
@@ -252,7 +276,7 @@ impl Db {
 
     /// Every key and entry, in key order (expired ones not yet deleted included).
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
-        self.map.iter().map(|(k, e)| (k.as_slice(), e))
+        self.map.iter().map(|(k, e)| (&k[..], e))
     }
 
     /// The keys matching the glob `pattern` that have not expired at `now`, in order (`KEYS`).
@@ -261,7 +285,7 @@ impl Db {
         self.map
             .iter()
             .filter(|(k, e)| (all || glob::matches(pattern, k, false)) && !e.is_expired(now))
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| k.to_vec())
             .collect()
     }
 
@@ -279,7 +303,7 @@ impl Db {
         if self.expires == 0 {
             return 0;
         }
-        let dead: Vec<Vec<u8>> = self
+        let dead: Vec<Bytes> = self
             .map
             .iter()
             .filter(|(_, e)| e.is_expired(now))
@@ -299,7 +323,7 @@ impl Db {
             return 0;
         }
         let start = match &self.cursor {
-            Some(k) => Bound::Excluded(k.as_slice()),
+            Some(k) => Bound::Excluded(&k[..]),
             None => Bound::Unbounded,
         };
         let mut dead = Vec::new();
@@ -360,16 +384,48 @@ mod tests {
         let mut db = Db::new();
         assert_eq!(db.used_bytes(), 0);
         db.set(k("key"), vec![0; 1000], Ttl::Clear);
-        assert_eq!(db.used_bytes(), ENTRY_OVERHEAD + 16 + 1024);
+        assert_eq!(db.used_bytes(), ENTRY_OVERHEAD + 1024);
         db.append(b"key", &[0; 100], 0);
-        assert_eq!(db.used_bytes(), ENTRY_OVERHEAD + 16 + 2048);
+        assert_eq!(db.used_bytes(), ENTRY_OVERHEAD + 2048);
         db.set(k("key"), k(""), Ttl::Clear);
-        assert_eq!(db.used_bytes(), ENTRY_OVERHEAD + 16);
+        assert_eq!(db.used_bytes(), ENTRY_OVERHEAD);
+        db.set(k("a-key-of-17-bytes"), k("x"), Ttl::Clear);
+        assert_eq!(db.used_bytes(), 2 * ENTRY_OVERHEAD + 32);
+        assert!(db.remove(b"a-key-of-17-bytes", 0));
         assert!(db.remove(b"key", 0));
         assert_eq!(db.used_bytes(), 0);
         db.set(k("x"), k("y"), Ttl::At(0));
         db.purge_expired(1);
         assert_eq!((db.used_bytes(), db.len()), (0, 0));
+    }
+
+    #[test]
+    fn short_keys_and_values_live_in_the_tree_and_long_ones_keep_their_block() {
+        assert_eq!(
+            core::mem::size_of::<Bytes>(),
+            core::mem::size_of::<Vec<u8>>()
+        );
+        let mut db = Db::new();
+        let long = vec![7u8; 4096];
+        let block = long.as_ptr();
+        db.set(k("key:000000012345"), long, Ttl::Clear);
+        db.set(k("b"), k("0123456789abcdef"), Ttl::Clear);
+        let (key, e) = db.map.iter().next().unwrap();
+        assert_eq!((&key[..], key.spilled()), (&b"b"[..], false));
+        assert_eq!(
+            (e.value(), e.value.spilled()),
+            (&b"0123456789abcdef"[..], false)
+        );
+        let (key, e) = db.map.iter().nth(1).unwrap();
+        assert!(!key.spilled() && e.value.spilled());
+        assert_eq!(
+            e.value().as_ptr(),
+            block,
+            "a long value keeps the block it came in"
+        );
+        db.append(b"b", b"!", 0);
+        assert_eq!(db.peek(b"b").unwrap().value(), b"0123456789abcdef!");
+        assert_eq!(db.keys_matching(b"*", 0), [k("b"), k("key:000000012345")]);
     }
 
     #[test]

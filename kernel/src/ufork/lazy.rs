@@ -423,13 +423,7 @@ impl LazyCopies {
                     let _ = relocate_page_from(&*tags, (&from, &to), (page, 0), words, tally);
                 });
             }
-            let Some(area) = self.areas.get_mut(base) else {
-                return;
-            };
-            area.pages.settle(i);
-            if area.pages.is_settled() {
-                self.unlink(f, base);
-            }
+            self.settled(f, base, i, false);
             return;
         }
         // Copy-on-write never relocates; the other modes relocate what points into the
@@ -456,17 +450,34 @@ impl LazyCopies {
                 words[..first].fill(0);
             }
         });
+        self.count_copy(base);
+        self.settled(f, base, i, false);
+    }
+
+    /// Counts one page copied into the area at `base`: memory its fork added.
+    fn count_copy(&mut self, base: u64) {
         self.stats.pages_copied += 1;
+        if let Some(area) = self.areas.get_mut(base) {
+            area.copied = Some(area.copied.unwrap_or(0) + 1);
+        }
+    }
+
+    /// Page `i` of the area at `base` is its own now: no longer pending. If the area read it
+    /// from its source's frame (shared), that read-only mapping goes, unless `kept` (the area
+    /// kept that very frame); once the area lacks nothing, its link goes.
+    fn settled(&mut self, f: &mut Frames<'_>, base: u64, i: usize, kept: bool) {
         let Some(area) = self.areas.get_mut(base) else {
             return;
         };
-        area.copied = Some(area.copied.unwrap_or(0) + 1);
         let shared = area.pages.settle(i);
         let (pd, settled) = (
             area.link.as_ref().map(|l| l.child_pd),
             area.pages.is_settled(),
         );
-        if shared && let Some(pd) = pd {
+        if shared
+            && !kept
+            && let Some(pd) = pd
+        {
             let p = f.revoke(pd, base + i as u64 * PAGE_SIZE, PAGE_SIZE);
             f.owe(p);
         }
@@ -563,12 +574,11 @@ impl LazyCopies {
             return;
         };
         crate::mm::frames::fill_frame_from(src, dst, 0, |_| ());
-        self.stats.pages_copied += 1;
+        self.count_copy(base);
         self.stats.pages_staged += 1;
         let Some(area) = self.areas.get_mut(base) else {
             return;
         };
-        area.copied = Some(area.copied.unwrap_or(0) + 1);
         if area.pages.stage(i) {
             // It read the source's frame, which is about to change.
             let p = f.revoke(pd, base + i as u64 * PAGE_SIZE, PAGE_SIZE);
@@ -601,16 +611,9 @@ impl LazyCopies {
         crate::mm::frames::fill_frame_from(Some(kept), copy, 0, |_| ());
         let p = f.revoke(owner, source + i as u64 * PAGE_SIZE, PAGE_SIZE);
         f.owe(p);
-        self.stats.pages_copied += 1;
+        self.count_copy(child);
         self.stats.frames_given += 1;
-        let Some(area) = self.areas.get_mut(child) else {
-            return true;
-        };
-        area.copied = Some(area.copied.unwrap_or(0) + 1);
-        area.pages.settle(i);
-        if area.pages.is_settled() {
-            self.unlink(f, child);
-        }
+        self.settled(f, child, i, true);
         true
     }
 

@@ -104,7 +104,9 @@ pub enum Sysno {
     /// memory by default (0 full, 1 copy-on-write, 2 copy-on-access, 3 copy-on-pointer-access);
     /// returns the previous mode.
     SetForkMode = 52,
-    /// `meminfo()`: the bytes of free physical memory (frames) the kernel has.
+    /// `meminfo(what)`: the bytes of free physical memory (frames) the kernel has (`what`
+    /// 0), copied into the caller since its fork (1), or at most held by the caller's area
+    /// at once since it started (2).
     MemInfo = 53,
     /// `spawn(name, len)`: starts the deployed program `name` as a child of the caller (its
     /// descriptors inherited, as `posix_spawn` does); returns the child's PID.
@@ -155,11 +157,17 @@ pub enum Sysno {
     /// `clock(which)`: nanoseconds since boot (`which` 0, monotonic) or since the Unix epoch
     /// (`which` 1, from the board's real-time clock read at boot).
     Clock = 68,
+    /// `discard(addr, len)`: gives back the memory of the pages `[addr, addr + len)` of the
+    /// caller's area (`addr` page-aligned, `len` rounded up to whole pages): they read as
+    /// zero from then on, as after Linux's `madvise(MADV_DONTNEED)` on private memory; a
+    /// forked child that discards a page it still shares with its parent spares the parent's
+    /// later write a copy. Returns the number of frames given back.
+    Discard = 69,
 }
 
 impl Sysno {
     /// Every defined system call, in number order.
-    pub const ALL: [Sysno; 53] = [
+    pub const ALL: [Sysno; 54] = [
         Sysno::Null,
         Sysno::Exit,
         Sysno::Log,
@@ -213,6 +221,7 @@ impl Sysno {
         Sysno::Poll,
         Sysno::SetNonblocking,
         Sysno::Clock,
+        Sysno::Discard,
     ];
 
     /// Whether this is one of the TCP socket calls (`socket` to `set_nonblocking`, `poll`).

@@ -109,6 +109,28 @@ pub fn copied_memory() -> u64 {
     syscall3(Sysno::MemInfo, 1, 0, 0).unwrap_or(0)
 }
 
+/// The most memory the caller's area has held in frames of its own at once since the
+/// μprocess started, in bytes: for a forked child, what its fork added at its peak (the pages
+/// copied from its parent and those it wrote itself; not the pages it reads from its parent's
+/// frames), Linux's private dirty memory of a forked child as a high-water mark.
+pub fn peak_private_memory() -> u64 {
+    syscall3(Sysno::MemInfo, 2, 0, 0).unwrap_or(0)
+}
+
+/// Gives back the memory of the whole pages inside `buf` (Linux's `madvise(MADV_DONTNEED)`
+/// on private memory): they read as zero from now on and cost a frame again only when next
+/// used. A forked child that is done with a page it still shares with its parent (Redis's
+/// child after saving a large value) spares the parent's later write a copy; the bytes of
+/// `buf` outside whole pages are left as they are. Returns the number of frames given back.
+pub fn discard(buf: &mut [u8]) -> Result<u64, Option<Error>> {
+    let start = (buf.as_ptr() as u64).next_multiple_of(4096);
+    let end = (buf.as_ptr() as u64 + buf.len() as u64) & !4095;
+    if end <= start {
+        return Ok(0);
+    }
+    syscall3(Sysno::Discard, start, end - start, 0)
+}
+
 /// Waits for the child `pid` (or any, [`ANY_CHILD`]) to end and reaps it: its PID and how it
 /// ended; `None` with [`WNOHANG`] when none has ended yet.
 pub fn waitpid(pid: u64, options: u64) -> Result<Option<(u64, ExitStatus)>, Option<Error>> {
@@ -287,6 +309,15 @@ impl Mapping {
     /// Its pages, to write.
     pub fn pages_mut(&mut self) -> &mut [Page] {
         &mut self.0
+    }
+
+    /// All its bytes, to write (or to [`discard`]).
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.0.len() * core::mem::size_of::<Page>();
+        // SAFETY: a `Page` is exactly 4096 bytes with no padding (`repr(C)` over one byte
+        // array), the `Vec`'s pages are contiguous and initialised, and the slice borrows
+        // `self` exclusively for its lifetime.
+        unsafe { core::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast::<u8>(), len) }
     }
 }
 

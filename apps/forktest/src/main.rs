@@ -11,11 +11,15 @@
 //! `Box<dyn Trait>`) and function pointers across `fork`, a grandchild, 100 children, a child
 //! that faults on its parent's memory, and a fork bomb that hits its program's bound; writable
 //! statics and tables of function pointers, its own copy in each child, with the child's code
-//! at its own address, and a child that writes its code killed.
+//! at its own address, and a child that writes its code killed; `discard`, alone and in a
+//! forked child that gives its parent's pages back.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 #[cfg(target_os = "none")]
 extern crate alloc;
+
+#[cfg(target_os = "none")]
+mod discard;
 
 #[cfg(target_os = "none")]
 mod sleepers;
@@ -121,6 +125,9 @@ mod program {
             return code;
         }
         if let Err(code) = crate::signals::faults_and_memory() {
+            return code;
+        }
+        if let Err(code) = crate::discard::discarded_pages() {
             return code;
         }
         let _ = process::write(1, b"forktest: pipes, kill and the console work\n");

@@ -71,6 +71,12 @@ impl Entry {
         &self.value
     }
 
+    /// The value's bytes, to change in place (its length stays): what a saving child hands
+    /// to `discard` once it has written them.
+    pub fn value_mut(&mut self) -> &mut [u8] {
+        &mut self.value
+    }
+
     /// When it expires (Unix milliseconds), if it does.
     pub fn expire_at(&self) -> Option<i64> {
         self.expire_at
@@ -277,6 +283,11 @@ impl Db {
     /// Every key and entry, in key order (expired ones not yet deleted included).
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
         self.map.iter().map(|(k, e)| (&k[..], e))
+    }
+
+    /// [`Db::iter`], each entry to change in place.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut Entry)> {
+        self.map.iter_mut().map(|(k, e)| (&k[..], e))
     }
 
     /// The keys matching the glob `pattern` that have not expired at `now`, in order (`KEYS`).

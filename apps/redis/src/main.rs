@@ -84,23 +84,37 @@ mod program {
         Ok(())
     }
 
-    /// Saves `db` as Redis's `rdbSave` does: `temp-<pid>.rdb`, synced, renamed to `dump.rdb`
-    /// (the temporary file is removed on failure); the file's size. After each key it sleeps
-    /// `key_delay_us` microseconds (0: not at all; `rdb-key-save-delay`).
-    fn save_file(db: &Db, aux: &AuxInfo, key_delay_us: u64) -> Result<u64, Option<Error>> {
+    /// What a save does with `db` once a key is written.
+    enum AfterKey<'a> {
+        /// Nothing: a foreground save (`SAVE`), whose keyspace goes on serving.
+        Keep(&'a Db),
+        /// Gives the value's memory back ([`process::discard`]): the forked child, whose copy
+        /// of the keyspace is its own and never read again (Redis's `dismissObject`), so that
+        /// the parent's later write to that value copies nothing.
+        Discard(&'a mut Db),
+    }
+
+    /// Saves the keyspace as Redis's `rdbSave` does: `temp-<pid>.rdb`, synced, renamed to
+    /// `dump.rdb` (the temporary file is removed on failure); the file's size. After each key
+    /// it sleeps `key_delay_us` microseconds (0: not at all; `rdb-key-save-delay`).
+    fn save_file(db: AfterKey<'_>, aux: &AuxInfo, key_delay_us: u64) -> Result<u64, Option<Error>> {
         let tmp = format!("temp-{}.rdb", process::getpid());
         let fd = process::open(&tmp, OpenMode::Write)?;
         let delay_ns = key_delay_us.saturating_mul(1_000);
-        let written = rdb::write_snapshot_with_key_hook(
-            db,
-            aux,
-            |chunk| write_all(fd, chunk),
-            || {
-                if delay_ns > 0 {
-                    process::sleep(delay_ns);
-                }
-            },
-        )
+        let pause = || {
+            if delay_ns > 0 {
+                process::sleep(delay_ns);
+            }
+        };
+        let sink = |chunk: &[u8]| write_all(fd, chunk);
+        let written = match db {
+            AfterKey::Keep(db) => rdb::write_snapshot_with_key_hook(db, aux, sink, pause),
+            AfterKey::Discard(db) => rdb::write_snapshot_with_entry_hook(db, aux, sink, |e| {
+                // A value without a whole page of its own gives nothing back (no call made).
+                let _ = process::discard(e.value_mut());
+                pause();
+            }),
+        }
         .and_then(|n| process::fsync(fd).map(|()| n));
         let closed = process::close(fd);
         let result = written
@@ -124,7 +138,7 @@ mod program {
     impl Host for FjordHost {
         fn save(&mut self, db: &Db, aux: &AuxInfo) -> bool {
             let t0 = process::clock_ns(Clock::Monotonic);
-            match save_file(db, aux, 0) {
+            match save_file(AfterKey::Keep(db), aux, 0) {
                 Ok(bytes) => {
                     let ms = (process::clock_ns(Clock::Monotonic) - t0) / 1_000_000;
                     log(&format!("redis: DB saved on disk ({bytes} bytes, {ms} ms)"));
@@ -139,7 +153,7 @@ mod program {
 
         fn fork_save(
             &mut self,
-            db: &Db,
+            db: &mut Db,
             aux: &AuxInfo,
             key_delay_us: u64,
         ) -> Result<Forked, ForkFailed> {
@@ -151,10 +165,10 @@ mod program {
                 Ok(0) => {
                     // The child: it writes its copy of the keyspace and exits, never going
                     // back to the event loop or touching a client's socket.
-                    let saved = save_file(db, aux, key_delay_us);
+                    let saved = save_file(AfterKey::Discard(db), aux, key_delay_us);
                     if let Some((r, w)) = report {
                         let _ = process::close(r);
-                        let _ = write_all(w, &process::copied_memory().to_le_bytes());
+                        let _ = write_all(w, &process::peak_private_memory().to_le_bytes());
                     }
                     let code = match saved {
                         Ok(bytes) => {

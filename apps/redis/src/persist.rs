@@ -50,9 +50,11 @@ pub trait Host {
     /// on failure; in the parent, the child. The child must never return from this call.
     /// After writing each key the child sleeps `key_delay_us` microseconds (0: not at all;
     /// `rdb-key-save-delay`, see [`crate::rdb::write_snapshot_with_key_hook`]).
+    /// The child has `db` to itself (its own copy): it may change it, as it gives back the
+    /// memory of the values it has written.
     fn fork_save(
         &mut self,
-        db: &Db,
+        db: &mut Db,
         aux: &AuxInfo,
         key_delay_us: u64,
     ) -> Result<Forked, ForkFailed>;
@@ -92,7 +94,7 @@ pub fn save(db: &Db, state: &mut ServerState, host: &mut dyn Host, now: Now) -> 
 /// sleeps `rdb-key-save-delay` microseconds after each key (a foreground save never does;
 /// Redis's `rdbSaveKeyValuePair` delays every save).
 pub fn start_bgsave(
-    db: &Db,
+    db: &mut Db,
     state: &mut ServerState,
     host: &mut dyn Host,
     now: Now,
@@ -147,7 +149,7 @@ fn bgsave_done(state: &mut ServerState, status: ChildStatus, now: Now, copied: u
 
 /// The periodic work (`serverCron`'s part): reaps the child and records how it ended, then
 /// starts a background save if one was scheduled or a save point is reached.
-pub fn cron(db: &Db, state: &mut ServerState, host: &mut dyn Host, now: Now) {
+pub fn cron(db: &mut Db, state: &mut ServerState, host: &mut dyn Host, now: Now) {
     state
         .persistence
         .killed
@@ -216,7 +218,7 @@ pub(crate) mod tests {
 
         fn fork_save(
             &mut self,
-            db: &Db,
+            db: &mut Db,
             aux: &AuxInfo,
             key_delay_us: u64,
         ) -> Result<Forked, ForkFailed> {
@@ -270,19 +272,19 @@ pub(crate) mod tests {
 
     #[test]
     fn a_background_save_runs_to_its_end() {
-        let db = Db::new();
+        let mut db = Db::new();
         let mut state = ServerState::new(Config::new(6379, 1, 0), at(1000));
         let mut host = MemHost::default();
         state.persistence.dirty = 5;
-        start_bgsave(&db, &mut state, &mut host, at(1001)).unwrap();
+        start_bgsave(&mut db, &mut state, &mut host, at(1001)).unwrap();
         assert_eq!(state.persistence.child, Some(100));
         assert_eq!(state.stats.latest_fork_usec, 250);
         state.persistence.dirty = 8; // three writes during the save
-        cron(&db, &mut state, &mut host, at(1002));
+        cron(&mut db, &mut state, &mut host, at(1002));
         assert_eq!(state.persistence.child, Some(100));
         host.child_status = Some(ChildStatus::Exited(0));
         host.copied = 12_288;
-        cron(&db, &mut state, &mut host, at(1004));
+        cron(&mut db, &mut state, &mut host, at(1004));
         let p = &state.persistence;
         assert_eq!(
             (p.child, p.dirty, p.lastsave, p.last_bgsave_ok),
@@ -300,13 +302,13 @@ pub(crate) mod tests {
         }
         let mut state = ServerState::new(Config::new(6379, 1, 0), at(0));
         let mut host = MemHost::default();
-        start_bgsave(&db, &mut state, &mut host, at(1)).unwrap();
+        start_bgsave(&mut db, &mut state, &mut host, at(1)).unwrap();
         state.persistence.child = None;
         state.config.rdb_key_save_delay = 1500;
-        start_bgsave(&db, &mut state, &mut host, at(2)).unwrap();
+        start_bgsave(&mut db, &mut state, &mut host, at(2)).unwrap();
         state.persistence.child = None;
         state.config.rdb_key_save_delay = -7;
-        start_bgsave(&db, &mut state, &mut host, at(3)).unwrap();
+        start_bgsave(&mut db, &mut state, &mut host, at(3)).unwrap();
         assert_eq!(host.key_delays, [0, 1500, 0]);
         assert_eq!(host.slept_us, 3 * 1500);
         assert_eq!(
@@ -317,45 +319,45 @@ pub(crate) mod tests {
 
     #[test]
     fn a_failed_child_is_an_error_and_a_killed_one_is_not() {
-        let db = Db::new();
+        let mut db = Db::new();
         let mut state = ServerState::new(Config::new(6379, 1, 0), at(0));
         state.config.save_points.clear();
         let mut host = MemHost::default();
-        start_bgsave(&db, &mut state, &mut host, at(1)).unwrap();
+        start_bgsave(&mut db, &mut state, &mut host, at(1)).unwrap();
         host.child_status = Some(ChildStatus::Exited(1));
-        cron(&db, &mut state, &mut host, at(2));
+        cron(&mut db, &mut state, &mut host, at(2));
         assert!(!state.persistence.last_bgsave_ok);
         host.child_status = None;
         state.persistence.last_bgsave_ok = true;
-        start_bgsave(&db, &mut state, &mut host, at(3)).unwrap();
+        start_bgsave(&mut db, &mut state, &mut host, at(3)).unwrap();
         kill_bgsave(&mut state, &mut host);
         assert_eq!(host.kills, [(101, SIGUSR1)]);
         assert_eq!(state.persistence.child, None);
-        cron(&db, &mut state, &mut host, at(4));
+        cron(&mut db, &mut state, &mut host, at(4));
         assert!(state.persistence.killed.is_empty());
         assert!(state.persistence.last_bgsave_ok);
     }
 
     #[test]
     fn save_points_trigger_background_saves() {
-        let db = Db::new();
+        let mut db = Db::new();
         let mut state = ServerState::new(Config::new(6379, 1, 0), at(0));
         let mut host = MemHost::default();
         state.persistence.dirty = 100;
-        cron(&db, &mut state, &mut host, at(300));
+        cron(&mut db, &mut state, &mut host, at(300));
         assert!(host.forks.is_empty(), "300 s is not more than 300 s");
-        cron(&db, &mut state, &mut host, at(301));
+        cron(&mut db, &mut state, &mut host, at(301));
         assert_eq!(host.forks.len(), 1);
         // A failed fork waits for the retry delay.
         let mut state = ServerState::new(Config::new(6379, 1, 0), at(0));
         state.persistence.dirty = 1;
         host.fail_fork = true;
-        cron(&db, &mut state, &mut host, at(3601));
+        cron(&mut db, &mut state, &mut host, at(3601));
         assert!(!state.persistence.last_bgsave_ok);
         host.fail_fork = false;
-        cron(&db, &mut state, &mut host, at(3604));
+        cron(&mut db, &mut state, &mut host, at(3604));
         assert_eq!(host.forks.len(), 1);
-        cron(&db, &mut state, &mut host, at(3607));
+        cron(&mut db, &mut state, &mut host, at(3607));
         assert_eq!(host.forks.len(), 2);
     }
 }

@@ -244,7 +244,7 @@ impl Server {
     /// The periodic work, about every 100 ms: reaps the saving child, starts the saves the
     /// save points ask for, deletes some expired keys, samples the statistics.
     pub fn tick(&mut self, now: Now, host: &mut dyn Host) {
-        persist::cron(&self.db, &mut self.state, host, now);
+        persist::cron(&mut self.db, &mut self.state, host, now);
         self.db
             .purge_expired_step(now.unix_ms, EXPIRE_SCAN_PER_TICK);
         self.state.stats.sample(now.mono_us);

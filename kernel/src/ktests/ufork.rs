@@ -97,15 +97,18 @@ ktest! {
         // pointers (strings, numbers) from their parent's frames, and kept those frames when
         // their parent wrote the pages (`shared_pages_stay_apart`); pages holding pointers
         // their parent wrote first reached them unrelocated, relocated on their first access
-        // (`later_writes_stay_apart`).
+        // (`later_writes_stay_apart`). Children discarded pages they still shared or lacked
+        // (`discard`), and frames went back.
         let lazy = ufork::lazy::stats();
         kassert!(
             lazy.pages_copied > 0
                 && lazy.pages_shared > 0
                 && lazy.frames_given > 0
-                && lazy.pages_staged > 0,
+                && lazy.pages_staged > 0
+                && lazy.pages_discarded > 0,
             "{lazy:?}"
         );
+        kassert!(ufork::pages_discarded() > 0);
         for isolation in [IsolationLevel::Full, IsolationLevel::NonAdversarial] {
             let options = ufork::SpawnOptions { mode: CopyMode::CopyOnWrite, isolation };
             kassert_eq!(

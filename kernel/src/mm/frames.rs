@@ -421,6 +421,31 @@ impl SparseFrames {
         Some(core::mem::replace(slot, pa))
     }
 
+    /// Frees the frame of page `i` back into the commitment (the page may be taken again, and
+    /// reads as zero until it is); false when page `i` has none.
+    pub fn give_back(&mut self, i: usize) -> bool {
+        let Some(slot) = self
+            .blocks
+            .get_mut(i / BLOCK)
+            .and_then(|b| b.as_mut())
+            .and_then(|b| b.get_mut(i % BLOCK))
+            .filter(|pa| **pa != 0)
+        else {
+            return false;
+        };
+        let pa = core::mem::replace(slot, 0);
+        let mut f = FRAMES.lock();
+        if let Err(e) = f.free(pa) {
+            log::error!("freeing frame {pa:#x}: {e:?}");
+            return false;
+        }
+        if self.committed {
+            // The frame just freed is free and uncommitted: the promise cannot fail.
+            let _ = f.commit(1, 0);
+        }
+        true
+    }
+
     /// One page, as a run of one frame (never freed as a run).
     fn page(pa: u64) -> FrameRun {
         FrameRun { phys: pa, pages: 1 }

@@ -63,7 +63,8 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
         | Sysno::Open
         | Sysno::Fsync
         | Sysno::Rename
-        | Sysno::Unlink => return delegate(),
+        | Sysno::Unlink
+        | Sysno::Discard => return delegate(),
         s if s.is_socket() => return delegate(),
         // A μprocess's PIDs, and its write to a pipe or socket with room, complete here; the
         // rest is its step's.

@@ -83,6 +83,9 @@ pub struct LazyStats {
     /// Shared pages a child kept the frame of when its source wrote them (the source took the
     /// copy; counted in `pages_copied` too).
     pub frames_given: u64,
+    /// Pages a child discarded before it had settled them (never copied, or a staged copy
+    /// freed unread).
+    pub pages_discarded: u64,
     /// Words relocated in the pages copied, by the tag source that tagged them.
     pub relocated: Tally,
 }
@@ -169,6 +172,7 @@ static LAZY: Mutex<LazyCopies> = Mutex::new(LazyCopies {
         pages_deferred: 0,
         frames_given: 0,
         pages_staged: 0,
+        pages_discarded: 0,
         relocated: Tally {
             precise: 0,
             inferred: 0,
@@ -229,6 +233,11 @@ impl Pager for LazyPager {
     fn before_write(&self, f: &mut Frames<'_>, base: u64, i: usize) {
         let mut g = LAZY.lock();
         state(f, &mut g).before_write(f, base, i);
+    }
+
+    fn before_discard(&self, f: &mut Frames<'_>, base: u64, i: usize) {
+        let mut g = LAZY.lock();
+        state(f, &mut g).before_discard(f, base, i);
     }
 
     fn before_whole(&self, f: &mut Frames<'_>, base: u64) {
@@ -547,6 +556,21 @@ impl LazyCopies {
                 continue;
             }
             self.stage_page(f, d, i);
+        }
+    }
+
+    /// Before page `i` of the area at `base` is discarded (its frame given back): the areas
+    /// forked from it that still lack the page get it first, as before a write; then the area
+    /// itself stops waiting for the page: what it had not copied of it is dropped, and its
+    /// mapping of its source's frame goes. So a child that discards what it no longer needs
+    /// (Redis's child after saving a value) spares its parent's later write a copy.
+    fn before_discard(&mut self, f: &mut Frames<'_>, base: u64, i: usize) {
+        if self.lacked_by_dependents(base, i) {
+            self.before_write(f, base, i);
+        }
+        if self.areas.get(base).is_some_and(|a| a.is_pending(i)) {
+            self.stats.pages_discarded += 1;
+            self.settled(f, base, i, false);
         }
     }
 

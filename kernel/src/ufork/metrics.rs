@@ -18,14 +18,22 @@ pub fn samples(out: &mut Vec<Sample>) {
     out.extend(Sample::family(
         "fjord_ufork_pages_total",
         Counter,
-        "Pages of lazy forks: left pending at fork, copied for a child, shared read-only; of the copies, those a parent's write made unrelocated (relocated on the child's first access) and those whose frame the child kept when its parent wrote them (the parent took the copy).",
+        "Pages of lazy forks: left pending at fork, copied for a child, shared read-only; of the copies, those a parent's write made unrelocated (relocated on the child's first access) and those whose frame the child kept when its parent wrote them (the parent took the copy); pages a child discarded while still waiting for them.",
         &[
             (&[("event", "deferred")], lazy.pages_deferred),
             (&[("event", "copied")], lazy.pages_copied),
             (&[("event", "shared")], lazy.pages_shared),
             (&[("event", "staged")], lazy.pages_staged),
             (&[("event", "kept_by_child")], lazy.frames_given),
+            (&[("event", "discarded_pending")], lazy.pages_discarded),
         ],
+    ));
+    out.push(Sample::new(
+        "fjord_uprocess_pages_discarded_total",
+        Counter,
+        "Frames μprocesses gave back with discard (madvise MADV_DONTNEED).",
+        &[],
+        super::pages_discarded(),
     ));
     out.push(Sample::new(
         "fjord_uprocess_pds_reused_total",

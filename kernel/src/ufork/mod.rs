@@ -488,6 +488,7 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
                     with(|p| p.procs.get(pid).map(|pr| pr.isolation.raw())).unwrap_or(0),
                 ),
                 Some(Sysno::MemInfo) => Next::Continue(mem_info(pid, args[0])),
+                Some(Sysno::Discard) => Next::Continue(encode(discard(pid, args[0], args[1]))),
                 Some(Sysno::Waitpid) => match decode_wait(args) {
                     Ok(w) => wait(pid, w, ctx, info),
                     Err(e) => Next::Continue(encode(Err(e))),
@@ -1175,13 +1176,48 @@ fn relocate_registers(
 /// `mem_info(what)`: 0, the bytes of free physical memory; 1, the bytes copied into the
 /// caller's area since its fork (its fork's added memory; 0 if it was not lazily forked).
 fn mem_info(pid: Pid, what: u64) -> u64 {
+    let area = || with(|p| p.procs.get(pid).map(|pr| pr.area.0));
     match what {
         0 => (crate::mm::frames::free_frames() as u64).saturating_mul(4096),
-        1 => with(|p| p.procs.get(pid).map(|pr| pr.area.0)).map_or(0, |base| {
+        1 => area().map_or(0, |base| {
             lazy::copied_pages(base).saturating_mul(fjord_kernel::layout::PAGE_SIZE)
+        }),
+        2 => area().map_or(0, |base| {
+            let pages = jord::with(|j| j.peak_resident(base));
+            (pages as u64).saturating_mul(fjord_kernel::layout::PAGE_SIZE)
         }),
         _ => encode(Err(AbiError::InvalidArgs)),
     }
+}
+
+/// Pages μprocesses gave back with `discard`.
+static DISCARDED: AtomicU64 = AtomicU64::new(0);
+
+/// Pages μprocesses gave back with `discard` since boot.
+pub fn pages_discarded() -> u64 {
+    DISCARDED.load(Ordering::Relaxed)
+}
+
+/// `discard(addr, len)` from `pid`: the frames of those pages of its area go back (see
+/// [`crate::jord::Jord::discard`]); how many did. Memory outside its area is refused
+/// (`BadAddress`), as is an address not page-aligned (`InvalidArgs`).
+fn discard(pid: Pid, addr: u64, len: u64) -> Result<u64, AbiError> {
+    let (pd, (base, area_len)) = with(|p| p.procs.get(pid).map(|pr| (pr.instance.pd, pr.area)))
+        .ok_or(AbiError::InvalidArgs)?;
+    let end = addr.checked_add(len).ok_or(AbiError::BadAddress)?;
+    if addr < base || end > base + area_len {
+        return Err(AbiError::BadAddress);
+    }
+    if len == 0 {
+        return Ok(0);
+    }
+    let (given, pending) = jord::with(|j| j.discard(pd, addr, len)).map_err(|e| match e {
+        fjord_pd::Error::InvalidArgs => AbiError::InvalidArgs,
+        _ => AbiError::AccessDenied,
+    })?;
+    pending.finish();
+    DISCARDED.fetch_add(given as u64, Ordering::Relaxed);
+    Ok(given as u64)
 }
 
 /// `pid` ended with `status`: it becomes a zombie, its memory goes, a parent blocked in

@@ -181,7 +181,7 @@ pub fn run(kernel: &Path, accel: Accel, apps: &[BuiltApp], slow: bool) -> Result
             benchmark(&bench, fjord, &["-t", "ping_inline,set,get", "-n", "2000"]),
         );
         check(
-            "a BGSAVE amid writes under a redis-benchmark load holds exactly the writes before the fork; redis-check-rdb accepts the file and redis-server loads it; rdb_last_cow_size reports the pages the fork copied",
+            "a BGSAVE amid writes under a redis-benchmark load holds exactly the writes before the fork (8 KiB values the child gave back once written included), the server keeps the writes after it; redis-check-rdb accepts the file and redis-server loads it; rdb_last_cow_size reports the memory the fork added",
             bgsave_consistency(fjord, &bench, &image, (&check_rdb, &server), limit),
         );
         check(
@@ -430,6 +430,41 @@ fn write_sequence(
     Ok(())
 }
 
+/// `SET key value` with a binary `value`, which must answer `+OK`.
+fn set_bytes(s: &mut TcpStream, buf: &mut Vec<u8>, key: &str, value: &[u8]) -> Result<(), String> {
+    let mut req = format!(
+        "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n",
+        key.len(),
+        value.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(value);
+    req.extend_from_slice(b"\r\n");
+    s.write_all(&req).map_err(|e| format!("write: {e}"))?;
+    let r = read_reply(s, buf)?;
+    if r != b"+OK\r\n" {
+        return Err(format!("SET {key}: {:?}", String::from_utf8_lossy(&r)));
+    }
+    Ok(())
+}
+
+/// `GET key` answered with exactly `value`.
+fn holds_bytes(
+    s: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    key: &str,
+    value: &[u8],
+) -> Result<bool, String> {
+    let req = format!("*2\r\n$3\r\nGET\r\n${}\r\n{key}\r\n", key.len());
+    s.write_all(req.as_bytes())
+        .map_err(|e| format!("write: {e}"))?;
+    let r = read_reply(s, buf)?;
+    let mut want = format!("${}\r\n", value.len()).into_bytes();
+    want.extend_from_slice(value);
+    want.extend_from_slice(b"\r\n");
+    Ok(r == want)
+}
+
 /// Sends the inline command `line` and reads its reply.
 pub fn command(s: &mut TcpStream, buf: &mut Vec<u8>, line: &str) -> Result<String, String> {
     s.write_all(format!("{line}\r\n").as_bytes())
@@ -446,6 +481,12 @@ fn bgsave_consistency(
 ) -> Result<(), String> {
     const BEFORE: u32 = 3000;
     const AFTER: u32 = 1000;
+    const BIG: usize = 48;
+    let big_value = |i: usize, round: usize| -> Vec<u8> {
+        (0..8192)
+            .map(|j| ((i * 131 + j * 7 + round * 59) % 251) as u8)
+            .collect()
+    };
     let mut s = connect(addr)?;
     let mut buf = Vec::new();
     command(&mut s, &mut buf, "FLUSHALL")?;
@@ -459,14 +500,29 @@ fn bgsave_consistency(
         )
     });
     write_sequence(&mut s, &mut buf, 0..BEFORE)?;
+    // Values of whole pages, which the saving child gives back (`discard`) once written,
+    // overwritten while it saves: the file holds the old ones, the server the new ones.
+    for i in 0..BIG {
+        set_bytes(&mut s, &mut buf, &format!("big:{i}"), &big_value(i, 0))?;
+    }
     let started = command(&mut s, &mut buf, "BGSAVE")?;
     if started != "+Background saving started\r\n" {
         return Err(format!("BGSAVE answered {started:?}"));
     }
     write_sequence(&mut s, &mut buf, BEFORE..BEFORE + AFTER)?;
+    for i in 0..BIG {
+        set_bytes(&mut s, &mut buf, &format!("big:{i}"), &big_value(i, 1))?;
+    }
     let status = bgsave_status(&mut s, &mut buf, limit)?;
     if status != "ok" {
         return Err(format!("the save failed: rdb_last_bgsave_status:{status}"));
+    }
+    for i in 0..BIG {
+        if !holds_bytes(&mut s, &mut buf, &format!("big:{i}"), &big_value(i, 1))? {
+            return Err(format!(
+                "after the save, the server's big:{i} is not its new value"
+            ));
+        }
     }
     // The child read every page of the keyspace, and pages holding pointers are copied to it
     // (copy-on-pointer-access): its report of what its fork added is not zero.
@@ -494,6 +550,13 @@ fn bgsave_consistency(
         let first = command(&mut r, &mut buf, "GET seq:0")?;
         let last = command(&mut r, &mut buf, &format!("GET seq:{}", BEFORE - 1))?;
         let after = command(&mut r, &mut buf, &format!("EXISTS seq:{BEFORE}"))?;
+        for i in 0..BIG {
+            if !holds_bytes(&mut r, &mut buf, &format!("big:{i}"), &big_value(i, 0))? {
+                return Err(format!(
+                    "the loaded file's big:{i} is not its value at the fork"
+                ));
+            }
+        }
         let want = (
             format!(":{BEFORE}\r\n"),
             "$1\r\n0\r\n".to_owned(),
@@ -531,16 +594,7 @@ fn restart_loads_the_dump(
     let mut buf = Vec::new();
     command(&mut s, &mut buf, "FLUSHALL")?;
     for i in 0..KEYS {
-        let (k, v) = (format!("big:{i}"), value(i));
-        let mut req =
-            format!("*3\r\n$3\r\nSET\r\n${}\r\n{k}\r\n${}\r\n", k.len(), v.len()).into_bytes();
-        req.extend_from_slice(&v);
-        req.extend_from_slice(b"\r\n");
-        s.write_all(&req).map_err(|e| format!("write: {e}"))?;
-        let r = read_reply(&mut s, &mut buf)?;
-        if r != b"+OK\r\n" {
-            return Err(format!("SET {k}: {:?}", String::from_utf8_lossy(&r)));
-        }
+        set_bytes(&mut s, &mut buf, &format!("big:{i}"), &value(i))?;
     }
     let saved = command(&mut s, &mut buf, "SAVE")?;
     if saved != "+OK\r\n" {

@@ -8,10 +8,12 @@
 //! Differences from Redis: `latest_fork_usec` is also in `# Persistence` (Redis has it in
 //! `# Stats` only) so that `INFO persistence` alone tells the fork's cost;
 //! `rdb_last_cow_size` is what the last successful save's child reported its fork added (on
-//! Fjord the pages copied into it from the parent, `process::copied_memory`), and the
-//! `current_cow_*` fields are 0 (no progress reports during a save); `used_memory` is the keyspace's estimate plus the
-//! clients' buffers ([`crate::db::Db::used_bytes`]), and `used_memory_rss` the heap's
-//! high-water mark when the program knows it.
+//! Fjord the most memory its area held of its own at once, `process::peak_private_memory`:
+//! a high-water mark, where Redis on Linux reports the child's private dirty memory at its
+//! end), and the `current_cow_*` fields are 0 (no progress reports during a save);
+//! `used_memory` is the keyspace's estimate plus the clients' buffers
+//! ([`crate::db::Db::used_bytes`]), and `used_memory_rss` the heap's high-water mark when the
+//! program knows it.
 
 use crate::db::Db;
 use crate::rdb::REDIS_VERSION;

@@ -17,7 +17,7 @@ use super::{
     OPCODE_AUX, OPCODE_EOF, OPCODE_EXPIRETIME_MS, OPCODE_RESIZEDB, OPCODE_SELECTDB, RDB_MAGIC,
     REDIS_VERSION, TYPE_STRING,
 };
-use crate::db::Db;
+use crate::db::{Db, Entry};
 use crate::num::{i64_to_vec, parse_i64};
 use alloc::vec::Vec;
 
@@ -210,13 +210,49 @@ where
     F: FnMut(&[u8]) -> Result<(), E>,
     H: FnMut(),
 {
+    let counts = (db.len() as u64, db.expires_len() as u64);
+    write_entries(counts, db.iter(), aux, sink, |_| after_key())
+}
+
+/// [`write_snapshot_with_key_hook`], handing each entry to `after_key` once its value is
+/// written (its bytes are in the buffer or at `sink`, never read again): Redis's forked child
+/// gives a large value's memory back there (`dismissObject`), so that its parent's later
+/// write to it copies nothing.
+pub fn write_snapshot_with_entry_hook<F, E, H>(
+    db: &mut Db,
+    aux: &AuxInfo,
+    sink: F,
+    after_key: H,
+) -> Result<u64, E>
+where
+    F: FnMut(&[u8]) -> Result<(), E>,
+    H: FnMut(&mut Entry),
+{
+    let counts = (db.len() as u64, db.expires_len() as u64);
+    write_entries(counts, db.iter_mut(), aux, sink, after_key)
+}
+
+/// The snapshot of a keyspace of `keys` keys (`expires` of them with an expiry) whose
+/// entries are `entries`, in key order.
+fn write_entries<'a, F, E, V, H>(
+    (keys, expires): (u64, u64),
+    entries: impl Iterator<Item = (&'a [u8], V)>,
+    aux: &AuxInfo,
+    sink: F,
+    mut after_key: H,
+) -> Result<u64, E>
+where
+    F: FnMut(&[u8]) -> Result<(), E>,
+    V: core::ops::Deref<Target = Entry>,
+    H: FnMut(V),
+{
     let mut w = RdbWriter::new(sink);
     w.header(aux)?;
-    if !db.is_empty() {
-        w.select_db(0, db.len() as u64, db.expires_len() as u64)?;
-        for (key, entry) in db.iter() {
+    if keys != 0 {
+        w.select_db(0, keys, expires)?;
+        for (key, entry) in entries {
             w.key_value(key, entry.value(), entry.expire_at())?;
-            after_key();
+            after_key(entry);
         }
     }
     w.finish()
@@ -361,6 +397,48 @@ mod tests {
         assert_eq!(calls, 300);
         assert_eq!(size, out.len() as u64);
         assert_eq!(out, snapshot_bytes(&db, &aux), "the hook changes no byte");
+    }
+
+    #[test]
+    fn the_entry_hook_sees_each_value_after_it_is_written() {
+        let aux = AuxInfo {
+            ctime: 5,
+            used_mem: 6,
+        };
+        let mut db = Db::new();
+        for i in 0..300 {
+            // Short values (in place), a chunk-sized one (straight to the sink), pages.
+            let len = [i, 4096, CHUNK + 1][i % 3];
+            db.set(
+                alloc::format!("key:{i}").into_bytes(),
+                vec![b'a' + (i % 26) as u8; len],
+                crate::db::Ttl::Clear,
+            );
+        }
+        let expected = snapshot_bytes(&db, &aux);
+        let mut out = Vec::new();
+        let mut seen = 0;
+        let size = write_snapshot_with_entry_hook(
+            &mut db,
+            &aux,
+            |c: &[u8]| {
+                out.extend_from_slice(c);
+                Ok::<(), ()>(())
+            },
+            |e| {
+                // What a saving child's `discard` does to a value: its bytes read as zero.
+                e.value_mut().fill(0);
+                seen += 1;
+            },
+        )
+        .unwrap();
+        assert_eq!(seen, 300);
+        assert_eq!(size, out.len() as u64);
+        assert_eq!(
+            out, expected,
+            "each value was written before the hook saw it"
+        );
+        assert!(db.iter().all(|(_, e)| e.value().iter().all(|&b| b == 0)));
     }
 
     #[test]

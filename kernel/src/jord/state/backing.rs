@@ -146,6 +146,10 @@ pub struct Backing {
     serial: u64,
     /// The pager of the VMA, if it has one (see [`super::pager`]).
     pub(super) pager: Option<&'static dyn super::Pager>,
+    /// Pages initialised now (each holds a frame of its own).
+    resident: usize,
+    /// The most pages initialised at once since the backing was made or emptied.
+    peak: usize,
 }
 
 impl Backing {
@@ -157,6 +161,8 @@ impl Backing {
         stamp: 0,
         serial: 0,
         pager: None,
+        resident: 0,
+        peak: 0,
     };
 
     pub(super) fn new(base: u64, frames: Store) -> Backing {
@@ -175,12 +181,14 @@ impl Backing {
             stamp,
             serial: stamp,
             pager: None,
+            resident: 0,
+            peak: 0,
         }
     }
 
     /// A stamp of its set of initialised pages, unique to that set of this backing: it
-    /// changes whenever the set does (the set only grows, and a shrink changes it too), and no
-    /// other backing's set has it. 0 for [`Backing::NONE`].
+    /// changes whenever the set does (it grows, and shrinks with a shrink or a discarded
+    /// page), and no other backing's set has it. 0 for [`Backing::NONE`].
     pub fn stamp(&self) -> u64 {
         self.stamp
     }
@@ -248,6 +256,7 @@ impl Backing {
             self.frames.zero(i, 1);
             *word |= b;
             self.stamp = next_stamp();
+            self.note_resident(1);
         }
     }
 
@@ -264,7 +273,44 @@ impl Backing {
         if *word & b == 0 {
             *word |= b;
             self.stamp = next_stamp();
+            self.note_resident(1);
         }
+    }
+
+    /// One more page initialised.
+    #[inline]
+    fn note_resident(&mut self, n: usize) {
+        self.resident += n;
+        self.peak = self.peak.max(self.resident);
+    }
+
+    /// The most pages initialised at once since it was made or emptied
+    /// ([`Backing::release_sparse`]): its high-water mark, as Linux's `VmHWM`.
+    pub fn peak_resident(&self) -> usize {
+        self.peak
+    }
+
+    /// Gives page `i`'s frame back to its commitment: the page reads as zero again, and its
+    /// next use takes a frame anew. False (nothing changed) for a page never initialised or a
+    /// VMA whose frames are one run. The leaves that map the frame are the caller's to clear.
+    pub(super) fn discard(&mut self, i: usize) -> bool {
+        if !self.is_initialised(i) {
+            return false;
+        }
+        let Store::Sparse(s) = &mut self.frames else {
+            return false;
+        };
+        if !s.give_back(i) {
+            return false;
+        }
+        let (w, b) = (i / 64, 1u64 << (i % 64));
+        match &mut self.initialised {
+            InitBits::Inline(word) => *word &= !b,
+            InitBits::Heap(words) => words[w] &= !b,
+        }
+        self.resident -= 1;
+        self.stamp = next_stamp();
+        true
     }
 
     /// The initialised bits, 64 pages a word (bit `i % 64` of word `i / 64` for page `i`).
@@ -327,6 +373,7 @@ impl Backing {
             self.frames.shrink(keep);
             self.pages = keep;
             self.stamp = next_stamp();
+            self.resident = self.initialised_indices().len();
         }
     }
 
@@ -342,6 +389,7 @@ impl Backing {
             InitBits::Inline(w) => *w = 0,
             InitBits::Heap(ws) => ws.fill(0),
         }
+        (self.resident, self.peak) = (0, 0);
         self.stamp = next_stamp();
         self.serial = self.stamp;
         true

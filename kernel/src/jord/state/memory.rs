@@ -355,6 +355,65 @@ impl Jord {
         Ok(p)
     }
 
+    /// `caller` gives back the frames of the pages `[addr, addr + len)` (`len` rounded up to
+    /// whole pages) of a μprocess's area it may write: they read as zero from then on and take
+    /// frames anew when next used, as Linux's `madvise(MADV_DONTNEED)` does to private
+    /// anonymous memory. The area's pager first gives what other areas still need of them
+    /// (a child forked lazily keeps its copy); the pages of a shared prefix stay as they are.
+    /// Returns the number of frames given back and the flushes owed. [`Error::InvalidArgs`]
+    /// for an `addr` not page-aligned, a range beyond the VMA or a VMA whose frames are one
+    /// run; [`Error::AccessDenied`] for memory `caller` may not write.
+    pub fn discard(
+        &mut self,
+        caller: PdId,
+        addr: u64,
+        len: u64,
+    ) -> Result<(usize, Pending), Error> {
+        if !addr.is_multiple_of(PAGE_SIZE) {
+            return Err(Error::InvalidArgs);
+        }
+        let grant = self
+            .privlib
+            .lookup(caller, addr)
+            .map_err(|_| Error::AccessDenied)?;
+        if !grant.perm.contains(Perm::W) || grant.global || grant.privileged {
+            return Err(Error::AccessDenied);
+        }
+        let base = grant.base;
+        let first = ((addr - base) / PAGE_SIZE) as usize;
+        let count = len.div_ceil(PAGE_SIZE) as usize;
+        let end = first.checked_add(count).ok_or(Error::InvalidArgs)?;
+        match self.backing_mut(base) {
+            Some(b) if matches!(b.frames, Store::Sparse(_)) && end <= b.pages => {}
+            _ => return Err(Error::InvalidArgs),
+        }
+        let first = first.max((self.shared_prefix_len(base) / PAGE_SIZE) as usize);
+        if first >= end {
+            return Ok((0, Pending::default()));
+        }
+        let mut given = 0;
+        for i in first..end {
+            self.page_before_discard(base, i);
+            if self.backing_mut(base).is_some_and(|b| b.discard(i)) {
+                given += 1;
+            }
+        }
+        let (id, _) = self.privlib.vmas().resolve_base(base)?;
+        let holders: Vec<PdId> = self.privlib.vmas().holders(id).map(|h| h.pd).collect();
+        let va = base + first as u64 * PAGE_SIZE;
+        let mut pending = self.take_pager_flushes().unwrap_or_default();
+        for pd in holders {
+            pending.absorb(self.revoke_leaves(pd, va, (end - first) as u64 * PAGE_SIZE));
+        }
+        Ok((given, pending))
+    }
+
+    /// The most pages the VMA at `base` has held initialised at once since it was made or
+    /// emptied (0 for a VMA without frames): see [`Backing::peak_resident`].
+    pub fn peak_resident(&mut self, base: u64) -> usize {
+        self.backing_mut(base).map_or(0, |b| b.peak_resident())
+    }
+
     /// `mprotect`.
     pub fn mprotect(
         &mut self,

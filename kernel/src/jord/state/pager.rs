@@ -47,6 +47,12 @@ pub trait Pager: Sync {
     fn before_read(&self, f: &mut Frames<'_>, base: u64, i: usize);
     /// Page `i` of the VMA at `base` is about to be written (by the kernel).
     fn before_write(&self, f: &mut Frames<'_>, base: u64, i: usize);
+    /// Page `i` of the VMA at `base` is about to be discarded (its frame given back, its
+    /// contents gone for its own PD): whatever other VMAs still need of it is provided first.
+    /// By default, as before a write.
+    fn before_discard(&self, f: &mut Frames<'_>, base: u64, i: usize) {
+        self.before_write(f, base, i);
+    }
     /// The VMA at `base` is about to be read or written as a whole, or to shrink.
     fn before_whole(&self, f: &mut Frames<'_>, base: u64);
     /// Pages of the VMA at `base` that count as held although Jord has not initialised them
@@ -100,6 +106,13 @@ impl Jord {
     pub(super) fn page_before_write(&mut self, base: u64, i: usize) {
         if let Some(p) = self.pager_of(base) {
             p.before_write(&mut self.frames(), base, i);
+        }
+    }
+
+    /// Lets the pager of the VMA at `base` see page `i` before it is discarded.
+    pub(super) fn page_before_discard(&mut self, base: u64, i: usize) {
+        if let Some(p) = self.pager_of(base) {
+            p.before_discard(&mut self.frames(), base, i);
         }
     }
 

@@ -1,0 +1,141 @@
+//! `discard` (Linux's `madvise(MADV_DONTNEED)`): pages given back read as zero and work again
+//! when next written; bad arguments get error codes; and a forked child that discards the
+//! pages it shares or still lacks spares its parent's later writes every copy, while the
+//! parent keeps its own contents (what Redis's saving child does with the values it wrote).
+
+use fjord_libos::abi::{Error, Sysno};
+use fjord_libos::process::{self, ExitStatus};
+use fjord_libos::syscall::syscall3;
+
+/// Pages of each check.
+const PAGES: usize = 16;
+
+/// Fills every page of `m` with its own byte pattern from `seed`.
+fn fill(m: &mut process::Mapping, seed: u8) {
+    for (i, p) in m.pages_mut().iter_mut().enumerate() {
+        p.0.fill(seed.wrapping_add(i as u8));
+    }
+}
+
+/// Whether every page of `m` holds its pattern from `seed`.
+fn holds(m: &process::Mapping, seed: u8) -> bool {
+    m.pages()
+        .iter()
+        .enumerate()
+        .all(|(i, p)| p.0.iter().all(|&b| b == seed.wrapping_add(i as u8)))
+}
+
+/// Whether every byte of `m` is zero.
+fn zeroed(m: &process::Mapping) -> bool {
+    m.pages().iter().all(|p| p.0.iter().all(|&b| b == 0))
+}
+
+/// Runs the checks; `Err` carries the exit code (110 to 129).
+pub fn discarded_pages() -> Result<(), u8> {
+    alone()?;
+    forked()
+}
+
+/// Without a fork: the pages read as zero and take writes again; only whole pages go;
+/// misaligned or foreign addresses are refused.
+fn alone() -> Result<(), u8> {
+    let mut m = process::map(PAGES).ok_or(110)?;
+    fill(&mut m, 1);
+    // Less than a page inside the mapping: nothing goes.
+    let b = m.bytes_mut();
+    if process::discard(&mut b[10..4000]) != Ok(0) || !holds(&m, 1) {
+        return Err(111);
+    }
+    // One byte into the first page to one byte short of the end: the whole pages between.
+    let b = m.bytes_mut();
+    let n = b.len();
+    if process::discard(&mut b[1..n - 1]) != Ok(PAGES as u64 - 2) {
+        return Err(112);
+    }
+    let (first, last) = (&m.pages()[0], &m.pages()[PAGES - 1]);
+    let middle = m.pages()[1..PAGES - 1]
+        .iter()
+        .all(|p| p.0.iter().all(|&b| b == 0));
+    if !middle || first.0[0] != 1 || last.0[4095] != 1u8.wrapping_add(PAGES as u8 - 1) {
+        return Err(113);
+    }
+    fill(&mut m, 9);
+    if !holds(&m, 9) {
+        return Err(114);
+    }
+    let b = m.bytes_mut();
+    let addr = b.as_ptr() as u64;
+    if process::discard(b) != Ok(PAGES as u64) || !zeroed(&m) {
+        return Err(115);
+    }
+    // The raw call: an address off a page boundary, memory outside the caller's area.
+    if syscall3(Sysno::Discard, addr + 8, 4096, 0) != Err(Some(Error::InvalidArgs)) {
+        return Err(116);
+    }
+    if syscall3(Sysno::Discard, 0x1000, 4096, 0) != Err(Some(Error::BadAddress)) {
+        return Err(117);
+    }
+    if syscall3(Sysno::Discard, addr, u64::MAX - 100, 0) != Err(Some(Error::BadAddress)) {
+        return Err(118);
+    }
+    Ok(())
+}
+
+/// After a fork: the child reads half the pages (so it shares them with its parent), leaves
+/// the other half untouched (it still lacks them), and discards them all; the parent then
+/// writes every page. None of those writes copies a page into the child, the child reads
+/// zeros, and the parent reads what it wrote.
+fn forked() -> Result<(), u8> {
+    let mut m = process::map(PAGES).ok_or(120)?;
+    fill(&mut m, 3);
+    let (from_parent, to_child) = process::pipe().map_err(|_| 121)?;
+    let (from_child, to_parent) = process::pipe().map_err(|_| 122)?;
+    match process::fork() {
+        Ok(0) => {
+            let half = m.pages()[..PAGES / 2]
+                .iter()
+                .enumerate()
+                .all(|(i, p)| p.0.iter().all(|&b| b == 3 + i as u8));
+            let b = m.bytes_mut();
+            let given = process::discard(b);
+            let before = process::copied_memory();
+            let mut c = [0u8; 1];
+            if process::write(to_parent, b"d") != Ok(1)
+                || process::read(from_parent, &mut c) != Ok(1)
+            {
+                process::exit(123);
+            }
+            let after = process::copied_memory();
+            let code = if !half {
+                124
+            } else if given.is_err() {
+                125
+            } else if after != before {
+                // The parent's writes copied pages the child had given up.
+                126
+            } else if !zeroed(&m) {
+                127
+            } else {
+                0
+            };
+            process::exit(code)
+        }
+        Ok(child) => {
+            let mut c = [0u8; 1];
+            process::read(from_child, &mut c).map_err(|_| 128)?;
+            let kept = holds(&m, 3);
+            fill(&mut m, 7);
+            process::write(to_child, b"w").map_err(|_| 128)?;
+            let status = process::waitpid(child, 0);
+            for fd in [from_parent, to_child, from_child, to_parent] {
+                let _ = process::close(fd);
+            }
+            match status {
+                Ok(Some((_, ExitStatus::Exited(0)))) if kept && holds(&m, 7) => Ok(()),
+                Ok(Some((_, ExitStatus::Exited(code)))) if code != 0 => Err(code),
+                _ => Err(129),
+            }
+        }
+        Err(_) => Err(120),
+    }
+}

@@ -157,9 +157,10 @@ pub enum Sysno {
     /// `clock(which)`: nanoseconds since boot (`which` 0, monotonic) or since the Unix epoch
     /// (`which` 1, from the board's real-time clock read at boot).
     Clock = 68,
-    /// `discard(addr, len)`: gives back the memory of the pages `[addr, addr + len)` of the
-    /// caller's area (`addr` page-aligned, `len` rounded up to whole pages): they read as
-    /// zero from then on, as after Linux's `madvise(MADV_DONTNEED)` on private memory; a
+    /// `discard(ranges, n)`: gives back the memory of the pages of `n` ranges of the caller's
+    /// area (at most [`DISCARD_MAX`]; at `ranges`, two `u64` each: a page-aligned address and
+    /// a length, rounded up to whole pages): they read as zero from then on, as after Linux's
+    /// `madvise(MADV_DONTNEED)` (`process_madvise` for several ranges) on private memory; a
     /// forked child that discards a page it still shares with its parent spares the parent's
     /// later write a copy. Returns the number of frames given back.
     Discard = 69,
@@ -370,6 +371,9 @@ impl Error {
 /// [`Sysno::Wait`] returns `-(CALLEE_ERROR_BASE + code)` when the callee returned the function
 /// error `code` (a [`crate::function::FnError`]).
 pub const CALLEE_ERROR_BASE: i64 = 64;
+
+/// Most ranges one [`Sysno::Discard`] takes.
+pub const DISCARD_MAX: usize = 64;
 
 /// Encodes a kernel result as the `rax` value the caller sees.
 pub fn encode(result: Result<u64, Error>) -> u64 {

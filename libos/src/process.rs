@@ -123,12 +123,31 @@ pub fn peak_private_memory() -> u64 {
 /// child after saving a large value) spares the parent's later write a copy; the bytes of
 /// `buf` outside whole pages are left as they are. Returns the number of frames given back.
 pub fn discard(buf: &mut [u8]) -> Result<u64, Option<Error>> {
-    let start = (buf.as_ptr() as u64).next_multiple_of(4096);
-    let end = (buf.as_ptr() as u64 + buf.len() as u64) & !4095;
-    if end <= start {
-        return Ok(0);
+    discard_all(&mut [buf])
+}
+
+/// [`discard`] for each of `bufs`, [`crate::abi::DISCARD_MAX`] of them per system call
+/// (Linux's `process_madvise`); a buffer without a whole page makes no call.
+pub fn discard_all(bufs: &mut [&mut [u8]]) -> Result<u64, Option<Error>> {
+    let mut ranges = [[0u64; 2]; crate::abi::DISCARD_MAX];
+    let (mut n, mut given) = (0, 0);
+    for buf in bufs.iter_mut() {
+        let start = (buf.as_ptr() as u64).next_multiple_of(4096);
+        let end = (buf.as_ptr() as u64 + buf.len() as u64) & !4095;
+        if end <= start {
+            continue;
+        }
+        ranges[n] = [start, end - start];
+        n += 1;
+        if n == ranges.len() {
+            given += syscall3(Sysno::Discard, ranges.as_ptr() as u64, n as u64, 0)?;
+            n = 0;
+        }
     }
-    syscall3(Sysno::Discard, start, end - start, 0)
+    if n > 0 {
+        given += syscall3(Sysno::Discard, ranges.as_ptr() as u64, n as u64, 0)?;
+    }
+    Ok(given)
 }
 
 /// Waits for the child `pid` (or any, [`ANY_CHILD`]) to end and reaps it: its PID and how it

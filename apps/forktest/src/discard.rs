@@ -30,7 +30,7 @@ fn zeroed(m: &process::Mapping) -> bool {
     m.pages().iter().all(|p| p.0.iter().all(|&b| b == 0))
 }
 
-/// Runs the checks; `Err` carries the exit code (110 to 129).
+/// Runs the checks; `Err` carries the exit code (107 to 129).
 pub fn discarded_pages() -> Result<(), u8> {
     alone()?;
     forked()
@@ -68,15 +68,42 @@ fn alone() -> Result<(), u8> {
     if process::discard(b) != Ok(PAGES as u64) || !zeroed(&m) {
         return Err(115);
     }
-    // The raw call: an address off a page boundary, memory outside the caller's area.
-    if syscall3(Sysno::Discard, addr + 8, 4096, 0) != Err(Some(Error::InvalidArgs)) {
+    // The raw call: an address off a page boundary, memory outside the caller's area, too
+    // many ranges, a list the caller cannot read.
+    let raw = |ranges: &[[u64; 2]]| {
+        syscall3(
+            Sysno::Discard,
+            ranges.as_ptr() as u64,
+            ranges.len() as u64,
+            0,
+        )
+    };
+    if raw(&[[addr + 8, 4096]]) != Err(Some(Error::InvalidArgs)) {
         return Err(116);
     }
-    if syscall3(Sysno::Discard, 0x1000, 4096, 0) != Err(Some(Error::BadAddress)) {
+    if raw(&[[0x1000, 4096]]) != Err(Some(Error::BadAddress)) {
         return Err(117);
     }
-    if syscall3(Sysno::Discard, addr, u64::MAX - 100, 0) != Err(Some(Error::BadAddress)) {
+    if raw(&[[addr, u64::MAX - 100]]) != Err(Some(Error::BadAddress)) {
         return Err(118);
+    }
+    let many = [[addr, 4096]; fjord_libos::abi::DISCARD_MAX + 1];
+    if raw(&many) != Err(Some(Error::InvalidArgs)) {
+        return Err(119);
+    }
+    if syscall3(Sysno::Discard, 0x1000, 1, 0) != Err(Some(Error::BadAddress)) {
+        return Err(109);
+    }
+    // Several buffers in one call: every page of each goes.
+    fill(&mut m, 5);
+    let (a, b) = m.pages_mut().split_at_mut(PAGES / 2);
+    let mut bufs: [&mut [u8]; 2] = [&mut a[1].0, &mut b[0].0];
+    if process::discard_all(&mut bufs) != Ok(2) {
+        return Err(108);
+    }
+    let gone = |i: usize| m.pages()[i].0.iter().all(|&b| b == 0);
+    if !gone(1) || !gone(PAGES / 2) || gone(0) || gone(2) {
+        return Err(107);
     }
     Ok(())
 }

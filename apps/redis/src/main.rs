@@ -109,11 +109,15 @@ mod program {
         let sink = |chunk: &[u8]| write_all(fd, chunk);
         let written = match db {
             AfterKey::Keep(db) => rdb::write_snapshot_with_key_hook(db, aux, sink, pause),
-            AfterKey::Discard(db) => rdb::write_snapshot_with_entry_hook(db, aux, sink, |e| {
-                // A value without a whole page of its own gives nothing back (no call made).
-                let _ = process::discard(e.value_mut());
-                pause();
-            }),
+            AfterKey::Discard(db) => rdb::write_snapshot_dismissing(
+                db,
+                aux,
+                sink,
+                |values| {
+                    let _ = process::discard_all(values);
+                },
+                pause,
+            ),
         }
         .and_then(|n| process::fsync(fd).map(|()| n));
         let closed = process::close(fd);
@@ -166,14 +170,20 @@ mod program {
                     // The child: it writes its copy of the keyspace and exits, never going
                     // back to the event loop or touching a client's socket.
                     let saved = save_file(AfterKey::Discard(db), aux, key_delay_us);
+                    let peak = process::peak_private_memory();
                     if let Some((r, w)) = report {
                         let _ = process::close(r);
-                        let _ = write_all(w, &process::peak_private_memory().to_le_bytes());
+                        let _ = write_all(w, &peak.to_le_bytes());
                     }
                     let code = match saved {
                         Ok(bytes) => {
+                            // As Redis's child logs its copy-on-write size.
                             log(&format!(
-                                "redis: DB saved on disk by the child ({bytes} bytes)"
+                                "redis: DB saved on disk by the child ({bytes} bytes); RDB: {} \
+                                 KiB of memory used by copy-on-write at most ({} KiB copied \
+                                 from the parent)",
+                                peak >> 10,
+                                process::copied_memory() >> 10
                             ));
                             0
                         }

@@ -111,7 +111,7 @@ fn copies(pid: Pid) -> Option<bool> {
 /// own page tables), interrupts off; the tables loaded before are loaded again after. Nothing
 /// is switched when `pd`'s are loaded already (a μprocess's own system call, see
 /// `super::keeps_space`).
-fn in_space<R>(pd: fjord_pd::PdId, f: impl FnOnce() -> R) -> R {
+pub(super) fn in_space<R>(pd: fjord_pd::PdId, f: impl FnOnce() -> R) -> R {
     crate::arch::cpu::without_interrupts(|| {
         let before = crate::arch::percpu::current().current_pd;
         if before == u64::from(pd.raw()) {

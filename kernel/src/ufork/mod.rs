@@ -566,6 +566,7 @@ fn keeps_space(no: u64) -> bool {
                     | Sysno::Getpid
                     | Sysno::Getppid
                     | Sysno::Isolation
+                    | Sysno::Discard
             )
     })
 }
@@ -1198,26 +1199,62 @@ pub fn pages_discarded() -> u64 {
     DISCARDED.load(Ordering::Relaxed)
 }
 
-/// `discard(addr, len)` from `pid`: the frames of those pages of its area go back (see
-/// [`crate::jord::Jord::discard`]); how many did. Memory outside its area is refused
-/// (`BadAddress`), as is an address not page-aligned (`InvalidArgs`).
-fn discard(pid: Pid, addr: u64, len: u64) -> Result<u64, AbiError> {
+/// `discard(ranges, n)` from `pid`: the frames of the pages of the `n` ranges (address and
+/// length, two `u64` each) at `ranges` go back (see [`crate::jord::Jord::discard`]); how many
+/// did. Ranges are done in order; the first bad one ends the call with its error (those before
+/// it are done): memory outside its area is refused (`BadAddress`), as is an address not
+/// page-aligned (`InvalidArgs`), and so are more than [`fjord_libos::abi::DISCARD_MAX`] ranges.
+fn discard(pid: Pid, ranges: u64, n: u64) -> Result<u64, AbiError> {
+    use fjord_libos::abi::DISCARD_MAX;
+    let n = usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= DISCARD_MAX)
+        .ok_or(AbiError::InvalidArgs)?;
     let (pd, (base, area_len)) = with(|p| p.procs.get(pid).map(|pr| (pr.instance.pd, pr.area)))
         .ok_or(AbiError::InvalidArgs)?;
-    let end = addr.checked_add(len).ok_or(AbiError::BadAddress)?;
-    if addr < base || end > base + area_len {
-        return Err(AbiError::BadAddress);
-    }
-    if len == 0 {
-        return Ok(0);
-    }
-    let (given, pending) = jord::with(|j| j.discard(pd, addr, len)).map_err(|e| match e {
-        fjord_pd::Error::InvalidArgs => AbiError::InvalidArgs,
-        _ => AbiError::AccessDenied,
-    })?;
+    let mut raw = [0u8; DISCARD_MAX * 16];
+    let raw = &mut raw[..n * 16];
+    files::in_space(pd, || crate::mm::user_memory::copy_from(raw, ranges))
+        .map_err(|_| AbiError::BadAddress)?;
+    let word = |k: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&raw[k * 8..k * 8 + 8]);
+        u64::from_le_bytes(w)
+    };
+    let (mut given, mut failed) = (0, None);
+    let pending = jord::with(|j| {
+        let mut pending = crate::jord::state::Pending::default();
+        for k in 0..n {
+            let (addr, len) = (word(2 * k), word(2 * k + 1));
+            let inside = addr
+                .checked_add(len)
+                .is_some_and(|end| addr >= base && end <= base + area_len);
+            if !inside {
+                failed = Some(AbiError::BadAddress);
+                break;
+            }
+            match j.discard(pd, addr, len) {
+                Ok((g, p)) => {
+                    given += g;
+                    pending.absorb(p);
+                }
+                Err(e) => {
+                    failed = Some(match e {
+                        fjord_pd::Error::InvalidArgs => AbiError::InvalidArgs,
+                        _ => AbiError::AccessDenied,
+                    });
+                    break;
+                }
+            }
+        }
+        pending
+    });
     pending.finish();
     DISCARDED.fetch_add(given as u64, Ordering::Relaxed);
-    Ok(given as u64)
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(given as u64),
+    }
 }
 
 /// `pid` ended with `status`: it becomes a zombie, its memory goes, a parent blocked in

@@ -2,7 +2,7 @@
 //! `redis-server` accept them (source of truth: `src/rdb.h`, `src/rdb.c` at tag 7.0.15).
 //!
 //! - [`write`](mod@write): the streaming writer ([`write_snapshot`],
-//!   [`write_snapshot_with_key_hook`], [`write_snapshot_with_entry_hook`], [`RdbWriter`]);
+//!   [`write_snapshot_with_key_hook`], [`write_snapshot_dismissing`], [`RdbWriter`]);
 //! - [`load`](mod@load): the loader of strings-only files ([`load()`], [`load_bytes`]);
 //! - [`crc64`](mod@crc64): Redis's CRC-64;
 //! - [`lzf`]: LZF decompression, for compressed strings.
@@ -17,7 +17,7 @@ pub mod write;
 pub use crc64::crc64;
 pub use load::{LoadError, LoadSummary, load, load_bytes};
 pub use write::{
-    AuxInfo, RdbWriter, snapshot_bytes, write_snapshot, write_snapshot_with_entry_hook,
+    AuxInfo, DISMISS_BATCH, RdbWriter, snapshot_bytes, write_snapshot, write_snapshot_dismissing,
     write_snapshot_with_key_hook,
 };
 

@@ -214,22 +214,46 @@ where
     write_entries(counts, db.iter(), aux, sink, |_| after_key())
 }
 
-/// [`write_snapshot_with_key_hook`], handing each entry to `after_key` once its value is
-/// written (its bytes are in the buffer or at `sink`, never read again): Redis's forked child
-/// gives a large value's memory back there (`dismissObject`), so that its parent's later
-/// write to it copies nothing.
-pub fn write_snapshot_with_entry_hook<F, E, H>(
-    db: &mut Db,
+/// Values a [`write_snapshot_dismissing`] hands to its `give_back` at a time.
+pub const DISMISS_BATCH: usize = 64;
+
+/// Bytes of a page: values this long or longer hold whole pages worth giving back.
+const PAGE: usize = 4096;
+
+/// [`write_snapshot_with_key_hook`] for a forked child that has `db` to itself: once written
+/// (its bytes are in the buffer or at `sink`, never read again), each value of a page or more
+/// goes to `give_back`, [`DISMISS_BATCH`] at a time and the rest at the end, as Redis's child
+/// gives a large value's memory back after saving it (`dismissObject`), so that its parent's
+/// later write to the value copies nothing. `after_key` runs after each key.
+pub fn write_snapshot_dismissing<'a, F, E, G, H>(
+    db: &'a mut Db,
     aux: &AuxInfo,
     sink: F,
-    after_key: H,
+    mut give_back: G,
+    mut after_key: H,
 ) -> Result<u64, E>
 where
     F: FnMut(&[u8]) -> Result<(), E>,
-    H: FnMut(&mut Entry),
+    G: FnMut(&mut [&'a mut [u8]]),
+    H: FnMut(),
 {
     let counts = (db.len() as u64, db.expires_len() as u64);
-    write_entries(counts, db.iter_mut(), aux, sink, after_key)
+    let mut batch: Vec<&'a mut [u8]> = Vec::with_capacity(DISMISS_BATCH);
+    let written = write_entries(counts, db.iter_mut(), aux, sink, |e: &'a mut Entry| {
+        let value = Entry::value_mut(e);
+        if value.len() >= PAGE {
+            batch.push(value);
+            if batch.len() == DISMISS_BATCH {
+                give_back(&mut batch);
+                batch.clear();
+            }
+        }
+        after_key();
+    });
+    if !batch.is_empty() {
+        give_back(&mut batch);
+    }
+    written
 }
 
 /// The snapshot of a keyspace of `keys` keys (`expires` of them with an expiry) whose
@@ -400,15 +424,16 @@ mod tests {
     }
 
     #[test]
-    fn the_entry_hook_sees_each_value_after_it_is_written() {
+    fn a_dismissing_save_gives_back_each_large_value_after_writing_it() {
         let aux = AuxInfo {
             ctime: 5,
             used_mem: 6,
         };
         let mut db = Db::new();
         for i in 0..300 {
-            // Short values (in place), a chunk-sized one (straight to the sink), pages.
-            let len = [i, 4096, CHUNK + 1][i % 3];
+            // Short values (in place), a page, one byte short of a page, a chunk-sized one
+            // (straight to the sink).
+            let len = [i, 4096, 4095, CHUNK + 1][i % 4];
             db.set(
                 alloc::format!("key:{i}").into_bytes(),
                 vec![b'a' + (i % 26) as u8; len],
@@ -417,28 +442,43 @@ mod tests {
         }
         let expected = snapshot_bytes(&db, &aux);
         let mut out = Vec::new();
-        let mut seen = 0;
-        let size = write_snapshot_with_entry_hook(
+        let (mut keys, mut given, mut batches) = (0, 0, Vec::new());
+        let size = write_snapshot_dismissing(
             &mut db,
             &aux,
             |c: &[u8]| {
                 out.extend_from_slice(c);
                 Ok::<(), ()>(())
             },
-            |e| {
-                // What a saving child's `discard` does to a value: its bytes read as zero.
-                e.value_mut().fill(0);
-                seen += 1;
+            |values| {
+                batches.push(values.len());
+                for v in values.iter_mut() {
+                    // What a saving child's `discard` does to a value: its bytes read as zero.
+                    v.fill(0);
+                    given += 1;
+                }
             },
+            || keys += 1,
         )
         .unwrap();
-        assert_eq!(seen, 300);
+        assert_eq!(
+            (keys, given),
+            (300, 150),
+            "the two kinds of values of a page or more"
+        );
+        assert_eq!(
+            batches,
+            [DISMISS_BATCH, DISMISS_BATCH, 150 - 2 * DISMISS_BATCH]
+        );
         assert_eq!(size, out.len() as u64);
         assert_eq!(
             out, expected,
-            "each value was written before the hook saw it"
+            "each value was written before it was given back"
         );
-        assert!(db.iter().all(|(_, e)| e.value().iter().all(|&b| b == 0)));
+        for (_, e) in db.iter().filter(|(_, e)| !e.value().is_empty()) {
+            let zero = e.value().iter().all(|&b| b == 0);
+            assert_eq!(zero, e.value().len() >= 4096, "{}", e.value().len());
+        }
     }
 
     #[test]

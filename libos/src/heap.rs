@@ -8,14 +8,18 @@
 //! header's own address.
 //!
 //! Header words: `[0]` the header's address, `[1]` the next free byte of the heap (bump
-//! pointer), `[2]` the heap's end, `[3]` the *init word* (the state a function's `init` built,
-//! see [`INIT_WORD`]), `[4..32]` one free list per size class (16 bytes to 1 GiB, powers of
-//! two). A block is the request rounded up to a power of two (at least 16 bytes,
-//! at least its alignment); a freed block goes to its class's list and serves the next request
-//! of that class. Each invocation starts from a fresh heap (a new PD, or a reused one whose
-//! memory the kernel zeroed and whose header it wrote back), so the heap lives exactly as long
-//! as one request: nothing is ever returned to the kernel. When the heap is exhausted, allocation
-//! fails and Rust reports it as a panic, which ends the invocation with
+//! pointer of blocks under a page, which grow up), `[2]` the end of the free middle (blocks of
+//! a page or more grow down from the heap's end, so that they never share a page with small
+//! ones), `[3]` the *init word* (the state a function's `init` built, see [`INIT_WORD`]),
+//! `[4..32]` one free list per size class (16 bytes to 1 GiB, powers of two). A block is the
+//! request rounded up to a power of two (at least 16 bytes, at least its alignment); a freed
+//! block goes to its class's list and serves the next request of that class, and so do the
+//! bytes a block's alignment skipped (split into the largest aligned blocks that fit). Each
+//! invocation starts from a fresh heap (a new PD, or a reused one whose memory the kernel
+//! zeroed and whose header it wrote back), so the heap lives exactly as long as one request:
+//! nothing is ever returned to the kernel (a μprocess may give pages back with
+//! [`crate::process::discard`]). When the heap is exhausted, allocation fails and Rust
+//! reports it as a panic, which ends the invocation with
 //! [`FnError::Panicked`](crate::function::FnError::Panicked).
 
 use core::alloc::{GlobalAlloc, Layout};
@@ -99,15 +103,48 @@ impl Heap {
         }
         let align = natural.max(layout.align()) as u64;
         let (next, end) = (self.word(1), self.word(2));
+        if block >= MAX_NATURAL_ALIGN {
+            // A block of whole pages: from the top, down.
+            let Some(start) = end.checked_sub(block as u64).map(|s| s & !(align - 1)) else {
+                return core::ptr::null_mut();
+            };
+            if start < next {
+                return core::ptr::null_mut();
+            }
+            self.set_word(2, start);
+            self.list_gap(start + block as u64, end);
+            return start as *mut u8;
+        }
         let Some(start) = next.checked_next_multiple_of(align) else {
             return core::ptr::null_mut();
         };
         match start.checked_add(block as u64) {
             Some(stop) if stop <= end => {
                 self.set_word(1, stop);
+                self.list_gap(next, start);
                 start as *mut u8
             }
             _ => core::ptr::null_mut(),
+        }
+    }
+
+    /// Lists the bytes `[from, to)` a block's alignment skipped as free blocks, the largest
+    /// each place allows (so each is aligned to its size), instead of losing them.
+    fn list_gap(&self, mut from: u64, to: u64) {
+        while to - from >= 1 << MIN_SHIFT {
+            // The largest power of two `from` is aligned to that fits before `to`.
+            let fits = 1u64 << (63 - (to - from).leading_zeros());
+            let size = (1u64 << from.trailing_zeros()).min(fits);
+            let class = (size.trailing_zeros() - MIN_SHIFT) as usize;
+            if class >= CLASSES {
+                return;
+            }
+            let head = self.word(FIXED_WORDS + class);
+            // SAFETY: `[from, from + size)` lies in the heap, below the bump pointer, and no
+            // block was handed out there; it is at least 16 bytes and aligned to 8.
+            unsafe { (from as *mut u64).write(head) };
+            self.set_word(FIXED_WORDS + class, from);
+            from += size;
         }
     }
 
@@ -269,6 +306,58 @@ mod tests {
         }
         assert!(reused > 100, "freed blocks are handed out again ({reused})");
         assert!(h.untouched() > 0, "the heap was not exhausted");
+    }
+
+    #[test]
+    fn page_blocks_and_small_blocks_never_share_a_page() {
+        let (_mem, h) = arena(256 * 1024);
+        let small = Layout::from_size_align(1000, 8).unwrap();
+        let page = Layout::from_size_align(4096, 1).unwrap();
+        let (mut smalls, mut pages) = (Vec::new(), Vec::new());
+        for _ in 0..24 {
+            smalls.push(h.alloc(small) as u64);
+            pages.push(h.alloc(page) as u64);
+        }
+        assert!(smalls.iter().chain(&pages).all(|&p| p != 0));
+        let page_of = |p: u64| p / 4096;
+        for &s in &smalls {
+            assert!(pages.iter().all(|&p| page_of(p) != page_of(s)), "{s:#x}");
+        }
+        // The small blocks are packed: four 1 KiB blocks a page.
+        let mut used: Vec<u64> = smalls.iter().map(|&p| page_of(p)).collect();
+        used.dedup();
+        assert_eq!(used.len(), 24 / 4);
+        // Page blocks are page-aligned, from the top down.
+        assert!(pages.iter().all(|p| p % 4096 == 0));
+        assert!(pages.windows(2).all(|w| w[1] + 4096 == w[0]));
+    }
+
+    #[test]
+    fn room_skipped_for_alignment_serves_later_small_blocks() {
+        let (_mem, h) = arena(64 * 1024);
+        let first = h.alloc(Layout::from_size_align(16, 8).unwrap()) as u64;
+        let aligned = h.alloc(Layout::from_size_align(2048, 2048).unwrap()) as u64;
+        assert_eq!(aligned, first + 2048);
+        let left = h.untouched();
+        // The bytes between: blocks of 16, 32, ..., 1024 bytes, each aligned to its size,
+        // handed out before the heap grows.
+        let mut got = Vec::new();
+        for shift in (4..11).rev() {
+            let l = Layout::from_size_align(1 << shift, 8).unwrap();
+            let p = h.alloc(l) as u64;
+            assert!(p > first && p + (1 << shift) <= aligned, "{p:#x}");
+            assert_eq!(p % (1 << shift), 0);
+            got.push((p, 1u64 << shift));
+        }
+        assert_eq!(
+            h.untouched(),
+            left,
+            "no byte of the heap was taken for them"
+        );
+        got.sort_unstable();
+        for w in got.windows(2) {
+            assert!(w[0].0 + w[0].1 <= w[1].0, "disjoint");
+        }
     }
 
     #[test]

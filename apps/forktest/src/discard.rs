@@ -1,7 +1,8 @@
 //! `discard` (Linux's `madvise(MADV_DONTNEED)`): pages given back read as zero and work again
-//! when next written; bad arguments get error codes; and a forked child that discards the
-//! pages it shares or still lacks spares its parent's later writes every copy, while the
-//! parent keeps its own contents (what Redis's saving child does with the values it wrote).
+//! when next written; bad arguments get error codes; a forked child that discards the pages
+//! it shares or still lacks spares its parent's later writes every copy, while the parent
+//! keeps its own contents (what Redis's saving child does with the values it wrote); and a
+//! parent that discards pages its child has not read leaves the child their contents.
 
 use fjord_libos::abi::{Error, Sysno};
 use fjord_libos::process::{self, ExitStatus};
@@ -30,10 +31,40 @@ fn zeroed(m: &process::Mapping) -> bool {
     m.pages().iter().all(|p| p.0.iter().all(|&b| b == 0))
 }
 
-/// Runs the checks; `Err` carries the exit code (107 to 129).
+/// Runs the checks; `Err` carries the exit code (100 to 129).
 pub fn discarded_pages() -> Result<(), u8> {
     alone()?;
-    forked()
+    forked()?;
+    parent_discards()
+}
+
+/// After a fork, the parent discards pages its child has not read yet: the child still reads
+/// them as they were at the fork, and the parent reads zeros.
+fn parent_discards() -> Result<(), u8> {
+    let mut m = process::map(PAGES).ok_or(100)?;
+    fill(&mut m, 11);
+    let (from_parent, to_child) = process::pipe().map_err(|_| 101)?;
+    match process::fork() {
+        Ok(0) => {
+            let mut c = [0u8; 1];
+            if process::read(from_parent, &mut c) != Ok(1) {
+                process::exit(102);
+            }
+            process::exit(if holds(&m, 11) { 0 } else { 103 })
+        }
+        Ok(child) => {
+            let discarded = process::discard(m.bytes_mut());
+            process::write(to_child, b"r").map_err(|_| 104)?;
+            let status = process::waitpid(child, 0);
+            let _ = (process::close(from_parent), process::close(to_child));
+            match status {
+                Ok(Some((_, ExitStatus::Exited(0)))) if discarded.is_ok() && zeroed(&m) => Ok(()),
+                Ok(Some((_, ExitStatus::Exited(code)))) if code != 0 => Err(code),
+                _ => Err(105),
+            }
+        }
+        Err(_) => Err(106),
+    }
 }
 
 /// Without a fork: the pages read as zero and take writes again; only whole pages go;

@@ -298,6 +298,12 @@ mod tests {
     use super::*;
     use alloc::vec;
 
+    /// The AUX fields of the hook tests.
+    const AUX: AuxInfo = AuxInfo {
+        ctime: 5,
+        used_mem: 6,
+    };
+
     #[test]
     fn lengths_as_rdb_save_len() {
         let enc = |n: u64| {
@@ -381,10 +387,7 @@ mod tests {
 
     #[test]
     fn the_key_hook_runs_once_per_key() {
-        let aux = AuxInfo {
-            ctime: 5,
-            used_mem: 6,
-        };
+        let aux = AUX;
         let mut db = Db::new();
         let mut calls = 0;
         let mut out = Vec::new();
@@ -425,10 +428,7 @@ mod tests {
 
     #[test]
     fn a_dismissing_save_gives_back_each_large_value_after_writing_it() {
-        let aux = AuxInfo {
-            ctime: 5,
-            used_mem: 6,
-        };
+        let aux = AUX;
         let mut db = Db::new();
         for i in 0..300 {
             // Short values (in place), a page, one byte short of a page, a chunk-sized one

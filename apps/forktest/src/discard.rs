@@ -31,11 +31,76 @@ fn zeroed(m: &process::Mapping) -> bool {
     m.pages().iter().all(|p| p.0.iter().all(|&b| b == 0))
 }
 
-/// Runs the checks; `Err` carries the exit code (100 to 129).
+/// Runs the checks; `Err` carries the exit code (100 to 133).
 pub fn discarded_pages() -> Result<(), u8> {
     alone()?;
     forked()?;
-    parent_discards()
+    parent_discards()?;
+    random_calls()
+}
+
+/// Random `discard` calls: lists of ranges inside a mapping of its own, across its ends,
+/// off page boundaries, at page 0, in the kernel's half and non-canonical, of lengths from 0
+/// to overflowing, up to more ranges than a call takes, from lists it can and cannot read.
+/// Every call must succeed (at most the pages asked) or fail with a defined error, and every
+/// page of the mapping must read as its pattern or as zeros, never anything else; some calls
+/// succeed and some fail.
+fn random_calls() -> Result<(), u8> {
+    const CALLS: usize = 2000;
+    // Two guard pages on each side: no range that stays in the area reaches beyond them.
+    const GUARD: usize = 2;
+    let mut m = process::map(PAGES + 2 * GUARD).ok_or(130)?;
+    fill(&mut m, 21);
+    let base = m.address() + (GUARD * 4096) as u64;
+    let end = base + (PAGES * 4096) as u64;
+    let mut rng = fjord_libos::rand::XorShift(0x5eed_d15c_a4d0_0001);
+    let mut list = [[0u64; 2]; fjord_libos::abi::DISCARD_MAX + 2];
+    let (mut oks, mut errors) = (0, 0);
+    for _ in 0..CALLS {
+        let n = (rng.next_u64() % (list.len() as u64 + 1)) as usize;
+        for r in list.iter_mut().take(n) {
+            let page = base + (rng.next_u64() % PAGES as u64) * 4096;
+            r[0] = match rng.next_u64() % 8 {
+                0..=3 => page,
+                4 => page + rng.pick(&[1, 8, 4095]),
+                5 => rng.pick(&[0, 4096, end, end - 4096, base.wrapping_sub(4096)]),
+                6 => rng.pick(&[0xffff_8000_0000_0000, 0xffff_ffff_ffff_f000, 1 << 63]),
+                _ => rng.next_u64(),
+            };
+            r[1] = match rng.next_u64() % 6 {
+                0..=2 => rng.pick(&[1, 4096, 8192]),
+                3 => 0,
+                4 => end.saturating_sub(r[0]) + rng.pick(&[0, 1, 4096]),
+                _ => {
+                    let any = rng.next_u64();
+                    rng.pick(&[u64::MAX, u64::MAX - 4095, 1 << 40, any])
+                }
+            };
+        }
+        let at = match rng.next_u64() % 10 {
+            0 => rng.pick(&[0, 0x1000, 0xffff_8000_0000_0000, 1 << 63, u64::MAX - 7]),
+            _ => list.as_ptr() as u64,
+        };
+        match syscall3(Sysno::Discard, at, n as u64, 0) {
+            Ok(given) if given <= (n * PAGES) as u64 => oks += 1,
+            Err(Some(Error::InvalidArgs | Error::BadAddress | Error::AccessDenied)) => errors += 1,
+            _ => return Err(131),
+        }
+    }
+    if oks == 0 || errors == 0 {
+        return Err(133);
+    }
+    let intact = m
+        .pages()
+        .iter()
+        .enumerate()
+        .skip(GUARD)
+        .take(PAGES)
+        .all(|(i, p)| {
+            let pattern = 21u8.wrapping_add(i as u8);
+            p.0.iter().all(|&b| b == pattern) || p.0.iter().all(|&b| b == 0)
+        });
+    if intact { Ok(()) } else { Err(132) }
 }
 
 /// After a fork, the parent discards pages its child has not read yet: the child still reads

@@ -31,12 +31,52 @@ fn zeroed(m: &process::Mapping) -> bool {
     m.pages().iter().all(|p| p.0.iter().all(|&b| b == 0))
 }
 
-/// Runs the checks; `Err` carries the exit code (100 to 133).
+/// Runs the checks; `Err` carries the exit code (100 to 139).
 pub fn discarded_pages() -> Result<(), u8> {
     alone()?;
     forked()?;
     parent_discards()?;
+    peak_is_a_high_water_mark()?;
     random_calls()
+}
+
+/// A child's peak private memory grows by the pages it writes (a lazily forked one's), stays
+/// when it gives them back, and does not grow again while it holds fewer than at its peak.
+fn peak_is_a_high_water_mark() -> Result<(), u8> {
+    let mut m = process::map(PAGES).ok_or(134)?;
+    fill(&mut m, 13);
+    match process::fork() {
+        Ok(0) => {
+            let start = process::peak_private_memory();
+            fill(&mut m, 17);
+            let grown = process::peak_private_memory();
+            let given = process::discard(m.bytes_mut());
+            for p in &mut m.pages_mut()[..PAGES / 2] {
+                p.0.fill(19);
+            }
+            let after = process::peak_private_memory();
+            // A full copy holds every page from the fork on; a lazy one takes each when
+            // written (and counts its copies).
+            let lazy = process::copied_memory() > 0;
+            let least = if lazy { start } else { 0 } + (PAGES * 4096) as u64;
+            let code = if grown < least {
+                135
+            } else if given != Ok(PAGES as u64) {
+                136
+            } else if after != grown {
+                137
+            } else {
+                0
+            };
+            process::exit(code)
+        }
+        Ok(child) => match process::waitpid(child, 0) {
+            Ok(Some((_, ExitStatus::Exited(0)))) => Ok(()),
+            Ok(Some((_, ExitStatus::Exited(code)))) => Err(code),
+            _ => Err(138),
+        },
+        Err(_) => Err(139),
+    }
 }
 
 /// Random `discard` calls: lists of ranges inside a mapping of its own, across its ends,

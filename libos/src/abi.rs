@@ -105,8 +105,8 @@ pub enum Sysno {
     /// returns the previous mode.
     SetForkMode = 52,
     /// `meminfo(what)`: the bytes of free physical memory (frames) the kernel has (`what`
-    /// 0), copied into the caller since its fork (1), or at most held by the caller's area
-    /// at once since it started (2).
+    /// 0), copied into the caller since its fork (1), at most held by the caller's area at
+    /// once since it started (2), or held by it now (3).
     MemInfo = 53,
     /// `spawn(name, len)`: starts the deployed program `name` as a child of the caller (its
     /// descriptors inherited, as `posix_spawn` does); returns the child's PID.

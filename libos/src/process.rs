@@ -117,6 +117,12 @@ pub fn peak_private_memory() -> u64 {
     syscall3(Sysno::MemInfo, 2, 0, 0).unwrap_or(0)
 }
 
+/// The memory the caller's area holds in frames of its own now, in bytes (for a forked
+/// child, what its fork adds at this moment: Linux's private dirty memory of the child).
+pub fn private_memory() -> u64 {
+    syscall3(Sysno::MemInfo, 3, 0, 0).unwrap_or(0)
+}
+
 /// Gives back the memory of the whole pages inside `buf` (Linux's `madvise(MADV_DONTNEED)`
 /// on private memory): they read as zero from now on and cost a frame again only when next
 /// used. A forked child that is done with a page it still shares with its parent (Redis's

@@ -180,9 +180,10 @@ mod program {
                             // As Redis's child logs its copy-on-write size.
                             log(&format!(
                                 "redis: DB saved on disk by the child ({bytes} bytes); RDB: {} \
-                                 KiB of memory used by copy-on-write at most ({} KiB copied \
-                                 from the parent)",
+                                 KiB of memory used by copy-on-write at most, {} KiB at the \
+                                 end ({} KiB copied from the parent)",
                                 peak >> 10,
+                                process::private_memory() >> 10,
                                 process::copied_memory() >> 10
                             ));
                             0

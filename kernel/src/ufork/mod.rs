@@ -1183,8 +1183,9 @@ fn mem_info(pid: Pid, what: u64) -> u64 {
         1 => area().map_or(0, |base| {
             lazy::copied_pages(base).saturating_mul(fjord_kernel::layout::PAGE_SIZE)
         }),
-        2 => area().map_or(0, |base| {
-            let pages = jord::with(|j| j.peak_resident(base));
+        2 | 3 => area().map_or(0, |base| {
+            let (now, peak) = jord::with(|j| j.resident(base));
+            let pages = if what == 2 { peak } else { now };
             (pages as u64).saturating_mul(fjord_kernel::layout::PAGE_SIZE)
         }),
         _ => encode(Err(AbiError::InvalidArgs)),

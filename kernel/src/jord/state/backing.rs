@@ -284,6 +284,11 @@ impl Backing {
         self.peak = self.peak.max(self.resident);
     }
 
+    /// Pages initialised now: the frames it holds of its own.
+    pub fn resident(&self) -> usize {
+        self.resident
+    }
+
     /// The most pages initialised at once since it was made or emptied
     /// ([`Backing::release_sparse`]): its high-water mark, as Linux's `VmHWM`.
     pub fn peak_resident(&self) -> usize {

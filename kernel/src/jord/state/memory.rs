@@ -408,10 +408,12 @@ impl Jord {
         Ok((given, pending))
     }
 
-    /// The most pages the VMA at `base` has held initialised at once since it was made or
-    /// emptied (0 for a VMA without frames): see [`Backing::peak_resident`].
-    pub fn peak_resident(&mut self, base: u64) -> usize {
-        self.backing_mut(base).map_or(0, |b| b.peak_resident())
+    /// The pages the VMA at `base` holds initialised now and the most it held at once since
+    /// it was made or emptied ((0, 0) for a VMA without frames): see [`Backing::resident`] and
+    /// [`Backing::peak_resident`].
+    pub fn resident(&mut self, base: u64) -> (usize, usize) {
+        self.backing_mut(base)
+            .map_or((0, 0), |b| (b.resident(), b.peak_resident()))
     }
 
     /// `mprotect`.

@@ -300,6 +300,35 @@ impl Db {
             .collect()
     }
 
+    /// Adds the keys read from an RDB file, in any order (a later one replaces an earlier one
+    /// of the same name), as [`Db::insert_loaded`] one by one would. An empty keyspace is built
+    /// in one pass from the sorted keys, which fills the tree's nodes: inserting keys in order
+    /// leaves every leaf about half full, so the tree would take about twice the pages (and a
+    /// forked saving child would copy them all, as they hold pointers).
+    pub fn load_all(&mut self, keys: Vec<(Vec<u8>, Vec<u8>, Option<i64>)>) {
+        if !self.map.is_empty() {
+            for (key, value, expire_at) in keys {
+                self.insert_loaded(key, value, expire_at);
+            }
+            return;
+        }
+        // `from_iter` sorts stably and keeps the last of equal keys.
+        self.map = keys
+            .into_iter()
+            .map(|(k, v, expire_at)| {
+                (
+                    bytes(k),
+                    Entry {
+                        value: bytes(v),
+                        expire_at,
+                    },
+                )
+            })
+            .collect();
+        self.used = self.map.iter().map(|(k, e)| cost(k, &e.value)).sum();
+        self.expires = self.map.values().filter(|e| e.expire_at.is_some()).count();
+    }
+
     /// Adds a key read from an RDB file (replacing one of the same name).
     pub fn insert_loaded(&mut self, key: Vec<u8>, value: Vec<u8>, expire_at: Option<i64>) {
         let ttl = match expire_at {
@@ -482,5 +511,37 @@ mod tests {
         );
         assert_eq!(db.keys_matching(b"**", 6), vec![k("other"), k("user:1")]);
         assert_eq!(db.len(), 4);
+    }
+
+    #[test]
+    fn a_keyspace_loaded_at_once_is_the_one_inserted_key_by_key() {
+        let mut keys = Vec::new();
+        for i in 0..500u32 {
+            // Out of order, some twice (the later wins), some with an expiry, short and long.
+            let k = alloc::format!("k{:04}", (i * 7919) % 450).into_bytes();
+            let v = alloc::vec![b'a' + (i % 26) as u8; (i as usize * 13) % 40];
+            keys.push((k, v, (i % 5 == 0).then_some(i64::from(i) + 1_000)));
+        }
+        let mut one_by_one = Db::new();
+        for (k, v, t) in keys.clone() {
+            one_by_one.insert_loaded(k, v, t);
+        }
+        let mut at_once = Db::new();
+        at_once.load_all(keys.clone());
+        assert!(at_once.iter().eq(one_by_one.iter()));
+        assert_eq!(
+            (at_once.len(), at_once.expires_len(), at_once.used_bytes()),
+            (
+                one_by_one.len(),
+                one_by_one.expires_len(),
+                one_by_one.used_bytes()
+            )
+        );
+        // Into a keyspace that has keys: one by one.
+        let mut more = Db::new();
+        more.set(b"k0001".to_vec(), b"old".to_vec(), Ttl::Clear);
+        more.load_all(keys);
+        assert!(more.iter().eq(one_by_one.iter()));
+        assert_eq!(more.used_bytes(), one_by_one.used_bytes());
     }
 }

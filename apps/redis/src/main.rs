@@ -275,13 +275,15 @@ mod program {
             }
         };
         let t = now();
-        let db = server.db_mut();
+        // Collected, then built at once (full tree nodes: see `Db::load_all`).
+        let mut keys = Vec::new();
         let result = rdb::load(
             |buf: &mut [u8]| process::read(fd, buf),
             t.unix_ms,
-            |key, value, expire_at| db.insert_loaded(key, value, expire_at),
+            |key, value, expire_at| keys.push((key, value, expire_at)),
         );
         let _ = process::close(fd);
+        server.db_mut().load_all(keys);
         match result {
             Ok(summary) => {
                 server.loaded(summary.keys_loaded, summary.keys_expired);

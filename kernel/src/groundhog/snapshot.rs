@@ -365,7 +365,9 @@ impl Snapshot {
                             );
                         }
                         // A remade VMA's pages are new: now they hold data.
-                        (page..page + count).for_each(|p| backing.set_initialised(p as usize));
+                        (page..page + count).for_each(|p| {
+                            backing.set_initialised(p as usize);
+                        });
                     }
                     Action::Zero { page, count } => {
                         if let Some(run) = backing.frames_mut() {

@@ -310,7 +310,11 @@ pub(super) fn area_offset(
 }
 
 /// [`area_offset`] for the μprocess `pr`.
-fn area_offset_of(pr: &super::Proc, addr: u64, len: u64) -> Result<(u64, u64), AbiError> {
+pub(super) fn area_offset_of(
+    pr: &super::Proc,
+    addr: u64,
+    len: u64,
+) -> Result<(u64, u64), AbiError> {
     use fjord_ufork::cap::CapPerms;
     let (base, size) = pr.area;
     let fits = match &pr.area_cap {

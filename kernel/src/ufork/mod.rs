@@ -1211,8 +1211,7 @@ fn discard(pid: Pid, ranges: u64, n: u64) -> Result<u64, AbiError> {
         .ok()
         .filter(|&n| n <= DISCARD_MAX)
         .ok_or(AbiError::InvalidArgs)?;
-    let (pd, (base, area_len)) = with(|p| p.procs.get(pid).map(|pr| (pr.instance.pd, pr.area)))
-        .ok_or(AbiError::InvalidArgs)?;
+    let pd = with(|p| p.procs.get(pid).map(|pr| pr.instance.pd)).ok_or(AbiError::InvalidArgs)?;
     let mut raw = [0u8; DISCARD_MAX * 16];
     let raw = &mut raw[..n * 16];
     files::in_space(pd, || crate::mm::user_memory::copy_from(raw, ranges))
@@ -1222,28 +1221,32 @@ fn discard(pid: Pid, ranges: u64, n: u64) -> Result<u64, AbiError> {
         w.copy_from_slice(&raw[k * 8..k * 8 + 8]);
         u64::from_le_bytes(w)
     };
-    let (mut given, mut failed) = (0, None);
+    let mut list = [(0u64, 0u64); DISCARD_MAX];
+    let list = &mut list[..n];
+    for (k, r) in list.iter_mut().enumerate() {
+        *r = (word(2 * k), word(2 * k + 1));
+    }
+    // The ranges before the first outside the caller's area (checked as every buffer it
+    // hands the kernel is) are done; that one fails the call.
+    let outside = with(|p| {
+        let pr = p.procs.get(pid)?;
+        Some(
+            list.iter()
+                .position(|&(a, len)| files::area_offset_of(pr, a, len).is_err()),
+        )
+    })
+    .ok_or(AbiError::InvalidArgs)?;
+    let (mut given, mut failed) = (0, outside.map(|_| AbiError::BadAddress));
     let pending = jord::with(|j| {
         let mut pending = crate::jord::state::Pending::default();
-        for k in 0..n {
-            let (addr, len) = (word(2 * k), word(2 * k + 1));
-            let inside = addr
-                .checked_add(len)
-                .is_some_and(|end| addr >= base && end <= base + area_len);
-            if !inside {
-                failed = Some(AbiError::BadAddress);
-                break;
-            }
+        for &(addr, len) in &list[..outside.unwrap_or(n)] {
             match j.discard(pd, addr, len) {
                 Ok((g, p)) => {
                     given += g;
                     pending.absorb(p);
                 }
                 Err(e) => {
-                    failed = Some(match e {
-                        fjord_pd::Error::InvalidArgs => AbiError::InvalidArgs,
-                        _ => AbiError::AccessDenied,
-                    });
+                    failed = Some(crate::jord::state::abi_error(e));
                     break;
                 }
             }

@@ -17,6 +17,15 @@ impl InitBits {
             InitBits::Heap(ws) => ws,
         }
     }
+
+    /// The word holding page `i`'s bit, and the bit (`i` within the backing's pages).
+    fn bit_mut(&mut self, i: usize) -> (&mut u64, u64) {
+        let b = 1u64 << (i % 64);
+        match self {
+            InitBits::Inline(word) => (word, b),
+            InitBits::Heap(words) => (&mut words[i / 64], b),
+        }
+    }
 }
 
 /// The last stamp given to a set of initialised pages ([`Backing::stamp`]).
@@ -244,44 +253,26 @@ impl Backing {
 
     /// Zeroes page `i` unless it was initialised before; marks it initialised.
     pub(super) fn initialise(&mut self, i: usize) {
-        if i >= self.pages {
-            return;
-        }
-        let (w, b) = (i / 64, 1u64 << (i % 64));
-        let word = match &mut self.initialised {
-            InitBits::Inline(word) => word,
-            InitBits::Heap(words) => &mut words[w],
-        };
-        if *word & b == 0 {
+        if self.set_initialised(i) {
             self.frames.zero(i, 1);
-            *word |= b;
-            self.stamp = next_stamp();
-            self.note_resident(1);
         }
     }
 
     /// Marks page `i` initialised without zeroing it: for a caller about to write all of it.
-    pub fn set_initialised(&mut self, i: usize) {
+    /// Whether it was not initialised before (it then counts as one more resident page).
+    pub fn set_initialised(&mut self, i: usize) -> bool {
         if i >= self.pages {
-            return;
+            return false;
         }
-        let (w, b) = (i / 64, 1u64 << (i % 64));
-        let word = match &mut self.initialised {
-            InitBits::Inline(word) => word,
-            InitBits::Heap(words) => &mut words[w],
-        };
-        if *word & b == 0 {
-            *word |= b;
-            self.stamp = next_stamp();
-            self.note_resident(1);
+        let (word, b) = self.initialised.bit_mut(i);
+        if *word & b != 0 {
+            return false;
         }
-    }
-
-    /// One more page initialised.
-    #[inline]
-    fn note_resident(&mut self, n: usize) {
-        self.resident += n;
+        *word |= b;
+        self.stamp = next_stamp();
+        self.resident += 1;
         self.peak = self.peak.max(self.resident);
+        true
     }
 
     /// Pages initialised now: the frames it holds of its own.
@@ -308,11 +299,8 @@ impl Backing {
         if !s.give_back(i) {
             return false;
         }
-        let (w, b) = (i / 64, 1u64 << (i % 64));
-        match &mut self.initialised {
-            InitBits::Inline(word) => *word &= !b,
-            InitBits::Heap(words) => words[w] &= !b,
-        }
+        let (word, b) = self.initialised.bit_mut(i);
+        *word &= !b;
         self.resident -= 1;
         self.stamp = next_stamp();
         true

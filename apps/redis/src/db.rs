@@ -1,48 +1,65 @@
-//! The keyspace: binary-safe string keys and values in a `BTreeMap`, each with an optional
+//! The keyspace: binary-safe string keys and values in a hash table, each with an optional
 //! absolute expiry in Unix milliseconds.
 //!
 //! Expiry is lazy, as in Redis: a key whose time has passed (`now > expire_at`, Redis's
 //! `keyIsExpired`) is deleted by the next access to it; [`Db::purge_expired_step`] lets the
-//! server delete some more on each tick (Redis's active expire cycle, without sampling), and
-//! [`Db::purge_expired`] deletes all of them.
+//! server delete some more on each tick (Redis's active expire cycle, walking the keys with an
+//! expiry in order instead of sampling them), and [`Db::purge_expired`] deletes all of them.
 //!
-//! `BTreeMap` rather than a hash map: no hasher to seed (no hash flooding), `KEYS` comes out
-//! sorted, and it needs no dependency. Keys and values of up to [`INLINE`] bytes are held in
-//! the tree's nodes themselves ([`Bytes`]), longer ones in a heap block of their own: a
-//! typical key (`key:000000012345` is 16 bytes) or small value costs no allocation, and a
-//! forked child saving the keyspace reads the nodes and the long values alone, not pages of
-//! small blocks (μFork copies every page holding a pointer that a child reads).
+//! The table is `hashbrown`'s (SwissTable, open addressing): every key and entry sits in one
+//! array of slots, as Redis's `dict` keeps one array of buckets. Keys hash with SipHash-1-3
+//! under a 128-bit key ([`Db::set_hash_key`]), as Redis hashes with SipHash under a random
+//! key, so clients cannot choose keys that collide. The keys with an expiry are also kept
+//! in a sorted set, Redis's `expires` dict, which the active expiry walks. Keys and values of
+//! up to [`INLINE`] bytes are held in the slots themselves ([`Bytes`]), longer ones in a heap
+//! block of their own: a typical key (`key:000000012345` is 16 bytes) or small value costs
+//! no allocation, and a forked child saving the keyspace reads the slot array and the long
+//! values alone (μFork copies every page holding a pointer that a child reads, so a compact
+//! array of full slots is what keeps that copy small: a B-tree built by appending keys
+//! leaves its leaves half full).
+//!
 //! [`Db::used_bytes`] estimates the memory the keyspace holds in Fjord's heap: each key and
 //! value longer than [`INLINE`] rounded up to the power-of-two block the heap gives it, plus
-//! [`ENTRY_OVERHEAD`] for its share of the tree's nodes.
+//! [`ENTRY_OVERHEAD`] for its share of the slot array.
 
 use crate::glob;
-use alloc::collections::BTreeMap;
-use alloc::collections::btree_map;
+use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
+use core::hash::BuildHasher;
 use core::ops::Bound;
+use hashbrown::HashMap;
+use hashbrown::hash_map;
+use siphasher::sip::SipHasher13;
 use smallvec::SmallVec;
 
-/// Bytes a key or value holds in place (in the tree's node) before it needs a heap block.
+/// Bytes a key or value holds in place (in the table's slot) before it needs a heap block.
 pub const INLINE: usize = 16;
 
 /// A key or value: in place up to [`INLINE`] bytes, else a heap block (24 bytes either way,
 /// as a `Vec`).
 pub type Bytes = SmallVec<[u8; INLINE]>;
 
-/// `v` as [`Bytes`]: copied in place when short, its heap block kept when long.
+/// `v` as [`Bytes`]: copied in place when short (the rest of the place zeroed), its heap
+/// block kept when long.
+///
+/// A slot carries no stale bytes: μFork decides whether a page holds pointers by looking for
+/// words that point into the μprocess's area, so leftover bytes of the stack in a short key
+/// or value would make the table's pages look pointer-rich, and a saving child would copy
+/// them.
 fn bytes(v: Vec<u8>) -> Bytes {
     if v.len() <= INLINE {
-        Bytes::from_slice(&v)
+        let mut place = [0u8; INLINE];
+        place[..v.len()].copy_from_slice(&v);
+        Bytes::from_buf_and_len(place, v.len())
     } else {
         Bytes::from_vec(v)
     }
 }
 
-/// Bytes an entry is estimated to cost beyond its key's and value's blocks: its slot in a
-/// B-tree leaf (an 11-slot leaf of 24-byte keys and 40-byte entries is a 1 KiB block, about
-/// 8 slots used on average).
-pub const ENTRY_OVERHEAD: usize = 128;
+/// Bytes an entry is estimated to cost beyond its key's and value's blocks: its 64-byte slot
+/// and control byte in the table, which is between 7/16 and 7/8 full (it doubles when 7/8
+/// of its slots are taken), about 2/3 on average.
+pub const ENTRY_OVERHEAD: usize = 96;
 
 /// The heap block a key or value of `len` bytes takes (Fjord's heap: powers of two, at least
 /// 16; none when it is held in place).
@@ -58,11 +75,38 @@ fn cost(key: &[u8], value: &[u8]) -> usize {
     ENTRY_OVERHEAD + block(key.len()) + block(value.len())
 }
 
+/// An expiry in Unix milliseconds, or none: an `i64` whose every byte is set (an
+/// `Option<i64>` leaves its payload's bytes undefined when it is `None`; see [`bytes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Expiry(i64);
+
+impl Expiry {
+    /// No expiry.
+    const NEVER: Expiry = Expiry(i64::MIN);
+
+    /// `t`, or none. The one time it cannot hold, `i64::MIN`, becomes the next one: both
+    /// are long past.
+    fn of(t: Option<i64>) -> Expiry {
+        match t {
+            Some(t) => Expiry(t.max(i64::MIN + 1)),
+            None => Expiry::NEVER,
+        }
+    }
+
+    fn get(self) -> Option<i64> {
+        (self != Expiry::NEVER).then_some(self.0)
+    }
+
+    fn is_set(self) -> bool {
+        self != Expiry::NEVER
+    }
+}
+
 /// One key's value and expiry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
     value: Bytes,
-    expire_at: Option<i64>,
+    expire_at: Expiry,
 }
 
 impl Entry {
@@ -79,12 +123,12 @@ impl Entry {
 
     /// When it expires (Unix milliseconds), if it does.
     pub fn expire_at(&self) -> Option<i64> {
-        self.expire_at
+        self.expire_at.get()
     }
 
     /// Whether it has expired at `now`.
     pub fn is_expired(&self, now: i64) -> bool {
-        self.expire_at.is_some_and(|t| now > t)
+        self.expire_at.get().is_some_and(|t| now > t)
     }
 }
 
@@ -99,24 +143,64 @@ pub enum Ttl {
     At(i64),
 }
 
+/// The key SipHash uses until [`Db::set_hash_key`] gives one (tests, and tools that load
+/// files no client chose).
+const FIXED_HASH_KEY: [u64; 2] = [0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210];
+
+/// Builds the keyspace's hashers: SipHash-1-3 under a 128-bit key.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyedHash {
+    key: [u64; 2],
+}
+
+impl BuildHasher for KeyedHash {
+    type Hasher = SipHasher13;
+
+    fn build_hasher(&self) -> SipHasher13 {
+        SipHasher13::new_with_keys(self.key[0], self.key[1])
+    }
+}
+
 /// The keyspace.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Db {
-    map: BTreeMap<Bytes, Entry>,
-    /// Keys with an expiry.
-    expires: usize,
+    map: HashMap<Bytes, Entry, KeyedHash>,
+    /// The keys with an expiry, in order.
+    expiring: BTreeSet<Bytes>,
     /// The estimate [`Db::used_bytes`] returns.
     used: usize,
     /// Keys deleted because they expired (`expired_keys` of `INFO stats`).
     expired_keys: u64,
-    /// Where the next [`Db::purge_expired_step`] starts.
+    /// Where the next [`Db::purge_expired_step`] starts in [`Db::expiring`].
     cursor: Option<Bytes>,
 }
 
+impl Default for Db {
+    fn default() -> Db {
+        Db {
+            map: HashMap::with_hasher(KeyedHash {
+                key: FIXED_HASH_KEY,
+            }),
+            expiring: BTreeSet::new(),
+            used: 0,
+            expired_keys: 0,
+            cursor: None,
+        }
+    }
+}
+
 impl Db {
-    /// An empty keyspace.
+    /// An empty keyspace, hashing under a fixed key until [`Db::set_hash_key`].
     pub fn new() -> Db {
         Db::default()
+    }
+
+    /// Hashes keys under `key` from now on (the keys held are moved into a new table). A
+    /// server sets it once at start from something clients cannot predict.
+    pub fn set_hash_key(&mut self, key: [u64; 2]) {
+        let table = HashMap::with_capacity_and_hasher(self.map.len(), KeyedHash { key });
+        let old = core::mem::replace(&mut self.map, table);
+        self.map.extend(old);
     }
 
     /// The number of keys (expired ones not yet deleted included, as Redis's `DBSIZE`).
@@ -131,7 +215,7 @@ impl Db {
 
     /// The number of keys with an expiry.
     pub fn expires_len(&self) -> usize {
-        self.expires
+        self.expiring.len()
     }
 
     /// The estimated bytes of heap the keyspace holds.
@@ -152,8 +236,8 @@ impl Db {
     fn remove_entry(&mut self, key: &[u8]) -> Option<Entry> {
         let (k, e) = self.map.remove_entry(key)?;
         self.used -= cost(&k, &e.value);
-        if e.expire_at.is_some() {
-            self.expires -= 1;
+        if e.expire_at.is_set() {
+            self.expiring.remove(&k);
         }
         Some(e)
     }
@@ -191,27 +275,33 @@ impl Db {
         let new_cost = cost(&key, &value);
         let value = bytes(value);
         match self.map.entry(bytes(key)) {
-            btree_map::Entry::Occupied(mut o) => {
+            hash_map::Entry::Occupied(mut o) => {
                 let old_cost = cost(o.key(), &o.get().value);
                 let entry = o.get_mut();
-                let had = entry.expire_at.is_some();
+                let had = entry.expire_at.is_set();
                 entry.value = value;
                 match ttl {
-                    Ttl::Clear => entry.expire_at = None,
+                    Ttl::Clear => entry.expire_at = Expiry::NEVER,
                     Ttl::Keep => {}
-                    Ttl::At(t) => entry.expire_at = Some(t),
+                    Ttl::At(t) => entry.expire_at = Expiry::of(Some(t)),
                 }
-                let has = entry.expire_at.is_some();
+                let has = entry.expire_at.is_set();
                 self.used = self.used - old_cost + new_cost;
-                self.expires = self.expires + usize::from(has) - usize::from(had);
+                if has && !had {
+                    self.expiring.insert(o.key().clone());
+                } else if had && !has {
+                    self.expiring.remove(o.key());
+                }
             }
-            btree_map::Entry::Vacant(v) => {
+            hash_map::Entry::Vacant(v) => {
                 let expire_at = match ttl {
-                    Ttl::At(t) => Some(t),
-                    Ttl::Clear | Ttl::Keep => None,
+                    Ttl::At(t) => Expiry::of(Some(t)),
+                    Ttl::Clear | Ttl::Keep => Expiry::NEVER,
                 };
-                self.expires += usize::from(expire_at.is_some());
                 self.used += new_cost;
+                if expire_at.is_set() {
+                    self.expiring.insert(v.key().clone());
+                }
                 v.insert(Entry { value, expire_at });
             }
         }
@@ -246,12 +336,12 @@ impl Db {
 
     /// Sets the expiry of the existing `key`; whether it exists.
     pub fn set_expire(&mut self, key: &[u8], at: i64) -> bool {
-        match self.map.get_mut(key) {
-            Some(e) => {
-                if e.expire_at.is_none() {
-                    self.expires += 1;
+        match self.map.get_key_value_mut(key) {
+            Some((k, e)) => {
+                if !e.expire_at.is_set() {
+                    self.expiring.insert(k.clone());
                 }
-                e.expire_at = Some(at);
+                e.expire_at = Expiry::of(Some(at));
                 true
             }
             None => false,
@@ -261,9 +351,9 @@ impl Db {
     /// Removes the expiry of `key`; whether it had one.
     pub fn persist(&mut self, key: &[u8]) -> bool {
         match self.map.get_mut(key) {
-            Some(e) if e.expire_at.is_some() => {
-                e.expire_at = None;
-                self.expires -= 1;
+            Some(e) if e.expire_at.is_set() => {
+                e.expire_at = Expiry::NEVER;
+                self.expiring.remove(key);
                 true
             }
             _ => false,
@@ -273,16 +363,24 @@ impl Db {
     /// Deletes every key; how many there were.
     pub fn clear(&mut self) -> usize {
         let n = self.map.len();
-        self.map = BTreeMap::new();
-        self.expires = 0;
+        self.map = HashMap::with_hasher(*self.map.hasher());
+        self.expiring = BTreeSet::new();
         self.used = 0;
         self.cursor = None;
         n
     }
 
-    /// Every key and entry, in key order (expired ones not yet deleted included).
+    /// Every key and entry, in the table's order (expired ones not yet deleted included).
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
         self.map.iter().map(|(k, e)| (&k[..], e))
+    }
+
+    /// Every key and entry, sorted by key (tests compare keyspaces with it).
+    #[cfg(test)]
+    pub(crate) fn sorted(&self) -> Vec<(&[u8], &Entry)> {
+        let mut all: Vec<_> = self.iter().collect();
+        all.sort_unstable_by_key(|(k, _)| *k);
+        all
     }
 
     /// [`Db::iter`], each entry to change in place.
@@ -290,43 +388,28 @@ impl Db {
         self.map.iter_mut().map(|(k, e)| (&k[..], e))
     }
 
-    /// The keys matching the glob `pattern` that have not expired at `now`, in order (`KEYS`).
+    /// The keys matching the glob `pattern` that have not expired at `now`, sorted (`KEYS`;
+    /// Redis gives them in its table's order, which no client may rely on).
     pub fn keys_matching(&self, pattern: &[u8], now: i64) -> Vec<Vec<u8>> {
         let all = pattern == b"*";
-        self.map
+        let mut keys: Vec<Vec<u8>> = self
+            .map
             .iter()
             .filter(|(k, e)| (all || glob::matches(pattern, k, false)) && !e.is_expired(now))
             .map(|(k, _)| k.to_vec())
-            .collect()
+            .collect();
+        keys.sort_unstable();
+        keys
     }
 
     /// Adds the keys read from an RDB file, in any order (a later one replaces an earlier one
-    /// of the same name), as [`Db::insert_loaded`] one by one would. An empty keyspace is built
-    /// in one pass from the sorted keys, which fills the tree's nodes: inserting keys in order
-    /// leaves every leaf about half full, so the tree would take about twice the pages (and a
-    /// forked saving child would copy them all, as they hold pointers).
+    /// of the same name), as [`Db::insert_loaded`] one by one would, with the table sized for
+    /// all of them first (it does not grow, and rehash, on the way).
     pub fn load_all(&mut self, keys: Vec<(Vec<u8>, Vec<u8>, Option<i64>)>) {
-        if !self.map.is_empty() {
-            for (key, value, expire_at) in keys {
-                self.insert_loaded(key, value, expire_at);
-            }
-            return;
+        self.map.reserve(keys.len());
+        for (key, value, expire_at) in keys {
+            self.insert_loaded(key, value, expire_at);
         }
-        // `from_iter` sorts stably and keeps the last of equal keys.
-        self.map = keys
-            .into_iter()
-            .map(|(k, v, expire_at)| {
-                (
-                    bytes(k),
-                    Entry {
-                        value: bytes(v),
-                        expire_at,
-                    },
-                )
-            })
-            .collect();
-        self.used = self.map.iter().map(|(k, e)| cost(k, &e.value)).sum();
-        self.expires = self.map.values().filter(|e| e.expire_at.is_some()).count();
     }
 
     /// Adds a key read from an RDB file (replacing one of the same name).
@@ -340,14 +423,11 @@ impl Db {
 
     /// Deletes every key expired at `now`; how many.
     pub fn purge_expired(&mut self, now: i64) -> usize {
-        if self.expires == 0 {
-            return 0;
-        }
         let dead: Vec<Bytes> = self
-            .map
+            .expiring
             .iter()
-            .filter(|(_, e)| e.is_expired(now))
-            .map(|(k, _)| k.clone())
+            .filter(|k| self.map.get(&k[..]).is_some_and(|e| e.is_expired(now)))
+            .cloned()
             .collect();
         for k in &dead {
             self.remove_entry(k);
@@ -356,10 +436,10 @@ impl Db {
         dead.len()
     }
 
-    /// Looks at up to `budget` keys after where the last call stopped (wrapping around) and
-    /// deletes those expired at `now`; how many it deleted.
+    /// Looks at up to `budget` keys with an expiry after where the last call stopped (wrapping
+    /// around) and deletes those expired at `now`; how many it deleted.
     pub fn purge_expired_step(&mut self, now: i64, budget: usize) -> usize {
-        if self.expires == 0 || budget == 0 {
+        if self.expiring.is_empty() || budget == 0 {
             return 0;
         }
         let start = match &self.cursor {
@@ -369,12 +449,12 @@ impl Db {
         let mut dead = Vec::new();
         let mut last = None;
         let mut seen = 0;
-        for (k, e) in self.map.range::<[u8], _>((start, Bound::Unbounded)) {
+        for k in self.expiring.range::<[u8], _>((start, Bound::Unbounded)) {
             if seen == budget {
                 break;
             }
             seen += 1;
-            if e.is_expired(now) {
+            if self.map.get(&k[..]).is_some_and(|e| e.is_expired(now)) {
                 dead.push(k.clone());
             }
             last = Some(k);
@@ -440,23 +520,25 @@ mod tests {
     }
 
     #[test]
-    fn short_keys_and_values_live_in_the_tree_and_long_ones_keep_their_block() {
+    fn short_keys_and_values_live_in_the_slots_and_long_ones_keep_their_block() {
         assert_eq!(
             core::mem::size_of::<Bytes>(),
             core::mem::size_of::<Vec<u8>>()
         );
+        // A slot of the table: key, value and expiry, no padding.
+        assert_eq!(core::mem::size_of::<(Bytes, Entry)>(), 56);
         let mut db = Db::new();
         let long = vec![7u8; 4096];
         let block = long.as_ptr();
         db.set(k("key:000000012345"), long, Ttl::Clear);
         db.set(k("b"), k("0123456789abcdef"), Ttl::Clear);
-        let (key, e) = db.map.iter().next().unwrap();
+        let (key, e) = db.map.get_key_value(&b"b"[..]).unwrap();
         assert_eq!((&key[..], key.spilled()), (&b"b"[..], false));
         assert_eq!(
             (e.value(), e.value.spilled()),
             (&b"0123456789abcdef"[..], false)
         );
-        let (key, e) = db.map.iter().nth(1).unwrap();
+        let (key, e) = db.map.get_key_value(&b"key:000000012345"[..]).unwrap();
         assert!(!key.spilled() && e.value.spilled());
         assert_eq!(
             e.value().as_ptr(),
@@ -466,6 +548,16 @@ mod tests {
         db.append(b"b", b"!", 0);
         assert_eq!(db.peek(b"b").unwrap().value(), b"0123456789abcdef!");
         assert_eq!(db.keys_matching(b"*", 0), [k("b"), k("key:000000012345")]);
+    }
+
+    #[test]
+    fn the_earliest_expiry_is_an_expiry() {
+        let mut db = Db::new();
+        db.insert_loaded(k("old"), k("v"), Some(i64::MIN));
+        assert_eq!(db.expires_len(), 1);
+        assert_eq!(db.peek(b"old").unwrap().expire_at(), Some(i64::MIN + 1));
+        assert!(db.get(b"old", i64::MIN + 2).is_none());
+        assert_eq!(db.expires_len(), 0);
     }
 
     #[test]
@@ -528,7 +620,7 @@ mod tests {
         }
         let mut at_once = Db::new();
         at_once.load_all(keys.clone());
-        assert!(at_once.iter().eq(one_by_one.iter()));
+        assert_eq!(at_once.sorted(), one_by_one.sorted());
         assert_eq!(
             (at_once.len(), at_once.expires_len(), at_once.used_bytes()),
             (
@@ -541,7 +633,133 @@ mod tests {
         let mut more = Db::new();
         more.set(b"k0001".to_vec(), b"old".to_vec(), Ttl::Clear);
         more.load_all(keys);
-        assert!(more.iter().eq(one_by_one.iter()));
+        assert_eq!(more.sorted(), one_by_one.sorted());
         assert_eq!(more.used_bytes(), one_by_one.used_bytes());
+    }
+
+    #[test]
+    fn a_new_hash_key_keeps_every_key() {
+        let mut db = Db::new();
+        for i in 0..1000u32 {
+            let ttl = if i % 4 == 0 {
+                Ttl::At(i64::from(i))
+            } else {
+                Ttl::Clear
+            };
+            db.set(
+                alloc::format!("k{i}").into_bytes(),
+                i.to_le_bytes().to_vec(),
+                ttl,
+            );
+        }
+        let before: Vec<(Vec<u8>, Entry)> = db
+            .sorted()
+            .into_iter()
+            .map(|(k, e)| (k.to_vec(), e.clone()))
+            .collect();
+        let used = db.used_bytes();
+        db.set_hash_key([1, 2]);
+        let after: Vec<(Vec<u8>, Entry)> = db
+            .sorted()
+            .into_iter()
+            .map(|(k, e)| (k.to_vec(), e.clone()))
+            .collect();
+        assert_eq!(before, after);
+        assert_eq!(
+            (db.len(), db.expires_len(), db.used_bytes()),
+            (1000, 250, used)
+        );
+        assert_eq!(
+            db.get(b"k999", 0).map(|e| e.value()),
+            Some(&999u32.to_le_bytes()[..])
+        );
+    }
+
+    /// What the keyspace should hold: key to value and expiry.
+    type Model = alloc::collections::BTreeMap<Vec<u8>, (Vec<u8>, Option<i64>)>;
+
+    proptest::proptest! {
+        /// Whatever sequence of writes, expiries and deletes, the table agrees with a sorted
+        /// map doing the same, and the set of keys with an expiry is exactly theirs.
+        #[test]
+        fn the_table_agrees_with_a_sorted_map(ops in proptest::collection::vec(
+            (0u8..7, 0u8..24, 0usize..40, 0i64..60), 0..300,
+        )) {
+            let mut db = Db::new();
+            let mut model = Model::new();
+            for (op, key, len, t) in ops {
+                let k = alloc::format!("key{key}").into_bytes();
+                let now = 30;
+                // What a lazy expiry at `now` does to the model before a read or delete.
+                let expire = |m: &mut Model| {
+                    if m.get(&k).is_some_and(|(_, e)| e.is_some_and(|e| now > e)) {
+                        m.remove(&k);
+                    }
+                };
+                match op {
+                    0 => {
+                        db.set(k.clone(), alloc::vec![key; len], Ttl::Clear);
+                        model.insert(k, (alloc::vec![key; len], None));
+                    }
+                    1 => {
+                        db.set(k.clone(), alloc::vec![key; len], Ttl::At(t));
+                        model.insert(k, (alloc::vec![key; len], Some(t)));
+                    }
+                    2 => {
+                        db.set(k.clone(), alloc::vec![key; len], Ttl::Keep);
+                        let keep = model.get(&k).and_then(|(_, e)| *e);
+                        model.insert(k, (alloc::vec![key; len], keep));
+                    }
+                    3 => {
+                        let had = db.set_expire(&k, t);
+                        proptest::prop_assert_eq!(had, model.contains_key(&k));
+                        if let Some(v) = model.get_mut(&k) {
+                            v.1 = Some(t);
+                        }
+                    }
+                    4 => {
+                        let had = db.persist(&k);
+                        let want = model.get(&k).is_some_and(|(_, e)| e.is_some());
+                        proptest::prop_assert_eq!(had, want);
+                        if let Some(v) = model.get_mut(&k) {
+                            v.1 = None;
+                        }
+                    }
+                    5 => {
+                        expire(&mut model);
+                        proptest::prop_assert_eq!(db.remove(&k, now), model.remove(&k).is_some());
+                    }
+                    _ => {
+                        db.purge_expired_step(now, 3);
+                        let dead: Vec<Vec<u8>> = model
+                            .iter()
+                            .filter(|(_, (_, e))| e.is_some_and(|e| now > e))
+                            .map(|(k, _)| k.clone())
+                            .filter(|k| db.peek(k).is_none())
+                            .collect();
+                        for k in dead {
+                            model.remove(&k);
+                        }
+                    }
+                }
+                let got: Model = db
+                    .sorted()
+                    .into_iter()
+                    .map(|(k, e)| (k.to_vec(), (e.value().to_vec(), e.expire_at())))
+                    .collect();
+                proptest::prop_assert_eq!(db.len(), model.len());
+                proptest::prop_assert_eq!(&got, &model);
+                let expiring: Vec<&[u8]> = db.expiring.iter().map(|k| &k[..]).collect();
+                let want: Vec<&[u8]> = model
+                    .iter()
+                    .filter(|(_, (_, e))| e.is_some())
+                    .map(|(k, _)| &k[..])
+                    .collect();
+                proptest::prop_assert_eq!(expiring, want);
+            }
+            let with_ttl = model.values().filter(|(_, e)| e.is_some()).count();
+            proptest::prop_assert_eq!(db.purge_expired(1_000), with_ttl);
+            proptest::prop_assert_eq!(db.expires_len(), 0);
+        }
     }
 }

@@ -39,8 +39,8 @@
 //! - Limits: a bulk argument is at most 16 MiB ([`resp::MAX_BULK`]; Redis: 512 MiB), a request
 //!   at most 1 Mi arguments ([`resp::MAX_MULTIBULK`]) and 32 MiB of them
 //!   ([`resp::QUERY_BUFFER_LIMIT`]); 64 clients by default.
-//! - `KEYS` lists keys sorted (the keyspace is a `BTreeMap`); Redis's order is its hash
-//!   table's.
+//! - `KEYS` lists keys sorted; Redis's order is its hash table's. `SAVE` and `BGSAVE` write
+//!   keys in the table's order, as Redis does.
 //! - RDB files are written without LZF compression (`rdbcompression no`); compressed files
 //!   from Redis load. A file holding other types than strings, or keys in another database,
 //!   is refused at start with an error naming what it found.

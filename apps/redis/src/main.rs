@@ -275,7 +275,7 @@ mod program {
             }
         };
         let t = now();
-        // Collected, then built at once (full tree nodes: see `Db::load_all`).
+        // Collected, then added at once into a table sized for all (see `Db::load_all`).
         let mut keys = Vec::new();
         let result = rdb::load(
             |buf: &mut [u8]| process::read(fd, buf),
@@ -391,6 +391,12 @@ mod program {
         let mut config = Config::new(PORT, process::getpid(), seed);
         config.maxmemory = MAXMEMORY;
         let mut server = Server::new(config, start);
+        // Fjord gives μprocesses no entropy source: the clocks at start, to the nanosecond,
+        // key the keyspace's SipHash.
+        server.db_mut().set_hash_key([
+            process::clock_ns(Clock::Realtime) ^ seed.rotate_left(17),
+            process::clock_ns(Clock::Monotonic).rotate_left(29) ^ seed,
+        ]);
         let mut host = FjordHost::default();
         if load(&mut server).is_err() {
             return 1;

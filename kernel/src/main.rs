@@ -2,7 +2,8 @@
 //!
 //! Boot order: serial console → start info and command line → frame allocator → kernel page
 //! tables → heap → guarded stacks → GDT/TSS, IDT, per-CPU data, SYSCALL → local APIC and timer
-//! calibration → CPUs from the ACPI MADT → APs → banner → run, test or bench.
+//! calibration → CPUs from the ACPI MADT → APs → banner → random-number seed → run, test or
+//! bench.
 //!
 //! On the host this file builds to a stub that says how to run the kernel.
 #![cfg_attr(target_os = "none", no_std, no_main)]
@@ -45,6 +46,8 @@ mod module;
 mod net;
 #[cfg(target_os = "none")]
 mod orchestrator;
+#[cfg(target_os = "none")]
+mod random;
 #[cfg(target_os = "none")]
 mod runtime;
 #[cfg(target_os = "none")]

@@ -164,11 +164,19 @@ pub enum Sysno {
     /// forked child that discards a page it still shares with its parent spares the parent's
     /// later write a copy. Returns the number of frames given back.
     Discard = 69,
+    /// `getrandom(buf, len)`: fills up to [`GETRANDOM_MAX`] bytes at `buf` with random bytes
+    /// from the kernel's ChaCha20 generator, which the CPU's RDSEED or RDRAND seeded at boot
+    /// (Linux's `getrandom(2)` with no flags); returns how many it wrote.
+    GetRandom = 70,
 }
+
+/// The most bytes one `getrandom` call writes (Linux gives at most 32 MiB a call; a loop over
+/// calls fills more).
+pub const GETRANDOM_MAX: u64 = 4096;
 
 impl Sysno {
     /// Every defined system call, in number order.
-    pub const ALL: [Sysno; 54] = [
+    pub const ALL: [Sysno; 55] = [
         Sysno::Null,
         Sysno::Exit,
         Sysno::Log,
@@ -223,6 +231,7 @@ impl Sysno {
         Sysno::SetNonblocking,
         Sysno::Clock,
         Sysno::Discard,
+        Sysno::GetRandom,
     ];
 
     /// Whether this is one of the TCP socket calls (`socket` to `set_nonblocking`, `poll`).

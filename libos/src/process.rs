@@ -305,6 +305,26 @@ pub fn clock_ns(which: Clock) -> u64 {
     syscall3(Sysno::Clock, which as u64, 0, 0).unwrap_or(0)
 }
 
+/// Fills `buf` with random bytes from the kernel (`getrandom`, as many calls as it takes): for
+/// keys, seeds and anything a client must not predict.
+pub fn getrandom(buf: &mut [u8]) -> Result<(), Option<Error>> {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        let n = syscall3(
+            Sysno::GetRandom,
+            rest.as_mut_ptr() as u64,
+            rest.len() as u64,
+            0,
+        )?;
+        if n == 0 {
+            return Err(Some(Error::InvalidArgs));
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
 /// Writes `msg` to the kernel console (one line).
 pub fn print(msg: &str) {
     let _ = syscall4(Sysno::Log, msg.as_ptr() as u64, msg.len() as u64, 0, 0);

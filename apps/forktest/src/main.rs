@@ -12,7 +12,7 @@
 //! that faults on its parent's memory, and a fork bomb that hits its program's bound; writable
 //! statics and tables of function pointers, its own copy in each child, with the child's code
 //! at its own address, and a child that writes its code killed; `discard`, alone and in a
-//! forked child that gives its parent's pages back.
+//! forked child that gives its parent's pages back; `getrandom`.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 #[cfg(target_os = "none")]
@@ -20,6 +20,9 @@ extern crate alloc;
 
 #[cfg(target_os = "none")]
 mod discard;
+
+#[cfg(target_os = "none")]
+mod random;
 
 #[cfg(target_os = "none")]
 mod sleepers;
@@ -128,6 +131,9 @@ mod program {
             return code;
         }
         if let Err(code) = crate::discard::discarded_pages() {
+            return code;
+        }
+        if let Err(code) = crate::random::random_bytes() {
             return code;
         }
         let _ = process::write(1, b"forktest: pipes, kill and the console work\n");

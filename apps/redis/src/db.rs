@@ -196,7 +196,7 @@ impl Db {
     }
 
     /// Hashes keys under `key` from now on (the keys held are moved into a new table). A
-    /// server sets it once at start from something clients cannot predict.
+    /// server sets it once at start from random bytes (`getrandom`).
     pub fn set_hash_key(&mut self, key: [u64; 2]) {
         let table = HashMap::with_capacity_and_hasher(self.map.len(), KeyedHash { key });
         let old = core::mem::replace(&mut self.map, table);

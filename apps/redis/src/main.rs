@@ -391,12 +391,13 @@ mod program {
         let mut config = Config::new(PORT, process::getpid(), seed);
         config.maxmemory = MAXMEMORY;
         let mut server = Server::new(config, start);
-        // Fjord gives μprocesses no entropy source: the clocks at start, to the nanosecond,
-        // key the keyspace's SipHash.
-        server.db_mut().set_hash_key([
-            process::clock_ns(Clock::Realtime) ^ seed.rotate_left(17),
-            process::clock_ns(Clock::Monotonic).rotate_left(29) ^ seed,
-        ]);
+        // The keyspace's SipHash key, from the kernel's generator (Redis reads /dev/urandom).
+        let mut key = [0u8; 16];
+        if process::getrandom(&mut key).is_err() {
+            return 1;
+        }
+        let word = |i: usize| u64::from_le_bytes(key[i..i + 8].try_into().unwrap_or([0; 8]));
+        server.db_mut().set_hash_key([word(0), word(8)]);
         let mut host = FjordHost::default();
         if load(&mut server).is_err() {
             return 1;

@@ -133,6 +133,15 @@ extern "C" fn boot_on_stack() -> ! {
         Err(e) => fail(format_args!("probing the FPU: {e:?}")),
     }
     print_banner(info, &features);
+    match crate::random::init() {
+        crate::random::SeedSource::Hardware(how) => {
+            kprintln!("fjord: random numbers: ChaCha20 seeded from {how:?}")
+        }
+        crate::random::SeedSource::Clocks => kprintln!(
+            "fjord: random numbers: ChaCha20 seeded from the clocks alone (this CPU has no \
+             RDSEED or RDRAND): they are guessable by whoever knows the boot's timing"
+        ),
+    }
     if let Some((bytes, bus)) = crate::drivers::virtio_blk::init() {
         match crate::fs::mount() {
             Ok((blocks, crate::fs::Mounted::Existing(files))) => kprintln!(

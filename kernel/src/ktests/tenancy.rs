@@ -161,6 +161,36 @@ ktest! {
     }
 }
 
+ktest! {
+    fn getrandom_writes_only_what_the_caller_may() {
+        let p = new_pd(PdId::KERNEL)?;
+        let q = new_pd(PdId::KERNEL)?;
+        let own = crate::jord::with(|j| j.mmap(p, 4096, Perm::RW, MapFlags::default()))
+            .map_err(|e| format!("{e:?}"))?;
+        let other = crate::jord::with(|j| j.mmap(q, 4096, Perm::RW, MapFlags::default()))
+            .map_err(|e| format!("{e:?}"))?;
+        let bad = fjord_libos::abi::encode(Err(Error::BadAddress));
+        kassert_eq!(syscall(p, Sysno::GetRandom, [own, 64, 0])?, 64);
+        kassert_eq!(syscall(p, Sysno::GetRandom, [own, 0, 0])?, 0);
+        // At most GETRANDOM_MAX a call; past the caller's memory, nothing.
+        kassert_eq!(syscall(p, Sysno::GetRandom, [own, 10_000, 0])?, 4096);
+        kassert_eq!(syscall(p, Sysno::GetRandom, [own + 8, 4096, 0])?, bad);
+        kassert_eq!(syscall(p, Sysno::GetRandom, [other, 16, 0])?, bad);
+        let kernel = crate::mm::phys_to_virt(0x10_0000);
+        kassert_eq!(syscall(p, Sysno::GetRandom, [kernel, 16, 0])?, bad);
+        kassert_eq!(syscall(p, Sysno::GetRandom, [u64::MAX - 7, 16, 0])?, bad);
+        // The kernel's generator gives different bytes each time.
+        let (mut a, mut b) = ([0u8; 32], [0u8; 32]);
+        crate::random::fill(&mut a);
+        crate::random::fill(&mut b);
+        kassert!(a != b && a != [0; 32], "{a:x?} {b:x?}");
+        kassert_eq!(run(q, Program::Write, [other, 5, 0, 0]), Ok(0));
+        put(p);
+        put(q);
+        Ok(())
+    }
+}
+
 fn needs_hostile() -> R<()> {
     kassert!(
         runtime::lookup("hostile").is_some(),

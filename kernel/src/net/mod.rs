@@ -258,7 +258,7 @@ pub fn run(opts: &fjord_kernel::cmdline::BootOptions<'_>) {
     let mac = EthernetAddress(dev.mac());
     log::info!("net: virtio-net ({bus}), MAC {mac}");
     let mut config = Config::new(mac.into());
-    config.random_seed = cpu::rdtsc();
+    config.random_seed = crate::random::u64();
     let mut iface = Interface::new(config, &mut dev, now());
     let [a, b, c, d] = opts.ip.addr;
     let guest_ip = Ipv4Address::new(a, b, c, d);

@@ -81,6 +81,11 @@ pub fn dispatch(no: u64, args: [u64; 4]) -> Action {
             None => return delegate(),
         },
         Sysno::Clock => clock(args[0]),
+        // A μprocess's area may hold pages its lazy fork has not settled: its executor copies.
+        Sysno::GetRandom => match PdId::from_raw(percpu::current().current_pd) {
+            Ok(pd) if jord::tenant::is_uprocess(pd) => return delegate(),
+            _ => getrandom(args[0], args[1]),
+        },
         _ => privlib(call, args),
     };
     Action::Return(encode(r))
@@ -94,6 +99,24 @@ fn clock(which: u64) -> Result<u64, Error> {
         1 => Ok(crate::arch::time::boot_unix_ns().saturating_add(since_boot)),
         _ => Err(Error::InvalidArgs),
     }
+}
+
+/// `getrandom(buf, len)` for the code running on this CPU: up to
+/// [`fjord_libos::abi::GETRANDOM_MAX`] bytes of the kernel's generator at `buf`.
+fn getrandom(buf: u64, len: u64) -> Result<u64, Error> {
+    use crate::mm::user_memory;
+    let n = len.min(fjord_libos::abi::GETRANDOM_MAX);
+    user_memory::check_writable(buf, n)?;
+    let mut chunk = [0u8; 256];
+    let mut done = 0;
+    while done < n {
+        let k = (n - done).min(chunk.len() as u64);
+        let part = &mut chunk[..k as usize];
+        crate::random::fill(part);
+        user_memory::copy_to(buf + done, part)?;
+        done += k;
+    }
+    Ok(n)
 }
 
 /// Why a PD's own `mmap` failed: the kernel ran out of VMAs or frames, or anything else

@@ -489,6 +489,7 @@ fn step(pid: Pid, info: JobInfo) -> Option<Outcome> {
                 ),
                 Some(Sysno::MemInfo) => Next::Continue(mem_info(pid, args[0])),
                 Some(Sysno::Discard) => Next::Continue(encode(discard(pid, args[0], args[1]))),
+                Some(Sysno::GetRandom) => Next::Continue(encode(getrandom(pid, args[0], args[1]))),
                 Some(Sysno::Waitpid) => match decode_wait(args) {
                     Ok(w) => wait(pid, w, ctx, info),
                     Err(e) => Next::Continue(encode(Err(e))),
@@ -567,6 +568,7 @@ fn keeps_space(no: u64) -> bool {
                     | Sysno::Getppid
                     | Sysno::Isolation
                     | Sysno::Discard
+                    | Sysno::GetRandom
             )
     })
 }
@@ -1205,6 +1207,22 @@ pub fn pages_discarded() -> u64 {
 /// did. Ranges are done in order; the first bad one ends the call with its error (those before
 /// it are done): memory outside its area is refused (`BadAddress`), as is an address not
 /// page-aligned (`InvalidArgs`), and so are more than [`fjord_libos::abi::DISCARD_MAX`] ranges.
+/// `getrandom(buf, len)` for `pid`: up to [`fjord_libos::abi::GETRANDOM_MAX`] random bytes
+/// into its area (checked as every buffer it hands the kernel is).
+fn getrandom(pid: Pid, buf: u64, len: u64) -> Result<u64, AbiError> {
+    let n = len.min(fjord_libos::abi::GETRANDOM_MAX);
+    let mut chunk = [0u8; 256];
+    let mut done = 0;
+    while done < n {
+        let k = (n - done).min(chunk.len() as u64);
+        let part = &mut chunk[..k as usize];
+        crate::random::fill(part);
+        files::copy_out(pid, buf + done, part)?;
+        done += k;
+    }
+    Ok(n)
+}
+
 fn discard(pid: Pid, ranges: u64, n: u64) -> Result<u64, AbiError> {
     use fjord_libos::abi::DISCARD_MAX;
     let n = usize::try_from(n)

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 pub const ORDER: &[&str] = &[
     "arch",
     "console",
+    "random",
     "mm",
     "drivers",
     "fs",

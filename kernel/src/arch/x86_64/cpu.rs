@@ -83,6 +83,50 @@ pub fn isa_features() -> u64 {
     ecx | ebx << 32
 }
 
+/// The CPU's random-number instructions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HwRandom {
+    /// RDSEED: the conditioned output of the CPU's entropy source.
+    Rdseed,
+    /// RDRAND: a generator the CPU keeps reseeding from that source.
+    Rdrand,
+}
+
+/// One 64-bit number from the CPU's random-number instructions: RDSEED where CPUID advertises
+/// it, else RDRAND; `None` when the CPU has neither, or when each failed ten times in a row
+/// (they report a momentarily empty source by clearing CF; Intel advises ten retries).
+pub fn hardware_random() -> Option<(u64, HwRandom)> {
+    let rdseed = __cpuid(0).eax >= 7 && __cpuid_count(7, 0).ebx & (1 << 18) != 0;
+    let rdrand = __cpuid(1).ecx & (1 << 30) != 0;
+    if rdseed {
+        for _ in 0..10 {
+            let (v, ok): (u64, u8);
+            // SAFETY: CPUID advertises RDSEED; it writes only the two registers named here.
+            unsafe {
+                asm!("rdseed {v}", "setc {ok}", v = out(reg) v, ok = out(reg_byte) ok,
+                     options(nomem, nostack))
+            };
+            if ok != 0 {
+                return Some((v, HwRandom::Rdseed));
+            }
+        }
+    }
+    if rdrand {
+        for _ in 0..10 {
+            let (v, ok): (u64, u8);
+            // SAFETY: CPUID advertises RDRAND; it writes only the two registers named here.
+            unsafe {
+                asm!("rdrand {v}", "setc {ok}", v = out(reg) v, ok = out(reg_byte) ok,
+                     options(nomem, nostack))
+            };
+            if ok != 0 {
+                return Some((v, HwRandom::Rdrand));
+            }
+        }
+    }
+    None
+}
+
 /// Reads the time-stamp counter (under `-icount shift=0` it counts guest instructions).
 #[inline(always)]
 pub fn rdtsc() -> u64 {

@@ -41,6 +41,9 @@
 //!   ([`resp::QUERY_BUFFER_LIMIT`]); 64 clients by default.
 //! - `KEYS` lists keys sorted; Redis's order is its hash table's. `SAVE` and `BGSAVE` write
 //!   keys in the table's order, as Redis does.
+//! - The keyspace's table (`hashbrown`) doubles at once when it is 7/8 full: the write that
+//!   grows a table of N keys moves all N, where Redis's `dict` rehashes a few buckets per
+//!   operation.
 //! - RDB files are written without LZF compression (`rdbcompression no`); compressed files
 //!   from Redis load. A file holding other types than strings, or keys in another database,
 //!   is refused at start with an error naming what it found.

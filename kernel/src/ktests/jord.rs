@@ -104,7 +104,7 @@ ktest! {
 ktest! {
     fn pd_cannot_reach_unmapped_jord_kernel_memory_or_the_vma_table() {
         let p = new_pd(PdId::KERNEL)?;
-        let unmapped = fjord_kernel::layout::JORD_REGION_BASE + (3 << 39) + (77 << 20);
+        let unmapped = crate::ktests::unmapped_jord_address();
         expect_fault(run(p, Program::Read, [unmapped, 0, 0, 0]), p, unmapped, Access::Read)?;
         let kernel = crate::mm::phys_to_virt(0x10_0000);
         expect_fault(run(p, Program::Read, [kernel, 0, 0, 0]), p, kernel, Access::Read)?;
@@ -184,7 +184,7 @@ ktest! {
         let callee = crate::ktests::user_programs::entry(Program::ReturnInc);
         kassert_eq!(run(p, Program::Caller, [u64::from(q.raw()), callee, 41, 0]), Ok(42));
         // A fault in the callee is reported against the callee.
-        let bad = fjord_kernel::layout::JORD_REGION_BASE + (5 << 39);
+        let bad = crate::ktests::unmapped_jord_address();
         let read = crate::ktests::user_programs::entry(Program::Read);
         match run(p, Program::Caller, [u64::from(q.raw()), read, bad, 0]) {
             Err(CallError::Faulted { pd, fault }) => {

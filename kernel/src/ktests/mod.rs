@@ -24,6 +24,15 @@ use crate::arch::exit::{ExitCode, exit_qemu};
 use crate::kprintln;
 use fjord_kernel::ktest::KTest;
 
+/// An address in the Jord region that no VMA covers, whatever modules are loaded: the last
+/// slot of the largest size class, beyond what the VMA table gives out. (Slot 0 of a class is
+/// where the first module image of that size goes, readable by every PD.)
+pub fn unmapped_jord_address() -> u64 {
+    use fjord_pd::{SizeClass, vaddr};
+    let sc = SizeClass::MAX;
+    vaddr::encode(sc, vaddr::max_index(sc) - 1, 0).unwrap_or(vaddr::REGION_END - 4096)
+}
+
 /// Defines an in-kernel test: `ktest! { fn name() { ...; Ok(()) } }`, or `ktest! { slow fn
 /// name() { ... } }` for one that `slow_tests=skip` leaves out.
 #[macro_export]

@@ -213,7 +213,7 @@ ktest! {
         needs_modules()?;
         let before = task::NESTED_CALLS.load(Ordering::Relaxed);
         // An address in the Jord region that no VMA of the caller's covers, and kernel memory.
-        for addr in [fjord_kernel::layout::JORD_REGION_BASE + (5 << 39), 0x10_0000] {
+        for addr in [crate::ktests::unmapped_jord_address(), 0x10_0000] {
             let resp = request("hostile", format!("forge-call {addr:x}").as_bytes())?;
             kassert_eq!(resp.len(), 16);
             let word = |i: usize| i64::from_le_bytes(resp[i..i + 8].try_into().unwrap_or([0; 8]));

@@ -63,8 +63,14 @@ impl fmt::Display for Accel {
 /// The KVM device.
 pub const KVM_DEVICE: &str = "/dev/kvm";
 
+/// The CPU model of KVM guests: the host's CPU without the `IA32_ARCH_CAPABILITIES` MSR
+/// (0x10a). The KVM of some hosts refuses QEMU 7.2's write of that MSR when the vCPU starts
+/// (`failed to set MSR 0x10a`, then an assertion), and Fjord does not read it: it lists the
+/// CPU's speculative-execution fixes, for an OS choosing its mitigations.
+pub const KVM_CPU: &str = "host,-arch-capabilities";
+
 /// Whether this host can run `machine` under KVM: `/dev/kvm` opens read-write, `qemu` lists `kvm`
-/// among its accelerators, and QEMU, started paused with `-accel kvm -cpu host`, quits cleanly
+/// among its accelerators, and QEMU, started paused with `-accel kvm -cpu` [`KVM_CPU`], quits cleanly
 /// (under some nested hypervisors the first two pass but QEMU aborts setting up the vCPU). `Err`
 /// says why not, in a few words.
 pub fn kvm_usable(qemu: &Path, machine: Machine) -> Result<(), String> {
@@ -98,7 +104,7 @@ fn kvm_trial(qemu: &Path, machine: Machine) -> Result<(), String> {
             "-accel",
             "kvm",
             "-cpu",
-            "host",
+            KVM_CPU,
             "-m",
             "64M",
         ])
@@ -327,7 +333,7 @@ impl QemuConfig {
     pub fn use_accel(&mut self, accel: Accel) {
         self.accel = accel;
         self.cpu = match accel {
-            Accel::Kvm => "host",
+            Accel::Kvm => KVM_CPU,
             Accel::Tcg => "max",
         }
         .to_owned();
@@ -650,8 +656,11 @@ mod tests {
     fn kvm_accel_and_host_cpu() {
         let mut config = QemuConfig::new("k");
         config.accel = Accel::Kvm;
-        config.cpu = "host".into();
-        assert!(rendered(&config).starts_with("-M microvm,acpi=on -accel kvm -cpu host "));
+        config.cpu = KVM_CPU.into();
+        assert!(
+            rendered(&config)
+                .starts_with("-M microvm,acpi=on -accel kvm -cpu host,-arch-capabilities ")
+        );
     }
 
     #[test]

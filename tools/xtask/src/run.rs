@@ -53,7 +53,7 @@ pub fn run(options: &RunOptions) -> Result<()> {
     }
     config.accel = accel;
     if accel == Accel::Kvm {
-        config.cpu = "host".to_owned();
+        config.cpu = qemu::KVM_CPU.to_owned();
     }
     let disk = crate::disk::run_image()?;
     config.devices.push(Device::Disk {

@@ -9,6 +9,7 @@
 //! generator does not.
 
 use crate::arch::cpu::{self, HwRandom};
+use fjord_libos::abi::GETRANDOM_MAX;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
 use spin::Mutex;
@@ -66,6 +67,21 @@ pub fn init() -> SeedSource {
 /// Fills `buf` with random bytes.
 pub fn fill(buf: &mut [u8]) {
     with(|rng| rng.fill_bytes(buf));
+}
+
+/// `getrandom(buf, len)`'s work for a caller whose memory `put(offset, bytes)` writes: up
+/// to [`GETRANDOM_MAX`] random bytes, a chunk at a time; how many it wrote, or `put`'s error.
+pub fn fill_user<E>(len: u64, mut put: impl FnMut(u64, &[u8]) -> Result<(), E>) -> Result<u64, E> {
+    let n = len.min(GETRANDOM_MAX);
+    let mut chunk = [0u8; 256];
+    let mut done = 0;
+    while done < n {
+        let part = &mut chunk[..(n - done).min(256) as usize];
+        fill(part);
+        put(done, part)?;
+        done += part.len() as u64;
+    }
+    Ok(n)
 }
 
 /// A random 64-bit number.

@@ -105,18 +105,10 @@ fn clock(which: u64) -> Result<u64, Error> {
 /// [`fjord_libos::abi::GETRANDOM_MAX`] bytes of the kernel's generator at `buf`.
 fn getrandom(buf: u64, len: u64) -> Result<u64, Error> {
     use crate::mm::user_memory;
-    let n = len.min(fjord_libos::abi::GETRANDOM_MAX);
-    user_memory::check_writable(buf, n)?;
-    let mut chunk = [0u8; 256];
-    let mut done = 0;
-    while done < n {
-        let k = (n - done).min(chunk.len() as u64);
-        let part = &mut chunk[..k as usize];
-        crate::random::fill(part);
-        user_memory::copy_to(buf + done, part)?;
-        done += k;
-    }
-    Ok(n)
+    user_memory::check_writable(buf, len.min(fjord_libos::abi::GETRANDOM_MAX))?;
+    crate::random::fill_user(len, |at, bytes| {
+        user_memory::copy_to(buf + at, bytes).map_err(Error::from)
+    })
 }
 
 /// Why a PD's own `mmap` failed: the kernel ran out of VMAs or frames, or anything else

@@ -1210,17 +1210,7 @@ pub fn pages_discarded() -> u64 {
 /// `getrandom(buf, len)` for `pid`: up to [`fjord_libos::abi::GETRANDOM_MAX`] random bytes
 /// into its area (checked as every buffer it hands the kernel is).
 fn getrandom(pid: Pid, buf: u64, len: u64) -> Result<u64, AbiError> {
-    let n = len.min(fjord_libos::abi::GETRANDOM_MAX);
-    let mut chunk = [0u8; 256];
-    let mut done = 0;
-    while done < n {
-        let k = (n - done).min(chunk.len() as u64);
-        let part = &mut chunk[..k as usize];
-        crate::random::fill(part);
-        files::copy_out(pid, buf + done, part)?;
-        done += k;
-    }
-    Ok(n)
+    crate::random::fill_user(len, |at, bytes| files::copy_out(pid, buf + at, bytes))
 }
 
 fn discard(pid: Pid, ranges: u64, n: u64) -> Result<u64, AbiError> {

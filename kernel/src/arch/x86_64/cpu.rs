@@ -98,33 +98,44 @@ pub enum HwRandom {
 pub fn hardware_random() -> Option<(u64, HwRandom)> {
     let rdseed = __cpuid(0).eax >= 7 && __cpuid_count(7, 0).ebx & (1 << 18) != 0;
     let rdrand = __cpuid(1).ecx & (1 << 30) != 0;
-    if rdseed {
-        for _ in 0..10 {
-            let (v, ok): (u64, u8);
-            // SAFETY: CPUID advertises RDSEED; it writes only the two registers named here.
-            unsafe {
-                asm!("rdseed {v}", "setc {ok}", v = out(reg) v, ok = out(reg_byte) ok,
-                     options(nomem, nostack))
-            };
-            if ok != 0 {
-                return Some((v, HwRandom::Rdseed));
-            }
-        }
+    let from_rdseed = rdseed.then(|| {
+        // SAFETY: CPUID advertises RDSEED.
+        (0..10).find_map(|_| unsafe { rdseed_once() })
+    });
+    if let Some(Some(v)) = from_rdseed {
+        return Some((v, HwRandom::Rdseed));
     }
-    if rdrand {
-        for _ in 0..10 {
-            let (v, ok): (u64, u8);
-            // SAFETY: CPUID advertises RDRAND; it writes only the two registers named here.
-            unsafe {
-                asm!("rdrand {v}", "setc {ok}", v = out(reg) v, ok = out(reg_byte) ok,
-                     options(nomem, nostack))
-            };
-            if ok != 0 {
-                return Some((v, HwRandom::Rdrand));
-            }
-        }
-    }
-    None
+    let from_rdrand = rdrand.then(|| {
+        // SAFETY: CPUID advertises RDRAND.
+        (0..10).find_map(|_| unsafe { rdrand_once() })
+    });
+    from_rdrand.flatten().map(|v| (v, HwRandom::Rdrand))
+}
+
+/// One RDSEED; `None` when it reports an empty source.
+///
+/// # Safety
+/// The CPU must have RDSEED (CPUID leaf 7 EBX bit 18).
+unsafe fn rdseed_once() -> Option<u64> {
+    let (v, ok): (u64, u8);
+    // SAFETY: the caller guarantees RDSEED exists; it writes only the two registers named.
+    unsafe {
+        asm!("rdseed {v}", "setc {ok}", v = out(reg) v, ok = out(reg_byte) ok, options(nomem, nostack))
+    };
+    (ok != 0).then_some(v)
+}
+
+/// One RDRAND; `None` when it reports an empty source.
+///
+/// # Safety
+/// The CPU must have RDRAND (CPUID leaf 1 ECX bit 30).
+unsafe fn rdrand_once() -> Option<u64> {
+    let (v, ok): (u64, u8);
+    // SAFETY: the caller guarantees RDRAND exists; it writes only the two registers named.
+    unsafe {
+        asm!("rdrand {v}", "setc {ok}", v = out(reg) v, ok = out(reg_byte) ok, options(nomem, nostack))
+    };
+    (ok != 0).then_some(v)
 }
 
 /// Reads the time-stamp counter (under `-icount shift=0` it counts guest instructions).

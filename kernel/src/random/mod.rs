@@ -45,28 +45,25 @@ fn seed() -> ([u8; 32], SeedSource) {
     (seed, source)
 }
 
-/// Runs `f` on the generator, seeding it first if this is the first use.
-fn with<R>(f: impl FnOnce(&mut ChaCha20Rng) -> R) -> R {
+/// Runs `f` on the generator and where its seed came from, seeding it first if this is the
+/// first use.
+fn with<R>(f: impl FnOnce(&mut ChaCha20Rng, SeedSource) -> R) -> R {
     let mut g = GENERATOR.lock();
-    let (rng, _) = g.get_or_insert_with(|| {
+    let (rng, source) = g.get_or_insert_with(|| {
         let (s, source) = seed();
         (ChaCha20Rng::from_seed(s), source)
     });
-    f(rng)
+    f(rng, *source)
 }
 
 /// Seeds the generator (if nothing did yet) and says where the seed came from.
 pub fn init() -> SeedSource {
-    with(|_| ());
-    GENERATOR
-        .lock()
-        .as_ref()
-        .map_or(SeedSource::Clocks, |(_, s)| *s)
+    with(|_, source| source)
 }
 
 /// Fills `buf` with random bytes.
 pub fn fill(buf: &mut [u8]) {
-    with(|rng| rng.fill_bytes(buf));
+    with(|rng, _| rng.fill_bytes(buf));
 }
 
 /// `getrandom(buf, len)`'s work for a caller whose memory `put(offset, bytes)` writes: up
@@ -86,5 +83,5 @@ pub fn fill_user<E>(len: u64, mut put: impl FnMut(u64, &[u8]) -> Result<(), E>) 
 
 /// A random 64-bit number.
 pub fn u64() -> u64 {
-    with(|rng| rng.next_u64())
+    with(|rng, _| rng.next_u64())
 }

@@ -51,10 +51,7 @@ pub fn run(options: &RunOptions) -> Result<()> {
     if let Some(note) = note {
         println!("xtask: {note}");
     }
-    config.accel = accel;
-    if accel == Accel::Kvm {
-        config.cpu = qemu::KVM_CPU.to_owned();
-    }
+    config.use_accel(accel);
     let disk = crate::disk::run_image()?;
     config.devices.push(Device::Disk {
         image: disk.clone(),
